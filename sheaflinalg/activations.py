@@ -1,0 +1,68 @@
+"""Output activations phi, their Jacobians and the supported names."""
+
+import numpy as np
+
+OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
+
+
+def check_output(name):
+    """Return ``name`` if it is a supported output activation, else raise ValueError."""
+    if name not in OUTPUTS:
+        raise ValueError(
+            f"unknown output activation {name!r}; expected one of {', '.join(OUTPUTS)}"
+        )
+    return name
+
+
+def apply(name, z):
+    """Apply the output activation to pre-activations ``z`` (samples are rows).
+
+    Examples
+    --------
+    >>> apply("sigmoid", np.zeros((1, 2)))
+    array([[0.5, 0.5]])
+    """
+    if name == "identity":
+        return np.array(z, dtype=np.float64, copy=True)
+    if name == "sigmoid":
+        # Split by sign so that exp never overflows.
+        out = np.empty_like(z, dtype=np.float64)
+        pos = z >= 0
+        out[pos] = 1.0 / (1.0 + np.exp(-z[pos]))
+        ez = np.exp(z[~pos])
+        out[~pos] = ez / (1.0 + ez)
+        return out
+    if name == "tanh":
+        return np.tanh(z)
+    if name == "softmax":
+        shifted = z - z.max(axis=-1, keepdims=True)
+        e = np.exp(shifted)
+        return e / e.sum(axis=-1, keepdims=True)
+    raise ValueError(check_output(name))
+
+
+def jacobian(name, z):
+    """Jacobian ``J_phi(z)`` of the output activation at one pre-activation vector.
+
+    Parameters
+    ----------
+    name : str
+        Output activation.
+    z : ndarray, shape (n,)
+        One sample's output pre-activation.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if name == "identity":
+        return np.eye(z.size)
+    y = apply(name, z[None, :])[0]
+    if name == "sigmoid":
+        return np.diag(y * (1.0 - y))
+    if name == "tanh":
+        return np.diag(1.0 - y * y)
+    if name == "softmax":
+        return np.diag(y) - np.outer(y, y)
+    raise ValueError(check_output(name))

@@ -1,0 +1,1 @@
+"""numba-compiled kernels (no Python API here; see dynamics.py and training.py)."""

@@ -1,0 +1,235 @@
+"""The one force routine of the neural sheaf, shared by the heat and training kernels.
+
+Internal layout (samples are columns, so inner loops over samples vectorise):
+
+* ``X``: (n_0, M) inputs.
+* ``S``: (n_rows, M) free cochain, rows in the layout's free order
+  ``z1, a1, ..., ak, z(k+1)[, yhat]`` (offsets from :class:`~sheaflinalg.layout.Layout`).
+* ``theta``: flat parameters, ``W_l`` row-major at ``woff[l]``, ``b_l`` at ``boff[l]``.
+* ``E``: (n_rows, M) edge discrepancies ``(delta omega_bar)_e``.  Edge ``e_i``
+  pairs with free block ``i`` (the unit-triangular structure), so ``E`` uses
+  the same row offsets: ``E[z_l] = z_l - W_l a_(l-1) - b_l``,
+  ``E[a_l] = a_l - R_l z_l``, ``E[yhat] = yhat - phi(z(k+1))``.
+* ``F``: (n_rows, M) force ``-grad`` of the discord energy (the velocity / alpha).
+
+Layer ``l`` (1-based) has ``dims[l]`` neurons; ``zoff[l]``, ``aoff[l]`` are
+row offsets (``aoff[0] = -1``: ``a_0`` is ``X``).
+"""
+
+import numpy as np
+from numba import njit
+
+PHI_CODES = {"identity": 0, "sigmoid": 1, "tanh": 2, "softmax": 3}
+
+OUTPUT_EDGE_NONE = 0          # reduced system: no output edge (identity output)
+OUTPUT_EDGE_ADJOINT = 1       # -J_phi(z)^T grad f(phi(z) - yhat) on z(k+1) (local adjoint)
+OUTPUT_EDGE_DISCREPANCY = 2   # -grad f(phi(z) - yhat) on z(k+1) (cross-entropy simplification)
+
+LOSS_CODES = {"squared": 0, "l1": 1, "pnorm": 2, "huber": 3}
+
+# Above this many multiply-adds a layer product goes to BLAS; below it the
+# hand-written loops (no call overhead) are faster.
+BLAS_THRESHOLD = 1 << 16
+
+
+@njit(cache=True)
+def apply_phi(code, Z, out):
+    """``out = phi(Z)`` column by column (``Z`` is (n_out, M))."""
+    n, M = Z.shape
+    if code == 0:
+        for i in range(n):
+            for s in range(M):
+                out[i, s] = Z[i, s]
+    elif code == 1:
+        for i in range(n):
+            for s in range(M):
+                v = Z[i, s]
+                if v >= 0:
+                    out[i, s] = 1.0 / (1.0 + np.exp(-v))
+                else:
+                    e = np.exp(v)
+                    out[i, s] = e / (1.0 + e)
+    elif code == 2:
+        for i in range(n):
+            for s in range(M):
+                out[i, s] = np.tanh(Z[i, s])
+    else:
+        for s in range(M):
+            m = Z[0, s]
+            for i in range(1, n):
+                if Z[i, s] > m:
+                    m = Z[i, s]
+            total = 0.0
+            for i in range(n):
+                e = np.exp(Z[i, s] - m)
+                out[i, s] = e
+                total += e
+            for i in range(n):
+                out[i, s] /= total
+
+
+@njit(cache=True)
+def loss_gradient(kind, param, d):
+    """Componentwise gradient of the output-edge potential ``f`` at discrepancy ``d``."""
+    if kind == 0:
+        return d
+    if kind == 1:
+        return 1.0 if d > 0 else (-1.0 if d < 0 else 0.0)
+    if kind == 2:
+        return np.abs(d) ** (param - 2.0) * d if d != 0 else 0.0
+    if d > param:
+        return param
+    if d < -param:
+        return -param
+    return d
+
+
+@njit(cache=True)
+def loss_potential(kind, param, d):
+    """Componentwise output-edge potential ``f(d)``."""
+    if kind == 0:
+        return 0.5 * d * d
+    if kind == 1:
+        return np.abs(d)
+    if kind == 2:
+        return np.abs(d) ** param / param
+    if np.abs(d) <= param:
+        return 0.5 * d * d
+    return param * (np.abs(d) - 0.5 * param)
+
+
+@njit(cache=True)
+def _affine_residual(W, b, A, Z, out):
+    """``out = Z - W A - b``: the weight-edge discrepancy."""
+    n, m = W.shape
+    M = A.shape[1]
+    if n * m * M >= BLAS_THRESHOLD:
+        np.dot(W, A, out)
+        for i in range(n):
+            bi = b[i]
+            for s in range(M):
+                out[i, s] = Z[i, s] - out[i, s] - bi
+    else:
+        for i in range(n):
+            bi = b[i]
+            for s in range(M):
+                out[i, s] = Z[i, s] - bi
+            for j in range(m):
+                w = W[i, j]
+                for s in range(M):
+                    out[i, s] -= w * A[j, s]
+
+
+@njit(cache=True)
+def _add_transpose_product(W, E, out, work):
+    """``out += W^T E``."""
+    n, m = W.shape
+    M = E.shape[1]
+    if n * m * M >= BLAS_THRESHOLD:
+        buf = work[:m]
+        np.dot(W.T, E, buf)
+        for j in range(m):
+            for s in range(M):
+                out[j, s] += buf[j, s]
+    else:
+        for i in range(n):
+            for j in range(m):
+                w = W[i, j]
+                for s in range(M):
+                    out[j, s] += w * E[i, s]
+
+
+@njit(cache=True)
+def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                   out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work):
+    """Edge discrepancies ``E`` and forces ``F = -grad (discord energy)`` of the state ``S``.
+
+    The hidden masks are ``R_l = (z_l >= 0)`` of ``S``.  ``yhat_off`` is the
+    row offset of ``yhat`` (ignored when ``out_mode == OUTPUT_EDGE_NONE``);
+    ``phi_buf`` is (n_out, M) and receives ``phi(z(k+1))``; ``work`` is a
+    (max width, M) scratch buffer.
+    """
+    n_layers = dims.shape[0] - 1
+    k = n_layers - 1
+    M = S.shape[1]
+    # Edge discrepancies and the diagonal part of each force.
+    for l in range(1, n_layers + 1):
+        n = dims[l]
+        m = dims[l - 1]
+        W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
+        b = theta[boff[l]:boff[l] + n]
+        zo = zoff[l]
+        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+        _affine_residual(W, b, A, S[zo:zo + n], E[zo:zo + n])
+        for i in range(n):
+            for s in range(M):
+                F[zo + i, s] = -E[zo + i, s]
+        if l <= k:
+            ao = aoff[l]
+            for i in range(n):
+                for s in range(M):
+                    z = S[zo + i, s]
+                    if z >= 0:
+                        e = S[ao + i, s] - z
+                        E[ao + i, s] = e
+                        F[zo + i, s] += e
+                    else:
+                        e = S[ao + i, s]
+                        E[ao + i, s] = e
+                    F[ao + i, s] = -e
+    # Weight edges pull the upstream activations: F[a_l] += W_{l+1}^T E[z_{l+1}].
+    for l in range(1, k + 1):
+        n = dims[l + 1]
+        m = dims[l]
+        W = theta[woff[l + 1]:woff[l + 1] + n * m].reshape(n, m)
+        _add_transpose_product(W, E[zoff[l + 1]:zoff[l + 1] + n], F[aoff[l]:aoff[l] + m], work)
+    if out_mode == OUTPUT_EDGE_NONE:
+        return
+    n = dims[n_layers]
+    zo = zoff[n_layers]
+    apply_phi(phi_code, S[zo:zo + n], phi_buf)
+    for s in range(M):
+        # g = grad f(phi(z) - yhat), stored in E's yhat rows for now.
+        for i in range(n):
+            d = phi_buf[i, s] - S[yhat_off + i, s]
+            E[yhat_off + i, s] = -d
+            g = loss_gradient(loss_kind, loss_param, d)
+            F[yhat_off + i, s] = g
+        if out_mode == OUTPUT_EDGE_DISCREPANCY or phi_code == 0:
+            for i in range(n):
+                F[zo + i, s] -= F[yhat_off + i, s]
+        elif phi_code == 3:
+            dot = 0.0
+            for i in range(n):
+                dot += phi_buf[i, s] * F[yhat_off + i, s]
+            for i in range(n):
+                F[zo + i, s] -= phi_buf[i, s] * (F[yhat_off + i, s] - dot)
+        elif phi_code == 1:
+            for i in range(n):
+                y = phi_buf[i, s]
+                F[zo + i, s] -= y * (1.0 - y) * F[yhat_off + i, s]
+        else:
+            for i in range(n):
+                y = phi_buf[i, s]
+                F[zo + i, s] -= (1.0 - y * y) * F[yhat_off + i, s]
+
+
+@njit(cache=True)
+def discord_by_edge_block(E, edge_offsets, edge_sizes, yhat_off, loss_kind, loss_param, out):
+    """``out[i, s]`` = discord of edge block ``i`` for sample ``s``: ``1/2 ||E_e||^2``.
+
+    The output edge (rows from ``yhat_off``, ``-1`` when absent) uses the
+    loss potential ``f`` instead of ``1/2 d^2``.
+    """
+    M = E.shape[1]
+    for blk in range(edge_offsets.shape[0]):
+        o = edge_offsets[blk]
+        for s in range(M):
+            total = 0.0
+            if o == yhat_off:
+                for i in range(edge_sizes[blk]):
+                    total += loss_potential(loss_kind, loss_param, E[o + i, s])
+            else:
+                for i in range(edge_sizes[blk]):
+                    total += 0.5 * E[o + i, s] * E[o + i, s]
+            out[blk, s] = total

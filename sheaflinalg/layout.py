@@ -1,0 +1,265 @@
+"""Coordinate layout of the neural sheaf: every block's size, offset and label.
+
+Everything that needs an offset (assembler, kernels, diagnostics, plots) reads
+it from a :class:`Layout`; nothing else computes block offsets.
+
+Conventions (``DESIGN.md``): vertices in path order
+``v_x, v_z1, v_a1, ..., v_ak, v_z(k+1), v_y``; edges
+``e_z1, e_a1, e_z2, ..., e_ak, e_z(k+1), e_y``; free coordinates
+``z1, a1, ..., ak, z(k+1), yhat``; boundary coordinates ``x, 1@x, 1@a1, ..., 1@ak``
+(the ones block at ``v_x`` has ``n_1`` entries, the one at ``v_al`` has ``n_{l+1}``).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Block:
+    """One named block of coordinates or of edge stalks.
+
+    Attributes
+    ----------
+    name : str
+        ``"x"``, ``"1@x"``, ``"z1"``, ``"a1"``, ``"1@a1"``, ``"yhat"``, or an edge ``"e_z1"``, ``"e_a1"``, ``"e_y"``.
+    size : int
+    offset : int
+        Offset in the vector the block belongs to (free, boundary, edge or full).
+    kind : str
+        Coordinates: ``"input"``, ``"ones"``, ``"preactivation"``, ``"activation"``, ``"output"``.
+        Edges: ``"weight"``, ``"activation"``, ``"output"``.
+    layer : int
+        Layer index ``l`` (0 for the input, ``k+2`` for the output vertex/edge).
+    vertex : str
+        Owning vertex (coordinates) or ``"upstream->downstream"`` (edges).
+    """
+
+    name: str
+    size: int
+    offset: int
+    kind: str
+    layer: int
+    vertex: str
+
+    @property
+    def slice(self):
+        """``slice(offset, offset + size)``."""
+        return slice(self.offset, self.offset + self.size)
+
+
+class Layout:
+    """Block layout of the neural sheaf of a network with widths ``dims``.
+
+    Parameters
+    ----------
+    dims : sequence of int
+        ``[n_0, ..., n_{k+1}]``.
+    reduced : bool
+        Drop the output vertex ``v_y`` and output edge ``e_y`` (the reduced
+        system of appendix A, used for identity output).
+
+    Examples
+    --------
+    >>> lay = Layout([2, 3, 1])
+    >>> [b.name for b in lay.free_blocks]
+    ['z1', 'a1', 'z2', 'yhat']
+    >>> lay.free("a1")
+    slice(3, 6, None)
+    >>> lay.n_free, lay.n_edges, lay.n_boundary
+    (8, 8, 6)
+    """
+
+    def __init__(self, dims, reduced=False):
+        dims = [int(d) for d in dims]
+        if len(dims) < 2 or min(dims) < 1:
+            raise ValueError(f"invalid layer widths {dims}")
+        self.dims = dims
+        self.reduced = bool(reduced)
+        self.n_hidden = len(dims) - 2
+        k = self.n_hidden
+        coords = []  # (name, size, kind, layer, vertex, free?)
+        coords.append(("x", dims[0], "input", 0, "v_x", False))
+        coords.append(("1@x", dims[1], "ones", 0, "v_x", False))
+        for l in range(1, k + 1):
+            coords.append((f"z{l}", dims[l], "preactivation", l, f"v_z{l}", True))
+            coords.append((f"a{l}", dims[l], "activation", l, f"v_a{l}", True))
+            coords.append((f"1@a{l}", dims[l + 1], "ones", l, f"v_a{l}", False))
+        coords.append((f"z{k + 1}", dims[k + 1], "preactivation", k + 1, f"v_z{k + 1}", True))
+        if not self.reduced:
+            coords.append(("yhat", dims[k + 1], "output", k + 2, "v_y", True))
+
+        self.full_blocks, self.free_blocks, self.boundary_blocks = [], [], []
+        full_off = free_off = bnd_off = 0
+        for name, size, kind, layer, vertex, free in coords:
+            self.full_blocks.append(Block(name, size, full_off, kind, layer, vertex))
+            full_off += size
+            if free:
+                self.free_blocks.append(Block(name, size, free_off, kind, layer, vertex))
+                free_off += size
+            else:
+                self.boundary_blocks.append(Block(name, size, bnd_off, kind, layer, vertex))
+                bnd_off += size
+
+        self.edge_blocks = []
+        off = 0
+        upstream = "v_x"
+        for l in range(1, k + 2):
+            self.edge_blocks.append(Block(f"e_z{l}", dims[l], off, "weight", l, f"{upstream}->v_z{l}"))
+            off += dims[l]
+            if l <= k:
+                self.edge_blocks.append(Block(f"e_a{l}", dims[l], off, "activation", l, f"v_z{l}->v_a{l}"))
+                off += dims[l]
+                upstream = f"v_a{l}"
+        if not self.reduced:
+            self.edge_blocks.append(Block("e_y", dims[k + 1], off, "output", k + 2, f"v_z{k + 1}->v_y"))
+            off += dims[k + 1]
+
+        self.n_full = full_off
+        self.n_free = free_off
+        self.n_boundary = bnd_off
+        self.n_edges = off
+        self._full = {b.name: b for b in self.full_blocks}
+        self._free = {b.name: b for b in self.free_blocks}
+        self._boundary = {b.name: b for b in self.boundary_blocks}
+        self._edge = {b.name: b for b in self.edge_blocks}
+        self.vertices = []
+        for b in self.full_blocks:
+            if not self.vertices or self.vertices[-1][0] != b.vertex:
+                self.vertices.append((b.vertex, b.offset, b.size))
+            else:
+                name, o, s = self.vertices[-1]
+                self.vertices[-1] = (name, o, s + b.size)
+
+    def __repr__(self):
+        return f"Layout(dims={self.dims}, reduced={self.reduced})"
+
+    # --------------------------------------------------------------- lookups
+    def _get(self, table, name, what):
+        try:
+            return table[name]
+        except KeyError:
+            raise KeyError(f"no {what} block {name!r}; available: {', '.join(table)}") from None
+
+    def free(self, name):
+        """Slice of free block ``name`` in the free cochain ``omega``."""
+        return self._get(self._free, name, "free").slice
+
+    def boundary(self, name):
+        """Slice of boundary block ``name`` in ``u``."""
+        return self._get(self._boundary, name, "boundary").slice
+
+    def edge(self, name):
+        """Slice of edge ``name`` in the 1-cochain."""
+        return self._get(self._edge, name, "edge").slice
+
+    def full(self, name):
+        """Slice of coordinate block ``name`` in the full 0-cochain."""
+        return self._get(self._full, name, "coordinate").slice
+
+    def free_block(self, name):
+        """The :class:`Block` of free block ``name``."""
+        return self._get(self._free, name, "free")
+
+    def edge_block(self, name):
+        """The :class:`Block` of edge ``name``."""
+        return self._get(self._edge, name, "edge")
+
+    def z(self, l):
+        """Name of the pre-activation block of layer ``l`` (1-based)."""
+        return f"z{l}"
+
+    def a(self, l):
+        """Name of the activation block of hidden layer ``l`` (1-based)."""
+        return f"a{l}"
+
+    @property
+    def output_block(self):
+        """Name of the block that holds the network output (``yhat``, or ``z(k+1)`` when reduced)."""
+        return f"z{self.n_hidden + 1}" if self.reduced else "yhat"
+
+    # ------------------------------------------------------- index vectors
+    @property
+    def free_index(self):
+        """Positions of the free coordinates in the full 0-cochain (free order)."""
+        return np.concatenate([np.arange(self._full[b.name].offset, self._full[b.name].offset + b.size)
+                               for b in self.free_blocks])
+
+    @property
+    def boundary_index(self):
+        """Positions of the boundary coordinates in the full 0-cochain (``u`` order)."""
+        return np.concatenate([np.arange(self._full[b.name].offset, self._full[b.name].offset + b.size)
+                               for b in self.boundary_blocks])
+
+    @staticmethod
+    def _labels(blocks):
+        return [f"{b.name}[{i}]" for b in blocks for i in range(b.size)]
+
+    @property
+    def free_labels(self):
+        """One label per free coordinate, e.g. ``"a1[3]"``."""
+        return self._labels(self.free_blocks)
+
+    @property
+    def boundary_labels(self):
+        """One label per boundary coordinate, e.g. ``"1@x[0]"``."""
+        return self._labels(self.boundary_blocks)
+
+    @property
+    def edge_labels(self):
+        """One label per edge-stalk coordinate, e.g. ``"e_z2[0]"``."""
+        return self._labels(self.edge_blocks)
+
+    @property
+    def full_labels(self):
+        """One label per coordinate of the full 0-cochain."""
+        return self._labels(self.full_blocks)
+
+    def boundary_values(self, x):
+        """Boundary vector ``u = (x, 1, ..., 1)`` for one input ``x`` of length ``n_0``."""
+        u = np.ones(self.n_boundary)
+        u[self.boundary("x")] = x
+        return u
+
+    def split_free(self, omega):
+        """Dictionary ``{block name: view}`` of a free cochain (last axis in free order)."""
+        omega = np.asarray(omega)
+        return {b.name: omega[..., b.slice] for b in self.free_blocks}
+
+    # ----------------------------------------------------- kernel offsets
+    def kernel_offsets(self):
+        """Integer arrays the numba kernels index with (see :mod:`sheaflinalg.kernels.force`).
+
+        Returns
+        -------
+        dict
+            ``dims`` (int64, ``[n_0, ..., n_{k+1}]``), ``zoff`` and ``aoff``
+            (row offsets of ``z_l`` / ``a_l`` in the free order, index ``l``;
+            ``aoff[0] = aoff[k+1] = -1``), ``yhat_off`` (int, ``-1`` when
+            reduced), ``woff``/``boff`` (offsets of ``W_l``/``b_l`` in the flat
+            parameter vector), ``n_parameters``, and ``edge_offsets``/``edge_sizes``
+            of the edge blocks (same row offsets as their paired free blocks).
+        """
+        k = self.n_hidden
+        zoff = np.full(k + 2, -1, dtype=np.int64)
+        aoff = np.full(k + 2, -1, dtype=np.int64)
+        for l in range(1, k + 2):
+            zoff[l] = self._free[f"z{l}"].offset
+            if l <= k:
+                aoff[l] = self._free[f"a{l}"].offset
+        woff = np.full(k + 2, -1, dtype=np.int64)
+        boff = np.full(k + 2, -1, dtype=np.int64)
+        off = 0
+        for l in range(1, k + 2):
+            woff[l] = off
+            off += self.dims[l] * self.dims[l - 1]
+            boff[l] = off
+            off += self.dims[l]
+        return {
+            "dims": np.asarray(self.dims, dtype=np.int64),
+            "zoff": zoff, "aoff": aoff,
+            "yhat_off": -1 if self.reduced else self._free["yhat"].offset,
+            "woff": woff, "boff": boff, "n_parameters": off,
+            "edge_offsets": np.asarray([b.offset for b in self.edge_blocks], dtype=np.int64),
+            "edge_sizes": np.asarray([b.size for b in self.edge_blocks], dtype=np.int64),
+        }

@@ -1,0 +1,265 @@
+"""Feedforward ReLU networks: weights, biases, output activation, forward pass, I/O."""
+
+import json
+import zipfile
+
+import numpy as np
+
+from . import activations
+from .validation import as_float64, as_samples
+
+_FORMAT = "sheaflinalg.network/1"
+
+
+class Network:
+    """A feedforward ReLU network ``x -> phi(W_{k+1} relu(... relu(W_1 x + b_1)) + b_{k+1})``.
+
+    Parameters
+    ----------
+    weights : sequence of array_like
+        ``W[l]`` of shape ``(n_l, n_{l-1})`` (out, in), for ``l = 1..k+1``.
+    biases : sequence of array_like
+        ``b[l]`` of shape ``(n_l,)``.
+    output : {"identity", "sigmoid", "tanh", "softmax"}
+        Output activation phi.
+
+    Notes
+    -----
+    Arrays are copied to C-contiguous float64 (integers and float32 are
+    converted); NaN/Inf, empty layers and shape mismatches raise ValueError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network([np.eye(2), np.ones((1, 2))], [np.zeros(2), np.zeros(1)])
+    >>> net.dims
+    [2, 2, 1]
+    >>> net.forward(np.array([1.0, -3.0]))
+    array([1.])
+    """
+
+    def __init__(self, weights, biases, output="identity"):
+        activations.check_output(output)
+        if len(weights) == 0:
+            raise ValueError("a network needs at least one layer (one weight matrix)")
+        if len(weights) != len(biases):
+            raise ValueError(f"got {len(weights)} weight matrices but {len(biases)} bias vectors")
+        Ws, bs = [], []
+        for l, (W, b) in enumerate(zip(weights, biases), start=1):
+            W = as_float64(W, f"W{l}")
+            b = as_float64(b, f"b{l}")
+            if W.ndim != 2:
+                raise ValueError(f"W{l} must be 2-D (n_out, n_in), got shape {W.shape}")
+            if W.shape[0] == 0 or W.shape[1] == 0:
+                raise ValueError(f"W{l} has an empty layer: shape {W.shape}")
+            if b.shape != (W.shape[0],):
+                raise ValueError(f"b{l} must have shape ({W.shape[0]},), got {b.shape}")
+            if Ws and W.shape[1] != Ws[-1].shape[0]:
+                raise ValueError(
+                    f"W{l} takes {W.shape[1]} inputs but layer {l - 1} has {Ws[-1].shape[0]} neurons"
+                )
+            Ws.append(W.copy())
+            bs.append(b.copy())
+        if output == "softmax" and Ws[-1].shape[0] < 2:
+            raise ValueError("softmax output needs at least 2 output neurons")
+        self.weights = Ws
+        self.biases = bs
+        self.output = output
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def dims(self):
+        """Layer widths ``[n_0, n_1, ..., n_{k+1}]``."""
+        return [self.weights[0].shape[1]] + [W.shape[0] for W in self.weights]
+
+    @property
+    def n_hidden(self):
+        """Number ``k`` of hidden ReLU layers."""
+        return len(self.weights) - 1
+
+    @property
+    def n_parameters(self):
+        """Number of weights and biases."""
+        return sum(W.size + b.size for W, b in zip(self.weights, self.biases))
+
+    def __repr__(self):
+        return f"Network(dims={self.dims}, output={self.output!r})"
+
+    def copy(self):
+        """Deep copy."""
+        return Network(self.weights, self.biases, self.output)
+
+    # ------------------------------------------------------------ constructors
+    @classmethod
+    def random(cls, dims, seed=0, output="identity"):
+        """He-initialised network: ``W[l] ~ N(0, 2 / n_{l-1})``, zero biases.
+
+        Examples
+        --------
+        >>> Network.random([2, 30, 1], seed=0).dims
+        [2, 30, 1]
+        """
+        dims = [int(d) for d in dims]
+        if len(dims) < 2:
+            raise ValueError(f"dims needs at least an input and an output width, got {dims}")
+        if min(dims) < 1:
+            raise ValueError(f"every layer needs at least one neuron, got dims {dims}")
+        rng = np.random.default_rng(seed)
+        weights = [rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_out, n_in))
+                   for n_in, n_out in zip(dims[:-1], dims[1:])]
+        biases = [np.zeros(n) for n in dims[1:]]
+        return cls(weights, biases, output)
+
+    # ------------------------------------------------------------ forward pass
+    def forward_states(self, X):
+        """Pre-activations and activations of every layer.
+
+        Returns
+        -------
+        zs : list of ndarray
+            ``zs[l-1]`` has shape (n_samples, n_l), for ``l = 1..k+1``.
+        hidden : list of ndarray
+            ``hidden[l-1] = relu(zs[l-1])`` for the hidden layers ``l = 1..k``.
+        """
+        X, _ = as_samples(X, self.dims[0])
+        zs, hidden = [], []
+        a = X
+        for l, (W, b) in enumerate(zip(self.weights, self.biases)):
+            z = a @ W.T + b
+            zs.append(z)
+            if l < self.n_hidden:
+                a = np.where(z >= 0, z, 0.0)
+                hidden.append(a)
+        return zs, hidden
+
+    def forward(self, X):
+        """Network output ``phi(z_{k+1})``, shape (n_samples, n_out) (1-D for a 1-D sample)."""
+        _, was_1d = as_samples(X, self.dims[0])
+        zs, _ = self.forward_states(X)
+        y = activations.apply(self.output, zs[-1])
+        return y[0] if was_1d else y
+
+    def activation_pattern(self, X):
+        """Forward-pass activation pattern (``z >= 0`` active) of every hidden layer.
+
+        Returns a list of boolean arrays of shape (n_samples, n_l), or (n_l,) for a 1-D sample.
+        """
+        _, was_1d = as_samples(X, self.dims[0])
+        zs, _ = self.forward_states(X)
+        pattern = [z >= 0 for z in zs[:-1]]
+        return [p[0] for p in pattern] if was_1d else pattern
+
+    # --------------------------------------------------------------------- I/O
+    def save(self, path):
+        """Write the network to ``path`` as an ``.npz`` file readable without pickle.
+
+        The file is written to a temporary name and renamed, so an interrupted
+        save never leaves a half-written file.
+        """
+        import os
+        import tempfile
+
+        arrays = {"format": np.array(_FORMAT), "output": np.array(self.output)}
+        for l, (W, b) in enumerate(zip(self.weights, self.biases), start=1):
+            arrays[f"W{l}"] = W
+            arrays[f"b{l}"] = b
+        path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
+        os.close(fd)
+        try:
+            np.savez(tmp, **arrays)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    @classmethod
+    def load(cls, path):
+        """Read a network written by :meth:`save` (never unpickles).
+
+        Raises
+        ------
+        ValueError
+            If the file is corrupt, truncated, needs pickle or lacks arrays.
+        """
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                files = set(f.files)
+                if "W1" not in files:
+                    raise ValueError(f"{path}: not a sheaflinalg network file (no array 'W1')")
+                n = 1
+                while f"W{n + 1}" in files:
+                    n += 1
+                weights = [f[f"W{l}"] for l in range(1, n + 1)]
+                missing = [f"b{l}" for l in range(1, n + 1) if f"b{l}" not in files]
+                if missing:
+                    raise ValueError(f"{path}: missing bias arrays {missing}")
+                biases = [f[f"b{l}"] for l in range(1, n + 1)]
+                output = str(f["output"]) if "output" in files else "identity"
+        except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise ValueError(f"{path}: corrupt or truncated .npz file ({exc})") from exc
+        except ValueError as exc:
+            if "pickle" in str(exc):
+                raise ValueError(f"{path}: the file holds object arrays that need pickle; refusing to load it") from exc
+            if str(exc).startswith(str(path)):
+                raise
+            raise ValueError(f"{path}: corrupt or truncated .npz file ({exc})") from exc
+        return cls(weights, biases, output)
+
+    def parameters(self):
+        """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
+
+        Offsets are ``Layout(dims).kernel_offsets()["woff"/"boff"]``.
+        """
+        return np.concatenate([np.concatenate([W.ravel(), b]) for W, b in zip(self.weights, self.biases)])
+
+    @classmethod
+    def from_parameters(cls, theta, dims, output="identity"):
+        """Inverse of :meth:`parameters`."""
+        from .layout import Layout
+
+        off = Layout(dims).kernel_offsets()
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (off["n_parameters"],):
+            raise ValueError(f"expected {off['n_parameters']} parameters for dims {list(dims)}, got shape {theta.shape}")
+        weights = [theta[off["woff"][l]:off["woff"][l] + dims[l] * dims[l - 1]].reshape(dims[l], dims[l - 1])
+                   for l in range(1, len(dims))]
+        biases = [theta[off["boff"][l]:off["boff"][l] + dims[l]] for l in range(1, len(dims))]
+        return cls(weights, biases, output)
+
+    def to_dict(self):
+        """Plain-JSON description (dims, output and nested weight lists)."""
+        return {"dims": self.dims, "output": self.output,
+                "weights": [W.tolist() for W in self.weights],
+                "biases": [b.tolist() for b in self.biases]}
+
+    def to_json(self):
+        """JSON string of :meth:`to_dict`."""
+        return json.dumps(self.to_dict())
+
+    # --------------------------------------------------------------- importers
+    @classmethod
+    def from_sklearn(cls, model):
+        """Import a fitted scikit-learn ``MLPRegressor`` or ``MLPClassifier`` with relu hidden layers.
+
+        Output activations map as identity -> identity, logistic -> sigmoid,
+        softmax -> softmax.  For a binary classifier the network's single output
+        is ``predict_proba(X)[:, 1]``.
+        """
+        from .importers import network_arrays_from_sklearn
+
+        return cls(*network_arrays_from_sklearn(model))
+
+    @classmethod
+    def from_torch(cls, module):
+        """Import a PyTorch ``nn.Sequential`` of ``Linear``/``ReLU`` layers.
+
+        An optional final ``Sigmoid``, ``Tanh`` or ``Softmax`` (over the last
+        dimension) becomes the output activation.  Weights are converted to float64.
+        """
+        from .importers import network_arrays_from_torch
+
+        return cls(*network_arrays_from_torch(module))
