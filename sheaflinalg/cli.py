@@ -1,0 +1,48 @@
+"""The ``sheaflinalg`` command: ``sheaflinalg verify | heat | train | spectrum``."""
+
+import argparse
+import importlib
+import sys
+
+from .commands import NAMES
+
+
+def _available_commands():
+    modules = {}
+    for name in NAMES:
+        try:
+            modules[name] = importlib.import_module(f"sheaflinalg.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"sheaflinalg.commands.{name}":
+                raise
+    return modules
+
+
+def build_parser():
+    """The argument parser of the ``sheaflinalg`` command."""
+    parser = argparse.ArgumentParser(
+        prog="sheaflinalg",
+        description="Neural networks as cellular sheaves: exact linear algebra, heat-equation "
+                    "inference, sheaf training and spectral diagnostics.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, module in _available_commands().items():
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv=None):
+    """Entry point; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"sheaflinalg {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
