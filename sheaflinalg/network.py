@@ -183,6 +183,12 @@ class Network:
         ValueError
             If the file is corrupt, truncated, needs pickle or lacks arrays.
         """
+        import os
+
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no such network file")
+        if not zipfile.is_zipfile(path):
+            raise ValueError(f"{path}: not an .npz (zip) archive: the file is corrupt or truncated")
         try:
             with np.load(path, allow_pickle=False) as f:
                 files = set(f.files)
