@@ -1,17 +1,3 @@
-"""sheaflinalg: sparse linear algebra for neural networks as cellular sheaves.
 
-Bosca & Ghrist's construction: a feedforward ReLU network is a cellular sheaf
-whose restricted coboundary ``delta_Omega`` is block unit lower triangular;
-the forward pass is its harmonic extension.
-"""
-
-from .assembly import SheafSystem, assemble
-from .harmonic import HarmonicExtension, harmonic_extension
-from .layout import Block, Layout
-from .network import Network
-from .verify import VerificationReport, verify
-
-__version__ = "0.1.0"
-
-__all__ = ["Network", "Layout", "Block", "SheafSystem", "assemble", "HarmonicExtension",
-           "harmonic_extension", "VerificationReport", "verify", "__version__"]
+__all__ += ["AugmentedSheafSystem", "heat", "HeatResult", "HeatHistory", "NonFiniteStateError",
+            "lambda_max_bound", "SoftPins", "Reluctance", "discord"]

@@ -1,0 +1,114 @@
+"""The SGD baseline: full-batch gradient descent on the paper's losses (compiled loop)."""
+
+import numpy as np
+
+from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
+from .kernels.force import PHI_CODES
+from .kernels.training import gd_steps
+from .layout import Layout
+from .state import to_columns
+from .training import TrainResult, _positive_int, _Problem, _progress
+from .validation import check_positive
+
+GD_LOSS = {"mse": 0, "cross_entropy": 1, "l1": 2, "pnorm": 3, "huber": 4}
+
+
+def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None, loss_param=None,
+        reg=None, record_every=None, progress=True, callback=None, callback_every=None):
+    """Full-batch gradient descent ``theta -= lr * grad(loss)``, one step per epoch.
+
+    The loss is the mean over the batch (mean squared error over all entries,
+    cross-entropy averaged over samples, or the mean of the L1 / p-norm /
+    Huber potential), the same loss :func:`~sheaflinalg.train` reports.
+
+    Parameters
+    ----------
+    net : Network
+        Initial weights (not modified).
+    X, Y, X_test, Y_test : array_like
+        As for :func:`~sheaflinalg.train`.
+    lr : float, optional
+        Learning rate; default 0.01 for sigmoid/softmax outputs, else 0.005
+        (the paper's baseline).
+    epochs : int
+        Number of gradient steps.
+    loss, loss_param : optional
+        As for :func:`~sheaflinalg.train`.
+    reg : Regularization or dict, optional
+        Only ``mu`` (weight decay, L2/L1/elastic, anchored at zero or the
+        initial weights) applies.
+    record_every : int, optional
+        Epochs between history records; default ``max(1, epochs // 100)``.
+    progress : bool
+    callback : callable, optional
+        ``callback(info)`` (:class:`~sheaflinalg.history.TrainingInfo`,
+        ``state=None``) after every epoch that is a multiple of
+        ``callback_every`` (default ``record_every``).
+
+    Returns
+    -------
+    TrainResult
+        ``.network`` and ``.history`` (unpacks as ``network, history``).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> X, Y = sl.tasks.paraboloid(100, seed=0)
+    >>> fit = sl.sgd(sl.Network.random([2, 16, 1], seed=0), X, Y, epochs=500, progress=False)
+    >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
+    True
+    """
+    prob = _Problem(net, X, Y, X_test, Y_test, loss, loss_param)
+    if lr is None:
+        lr = 0.01 if net.output in ("sigmoid", "softmax") else 0.005
+    lr = check_positive(lr, "lr")
+    epochs = _positive_int(epochs, "epochs")
+    record_every = max(1, epochs // 100) if record_every is None else _positive_int(record_every, "record_every")
+    callback_every = record_every if callback_every is None else _positive_int(callback_every, "callback_every")
+    if callback is not None and not callable(callback):
+        raise TypeError("callback must be callable")
+    reg = Regularization.coerce(reg)
+    if reg.lam > 0:
+        raise ValueError("the SGD baseline has no state to regularise: reg.lam must be 0 (use mu)")
+
+    off = Layout(net.dims).kernel_offsets()
+    M = prob.X.shape[0]
+    Xc, Yc = to_columns(prob.X), to_columns(prob.Y)
+    theta = net.parameters()
+    theta_anchor = theta.copy() if reg.anchor == "initial" else np.zeros_like(theta)
+    H = sum(net.dims[1:])
+    Z, A, D = np.zeros((H, M)), np.zeros((H, M)), np.zeros((H, M))
+    phi_buf = np.zeros((net.dims[-1], M))
+    grad = np.zeros_like(theta)
+
+    history = History(method="sgd", loss=prob.loss)
+    rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
+    rec.record(0, 0, theta)
+    chunk = int(np.gcd(record_every, callback_every)) if callback is not None else record_every
+    bar = _progress(epochs, progress, "gradient descent")
+    done = 0
+    try:
+        while done < epochs:
+            n = min(chunk, epochs - done)
+            theta_prev = theta.copy()
+            k = gd_steps(Xc, Yc, theta, off["dims"], off["woff"], off["boff"], PHI_CODES[net.output],
+                         GD_LOSS[prob.loss], float(prob.loss_param), lr, n,
+                         reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor, Z, A, D, phi_buf, grad)
+            done += k
+            finite = k == n and np.all(np.isfinite(theta))
+            if finite and (done % record_every == 0 or done == epochs):
+                tr = rec.record(done, done, theta)
+                if not np.isfinite(tr):
+                    for key in history.keys():
+                        getattr(history, key).pop()
+                    finite = False
+            if not finite:
+                theta[:] = theta_prev
+                stop_diverged(history, done, done)
+                break
+            bar.update(n)
+            if callback is not None and done % callback_every == 0:
+                callback(TrainingInfo("sgd", done, done, rec.network(theta), prob.X, None, history))
+    finally:
+        bar.close()
+    return TrainResult(rec.network(theta), history)

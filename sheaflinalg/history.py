@@ -1,0 +1,233 @@
+"""Training history, the per-epoch callback record, regularisation options and divergence handling."""
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .losses import accuracy, loss_value
+
+
+class DivergenceWarning(RuntimeWarning):
+    """Training stopped because the weights, the state or the loss stopped being finite."""
+
+
+@dataclass
+class Regularization:
+    """Regularisation of eq. (regularized-general-dynamics): reluctance edges on the state and the weights.
+
+    Parameters
+    ----------
+    lam : float
+        Strength on the free cochain (``lambda``): force ``-lam (omega - omega_0)``.
+    mu : float
+        Strength on the trainable maps (``mu``): force ``-mu (theta - theta_0)``.
+    kind : {"l2", "l1", "elastic"}
+        Potential of the reluctance edges: ``1/2 d^2``, ``|d|``, or the elastic
+        net ``l1_ratio |d| + (1 - l1_ratio) d^2 / 2``.
+    l1_ratio : float
+        Weight of the L1 part of the elastic net, in ``[0, 1]``.
+    anchor : {"zero", "initial"}
+        Reference point: zero, or the initial condition (the initial weights,
+        and the state each relaxation started from).
+
+    Examples
+    --------
+    >>> Regularization(lam=1e-3, mu=1e-4, kind="elastic").kind
+    'elastic'
+    """
+
+    lam: float = 0.0
+    mu: float = 0.0
+    kind: str = "l2"
+    l1_ratio: float = 0.5
+    anchor: str = "zero"
+
+    def __post_init__(self):
+        for name in ("lam", "mu"):
+            v = getattr(self, name)
+            if not np.isfinite(v) or v < 0:
+                raise ValueError(f"regularisation strength {name} must be a finite number >= 0, got {v!r}")
+        if self.kind not in ("l2", "l1", "elastic"):
+            raise ValueError(f"unknown regularisation kind {self.kind!r}; expected 'l2', 'l1' or 'elastic'")
+        if not 0.0 <= self.l1_ratio <= 1.0:
+            raise ValueError(f"l1_ratio must lie in [0, 1], got {self.l1_ratio!r}")
+        if self.anchor not in ("zero", "initial"):
+            raise ValueError(f"unknown regularisation anchor {self.anchor!r}; expected 'zero' or 'initial'")
+
+    @classmethod
+    def coerce(cls, reg):
+        """``None`` -> no regularisation; a dict -> keyword arguments; a Regularization as is."""
+        if reg is None:
+            return cls()
+        if isinstance(reg, cls):
+            return reg
+        if isinstance(reg, dict):
+            unknown = set(reg) - {"lam", "mu", "kind", "l1_ratio", "anchor"}
+            if unknown:
+                raise ValueError(f"unknown regularisation options {sorted(unknown)}; "
+                                 f"expected lam, mu, kind, l1_ratio, anchor")
+            return cls(**reg)
+        raise TypeError(f"reg must be None, a dict or a Regularization, got {type(reg).__name__}")
+
+    def code(self, which):
+        """Kernel code of the state (``"lam"``) or weight (``"mu"``) regulariser (0 when off)."""
+        from .kernels.training import REG_CODES
+
+        return REG_CODES[self.kind] if getattr(self, which) > 0 else 0
+
+
+@dataclass
+class TrainingInfo:
+    """What a training callback receives after an epoch.
+
+    Attributes
+    ----------
+    method : {"sheaf", "sgd"}
+    epoch : int
+        Epochs done (1-based after the first epoch).
+    step : int
+        Euler steps (sheaf) or gradient-descent epochs (SGD) done.
+    network : Network
+        A copy of the current weights.
+    X : ndarray
+        Training inputs, rows are samples.
+    state : ndarray or None
+        Current free cochain, ``(n_samples, n_free)`` in ``layout``'s order
+        (the ``yhat`` block holds the targets); None for SGD.
+    history : History
+        The history recorded so far.
+    layout : Layout or None
+        Layout of ``state`` (None for SGD).
+    """
+
+    method: str
+    epoch: int
+    step: int
+    network: object
+    X: np.ndarray
+    state: object
+    history: object
+    layout: object = None
+
+
+@dataclass
+class History:
+    """Per-record history of a training run (one record before training, then every ``record_every`` epochs).
+
+    List attributes (one entry per record): ``epoch``, ``step``, ``train_loss``,
+    ``test_loss`` (forward-pass losses, the paper's reported metric),
+    ``train_accuracy``/``test_accuracy`` (classifiers, else None),
+    ``discord`` (total discord of the training state; sheaf only),
+    ``discord_by_edge`` (one row per record, columns ``edge_names``),
+    ``weight_norms`` (Frobenius norm of each extended weight ``[W_l b_l]``),
+    ``weight_displacement`` (``||theta - theta_0||``), ``state_norm``
+    (Frobenius norm of the extended cochain), ``wall_time`` (seconds since the
+    start).  ``stagnation`` holds the ingredients of the structural
+    stagnation bound (section 5.3); ``diverged``/``message`` tell whether and
+    why a run stopped early.  ``history["train_loss"]`` returns a NumPy array.
+    """
+
+    method: str
+    loss: str
+    edge_names: list = field(default_factory=list)
+    epoch: list = field(default_factory=list)
+    step: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    test_loss: list = field(default_factory=list)
+    train_accuracy: list = field(default_factory=list)
+    test_accuracy: list = field(default_factory=list)
+    discord: list = field(default_factory=list)
+    discord_by_edge: list = field(default_factory=list)
+    weight_norms: list = field(default_factory=list)
+    weight_displacement: list = field(default_factory=list)
+    state_norm: list = field(default_factory=list)
+    wall_time: list = field(default_factory=list)
+    stagnation: dict = field(default_factory=dict)
+    diverged: bool = False
+    message: str = ""
+
+    def __getitem__(self, key):
+        value = getattr(self, key)
+        if isinstance(value, list):
+            if any(v is None for v in value):
+                return np.array([np.nan if v is None else v for v in value], dtype=np.float64)
+            return np.asarray(value, dtype=np.float64)
+        return value
+
+    def __len__(self):
+        return len(self.epoch)
+
+    def keys(self):
+        """Names of the per-record series."""
+        return ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
+                "discord_by_edge", "weight_norms", "weight_displacement", "state_norm", "wall_time"]
+
+    def last_finite_loss(self):
+        """The last finite training loss recorded (None if there is none)."""
+        for v in reversed(self.train_loss):
+            if v is not None and np.isfinite(v):
+                return v
+        return None
+
+
+class Recorder:
+    """Shared bookkeeping of :func:`~sheaflinalg.train` and :func:`~sheaflinalg.sgd`: losses, norms, time."""
+
+    def __init__(self, history, net, X, Y, X_test, Y_test, loss, loss_param, theta0):
+        self.history = history
+        self.net = net
+        self.X, self.Y, self.X_test, self.Y_test = X, Y, X_test, Y_test
+        self.loss, self.loss_param = loss, loss_param
+        self.theta0 = theta0.copy()
+        self.t0 = time.perf_counter()
+
+    def network(self, theta):
+        from .network import Network
+
+        return Network.from_parameters(theta, self.net.dims, self.net.output)
+
+    def losses(self, net):
+        """Train and test forward-pass losses and accuracies (test entries None without test data)."""
+        out = net.output
+        with np.errstate(over="ignore", invalid="ignore"):
+            P = net.forward(self.X)
+            tr = loss_value(P, self.Y, self.loss, self.loss_param, out)
+            acc = accuracy(P, self.Y, out)
+            te = te_acc = None
+            if self.X_test is not None:
+                Pt = net.forward(self.X_test)
+                te = loss_value(Pt, self.Y_test, self.loss, self.loss_param, out)
+                te_acc = accuracy(Pt, self.Y_test, out)
+        return tr, te, acc, te_acc
+
+    def record(self, epoch, step, theta, discord=None, by_edge=None, state_norm=None):
+        """Append one record; returns the training loss (may be non-finite)."""
+        h = self.history
+        net = self.network(theta)
+        tr, te, acc, te_acc = self.losses(net)
+        h.epoch.append(int(epoch))
+        h.step.append(int(step))
+        h.train_loss.append(tr)
+        h.test_loss.append(te)
+        h.train_accuracy.append(acc)
+        h.test_accuracy.append(te_acc)
+        h.discord.append(discord)
+        h.discord_by_edge.append(None if by_edge is None else [float(v) for v in by_edge])
+        h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
+                               for W, b in zip(net.weights, net.biases)])
+        h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
+        h.state_norm.append(state_norm)
+        h.wall_time.append(time.perf_counter() - self.t0)
+        return tr
+
+
+def stop_diverged(history, epoch, step):
+    """Mark ``history`` as diverged and warn with the epoch and the last finite loss."""
+    last = history.last_finite_loss()
+    history.diverged = True
+    history.message = (f"training diverged during epoch {epoch} (by step {step}): the weights, the state or the "
+                       f"loss stopped being finite; last finite training loss {last!r}; returning the weights "
+                       f"of the last finite epoch")
+    warnings.warn(history.message, DivergenceWarning, stacklevel=3)

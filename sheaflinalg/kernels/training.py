@@ -1,0 +1,264 @@
+"""Compiled epoch loops: joint state/weight dynamics (sheaf training) and full-batch gradient descent.
+
+Same internal layout as :mod:`sheaflinalg.kernels.force` (samples are
+columns, ``S`` rows in the layout's free order, the targets sit in the
+``yhat`` rows and are never updated).  One Euler step of the joint dynamics:
+
+1. ``compute_forces`` on the old state and the old weights (edge
+   discrepancies ``E`` and state forces ``F``);
+2. weights from the same old state: ``W_l += beta dt (E[z_l] a_(l-1)^T)``,
+   ``b_l += beta dt sum_s E[z_l]`` (``E[z_l] = -r_l``; sums over the batch),
+   plus the weight regularisation force;
+3. stalks: ``S[:n_move] += alpha dt (F + regularisation force)``.
+
+Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
+2 L1 ``lam sign(s - s0)``, 3 elastic net ``lam (l1_ratio sign(d) + (1 - l1_ratio) d)``.
+"""
+
+import numpy as np
+from numba import njit
+
+from .force import BLAS_THRESHOLD, apply_phi, compute_forces
+
+REG_CODES = {"none": 0, "l2": 1, "l1": 2, "elastic": 3}
+
+
+@njit(cache=True)
+def _reg_force(kind, strength, l1_ratio, d):
+    """``-grad`` of the regularisation potential at displacement ``d``."""
+    if kind == 1:
+        return -strength * d
+    sgn = 1.0 if d > 0 else (-1.0 if d < 0 else 0.0)
+    if kind == 2:
+        return -strength * sgn
+    return -strength * (l1_ratio * sgn + (1.0 - l1_ratio) * d)
+
+
+# fastmath lets LLVM vectorise the batch reduction (it reorders the sum only).
+@njit(cache=True, fastmath=True)
+def outer_product(E, A, out):
+    """``out = E A^T`` (``E`` (n, M), ``A`` (m, M), ``out`` (n, m) C-contiguous).
+
+    Large products go to BLAS, writing straight into ``out`` (no allocation).
+    """
+    n, M = E.shape
+    m = A.shape[0]
+    if n * m * M >= BLAS_THRESHOLD:
+        np.dot(E, A.T, out)
+    else:
+        for i in range(n):
+            for j in range(m):
+                acc = 0.0
+                for s in range(M):
+                    acc += E[i, s] * A[j, s]
+                out[i, j] = acc
+
+
+@njit(cache=True)
+def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
+    """``out = Pi_W(delta omega omega^T)`` with the sign of a velocity: ``E[z_l] abar_(l-1)^T`` per layer.
+
+    ``out`` is a flat parameter vector; this is the structure-diffusion term
+    of the weight dynamics (``dtheta/dt = beta * out``).
+    """
+    n_layers = dims.shape[0] - 1
+    M = S.shape[1]
+    for l in range(1, n_layers + 1):
+        n = dims[l]
+        m = dims[l - 1]
+        zo = zoff[l]
+        Ez = E[zo:zo + n]
+        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+        outer_product(Ez, A, out[woff[l]:woff[l] + n * m].reshape(n, m))
+        bo = boff[l]
+        for i in range(n):
+            acc = 0.0
+            for s in range(M):
+                acc += Ez[i, s]
+            out[bo + i] = acc
+
+
+@njit(cache=True)
+def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                out_mode, phi_code, loss_kind, loss_param,
+                alpha, beta, dt, n_steps, n_move,
+                state_reg, lam, lam_l1_ratio, S_anchor,
+                weight_reg, mu, mu_l1_ratio, theta_anchor,
+                F, E, phi_buf, work, grad):
+    """Run ``n_steps`` Euler steps of the joint dynamics in place on ``S`` and ``theta``.
+
+    ``n_move`` is the number of leading rows of ``S`` that evolve (the
+    ``yhat`` rows after them hold the targets).  Returns the number of steps
+    completed; it is smaller than ``n_steps`` when the state or the weights
+    stop being finite (checked once per step on the cheap running sums).
+    """
+    M = S.shape[1]
+    P = theta.shape[0]
+    a_dt = alpha * dt
+    b_dt = beta * dt
+    for step in range(n_steps):
+        compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                       out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work)
+        weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, grad)
+        total = 0.0
+        if weight_reg != 0:
+            for p in range(P):
+                v = grad[p] + _reg_force(weight_reg, mu, mu_l1_ratio, theta[p] - theta_anchor[p])
+                theta[p] += b_dt * v
+                total += theta[p]
+        else:
+            for p in range(P):
+                theta[p] += b_dt * grad[p]
+                total += theta[p]
+        if state_reg != 0:
+            for r in range(n_move):
+                for s in range(M):
+                    v = F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, S[r, s] - S_anchor[r, s])
+                    S[r, s] += a_dt * v
+        else:
+            for r in range(n_move):
+                for s in range(M):
+                    S[r, s] += a_dt * F[r, s]
+        # NaN/Inf in the weights propagate into every later force; one sum catches them.
+        if not np.isfinite(total):
+            return step + 1
+    return n_steps
+
+
+# ---------------------------------------------------------------- gradient descent
+
+@njit(cache=True)
+def _forward(X, theta, dims, woff, boff, Z, A):
+    """Forward pass into the stacked buffers ``Z``/``A`` (rows at the layer offsets ``zoff``)."""
+    n_layers = dims.shape[0] - 1
+    M = X.shape[1]
+    row = 0
+    for l in range(1, n_layers + 1):
+        n = dims[l]
+        m = dims[l - 1]
+        W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
+        b = theta[boff[l]:boff[l] + n]
+        Ain = X if l == 1 else A[row - m:row]
+        Zl = Z[row:row + n]
+        if n * m * M >= BLAS_THRESHOLD:
+            np.dot(W, Ain, Zl)
+            for i in range(n):
+                for s in range(M):
+                    Zl[i, s] += b[i]
+        else:
+            for i in range(n):
+                for s in range(M):
+                    Zl[i, s] = b[i]
+                for j in range(m):
+                    w = W[i, j]
+                    for s in range(M):
+                        Zl[i, s] += w * Ain[j, s]
+        if l < n_layers:
+            for i in range(n):
+                for s in range(M):
+                    v = Zl[i, s]
+                    A[row + i, s] = v if v >= 0 else 0.0
+        row += n
+
+
+@njit(cache=True)
+def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr, n_steps,
+             weight_reg, mu, mu_l1_ratio, theta_anchor, Z, A, D, phi_buf, grad):
+    """``n_steps`` full-batch gradient-descent steps ``theta -= lr grad`` in place.
+
+    ``loss_code``: 0 mean squared error over all entries (``2 (phi(z) - y) / (n_out M)``
+    back through ``J_phi``), 1 cross-entropy / binary cross-entropy averaged
+    over samples (``(phi(z) - y) / M``), 2 L1, 3 p-norm, 4 Huber (means of the
+    componentwise potential over all entries, back through ``J_phi``).  ``Z``, ``A``
+    and ``D`` are stacked (sum of widths, M) buffers.  Returns the number of
+    steps completed (smaller when the weights stop being finite).
+    """
+    n_layers = dims.shape[0] - 1
+    M = X.shape[1]
+    P = theta.shape[0]
+    n_out = dims[n_layers]
+    top = 0
+    for l in range(1, n_layers):
+        top += dims[l]
+    for step in range(n_steps):
+        _forward(X, theta, dims, woff, boff, Z, A)
+        Zo = Z[top:top + n_out]
+        Do = D[top:top + n_out]
+        apply_phi(phi_code, Zo, phi_buf)
+        if loss_code == 1:
+            for i in range(n_out):
+                for s in range(M):
+                    Do[i, s] = (phi_buf[i, s] - Y[i, s]) / M
+        else:
+            scale = 1.0 / (n_out * M)
+            for s in range(M):
+                for i in range(n_out):
+                    d = phi_buf[i, s] - Y[i, s]
+                    if loss_code == 0:
+                        g = 2.0 * d
+                    elif loss_code == 2:
+                        g = 1.0 if d > 0 else (-1.0 if d < 0 else 0.0)
+                    elif loss_code == 3:
+                        g = np.abs(d) ** (loss_param - 1.0) * (1.0 if d > 0 else -1.0) if d != 0 else 0.0
+                    else:
+                        g = d if np.abs(d) <= loss_param else (loss_param if d > 0 else -loss_param)
+                    Do[i, s] = g * scale
+                # Back through the Jacobian of phi (identity: nothing to do).
+                if phi_code == 1:
+                    for i in range(n_out):
+                        y = phi_buf[i, s]
+                        Do[i, s] *= y * (1.0 - y)
+                elif phi_code == 2:
+                    for i in range(n_out):
+                        y = phi_buf[i, s]
+                        Do[i, s] *= 1.0 - y * y
+                elif phi_code == 3:
+                    dot = 0.0
+                    for i in range(n_out):
+                        dot += phi_buf[i, s] * Do[i, s]
+                    for i in range(n_out):
+                        Do[i, s] = phi_buf[i, s] * (Do[i, s] - dot)
+        # Backward pass: grad W_l = D_l a_(l-1)^T, D_(l-1) = R (W_l^T D_l).
+        row = top
+        for l in range(n_layers, 0, -1):
+            n = dims[l]
+            m = dims[l - 1]
+            Dl = D[row:row + n]
+            Ain = X if l == 1 else A[row - m:row]
+            outer_product(Dl, Ain, grad[woff[l]:woff[l] + n * m].reshape(n, m))
+            bo = boff[l]
+            for i in range(n):
+                acc = 0.0
+                for s in range(M):
+                    acc += Dl[i, s]
+                grad[bo + i] = acc
+            if l > 1:
+                W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
+                Dp = D[row - m:row]
+                Zp = Z[row - m:row]
+                if n * m * M >= BLAS_THRESHOLD:
+                    np.dot(W.T, Dl, Dp)
+                else:
+                    for j in range(m):
+                        for s in range(M):
+                            Dp[j, s] = 0.0
+                    for i in range(n):
+                        for j in range(m):
+                            w = W[i, j]
+                            for s in range(M):
+                                Dp[j, s] += w * Dl[i, s]
+                for j in range(m):
+                    for s in range(M):
+                        if Zp[j, s] < 0:
+                            Dp[j, s] = 0.0
+            row -= m
+        total = 0.0
+        for p in range(P):
+            g = grad[p]
+            if weight_reg != 0:
+                g -= _reg_force(weight_reg, mu, mu_l1_ratio, theta[p] - theta_anchor[p])
+            theta[p] -= lr * g
+            total += theta[p]
+        if not np.isfinite(total):
+            return step + 1
+    return n_steps

@@ -1,0 +1,272 @@
+"""The paper's tasks (section 6.2): data generators and replay of recorded experiments.
+
+Generators (seeded with ``numpy.random.default_rng``; samples are rows):
+
+* :func:`paraboloid` -- ``f = x1^2 + x2^2 - 2/3`` on ``[-2, 2]^2``, noise std 0.02;
+* :func:`saddle` -- ``f = x1^2 - x2^2 + 0.5 sin(2 x1)`` on ``[0, 2]^2``, noise std 0.02;
+* :func:`circular` -- unit disk (label 0) against the annulus ``1.5 < r < 2.5`` (label 1),
+  radial noise std 0.1, one sigmoid output;
+* :func:`blobs` -- four Gaussian blobs, one-hot targets for a softmax output.
+
+:func:`make` splits one draw into train and test sets.  The exact inputs of
+the paper's Table E.1 ship in ``data/table_e1/`` and replay with
+:func:`load_experiment` / :func:`table_e1`.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .network import Network
+
+TASKS = ("paraboloid", "saddle", "circular", "blobs")
+OUTPUTS = {"paraboloid": "identity", "saddle": "identity", "circular": "sigmoid", "blobs": "softmax"}
+BLOB_CENTERS = np.array([[-1.5, -1.5], [1.8, -1.0], [1.0, 2.0], [-2.0, 1.5]])
+BLOB_COVARIANCES = np.array([[[0.80, 0.30], [0.30, 0.40]], [[0.30, -0.20], [-0.20, 1.00]],
+                             [[1.20, 0.50], [0.50, 0.50]], [[0.50, 0.00], [0.00, 0.80]]])
+TABLE_E1 = tuple(f"{t}_{d}" for d in ("1H", "2H") for t in TASKS)
+DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "table_e1"
+
+
+def _check_n(n, minimum=1):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
+        raise ValueError(f"the number of samples must be an integer >= {minimum}, got {n!r}")
+    return int(n)
+
+
+def paraboloid(n=300, seed=None, noise=0.02):
+    """``n`` inputs uniform on ``[-2, 2]^2`` and targets ``x1^2 + x2^2 - 2/3`` plus N(0, noise^2).
+
+    Returns
+    -------
+    X : ndarray, shape (n, 2)
+    Y : ndarray, shape (n, 1)
+
+    Examples
+    --------
+    >>> X, Y = paraboloid(5, seed=0)
+    >>> X.shape, Y.shape
+    ((5, 2), (5, 1))
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2.0, 2.0, size=(_check_n(n), 2))
+    f = X[:, 0] ** 2 + X[:, 1] ** 2 - 2.0 / 3.0
+    return X, (f + noise * rng.standard_normal(n))[:, None]
+
+
+def saddle(n=300, seed=None, noise=0.02):
+    """``n`` inputs uniform on ``[0, 2]^2``, targets ``x1^2 - x2^2 + 0.5 sin(2 x1)`` plus N(0, noise^2).
+
+    Examples
+    --------
+    >>> saddle(3, seed=1)[0].min() >= 0
+    True
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 2.0, size=(_check_n(n), 2))
+    f = X[:, 0] ** 2 - X[:, 1] ** 2 + 0.5 * np.sin(2.0 * X[:, 0])
+    return X, (f + noise * rng.standard_normal(n))[:, None]
+
+
+def circular(n=300, seed=None, noise=0.1):
+    """Binary task: unit disk (label 0) vs annulus ``1.5 < r < 2.5`` (label 1), equal halves, shuffled.
+
+    Radii: ``sqrt(U)`` and ``sqrt(1.5^2 + U (2.5^2 - 1.5^2))`` plus N(0, noise^2);
+    angles uniform.  ``Y`` has shape (n, 1) with values in {0, 1}.
+
+    Examples
+    --------
+    >>> X, Y = circular(10, seed=0)
+    >>> int(Y.sum())
+    5
+    """
+    rng = np.random.default_rng(seed)
+    n = _check_n(n, 2)
+    n0 = n // 2
+    n1 = n - n0
+    r0 = np.sqrt(rng.uniform(size=n0)) + noise * rng.standard_normal(n0)
+    r1 = np.sqrt(1.5 ** 2 + rng.uniform(size=n1) * (2.5 ** 2 - 1.5 ** 2)) + noise * rng.standard_normal(n1)
+    r = np.concatenate([r0, r1])
+    theta = rng.uniform(0.0, 2.0 * np.pi, size=n)
+    X = np.stack([r * np.cos(theta), r * np.sin(theta)], axis=1)
+    Y = np.concatenate([np.zeros(n0), np.ones(n1)])[:, None]
+    perm = rng.permutation(n)
+    return X[perm], Y[perm]
+
+
+def blobs(n=400, seed=None):
+    """Four Gaussian blobs (the paper's centres and covariances), ``n // 4`` points each, shuffled.
+
+    Returns ``X`` (4 (n // 4), 2) and one-hot ``Y`` (4 (n // 4), 4).
+
+    Examples
+    --------
+    >>> X, Y = blobs(8, seed=0)
+    >>> Y.sum(axis=0).tolist()
+    [2.0, 2.0, 2.0, 2.0]
+    """
+    rng = np.random.default_rng(seed)
+    per = _check_n(n, 4) // 4
+    X = np.concatenate([rng.multivariate_normal(c, S, size=per) for c, S in zip(BLOB_CENTERS, BLOB_COVARIANCES)])
+    Y = np.repeat(np.eye(4), per, axis=0)
+    perm = rng.permutation(X.shape[0])
+    return X[perm], Y[perm]
+
+
+@dataclass
+class Dataset:
+    """Train/test split of one task."""
+
+    task: str
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_test: np.ndarray
+    Y_test: np.ndarray
+
+    @property
+    def output(self):
+        """Output activation the task calls for."""
+        return OUTPUTS[self.task]
+
+
+def make(task, n_train=300, n_test=100, seed=0):
+    """One draw of ``n_train + n_test`` samples of ``task``, split in order into train and test.
+
+    Examples
+    --------
+    >>> d = make("blobs", 300, 100, seed=0)
+    >>> d.X_train.shape, d.Y_test.shape, d.output
+    ((300, 2), (100, 4), 'softmax')
+    """
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
+    X, Y = globals()[task](_check_n(n_train) + _check_n(n_test), seed=seed)
+    return Dataset(task, X[:n_train], Y[:n_train], X[n_train:], Y[n_train:])
+
+
+@dataclass
+class Experiment:
+    """A recorded experiment (Table E.1 file format): initial network, data, initial stalks, protocol.
+
+    Attributes
+    ----------
+    name : str
+    network : Network
+        The initial weights shared by the sheaf and SGD runs.
+    X_train, Y_train, X_test, Y_test : ndarray
+        Rows are samples.
+    init : ndarray
+        Initial free stalks ``(n_train, n_moving)`` in the order ``z1, a1, ..., z(k+1)``.
+    meta : dict
+        The protocol (``arch``, ``dt``, ``alpha``, ``beta``, ``n_steps``, ...).
+    reference : dict
+        The recorded curves (``sheaf_train_curve``, ``sheaf_test_curve``,
+        ``sgd_train_curve``, ``sgd_test_curve``) when the file has them.
+    """
+
+    name: str
+    network: Network
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_test: np.ndarray
+    Y_test: np.ndarray
+    init: np.ndarray
+    meta: dict
+    reference: dict
+
+    @property
+    def sgd_record_every(self):
+        """SGD epochs between the recorded points of the baseline curves."""
+        return max(1, int(self.meta["n_steps"]) // 100)
+
+    def run(self, steps=None, method="sheaf", progress=False, **kwargs):
+        """Run the experiment's protocol for ``steps`` Euler steps / SGD epochs (default: all).
+
+        Returns the :class:`~sheaflinalg.history.History`; its ``train_loss``
+        and ``test_loss`` line up with the file's curves (a prefix of them
+        when ``steps`` is smaller).  Extra keyword arguments go to
+        :func:`~sheaflinalg.train` / :func:`~sheaflinalg.sgd`.
+        """
+        from .baseline import sgd
+        from .training import train
+
+        m = self.meta
+        steps = int(m["n_steps"]) if steps is None else steps
+        if method == "sheaf":
+            warm = bool(m.get("warm_start", True))
+            fit = train(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test,
+                        alpha=float(m.get("alpha", 1.0)), beta=float(m["beta"]), dt=float(m["dt"]),
+                        steps=steps, init=self.init, warm_start=warm, epoch_steps=int(m.get("epoch_steps", 1000)),
+                        progress=progress, **kwargs)
+        elif method == "sgd":
+            fit = sgd(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test,
+                      lr=float(m["sgd_lr"]), epochs=steps, record_every=self.sgd_record_every,
+                      progress=progress, **kwargs)
+        else:
+            raise ValueError(f"unknown method {method!r}; expected 'sheaf' or 'sgd'")
+        return fit.history
+
+    def max_relative_error(self, history, method="sheaf"):
+        """Largest relative difference between ``history`` and the recorded curves (over its records)."""
+        errs = []
+        for part in ("train", "test"):
+            ref = np.asarray(self.reference[f"{method}_{part}_curve"])
+            got = history[f"{part}_loss"]
+            n = min(len(ref), len(got))
+            errs.append(np.max(np.abs(got[:n] - ref[:n]) / np.abs(ref[:n])))
+        return float(max(errs))
+
+
+def load_experiment(path):
+    """Read a recorded experiment (the Table E.1 ``.npz`` format; columns are samples in the file).
+
+    Arrays ``X_train, Y_train, X_test, Y_test`` (dim, n), ``W1..``/``b1..``,
+    ``z0_1..``/``a0_1..`` and a JSON ``meta``; read without pickle.
+
+    Examples
+    --------
+    >>> exp = load_experiment(DATA_DIR / "paraboloid_1H.npz")
+    >>> exp.network.dims, exp.meta["dt"]
+    ([2, 30, 1], 0.005)
+    """
+    path = Path(os.fspath(path))
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            files = set(f.files)
+            need = {"X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"}
+            missing = sorted(need - files)
+            if missing:
+                raise ValueError(f"{path}: not an experiment file, missing arrays {missing}")
+            meta = json.loads(str(f["meta"]))
+            n_layers = 1
+            while f"W{n_layers + 1}" in files:
+                n_layers += 1
+            output = meta.get("output_activation", "identity")
+            net = Network([f[f"W{l}"] for l in range(1, n_layers + 1)],
+                          [f[f"b{l}"] for l in range(1, n_layers + 1)], output)
+            X_train, Y_train = f["X_train"].T.copy(), f["Y_train"].T.copy()
+            X_test, Y_test = f["X_test"].T.copy(), f["Y_test"].T.copy()
+            blocks = []
+            for l in range(1, n_layers + 1):
+                blocks.append(f[f"z0_{l}"].T)
+                if l < n_layers:
+                    blocks.append(f[f"a0_{l}"].T)
+            init = np.ascontiguousarray(np.concatenate(blocks, axis=1))
+            reference = {k: f[k].copy() for k in ("sheaf_train_curve", "sheaf_test_curve",
+                                                   "sgd_train_curve", "sgd_test_curve") if k in files}
+    except KeyError as exc:
+        raise ValueError(f"{path}: missing array {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: meta is not valid JSON ({exc})") from exc
+    name = path.stem
+    return Experiment(name, net, X_train, Y_train, X_test, Y_test, init, meta, reference)
+
+
+def table_e1(name):
+    """The shipped Table E.1 experiment ``name`` (e.g. ``"paraboloid_1H"``); see :data:`TABLE_E1`."""
+    if name not in TABLE_E1:
+        raise ValueError(f"unknown Table E.1 experiment {name!r}; expected one of {', '.join(TABLE_E1)}")
+    return load_experiment(DATA_DIR / f"{name}.npz")
