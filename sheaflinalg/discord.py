@@ -1,0 +1,138 @@
+"""Per-edge discord: ``1/2 ||(delta omega_bar)_e||^2`` by edge, edge block, edge type and layer.
+
+Two sources give the same numbers: the kernels' ``E`` array (edge
+discrepancies in the free-row order, see :mod:`sheaflinalg.kernels.force`)
+and an assembled system (``delta_free @ omega + delta_boundary @ u +
+edge_offset``).  Labels come from the :class:`~sheaflinalg.layout.Layout`.
+"""
+
+import numpy as np
+
+from .validation import as_float64
+
+
+def edge_discrepancies(system, free):
+    """Edge discrepancies of an assembled system at the free cochain ``free``.
+
+    Parameters
+    ----------
+    system : SheafSystem or AugmentedSheafSystem
+    free : array_like, shape (n_samples, n_free_per_sample)
+        Free coordinates of each sample, in the system's free order.
+
+    Returns
+    -------
+    ndarray, shape (n_samples, n_edges_per_sample)
+        ``delta_free @ omega + delta_boundary @ u + edge_offset`` per sample
+        (the linearised output edge for a nonlinear output).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> net = sl.Network.random([2, 3, 1], seed=0)
+    >>> s = sl.assemble(net, [[0.5, -1.0]])
+    >>> h = sl.harmonic_extension(net, [[0.5, -1.0]])
+    >>> float(abs(edge_discrepancies(s, h.free)).max()) < 1e-12
+    True
+    """
+    M = system.n_samples
+    free = as_float64(free, "free").reshape(M, -1)
+    e = system.delta_free @ free.ravel() + system.delta_boundary @ system.u + system.edge_offset
+    return e.reshape(M, -1)
+
+
+def _edge_rows(layout, n_edges):
+    """(label, kind, layer, slice) of every edge block, then soft-pin / reluctance rows if any."""
+    out = [(b.name, b.kind, b.layer, b.slice) for b in layout.edge_blocks]
+    return out
+
+
+def discord_by_block(system, free):
+    """Discord of each edge block of each sample of an assembled system.
+
+    Returns
+    -------
+    dict
+        ``{edge block name: ndarray (n_samples,)}``; augmented systems add
+        ``"e_pin"`` (soft-pin edges) and ``"e_rel"`` (reluctance edges).
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 3, 1], seed=0)
+    >>> s = sl.assemble(net, [[0.5, -1.0]], reduced=True)
+    >>> sorted(discord_by_block(s, np.zeros((1, 7))))
+    ['e_a1', 'e_z1', 'e_z2']
+    """
+    e = edge_discrepancies(system, free)
+    lay = system.layout
+    out = {b.name: 0.5 * (e[:, b.slice] ** 2).sum(axis=1) for b in lay.edge_blocks}
+    n_soft = getattr(system, "soft_pins", None)
+    if n_soft is not None and hasattr(system, "n_edges_sample"):
+        ns = system.soft_pins.size
+        start = lay.n_edges
+        out["e_pin"] = 0.5 * (e[:, start:start + ns] ** 2).sum(axis=1)
+        out["e_rel"] = 0.5 * (e[:, start + ns:] ** 2).sum(axis=1)
+    return out
+
+
+def edge_kind(label):
+    """Kind of an edge-block label: ``weight``, ``activation``, ``output``, ``pin`` or ``reluctance``."""
+    if label == "e_pin":
+        return "pin"
+    if label == "e_rel":
+        return "reluctance"
+    if label == "e_y":
+        return "output"
+    if label.startswith("e_a"):
+        return "activation"
+    if label.startswith("e_z"):
+        return "weight"
+    raise ValueError(f"unknown edge block label {label!r}")
+
+
+def edge_layer(label):
+    """Layer of an edge-block label (``e_z2`` -> 2, ``e_a1`` -> 1, ``e_y`` -> ``"output"``)."""
+    kind = edge_kind(label)
+    if kind in ("pin", "reluctance", "output"):
+        return kind
+    return int(label[3:])
+
+
+def group(values, labels, by="type"):
+    """Sum discord columns by edge ``"type"`` or ``"layer"``.
+
+    Parameters
+    ----------
+    values : ndarray, shape (..., n_labels)
+    labels : list of str
+        Edge-block labels of the last axis.
+    by : {"type", "layer"}
+
+    Returns
+    -------
+    dict
+        ``{group: ndarray (...)}`` in first-appearance order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> group(np.array([1.0, 2.0, 3.0]), ["e_z1", "e_a1", "e_z2"])
+    {'weight': 4.0, 'activation': 2.0}
+    """
+    if by not in ("type", "layer"):
+        raise ValueError(f"unknown grouping {by!r}; expected 'type' or 'layer'")
+    values = np.asarray(values)
+    if values.shape[-1] != len(labels):
+        raise ValueError(f"values have {values.shape[-1]} columns but {len(labels)} labels were given")
+    key = edge_kind if by == "type" else edge_layer
+    out = {}
+    for j, lab in enumerate(labels):
+        g = key(lab)
+        out[g] = out.get(g, 0.0) + values[..., j]
+    return out
+
+
+def group_history(history, by="type"):
+    """Group a :class:`~sheaflinalg.dynamics.HeatHistory`'s discord columns (see :func:`group`)."""
+    return group(history.discord, history.labels, by)

@@ -1,0 +1,408 @@
+"""Heat-equation inference: forward Euler on the restricted sheaf heat equation.
+
+:func:`heat` runs ``d omega/dt = -alpha (L[Omega,Omega] omega + L[Omega,U] u)``
+(paper eq. neural-restricted) with the state-dependent ReLU sheaf (mask
+``z >= 0`` of the current state, recomputed every step) for a batch of
+independent samples; nonlinear outputs use the output vertex and the local
+adjoint (eq. final-dynamics).  The whole time loop is the numba kernel
+:func:`sheaflinalg.kernels.heat.heat_run`.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import pins as _pins
+from .kernels import force as _force
+from .kernels import heat as _kheat
+from .layout import Layout
+from .state import initial_state, to_rows
+from .validation import as_samples, check_choice, check_positive
+
+OUTPUT_FORCES = ("adjoint", "discrepancy")
+
+
+class NonFiniteStateError(FloatingPointError, ValueError):
+    """A NaN or Inf appeared in the state during a run (the message names the step)."""
+
+
+def weight_norm(W):
+    """Spectral norm ``||W||_2``: exact (LAPACK SVD) up to 2000 columns/rows, else ARPACK ``svds`` + 1 %."""
+    if min(W.shape) <= 2000:
+        return float(np.linalg.norm(W, 2))
+    from scipy.sparse.linalg import svds
+
+    return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
+
+
+def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
+    """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
+
+    ``delta_Omega = I - N`` where ``N`` holds one block per block row and per
+    block column (``R_l``, ``W_{l+1}`` for ``l >= 1``, and the output Jacobian
+    ``J``), so ``||N||_2`` is the largest block norm and
+
+    ``lambda_max <= (1 + max(1, ||W_2||_2, ..., ||W_{k+1}||_2))^2 + max gamma + lambda``
+
+    (``||R|| <= 1``; ``||J|| <= 1`` for sigmoid, tanh and softmax; hard pins
+    take principal submatrices, which only lowers ``lambda_max``; soft pins
+    and reluctance add at most ``gamma + lambda`` on the diagonal).  For a
+    nonlinear output it bounds the linearised (Gauss-Newton) operator; the
+    output curvature term ``phi''(z) (phi(z) - yhat)`` is not included.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> net = sl.Network.random([2, 4, 1], seed=0)
+    >>> lambda_max_bound(net) >= 4.0
+    True
+    """
+    m = 1.0
+    for W in net.weights[1:]:
+        m = max(m, weight_norm(W))
+    return (1.0 + m) ** 2 + float(gamma_max) + float(reluctance)
+
+
+@dataclass
+class HeatHistory:
+    """What :func:`heat` recorded every ``record_every`` steps (and at the final step).
+
+    Attributes
+    ----------
+    steps : ndarray of int, shape (n_rec,)
+    discord : ndarray, shape (n_rec, n_blocks)
+        Discord summed over the batch, one column per label in ``labels``:
+        the layout's edge blocks, then ``"e_pin"`` (soft pins) and ``"e_rel"``
+        (reluctance).  Edge blocks: ``1/2 ||E_e||^2``.
+    labels : list of str
+    sample_discord : ndarray, shape (n_rec, n_samples)
+        Total discord of each sample.
+    output : ndarray, shape (n_rec, n_samples, n_out)
+        The output stalk (``yhat``, or ``z(k+1)`` for the reduced system).
+    states : ndarray, shape (n_rec, n_selected, n_free)
+        Full free cochains of the samples ``state_samples`` (layout free order).
+    state_samples : ndarray of int
+    layout : Layout
+    """
+
+    steps: np.ndarray
+    discord: np.ndarray
+    labels: list
+    sample_discord: np.ndarray
+    output: np.ndarray
+    states: np.ndarray
+    state_samples: np.ndarray
+    layout: Layout
+
+    @property
+    def total(self):
+        """Total discord over the batch, shape (n_rec,)."""
+        return self.discord.sum(axis=1)
+
+    def by_type(self):
+        """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``."""
+        from .discord import group_history
+
+        return group_history(self, "type")
+
+    def by_layer(self):
+        """``{layer: (n_rec,) discord}`` (layer of each edge block; ``pin``/``reluctance`` kept apart)."""
+        from .discord import group_history
+
+        return group_history(self, "layer")
+
+
+@dataclass
+class HeatResult:
+    """Result of :func:`heat`.
+
+    Attributes
+    ----------
+    state : ndarray, shape (n_samples, n_free)
+        Final free cochain, layout free order (pinned coordinates hold their pins).
+    output : ndarray, shape (n_samples, n_out)
+        Final output stalk (``yhat``; ``z(k+1)`` for identity output without output pins).
+    steps : int
+    converged : bool
+        The largest change of a free coordinate in the last step was below ``tol``.
+    final_change : float
+    discord : ndarray, shape (n_samples,)
+        Total discord of the final state.
+    edge_discrepancy : ndarray, shape (n_samples, n_edges)
+        ``E`` of the final state (edge order of the layout).
+    history : HeatHistory or None
+    crossings : ndarray of int, shape (n, 5)
+        ``(step, sample, layer, neuron, new_active)`` for every sign change of
+        a hidden pre-activation (``new_active`` = 1 if ``z >= 0`` after the step).
+    crossings_total : int
+        Number of crossings (more than ``len(crossings)`` if the buffer filled).
+    sliding : ndarray of int, shape (n, 6)
+        Sliding episodes ``(sample, layer, neuron, first_step, last_step, n_flips)``.
+    layout : Layout
+    pinned : list of str
+        Labels of the hard-pinned coordinates.
+    lambda_max_bound : float
+    dt : float
+    alpha : float
+    """
+
+    state: np.ndarray
+    output: np.ndarray
+    steps: int
+    converged: bool
+    final_change: float
+    discord: np.ndarray
+    edge_discrepancy: np.ndarray
+    history: object
+    crossings: np.ndarray
+    crossings_total: int
+    sliding: np.ndarray
+    layout: Layout
+    pinned: list = field(default_factory=list)
+    lambda_max_bound: float = float("nan")
+    dt: float = float("nan")
+    alpha: float = float("nan")
+
+    def __repr__(self):
+        return (f"HeatResult(steps={self.steps}, converged={self.converged}, "
+                f"final_change={self.final_change:.3g}, n_samples={self.state.shape[0]}, "
+                f"crossings={self.crossings_total}, sliding_episodes={len(self.sliding)})")
+
+    def block(self, name):
+        """Final values of free block ``name`` (e.g. ``"a1"``), shape (n_samples, size)."""
+        return self.state[:, self.layout.free(name)]
+
+
+def _check_int(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random", seed=None,
+         pins=None, soft_pins=None, reluctance=None, record_every=0, record_states=None,
+         output_force="adjoint", reduced=None, crossings=True, max_crossings=100_000,
+         sliding_window=5, sliding_min_flips=3, check_stability=True, progress=True):
+    """Run the restricted sheaf heat equation by forward Euler until it settles.
+
+    Parameters
+    ----------
+    net : Network
+    X : array_like, shape (n_samples, n_0) or (n_0,)
+        Inputs (always pinned).  Samples are independent sheaves run together.
+    alpha : float
+        Diffusion rate.
+    dt : float
+        Euler step; refused if ``alpha * dt * lambda_max_bound >= 2`` (see
+        :func:`lambda_max_bound`), with the largest stable ``dt`` in the message.
+    max_steps : int
+    tol : float
+        Stop when the largest change of any free coordinate in one step is below ``tol``.
+    init : {"random", "zeros", "forward"} or array_like
+        Initial free stalks (see :func:`sheaflinalg.state.initial_state`);
+        an array has shape (n_samples, n_free) in the layout's free order.
+    seed : int, optional
+        Seed of ``init="random"``.
+    pins : dict, optional
+        Hard pins ``{selector: values}`` (:mod:`sheaflinalg.pins`), e.g.
+        ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels).
+    soft_pins : SoftPins or (targets, gamma), optional
+        Penalty edges ``gamma/2 (s_j - p_j)^2``.
+    reluctance : float or Reluctance, optional
+        Reluctance edges on every free coordinate.
+    record_every : int
+        Record discord by edge block, per-sample discord and the output every
+        this many steps (and at the last step); 0 records nothing.
+    record_states : sequence of int, optional
+        Samples whose full states are recorded as well.
+    output_force : {"adjoint", "discrepancy"}
+        Nonlinear output: ``J_phi^T (phi(z) - yhat)`` (eq. final-dynamics) or
+        the plain discrepancy ``phi(z) - yhat``.
+    reduced : bool, optional
+        Use the reduced system (no output vertex).  Default: for identity
+        output without pins on ``yhat``.
+    crossings : bool
+        Log sign changes of hidden pre-activations and sliding episodes.
+    max_crossings : int
+        Size of the crossing log (the count goes on past it).
+    sliding_window, sliding_min_flips : int
+        A sliding episode is ``>= sliding_min_flips`` flips of one coordinate,
+        each within ``sliding_window`` steps of the previous one.
+    check_stability : bool
+        Refuse an unstable ``dt`` (default).  A NaN/Inf mid-run always raises
+        :class:`NonFiniteStateError` naming the step.
+    progress : bool
+        tqdm progress bar for runs of more than 20000 steps.
+
+    Returns
+    -------
+    HeatResult
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 4, 1], seed=0)
+    >>> res = sl.heat(net, [0.5, -1.0], dt=0.05, tol=1e-13, seed=1)
+    >>> res.converged, bool(np.allclose(res.output, net.forward([[0.5, -1.0]]), atol=1e-10))
+    (True, True)
+    """
+    X, _ = as_samples(X, net.dims[0])
+    M = X.shape[0]
+    alpha = check_positive(alpha, "alpha")
+    dt = check_positive(dt, "dt")
+    max_steps = _check_int(max_steps, "max_steps", 0)
+    tol = float(tol)
+    if not tol >= 0:
+        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    record_every = _check_int(record_every, "record_every", 0)
+    max_crossings = _check_int(max_crossings, "max_crossings", 0)
+    sliding_window = _check_int(sliding_window, "sliding_window", 1)
+    sliding_min_flips = _check_int(sliding_min_flips, "sliding_min_flips", 2)
+    check_choice(output_force, OUTPUT_FORCES, "output_force")
+    if reduced is None:
+        reduced = net.output == "identity" and not (_pins.spec_mentions_output(pins)
+                                                    or _pins.spec_mentions_output(soft_pins))
+    if reduced and net.output != "identity":
+        raise ValueError(f"reduced=True needs identity output (this network has {net.output!r})")
+    lay = Layout(net.dims, reduced=bool(reduced))
+    hard = _pins.resolve(lay, pins, M, what="pins")
+    soft = _pins.resolve_soft(lay, soft_pins, M)
+    _pins.check_disjoint(hard, soft)
+    lam, anchor = _pins.resolve_reluctance(lay, reluctance, M)
+    if record_states is None:
+        rec_samples = np.zeros(0, dtype=np.int64)
+    else:
+        rec_samples = np.atleast_1d(np.asarray(record_states))
+        if rec_samples.dtype.kind not in "iu" or rec_samples.ndim != 1 or \
+                (rec_samples.size and (rec_samples.min() < 0 or rec_samples.max() >= M)):
+            raise ValueError(f"record_states must be sample indices in [0, {M}), got {record_states!r}")
+        rec_samples = rec_samples.astype(np.int64)
+        if rec_samples.size and record_every == 0:
+            raise ValueError("record_states needs record_every > 0")
+    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
+    if check_stability and alpha * dt * bound >= 2.0:
+        raise ValueError(
+            f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "
+            f"lambda_max(L[Omega,Omega]) <= {bound:.6g} (norm bound (1 + max(1, ||W_l||_2))^2 "
+            f"+ max gamma + lambda, valid for every activation pattern); the largest stable dt "
+            f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
+    S = initial_state(net, X, lay, init, seed)
+    S[hard.index] = hard.values.T
+    off = lay.kernel_offsets()
+    k = lay.n_hidden
+    theta = net.parameters()
+    if reduced:
+        out_mode = _force.OUTPUT_EDGE_NONE
+    elif output_force == "adjoint":
+        out_mode = _force.OUTPUT_EDGE_ADJOINT
+    else:
+        out_mode = _force.OUTPUT_EDGE_DISCREPANCY
+    phi_code = _force.PHI_CODES[net.output]
+    n_out = net.dims[-1]
+    out_off = lay.free(lay.output_block).start
+    upd = np.ones(lay.n_free, dtype=bool)
+    upd[hard.index] = False
+    update_rows = np.flatnonzero(upd).astype(np.int64)
+    soft_rows = soft.index.astype(np.int64)
+    soft_targets = np.ascontiguousarray(soft.values.T)
+    soft_gamma = np.ascontiguousarray(soft.gamma)
+    rel_anchor = np.ascontiguousarray(anchor.T) if anchor is not None else np.zeros((lay.n_free, M))
+
+    hid_rows, hid_layer, hid_neuron = [], [], []
+    for l in range(1, k + 1):
+        zo = off["zoff"][l]
+        for j in range(net.dims[l]):
+            hid_rows.append(zo + j)
+            hid_layer.append(l)
+            hid_neuron.append(j)
+    hid_rows = np.asarray(hid_rows, dtype=np.int64)
+    hid_layer = np.asarray(hid_layer, dtype=np.int64)
+    hid_neuron = np.asarray(hid_neuron, dtype=np.int64)
+    nh = hid_rows.size
+    prev_mask = (S[hid_rows] >= 0).astype(np.uint8) if nh else np.zeros((0, M), np.uint8)
+    last_cross = np.zeros((nh, M), dtype=np.int64)
+    ep_start = np.zeros((nh, M), dtype=np.int64)
+    ep_count = np.zeros((nh, M), dtype=np.int64)
+    cross_buf = np.zeros((max_crossings if crossings else 0, 5), dtype=np.int64)
+    episode_buf = np.zeros((max(1000, max_crossings // 4) if crossings else 0, 6), dtype=np.int64)
+
+    n_blocks = len(lay.edge_blocks)
+    n_rec = (max_steps // record_every + 2) if record_every > 0 else 0
+    rec_steps = np.zeros(n_rec, dtype=np.int64)
+    rec_discord = np.zeros((n_rec, n_blocks + 2))
+    rec_sample_discord = np.zeros((n_rec, M))
+    rec_output = np.zeros((n_rec, n_out, M))
+    rec_states = np.zeros((n_rec, rec_samples.size, lay.n_free))
+
+    F = np.zeros_like(S)
+    E = np.zeros_like(S)
+    phi_buf = np.zeros((n_out, M))
+    work = np.zeros((max(net.dims), M))
+    blk_buf = np.zeros((n_blocks, M))
+    counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
+    counters[_kheat.C_LASTREC] = -1
+    change = np.full(1, np.inf)
+    Xc = np.ascontiguousarray(X.T)
+
+    common = (Xc, S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
+              off["yhat_off"], out_mode, phi_code)
+    chunk = max_steps if (not progress or max_steps < 20_000) else max(10_000, max_steps // 100)
+    bar = None
+    if progress and max_steps >= 20_000:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_steps, desc="heat", unit="step", leave=False)
+    try:
+        while True:
+            stop_at = min(max_steps, int(counters[_kheat.C_STEPS]) + chunk)
+            before = int(counters[_kheat.C_STEPS])
+            _kheat.heat_run(*common, alpha * dt, stop_at, tol, update_rows, soft_rows, soft_targets,
+                            soft_gamma, lam, rel_anchor, record_every, off["edge_offsets"],
+                            off["edge_sizes"], out_off, n_out, rec_samples, rec_steps, rec_discord,
+                            rec_sample_discord, rec_output, rec_states, bool(crossings), hid_rows,
+                            hid_layer, hid_neuron, sliding_window, sliding_min_flips, cross_buf,
+                            episode_buf, prev_mask, last_cross, ep_start, ep_count, F, E, phi_buf,
+                            work, blk_buf, counters, change)
+            if bar is not None:
+                bar.update(int(counters[_kheat.C_STEPS]) - before)
+            if counters[_kheat.C_STATUS] != _kheat.STATUS_RUNNING or counters[_kheat.C_STEPS] >= max_steps:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    steps = int(counters[_kheat.C_STEPS])
+    if counters[_kheat.C_STATUS] == _kheat.STATUS_NONFINITE:
+        raise NonFiniteStateError(
+            f"the state became non-finite (NaN or Inf) at Euler step {steps} (dt={dt:g}, alpha={alpha:g}); "
+            f"reduce dt (largest dt certified stable: {2.0 / (alpha * bound):.6g})")
+    _kheat.heat_finish(*common, update_rows, soft_rows, soft_targets, soft_gamma, lam, rel_anchor,
+                       record_every, off["edge_offsets"], off["edge_sizes"], out_off, n_out, rec_samples,
+                       rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, bool(crossings),
+                       hid_layer, hid_neuron, sliding_min_flips, episode_buf, last_cross, ep_start,
+                       ep_count, F, E, phi_buf, work, blk_buf, counters)
+    converged = counters[_kheat.C_STATUS] == _kheat.STATUS_CONVERGED
+    blk = np.zeros((n_blocks, M))
+    _force.discord_by_edge_block(E, off["edge_offsets"], off["edge_sizes"], off["yhat_off"], 0, 0.0, blk)
+    disc = blk.sum(axis=0)
+    if soft.size:
+        disc += 0.5 * (soft.gamma[:, None] * (S[soft_rows] - soft_targets) ** 2).sum(axis=0)
+    if lam > 0:
+        disc += 0.5 * lam * ((S[update_rows] - rel_anchor[update_rows]) ** 2).sum(axis=0)
+    history = None
+    if record_every > 0:
+        nr = int(counters[_kheat.C_NREC])
+        history = HeatHistory(
+            steps=rec_steps[:nr].copy(), discord=rec_discord[:nr].copy(),
+            labels=[b.name for b in lay.edge_blocks] + ["e_pin", "e_rel"],
+            sample_discord=rec_sample_discord[:nr].copy(),
+            output=np.ascontiguousarray(rec_output[:nr].transpose(0, 2, 1)),
+            states=rec_states[:nr].copy(), state_samples=rec_samples, layout=lay)
+    n_cross = int(counters[_kheat.C_NCROSS])
+    n_ep = int(counters[_kheat.C_NEP])
+    return HeatResult(
+        state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
+        converged=bool(converged), final_change=float(change[0]), discord=disc,
+        edge_discrepancy=to_rows(E), history=history,
+        crossings=cross_buf[:min(n_cross, cross_buf.shape[0])].copy(), crossings_total=n_cross,
+        sliding=episode_buf[:min(n_ep, episode_buf.shape[0])].copy(), layout=lay,
+        pinned=list(hard.labels), lambda_max_bound=bound, dt=dt, alpha=alpha)

@@ -1,0 +1,223 @@
+"""Forward-Euler kernel of the restricted sheaf heat equation (numba, no Python per step).
+
+The state ``S`` is ``(n_rows, M)`` in the layout's free order, samples as
+columns (see :mod:`sheaflinalg.kernels.force`).  Every step:
+
+1. ``compute_forces`` (the one force routine) gives the edge discrepancies
+   ``E`` and the force ``F = -grad(discord)`` with the mask ``z >= 0`` of the
+   current state;
+2. soft-pin edges add ``-gamma (s - p)`` and reluctance edges
+   ``-lam (s - anchor)`` on the rows they touch;
+3. on recording steps the discord by edge block, the output rows and the
+   states of selected samples are stored;
+4. rows listed in ``update_rows`` (the free coordinates: hard-pinned rows
+   are simply not listed) move by ``alpha dt F``; the largest change is kept;
+5. hidden pre-activations whose sign (``z >= 0``) changed are logged as
+   boundary crossings, and repeated flips of one coordinate within
+   ``slide_window`` steps are merged into sliding episodes.
+
+The kernel is resumable: all counters live in ``counters`` so that a driver
+can call it in chunks (for a progress bar) without changing the result.
+"""
+
+import numpy as np
+from numba import njit
+
+from .force import compute_forces, discord_by_edge_block
+
+STATUS_RUNNING = 0
+STATUS_CONVERGED = 1
+STATUS_MAX_STEPS = 2
+STATUS_NONFINITE = 3
+
+# counters[...] slots
+C_STEPS = 0        # Euler steps taken
+C_NREC = 1         # records written
+C_NCROSS = 2       # crossings seen (may exceed the buffer)
+C_NEP = 3          # sliding episodes seen (may exceed the buffer)
+C_STATUS = 4
+C_LASTREC = 5      # step of the last record (-1: none)
+N_COUNTERS = 6
+
+_BIG = 1.7976931348623157e308
+
+
+@njit(cache=True)
+def _extra_forces(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor):
+    M = S.shape[1]
+    for i in range(soft_rows.shape[0]):
+        r = soft_rows[i]
+        g = soft_gamma[i]
+        for s in range(M):
+            F[r, s] -= g * (S[r, s] - soft_targets[i, s])
+    if rel_lam > 0.0:
+        for i in range(update_rows.shape[0]):
+            r = update_rows[i]
+            for s in range(M):
+                F[r, s] -= rel_lam * (S[r, s] - rel_anchor[r, s])
+
+
+@njit(cache=True)
+def _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+            edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
+            rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters):
+    i = counters[C_NREC]
+    if i >= rec_steps.shape[0]:
+        return
+    M = S.shape[1]
+    nb = edge_offsets.shape[0]
+    discord_by_edge_block(E, edge_offsets, edge_sizes, yhat_off, 0, 0.0, blk_buf)
+    for s in range(M):
+        rec_sample_discord[i, s] = 0.0
+    for b in range(nb):
+        tot = 0.0
+        for s in range(M):
+            tot += blk_buf[b, s]
+            rec_sample_discord[i, s] += blk_buf[b, s]
+        rec_discord[i, b] = tot
+    tot = 0.0
+    for j in range(soft_rows.shape[0]):
+        r = soft_rows[j]
+        g = 0.5 * soft_gamma[j]
+        for s in range(M):
+            d = S[r, s] - soft_targets[j, s]
+            v = g * d * d
+            tot += v
+            rec_sample_discord[i, s] += v
+    rec_discord[i, nb] = tot
+    tot = 0.0
+    if rel_lam > 0.0:
+        for j in range(update_rows.shape[0]):
+            r = update_rows[j]
+            for s in range(M):
+                d = S[r, s] - rel_anchor[r, s]
+                v = 0.5 * rel_lam * d * d
+                tot += v
+                rec_sample_discord[i, s] += v
+    rec_discord[i, nb + 1] = tot
+    for j in range(n_out):
+        for s in range(M):
+            rec_output[i, j, s] = S[out_off + j, s]
+    for j in range(rec_samples.shape[0]):
+        s = rec_samples[j]
+        for r in range(S.shape[0]):
+            rec_states[i, j, r] = S[r, s]
+    rec_steps[i] = step
+    counters[C_NREC] = i + 1
+    counters[C_LASTREC] = step
+
+
+@njit(cache=True)
+def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code,
+             adt, stop_at, tol, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+             record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
+             rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
+             track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
+             cross_buf, episode_buf, prev_mask, last_cross, ep_start, ep_count,
+             F, E, phi_buf, work, blk_buf, counters, change):
+    """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
+
+    ``change[0]`` receives the largest ``|alpha dt F|`` of the last step.
+    Records are taken at steps ``0, record_every, 2 record_every, ...``
+    (``record_every <= 0``: none); the driver records the final state with
+    :func:`heat_finish`.
+    """
+    M = S.shape[1]
+    n_upd = update_rows.shape[0]
+    n_hid = hid_rows.shape[0]
+    while counters[C_STEPS] < stop_at:
+        step = counters[C_STEPS]
+        compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                       out_mode, phi_code, 0, 0.0, F, E, phi_buf, work)
+        _extra_forces(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
+        if record_every > 0 and step % record_every == 0:
+            _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                    edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
+                    rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters)
+        maxc = 0.0
+        finite = True
+        for i in range(n_upd):
+            r = update_rows[i]
+            for s in range(M):
+                d = adt * F[r, s]
+                S[r, s] += d
+                a = abs(d)
+                if a > maxc:
+                    maxc = a
+                if not (a <= _BIG):
+                    finite = False
+        step += 1
+        counters[C_STEPS] = step
+        change[0] = maxc
+        if not finite:
+            change[0] = np.nan
+            counters[C_STATUS] = STATUS_NONFINITE
+            return
+        if track_crossings:
+            for h in range(n_hid):
+                r = hid_rows[h]
+                for s in range(M):
+                    m = 1 if S[r, s] >= 0 else 0
+                    if m != prev_mask[h, s]:
+                        prev_mask[h, s] = m
+                        c = counters[C_NCROSS]
+                        if c < cross_buf.shape[0]:
+                            cross_buf[c, 0] = step
+                            cross_buf[c, 1] = s
+                            cross_buf[c, 2] = hid_layer[h]
+                            cross_buf[c, 3] = hid_neuron[h]
+                            cross_buf[c, 4] = m
+                        counters[C_NCROSS] = c + 1
+                        if ep_count[h, s] > 0 and step - last_cross[h, s] <= slide_window:
+                            ep_count[h, s] += 1
+                        else:
+                            _close_episode(h, s, hid_layer, hid_neuron, slide_min, ep_start, ep_count,
+                                           last_cross, episode_buf, counters)
+                            ep_start[h, s] = step
+                            ep_count[h, s] = 1
+                        last_cross[h, s] = step
+        if maxc < tol:
+            counters[C_STATUS] = STATUS_CONVERGED
+            return
+    if counters[C_STATUS] == STATUS_RUNNING and counters[C_STEPS] >= stop_at:
+        counters[C_STATUS] = STATUS_RUNNING
+
+
+@njit(cache=True)
+def _close_episode(h, s, hid_layer, hid_neuron, slide_min, ep_start, ep_count, last_cross,
+                   episode_buf, counters):
+    if ep_count[h, s] >= slide_min:
+        e = counters[C_NEP]
+        if e < episode_buf.shape[0]:
+            episode_buf[e, 0] = s
+            episode_buf[e, 1] = hid_layer[h]
+            episode_buf[e, 2] = hid_neuron[h]
+            episode_buf[e, 3] = ep_start[h, s]
+            episode_buf[e, 4] = last_cross[h, s]
+            episode_buf[e, 5] = ep_count[h, s]
+        counters[C_NEP] = e + 1
+    ep_count[h, s] = 0
+
+
+@njit(cache=True)
+def heat_finish(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code,
+                update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
+                rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
+                track_crossings, hid_layer, hid_neuron, slide_min,
+                episode_buf, last_cross, ep_start, ep_count,
+                F, E, phi_buf, work, blk_buf, counters):
+    """Final forces/discrepancies (``F``, ``E`` of the final state), final record, open episodes closed."""
+    compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                   out_mode, phi_code, 0, 0.0, F, E, phi_buf, work)
+    _extra_forces(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
+    step = counters[C_STEPS]
+    if record_every > 0 and counters[C_LASTREC] != step:
+        _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
+                rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters)
+    if track_crossings:
+        for h in range(ep_count.shape[0]):
+            for s in range(ep_count.shape[1]):
+                _close_episode(h, s, hid_layer, hid_neuron, slide_min, ep_start, ep_count, last_cross,
+                               episode_buf, counters)
