@@ -165,9 +165,10 @@ def parse_selector(layout, selector):
 
 
 def _values(value, n_samples, n, what):
+    scalar = np.ndim(value) == 0
     arr = as_float64(value, what)
-    if arr.ndim == 0:
-        return np.full((n_samples, n), float(arr))
+    if scalar:
+        return np.full((n_samples, n), float(arr.ravel()[0]))
     if arr.ndim == 1:
         if arr.shape[0] != n:
             raise ValueError(f"{what}: a 1-D value needs one entry per selected coordinate ({n}), "
