@@ -286,7 +286,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
             f"lambda_max(L[Omega,Omega]) <= {bound:.6g} (norm bound (1 + max(1, ||W_l||_2))^2 "
             f"+ max gamma + lambda, valid for every activation pattern); the largest stable dt "
             f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
-    S = initial_state(net, X, lay, init, seed)
+    # Copy: for one free row or one sample the columns view can alias the caller's init array.
+    S = np.array(initial_state(net, X, lay, init, seed), dtype=np.float64, order="C", copy=True)
     S[hard.index] = hard.values.T
     off = lay.kernel_offsets()
     k = lay.n_hidden
