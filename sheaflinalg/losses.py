@@ -10,7 +10,8 @@ loss                reported value (forward pass)            output-edge force
 ``"l1"``            mean of ``|d|``                           ``-J^T sign(d)``
 ``"pnorm"``         mean of ``|d|^p / p``                     ``-J^T |d|^(p-2) d``
 ``"huber"``         mean of the Huber potential ``f_tau(d)``  ``-J^T clip(d, -tau, tau)``
-``"cross_entropy"`` mean over samples of ``-sum y log p``     ``-(phi(z) - y)``
+``"cross_entropy"`` mean over samples of the summed (binary)   ``-(phi(z) - y)``
+                    cross-entropy
 ==================  =======================================  ==============================
 
 ``d = phi(z) - y``; ``J`` is the Jacobian of the output activation (identity
@@ -112,7 +113,7 @@ def loss_value(P, Y, loss, loss_param, output):
     if loss == "cross_entropy":
         P = np.clip(P, EPS, 1.0 - EPS)
         if output == "sigmoid":
-            return float(-np.mean(Y * np.log(P) + (1.0 - Y) * np.log(1.0 - P)))
+            return float(-np.mean(np.sum(Y * np.log(P) + (1.0 - Y) * np.log(1.0 - P), axis=1)))
         return float(-np.mean(np.sum(Y * np.log(P), axis=1)))
     D = P - Y
     if loss == "mse":

@@ -196,15 +196,15 @@ class Experiment:
         m = self.meta
         steps = int(m["n_steps"]) if steps is None else steps
         if method == "sheaf":
-            warm = bool(m.get("warm_start", True))
-            fit = train(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test,
-                        alpha=float(m.get("alpha", 1.0)), beta=float(m["beta"]), dt=float(m["dt"]),
-                        steps=steps, init=self.init, warm_start=warm, epoch_steps=int(m.get("epoch_steps", 1000)),
-                        progress=progress, **kwargs)
+            opts = dict(alpha=float(m.get("alpha", 1.0)), beta=float(m["beta"]), dt=float(m["dt"]),
+                        init=self.init, warm_start=bool(m.get("warm_start", True)),
+                        epoch_steps=int(m.get("epoch_steps", 1000)), progress=progress)
+            opts.update(kwargs)
+            fit = train(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test, steps=steps, **opts)
         elif method == "sgd":
-            fit = sgd(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test,
-                      lr=float(m["sgd_lr"]), epochs=steps, record_every=self.sgd_record_every,
-                      progress=progress, **kwargs)
+            opts = dict(lr=float(m["sgd_lr"]), record_every=self.sgd_record_every, progress=progress)
+            opts.update(kwargs)
+            fit = sgd(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test, epochs=steps, **opts)
         else:
             raise ValueError(f"unknown method {method!r}; expected 'sheaf' or 'sgd'")
         return fit.history

@@ -1,0 +1,392 @@
+"""Joint dynamics against a naive dense implementation written from the paper (section 5.2, appendix C)."""
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import naive
+import sheaflinalg as sl
+from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
+from sheaflinalg.kernels.training import REG_CODES, train_steps
+from sheaflinalg.parameter_sheaf import parameter_sheaf
+from sheaflinalg.training import KERNEL_LOSS, effective_spectral_gap
+from strategies import networks
+
+LOSS_PARAM = {"mse": 0.0, "l1": 0.0, "pnorm": 1.7, "huber": 0.3, "cross_entropy": 0.0}
+
+
+def grad_f(loss, p, d):
+    if loss in ("mse", "cross_entropy"):
+        return d
+    if loss == "l1":
+        return np.sign(d)
+    if loss == "pnorm":
+        return np.abs(d) ** (p - 2) * d * (d != 0)
+    return np.clip(d, -p, p)
+
+
+def reg_grad(kind, strength, ratio, d):
+    """Gradient of the regularisation potential (the force is minus this)."""
+    if kind == "l2":
+        return strength * d
+    if kind == "l1":
+        return strength * np.sign(d)
+    return strength * (ratio * np.sign(d) + (1 - ratio) * d)
+
+
+def split(net, state):
+    """Per-sample z, a lists from a (M, n_free) state, block by block (no Layout offsets)."""
+    dims, k = net.dims, net.n_hidden
+    zs, acts, o = [], [], 0
+    for l in range(1, k + 2):
+        zs.append(state[:, o:o + dims[l]]); o += dims[l]
+        if l <= k:
+            acts.append(state[:, o:o + dims[l]]); o += dims[l]
+    return zs, acts, o
+
+
+def naive_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None, theta0=None):
+    """One Euler step of eq. (regularized-general-dynamics) from dense per-sample coboundaries.
+
+    The linear part comes from the dense coboundary of the neural sheaf
+    (``naive.sheaf``, output edge dropped); the output edge adds
+    ``-J^T grad f(phi(z) - y)`` (or ``-(phi(z) - y)`` for cross-entropy); the
+    weights move by ``-beta Pi_W(delta omega omega^T)`` summed over samples.
+    """
+    dims, k = net.dims, net.n_hidden
+    Ws, bs = net.weights, net.biases
+    zs, acts, n_move = split(net, state)
+    new_state = state.copy()
+    gW = [np.zeros_like(W) for W in Ws]
+    gb = [np.zeros_like(b) for b in bs]
+    for s in range(X.shape[0]):
+        masks = [zs[l][s] >= 0 for l in range(k)]
+        sh = naive.sheaf(Ws, bs, "identity", X[s], masks, reduced=True)
+        delta = sh["delta"]
+        full = np.zeros(delta.shape[1])
+        full[sh["fixed"]] = sh["u"]
+        full[sh["free"]] = state[s, :n_move]
+        e = delta @ full
+        force = -(delta.T @ e)[sh["free"]]
+        z_out = zs[k][s]
+        d = naive.phi(net.output, z_out) - Y[s]
+        g = grad_f(loss, p, d)
+        if loss != "cross_entropy":
+            g = naive.phi_jacobian(net.output, z_out).T @ g
+        force[n_move - dims[-1]:] -= g
+        # Weight edges: rows of e for e_z(l); upstream extended stalk from `full`.
+        row, col = 0, 0
+        ups = [np.concatenate([X[s], np.ones(dims[1])])]
+        for l in range(1, k + 1):
+            ups.append(np.concatenate([acts[l - 1][s], np.ones(dims[l + 1])]))
+        for l in range(1, k + 2):
+            el = e[row:row + dims[l]]
+            grad_Fup = -np.outer(el, ups[l - 1])              # d(1/2|e|^2)/d(F_up), F_up = [W diag(b)]
+            gW[l - 1] += grad_Fup[:, :dims[l - 1]]
+            gb[l - 1] += np.diag(grad_Fup[:, dims[l - 1]:])   # Pi_W keeps the diagonal of the bias block
+            row += dims[l] + (dims[l] if l <= k else 0)
+        if reg is not None and reg.lam > 0:
+            anchor = state0[s, :n_move] if reg.anchor == "initial" else 0.0
+            force -= reg_grad(reg.kind, reg.lam, reg.l1_ratio, state[s, :n_move] - anchor)
+        new_state[s, :n_move] = state[s, :n_move] + alpha * dt * force
+    theta = net.parameters()
+    grad = np.concatenate([np.concatenate([a.ravel(), b]) for a, b in zip(gW, gb)])
+    if reg is not None and reg.mu > 0:
+        anchor = theta0 if reg.anchor == "initial" else 0.0
+        grad = grad + reg_grad(reg.kind, reg.mu, reg.l1_ratio, theta - anchor)
+    theta_new = theta - beta * dt * grad
+    return sl.Network.from_parameters(theta_new, dims, net.output), new_state
+
+
+def targets(net, M, rng):
+    n = net.dims[-1]
+    if net.output == "softmax":
+        return np.eye(n)[rng.integers(0, n, M)], "cross_entropy"
+    if net.output == "sigmoid":
+        return (rng.random((M, n)) < 0.5).astype(float), "cross_entropy"
+    return rng.normal(size=(M, n)), None
+
+
+def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None, theta0=None, n_steps=1):
+    lay = sl.Layout(net.dims)
+    off = lay.kernel_offsets()
+    n_move = off["yhat_off"]
+    S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
+    theta = net.parameters()
+    reg = reg or sl.Regularization()
+    S0 = np.ascontiguousarray(np.concatenate([state0[:, :n_move], Y], axis=1).T) if state0 is not None else S * 0
+    th0 = theta0 if theta0 is not None else theta * 0
+    M = X.shape[0]
+    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
+    bufs = (np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)),
+            np.zeros_like(theta))
+    done = train_steps(np.ascontiguousarray(X.T), S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"],
+                       off["boff"], off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p,
+                       alpha, beta, dt, n_steps, n_move, reg.code("lam"), reg.lam, reg.l1_ratio, S0,
+                       reg.code("mu"), reg.mu, reg.l1_ratio, th0, *bufs)
+    assert done == n_steps
+    return sl.Network.from_parameters(theta, net.dims, net.output), S.T[:, :n_move].copy()
+
+
+@st.composite
+def step_cases(draw):
+    net, seed = draw(networks(max_hidden=3, max_width=7))
+    rng = np.random.default_rng(seed)
+    M = draw(st.integers(1, 5))
+    X = rng.uniform(-2, 2, size=(M, net.dims[0]))
+    Y, loss = targets(net, M, rng)
+    if loss is None:
+        loss = draw(st.sampled_from(["mse", "l1", "pnorm", "huber"]))
+    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    kind = draw(st.sampled_from(["random", "forward", "all_dead", "zeros_in_z"]))
+    state = rng.normal(size=(M, n_move))
+    if kind == "forward":
+        state = sl.harmonic_extension(net, X).free[:, :n_move].copy()
+    elif kind == "all_dead":
+        state = -np.abs(state)
+    elif kind == "zeros_in_z":
+        state[rng.random(state.shape) < 0.4] = 0.0
+    reg = None
+    if draw(st.booleans()):
+        reg = sl.Regularization(lam=draw(st.sampled_from([0.0, 0.3])), mu=draw(st.sampled_from([0.0, 0.2])),
+                                kind=draw(st.sampled_from(["l2", "l1", "elastic"])), l1_ratio=0.3,
+                                anchor=draw(st.sampled_from(["zero", "initial"])))
+    return net, X, Y, state, loss, reg, rng
+
+
+@given(step_cases())
+@settings(max_examples=40)
+def test_one_step_matches_naive_dense_dynamics(case):
+    net, X, Y, state, loss, reg, rng = case
+    p = LOSS_PARAM[loss]
+    state0 = rng.normal(size=state.shape)
+    theta0 = rng.normal(size=net.n_parameters)
+    args = (net, X, Y, state, loss, p, 0.7, 0.3, 0.01, reg, state0, theta0)
+    net_k, s_k = kernel_step(*args)
+    net_n, s_n = naive_step(*args)
+    np.testing.assert_allclose(s_k, s_n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(net_k.parameters(), net_n.parameters(), rtol=1e-12, atol=1e-12)
+
+
+def reference_run(net, X, Y, state, steps, epoch_steps, warm_start, alpha, beta, dt):
+    """Naive driver: dense steps, restarting from the forward pass when not warm-starting."""
+    k_move = state.shape[1]
+    for step in range(steps):
+        if step and step % epoch_steps == 0 and not warm_start:
+            state = sl.harmonic_extension(net, X).free[:, :k_move].copy()
+        net, state = naive_step(net, X, Y, state, "cross_entropy" if net.output != "identity" else "mse",
+                                0.0, alpha, beta, dt)
+    return net, state
+
+
+@pytest.mark.parametrize("output,warm", [("identity", True), ("sigmoid", False), ("softmax", False)])
+def test_train_driver_matches_naive_loop(output, warm):
+    rng = np.random.default_rng(3)
+    net = sl.Network.random([2, 4, 3, 2 if output == "softmax" else 1], seed=1, output=output)
+    X = rng.uniform(-2, 2, size=(6, 2))
+    Y, _ = targets(net, 6, rng)
+    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    init = rng.normal(size=(6, n_move))
+    fit = sl.train(net, X, Y, steps=25, epoch_steps=10, init=init, warm_start=warm, dt=0.02, beta=0.5,
+                   progress=False)
+    net_n, state_n = reference_run(net, X, Y, init, 25, 10, warm, 1.0, 0.5, 0.02)
+    np.testing.assert_allclose(fit.network.parameters(), net_n.parameters(), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(fit.state[:, :n_move], state_n, rtol=1e-11, atol=1e-12)
+    np.testing.assert_array_equal(fit.state[:, n_move:], Y)
+    assert fit.history.epoch == [0, 1, 2, 3] and fit.history.step == [0, 10, 20, 25]
+
+
+def naive_discord(net, X, Y, state, output_ce):
+    """Per-edge discord 1/2 |delta omega|^2 summed over samples (output edge: 1/2 |phi(z) - y|^2)."""
+    k = net.n_hidden
+    zs, _, n_move = split(net, state)
+    total = 0.0
+    for s in range(X.shape[0]):
+        masks = [zs[l][s] >= 0 for l in range(k)]
+        sh = naive.sheaf(net.weights, net.biases, "identity", X[s], masks, reduced=True)
+        full = np.zeros(sh["delta"].shape[1])
+        full[sh["fixed"]] = sh["u"]
+        full[sh["free"]] = state[s, :n_move]
+        e = sh["delta"] @ full
+        d = naive.phi(net.output, zs[k][s]) - Y[s]
+        total += 0.5 * e @ e + 0.5 * d @ d
+    return total
+
+
+def test_history_records_forward_losses_discord_and_norms():
+    rng = np.random.default_rng(0)
+    X, Y = sl.tasks.circular(40, seed=2)
+    Xt, Yt = sl.tasks.circular(20, seed=3)
+    net = sl.Network.random([2, 6, 1], seed=0, output="sigmoid")
+    fit = sl.train(net, X, Y, Xt, Yt, steps=300, epoch_steps=100, init="forward", warm_start=False,
+                   progress=False)
+    h = fit.history
+    assert len(h) == 4 and h.method == "sheaf" and h.loss == "cross_entropy"
+    P = fit.network.forward(X)
+    expected = -np.mean(Y * np.log(P) + (1 - Y) * np.log(1 - P))
+    assert h.train_loss[-1] == pytest.approx(expected, rel=1e-12)
+    Pt = fit.network.forward(Xt)
+    assert h.test_accuracy[-1] == pytest.approx(np.mean((Pt >= 0.5) == (Yt >= 0.5)))
+    assert h.discord[-1] == pytest.approx(naive_discord(fit.network, X, Y, fit.state, True), rel=1e-10)
+    assert np.isclose(sum(h.discord_by_edge[-1]), h.discord[-1])
+    assert h.edge_names == ["e_z1", "e_a1", "e_z2", "e_y"]
+    W = fit.network.weights
+    assert h.weight_norms[-1][1] == pytest.approx(np.sqrt(np.sum(W[1] ** 2) + np.sum(fit.network.biases[1] ** 2)))
+    assert h.weight_displacement[-1] == pytest.approx(np.linalg.norm(fit.network.parameters() - net.parameters()))
+    assert np.all(np.diff(h["wall_time"]) >= 0) and h["train_loss"].shape == (4,)
+    assert rng is not None
+
+
+def test_callback_hook_api():
+    X, Y = sl.tasks.paraboloid(30, seed=0)
+    net = sl.Network.random([2, 5, 1], seed=0)
+    seen = []
+
+    def cb(info):
+        seen.append((info.method, info.epoch, info.step, info.state.shape, len(info.history)))
+        assert isinstance(info.network, sl.Network) and info.X.shape == (30, 2)
+        info.network.weights[0][:] = 1e6   # a copy: must not disturb training
+    fit = sl.train(net, X, Y, steps=500, epoch_steps=50, callback=cb, callback_every=200, progress=False)
+    n_free = sl.Layout(net.dims).n_free
+    assert seen == [("sheaf", 4, 200, (30, n_free), 5), ("sheaf", 8, 400, (30, n_free), 9)]
+    assert np.all(np.abs(fit.network.weights[0]) < 100)
+    default = []
+    sl.train(net, X, Y, steps=150, epoch_steps=50, callback=lambda i: default.append(i.step), progress=False)
+    assert default == [50, 100, 150]
+
+
+def test_parameter_sheaf_laplacian_action_is_the_kernel_weight_update():
+    rng = np.random.default_rng(5)
+    net = sl.Network.random([3, 4, 5, 2], seed=2)
+    X = rng.normal(size=(7, 3))
+    Y = rng.normal(size=(7, 2))
+    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    state = rng.normal(size=(7, n_move))
+    h = parameter_sheaf(net, X, state)
+    beta, dt = 0.4, 0.01
+    net1, _ = kernel_step(net, X, Y, state, "mse", 0.0, 1.0, beta, dt)
+    # eq. structure-diffusion: d(theta)/dt = -beta Pi_W(L_H rho).
+    velocity = (net1.parameters() - net.parameters()) / dt
+    np.testing.assert_allclose(velocity, -beta * h.projected_action(), rtol=1e-10, atol=1e-12)
+    # delta^H rho at the current maps is the weight-edge part of delta omega_bar.
+    zs, acts, _ = split(net, state)
+    e1 = zs[0] - X @ net.weights[0].T - net.biases[0]
+    np.testing.assert_allclose((h.coboundary @ h.rho)[:7 * 4].reshape(7, 4), e1, atol=1e-12)
+    L = h.coboundary.T @ h.coboundary
+    assert abs(L - h.laplacian).max() < 1e-12
+
+
+def test_stagnation_ingredients_match_dense_definitions():
+    rng = np.random.default_rng(1)
+    X, Y = sl.tasks.paraboloid(12, seed=1)
+    net = sl.Network.random([2, 4, 1], seed=3)
+    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    init = rng.normal(size=(12, n_move))
+    fit = sl.train(net, X, Y, steps=200, epoch_steps=100, init=init, progress=False)
+    st_ = fit.history.stagnation
+    zs, _, _ = split(net, init)
+    disagreement, lam_min = 0.0, np.inf
+    for s in range(12):
+        masks = [zs[0][s] >= 0]
+        sh = naive.sheaf(net.weights, net.biases, "identity", X[s], masks, reduced=False)
+        delta = sh["delta"]
+        full = np.zeros(delta.shape[1])
+        full[sh["fixed"]] = sh["u"]
+        full[sh["free"]] = np.concatenate([init[s], Y[s]])
+        e = delta @ full
+        disagreement += e @ e
+        free = np.flatnonzero(sh["free"])[:-1]           # yhat is pinned during training
+        lam_min = min(lam_min, np.linalg.eigvalsh(delta[:, free].T @ delta[:, free])[0])
+    assert st_["initial_disagreement"] == pytest.approx(np.sqrt(disagreement), rel=1e-12)
+    assert st_["lambda_eff"] == pytest.approx(lam_min, rel=1e-9)
+    assert st_["bound"] == pytest.approx(st_["beta"] * st_["B_omega"] * st_["initial_disagreement"]
+                                         / (st_["alpha"] * st_["lambda_eff"]))
+    assert st_["B_omega"] >= max(fit.history.state_norm)
+    sparse_gap = effective_spectral_gap(net, np.repeat(X, 40, axis=0), np.repeat(
+        np.concatenate([init, Y], axis=1), 40, axis=0), sl.Layout(net.dims))
+    assert sparse_gap == pytest.approx(lam_min, rel=1e-8)
+
+
+def test_losses_train_and_report_consistently():
+    X, Y = sl.tasks.saddle(40, seed=0)
+    net = sl.Network.random([2, 8, 1], seed=0)
+    for loss in ("mse", "l1", "pnorm", "huber"):
+        fit = sl.train(net, X, Y, steps=400, epoch_steps=100, loss=loss, progress=False, seed=0)
+        assert fit.history.loss == loss and np.isfinite(fit.history.train_loss).all()
+    with pytest.raises(ValueError, match="p > 1"):
+        sl.train(net, X, Y, steps=10, loss="pnorm", loss_param=1.0, progress=False)
+
+
+def test_random_init_is_seeded_and_restart_draws_fresh_stalks():
+    X, Y = sl.tasks.paraboloid(10, seed=0)
+    net = sl.Network.random([2, 3, 1], seed=0)
+    a = sl.train(net, X, Y, steps=40, epoch_steps=20, seed=7, progress=False)
+    b = sl.train(net, X, Y, steps=40, epoch_steps=20, seed=7, progress=False)
+    c = sl.train(net, X, Y, steps=40, epoch_steps=20, seed=8, progress=False)
+    np.testing.assert_array_equal(a.network.parameters(), b.network.parameters())
+    assert not np.array_equal(a.network.parameters(), c.network.parameters())
+
+
+# ------------------------------------------------------------------------------------ bad input
+
+def test_bad_input_is_refused_before_work():
+    X, Y = sl.tasks.paraboloid(10, seed=0)
+    net = sl.Network.random([2, 3, 1], seed=0)
+    soft = sl.Network.random([2, 3, 3], seed=0, output="softmax")
+    cases = [
+        (dict(X=X, Y=Y[:5]), "shape"),
+        (dict(X=X[:, :1], Y=Y), "features"),
+        (dict(X=np.where(np.arange(20).reshape(10, 2) == 7, np.nan, X), Y=Y), "NaN"),
+        (dict(X=X, Y=np.where(np.arange(10)[:, None] == 2, np.inf, Y)), "NaN"),
+        (dict(X=X, Y=Y, beta=0.0), "beta"),
+        (dict(X=X, Y=Y, dt=-1.0), "dt"),
+        (dict(X=X, Y=Y, alpha=np.inf), "alpha"),
+        (dict(X=X, Y=Y, steps=0), "steps"),
+        (dict(X=X, Y=Y, init="warm"), "init"),
+        (dict(X=X, Y=Y, init=np.zeros((10, 3))), "shape"),
+        (dict(X=X, Y=Y, reg={"lam": -1.0}), "lam"),
+        (dict(X=X, Y=Y, reg={"gamma": 1.0}), "gamma"),
+        (dict(X=X, Y=Y, loss="hinge"), "hinge"),
+        (dict(X=X, Y=Y, loss="cross_entropy"), "sigmoid or softmax"),
+        (dict(X=X, Y=Y, dt=5.0), "unstable step size"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            sl.train(net, progress=False, **kwargs)
+    with pytest.raises(ValueError, match="one-hot"):
+        sl.train(soft, X, np.full((10, 3), 1 / 3), progress=False)
+    with pytest.raises(ValueError, match="integer class labels"):
+        sl.train(soft, X, np.full(10, 0.5), progress=False)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        sl.train(sl.Network.random([2, 3, 1], output="sigmoid"), X, Y + 3, progress=False)
+    with pytest.raises(TypeError, match="Network"):
+        sl.train("net", X, Y, progress=False)
+    with pytest.raises(TypeError, match="callable"):
+        sl.train(net, X, Y, callback=3, progress=False)
+
+
+def test_integer_labels_become_one_hot():
+    X, Y = sl.tasks.blobs(40, seed=0)
+    net = sl.Network.random([2, 5, 4], seed=0, output="softmax")
+    a = sl.train(net, X, Y, steps=50, epoch_steps=50, init="forward", progress=False)
+    b = sl.train(net, X, Y.argmax(axis=1), steps=50, epoch_steps=50, init="forward", progress=False)
+    np.testing.assert_array_equal(a.network.parameters(), b.network.parameters())
+
+
+def test_divergence_stops_with_epoch_and_last_finite_loss():
+    X, Y = sl.tasks.paraboloid(50, seed=0)
+    net = sl.Network.random([2, 8, 1], seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = sl.train(net, X, Y * 100, steps=20_000, epoch_steps=100, beta=50.0, dt=0.01, progress=False)
+    h = fit.history
+    assert h.diverged
+    msg = [str(w.message) for w in caught if issubclass(w.category, sl.DivergenceWarning)]
+    assert len(msg) == 1 and "epoch" in msg[0] and repr(h.last_finite_loss()) in msg[0]
+    assert np.all(np.isfinite(fit.network.parameters()))
+    assert np.isfinite(h.train_loss).all() and h.epoch[-1] < 200
+    expected = np.mean((fit.network.forward(X) - Y * 100) ** 2)
+    assert h.train_loss[-1] == pytest.approx(expected, rel=1e-10)
