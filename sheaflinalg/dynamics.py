@@ -342,7 +342,6 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     blk_buf = np.zeros((n_blocks, M))
     counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
     counters[_kheat.C_LASTREC] = -1
-    change = np.full(1, np.inf)
     Xc = np.ascontiguousarray(X.T)
 
     common = (Xc, S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
@@ -363,7 +362,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
                             rec_sample_discord, rec_output, rec_states, bool(crossings), hid_rows,
                             hid_layer, hid_neuron, sliding_window, sliding_min_flips, cross_buf,
                             episode_buf, prev_mask, last_cross, ep_start, ep_count, F, E, phi_buf,
-                            work, blk_buf, counters, change)
+                            work, blk_buf, counters)
             if bar is not None:
                 bar.update(int(counters[_kheat.C_STEPS]) - before)
             if counters[_kheat.C_STATUS] != _kheat.STATUS_RUNNING or counters[_kheat.C_STEPS] >= max_steps:
@@ -372,6 +371,9 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         if bar is not None:
             bar.close()
     steps = int(counters[_kheat.C_STEPS])
+    # F still holds the forces of the last step: its largest change is adt max|F| (monotone rounding).
+    final_change = alpha * dt * float(np.abs(F[update_rows]).max()) if steps and update_rows.size else \
+        (0.0 if steps else float("inf"))
     if counters[_kheat.C_STATUS] == _kheat.STATUS_NONFINITE:
         raise NonFiniteStateError(
             f"the state became non-finite (NaN or Inf) at Euler step {steps} (dt={dt:g}, alpha={alpha:g}); "
@@ -402,7 +404,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     n_ep = int(counters[_kheat.C_NEP])
     return HeatResult(
         state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
-        converged=bool(converged), final_change=float(change[0]), discord=disc,
+        converged=bool(converged), final_change=final_change, discord=disc,
         edge_discrepancy=to_rows(E), history=history,
         crossings=cross_buf[:min(n_cross, cross_buf.shape[0])].copy(), crossings_total=n_cross,
         sliding=episode_buf[:min(n_ep, episode_buf.shape[0])].copy(), layout=lay,

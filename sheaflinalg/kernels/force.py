@@ -140,6 +140,22 @@ def _add_transpose_product(W, E, out, work):
 
 
 @njit(cache=True)
+def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F):
+    """``E[z] = z - W A - b`` and ``F[z] = -E[z]`` row by row (``A`` rows from ``ao``)."""
+    M = S.shape[1]
+    for i in range(n):
+        bi = theta[bo + i]
+        for s in range(M):
+            E[zo + i, s] = S[zo + i, s] - bi
+        for j in range(m):
+            w = theta[wo + i * m + j]
+            for s in range(M):
+                E[zo + i, s] -= w * A[ao + j, s]
+        for s in range(M):
+            F[zo + i, s] = -E[zo + i, s]
+
+
+@njit(cache=True)
 def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                    out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work):
     """Edge discrepancies ``E`` and forces ``F = -grad (discord energy)`` of the state ``S``.
@@ -152,37 +168,52 @@ def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     n_layers = dims.shape[0] - 1
     k = n_layers - 1
     M = S.shape[1]
+    # Rows are addressed by offset (no per-call array views): for small
+    # networks and one sample the view bookkeeping would dominate.
     # Edge discrepancies and the diagonal part of each force.
     for l in range(1, n_layers + 1):
         n = dims[l]
         m = dims[l - 1]
-        W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
-        b = theta[boff[l]:boff[l] + n]
         zo = zoff[l]
-        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-        _affine_residual(W, b, A, S[zo:zo + n], E[zo:zo + n])
-        for i in range(n):
-            for s in range(M):
-                F[zo + i, s] = -E[zo + i, s]
+        wo = woff[l]
+        bo = boff[l]
+        if n * m * M >= BLAS_THRESHOLD:
+            W = theta[wo:wo + n * m].reshape(n, m)
+            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+            _affine_residual(W, theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
+            for i in range(n):
+                for s in range(M):
+                    F[zo + i, s] = -E[zo + i, s]
+        elif l == 1:
+            _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F)
+        else:
+            _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F)
         if l <= k:
             ao = aoff[l]
             for i in range(n):
                 for s in range(M):
                     z = S[zo + i, s]
-                    if z >= 0:
-                        e = S[ao + i, s] - z
-                        E[ao + i, s] = e
-                        F[zo + i, s] += e
-                    else:
-                        e = S[ao + i, s]
-                        E[ao + i, s] = e
+                    r = 1.0 if z >= 0 else 0.0
+                    e = S[ao + i, s] - r * z
+                    E[ao + i, s] = e
+                    F[zo + i, s] += r * e
                     F[ao + i, s] = -e
     # Weight edges pull the upstream activations: F[a_l] += W_{l+1}^T E[z_{l+1}].
     for l in range(1, k + 1):
         n = dims[l + 1]
         m = dims[l]
-        W = theta[woff[l + 1]:woff[l + 1] + n * m].reshape(n, m)
-        _add_transpose_product(W, E[zoff[l + 1]:zoff[l + 1] + n], F[aoff[l]:aoff[l] + m], work)
+        wo = woff[l + 1]
+        zo = zoff[l + 1]
+        ao = aoff[l]
+        if n * m * M >= BLAS_THRESHOLD:
+            W = theta[wo:wo + n * m].reshape(n, m)
+            _add_transpose_product(W, E[zo:zo + n], F[ao:ao + m], work)
+        else:
+            for i in range(n):
+                for j in range(m):
+                    w = theta[wo + i * m + j]
+                    for s in range(M):
+                        F[ao + j, s] += w * E[zo + i, s]
     if out_mode == OUTPUT_EDGE_NONE:
         return
     n = dims[n_layers]

@@ -11,7 +11,7 @@ columns (see :mod:`sheaflinalg.kernels.force`).  Every step:
 3. on recording steps the discord by edge block, the output rows and the
    states of selected samples are stored;
 4. rows listed in ``update_rows`` (the free coordinates: hard-pinned rows
-   are simply not listed) move by ``alpha dt F``; the largest change is kept;
+   are simply not listed) move by ``alpha dt F``; changes >= ``tol`` are counted;
 5. hidden pre-activations whose sign (``z >= 0``) changed are logged as
    boundary crossings, and repeated flips of one coordinate within
    ``slide_window`` steps are merged into sliding episodes.
@@ -39,7 +39,31 @@ C_STATUS = 4
 C_LASTREC = 5      # step of the last record (-1: none)
 N_COUNTERS = 6
 
-_BIG = 1.7976931348623157e308
+
+@njit(cache=True, fastmath={"reassoc"})
+def _update_row(Sr, Fr, adt, tol):
+    # Euler update of one row; returns (number of changes >= tol, sum of changes).
+    # Both reductions are sums so that they vectorise ("reassoc" only reorders
+    # the sums; the update itself is elementwise and exact).  A float max
+    # reduction does not vectorise, so the largest change is computed once,
+    # after the run, by the driver.
+    big = 0.0
+    sm = 0.0
+    for s in range(Sr.shape[0]):
+        d = adt * Fr[s]
+        Sr[s] += d
+        sm += d
+        big += 1.0 if abs(d) >= tol else 0.0
+    return big, sm
+
+
+@njit(cache=True)
+def _row_unchanged(z, prev):
+    # Branch-free count of sign changes against the previous mask (vectorises).
+    n = 0
+    for s in range(z.shape[0]):
+        n += np.uint8(z[s] >= 0) ^ prev[s]
+    return n == 0
 
 
 @njit(cache=True)
@@ -114,10 +138,11 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
              rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
              cross_buf, episode_buf, prev_mask, last_cross, ep_start, ep_count,
-             F, E, phi_buf, work, blk_buf, counters, change):
+             F, E, phi_buf, work, blk_buf, counters):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
-    ``change[0]`` receives the largest ``|alpha dt F|`` of the last step.
+    On return ``F`` holds the forces of the last step taken (the driver
+    computes the largest change ``max |adt F|`` from it).
     Records are taken at steps ``0, record_every, 2 record_every, ...``
     (``record_every <= 0``: none); the driver records the final state with
     :func:`heat_finish`.
@@ -134,28 +159,24 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
             _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
                     edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
                     rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters)
-        maxc = 0.0
-        finite = True
+        n_big = 0.0
+        dsum = 0.0
         for i in range(n_upd):
             r = update_rows[i]
-            for s in range(M):
-                d = adt * F[r, s]
-                S[r, s] += d
-                a = abs(d)
-                if a > maxc:
-                    maxc = a
-                if not (a <= _BIG):
-                    finite = False
+            nb, sm = _update_row(S[r], F[r], adt, tol)
+            n_big += nb
+            dsum += sm
         step += 1
         counters[C_STEPS] = step
-        change[0] = maxc
-        if not finite:
-            change[0] = np.nan
+        # NaN/Inf in any change propagate into dsum.
+        if not (dsum - dsum == 0.0):
             counters[C_STATUS] = STATUS_NONFINITE
             return
         if track_crossings:
             for h in range(n_hid):
                 r = hid_rows[h]
+                if _row_unchanged(S[r], prev_mask[h]):
+                    continue
                 for s in range(M):
                     m = 1 if S[r, s] >= 0 else 0
                     if m != prev_mask[h, s]:
@@ -176,7 +197,7 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
                             ep_start[h, s] = step
                             ep_count[h, s] = 1
                         last_cross[h, s] = step
-        if maxc < tol:
+        if n_big == 0.0:
             counters[C_STATUS] = STATUS_CONVERGED
             return
     if counters[C_STATUS] == STATUS_RUNNING and counters[C_STEPS] >= stop_at:
