@@ -37,6 +37,22 @@ def _check_n(n, minimum=1):
     return int(n)
 
 
+def target_function(task, X):
+    """Noise-free target of a regression task at inputs ``X`` (rows), shape (n,).
+
+    Examples
+    --------
+    >>> target_function("paraboloid", np.zeros((1, 2))).round(4).tolist()
+    [-0.6667]
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if task == "paraboloid":
+        return X[:, 0] ** 2 + X[:, 1] ** 2 - 2.0 / 3.0
+    if task == "saddle":
+        return X[:, 0] ** 2 - X[:, 1] ** 2 + 0.5 * np.sin(2.0 * X[:, 0])
+    raise ValueError(f"{task!r} is not a regression task; expected 'paraboloid' or 'saddle'")
+
+
 def paraboloid(n=300, seed=None, noise=0.02):
     """``n`` inputs uniform on ``[-2, 2]^2`` and targets ``x1^2 + x2^2 - 2/3`` plus N(0, noise^2).
 
@@ -53,7 +69,7 @@ def paraboloid(n=300, seed=None, noise=0.02):
     """
     rng = np.random.default_rng(seed)
     X = rng.uniform(-2.0, 2.0, size=(_check_n(n), 2))
-    f = X[:, 0] ** 2 + X[:, 1] ** 2 - 2.0 / 3.0
+    f = target_function("paraboloid", X)
     return X, (f + noise * rng.standard_normal(n))[:, None]
 
 
@@ -67,7 +83,7 @@ def saddle(n=300, seed=None, noise=0.02):
     """
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 2.0, size=(_check_n(n), 2))
-    f = X[:, 0] ** 2 - X[:, 1] ** 2 + 0.5 * np.sin(2.0 * X[:, 0])
+    f = target_function("saddle", X)
     return X, (f + noise * rng.standard_normal(n))[:, None]
 
 

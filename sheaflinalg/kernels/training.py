@@ -54,6 +54,17 @@ def outer_product(E, A, out):
                 out[i, j] = acc
 
 
+@njit(cache=True, fastmath=True)
+def row_sums(E, out):
+    """``out[i] = sum_s E[i, s]`` (vectorised reduction)."""
+    n, M = E.shape
+    for i in range(n):
+        acc = 0.0
+        for s in range(M):
+            acc += E[i, s]
+        out[i] = acc
+
+
 @njit(cache=True)
 def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
     """``out = Pi_W(delta omega omega^T)`` with the sign of a velocity: ``E[z_l] abar_(l-1)^T`` per layer.
@@ -70,12 +81,7 @@ def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
         Ez = E[zo:zo + n]
         A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
         outer_product(Ez, A, out[woff[l]:woff[l] + n * m].reshape(n, m))
-        bo = boff[l]
-        for i in range(n):
-            acc = 0.0
-            for s in range(M):
-                acc += Ez[i, s]
-            out[bo + i] = acc
+        row_sums(Ez, out[boff[l]:boff[l] + n])
 
 
 @njit(cache=True)
@@ -226,12 +232,7 @@ def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr,
             Dl = D[row:row + n]
             Ain = X if l == 1 else A[row - m:row]
             outer_product(Dl, Ain, grad[woff[l]:woff[l] + n * m].reshape(n, m))
-            bo = boff[l]
-            for i in range(n):
-                acc = 0.0
-                for s in range(M):
-                    acc += Dl[i, s]
-                grad[bo + i] = acc
+            row_sums(Dl, grad[boff[l]:boff[l] + n])
             if l > 1:
                 W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
                 Dp = D[row - m:row]

@@ -1,0 +1,115 @@
+"""Figures of training runs: loss curves and the learned outputs of appendix E.2."""
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_curves(histories, ax=None, key="train_loss", x="step", labels=None, logy=True):
+    """Plot one series of several histories against ``x`` (``"step"`` or ``"epoch"``).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> from sheaflinalg.plotting.training import plot_curves
+    >>> X, Y = sl.tasks.paraboloid(50, seed=0)
+    >>> h = sl.sgd(sl.Network.random([2, 4, 1]), X, Y, epochs=100, progress=False).history
+    >>> ax = plot_curves([h])
+    """
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.5))
+    for i, h in enumerate(histories):
+        label = labels[i] if labels else h.method
+        ax.plot(h[x], h[key], label=label)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("Euler steps / SGD epochs" if x == "step" else x)
+    ax.set_ylabel(key.replace("_", " "))
+    ax.legend()
+    return ax
+
+
+def _grid(X, n=150, pad=0.1):
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = hi - lo
+    g0 = np.linspace(lo[0] - pad * span[0], hi[0] + pad * span[0], n)
+    g1 = np.linspace(lo[1] - pad * span[1], hi[1] + pad * span[1], n)
+    G0, G1 = np.meshgrid(g0, g1)
+    return G0, G1, np.column_stack([G0.ravel(), G1.ravel()])
+
+
+def plot_learned_outputs(rows, path=None):
+    """The figure of appendix E.2: target / sheaf-trained / SGD-trained output per task.
+
+    Parameters
+    ----------
+    rows : list of dict
+        One per task with ``task`` (name), ``X``, ``Y`` (training data, rows
+        are samples), ``target`` (callable ``X -> f(X)`` for regression, or
+        None), ``sheaf`` and ``sgd`` (trained :class:`~sheaflinalg.Network`).
+    path : str, optional
+        Where to save the figure (PNG/PDF by extension).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(len(rows), 3, figsize=(11, 3.2 * len(rows)), squeeze=False, layout="constrained")
+    for r, row in enumerate(rows):
+        X, Y = row["X"], row["Y"]
+        G0, G1, grid = _grid(X)
+        nets = [("Sheaf", row["sheaf"]), ("SGD", row["sgd"])]
+        if row.get("target") is not None:
+            panels = [("Target", row["target"](grid))] + [(n, net.forward(grid)[:, 0]) for n, net in nets]
+            vmin = min(p.min() for _, p in panels)
+            vmax = max(p.max() for _, p in panels)
+            for c, (name, vals) in enumerate(panels):
+                ax = axes[r, c]
+                cs = ax.contourf(G0, G1, vals.reshape(G0.shape), levels=20, vmin=vmin, vmax=vmax, cmap="viridis")
+                ax.set_title(f"{row['task']}: {name}")
+            fig.colorbar(cs, ax=axes[r].tolist(), shrink=0.8)
+        else:
+            labels = Y[:, 0] >= 0.5 if Y.shape[1] == 1 else Y.argmax(axis=1)
+            axes[r, 0].scatter(X[:, 0], X[:, 1], c=labels, s=8, cmap="tab10" if Y.shape[1] > 1 else "coolwarm")
+            axes[r, 0].set_title(f"{row['task']}: data")
+            for c, (name, net) in enumerate(nets, start=1):
+                P = net.forward(grid)
+                cls = (P[:, 0] >= 0.5).astype(int) if P.shape[1] == 1 else P.argmax(axis=1)
+                ax = axes[r, c]
+                ax.contourf(G0, G1, cls.reshape(G0.shape), alpha=0.3,
+                            cmap="tab10" if Y.shape[1] > 1 else "coolwarm",
+                            levels=np.arange(-0.5, max(2, Y.shape[1]) + 0.5))
+                ax.scatter(X[:, 0], X[:, 1], c=labels, s=6, cmap="tab10" if Y.shape[1] > 1 else "coolwarm")
+                ax.set_title(f"{row['task']}: {name}")
+        for ax in axes[r]:
+            ax.set_aspect("equal", adjustable="box")
+    if path is not None:
+        save_figure(fig, path)
+    return fig
+
+
+def save_figure(fig, path):
+    """Save ``fig`` atomically (temporary file in the same directory, then ``os.replace``)."""
+    import os
+    import tempfile
+
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    suffix = os.path.splitext(path)[1] or ".png"
+    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=120)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
