@@ -1,0 +1,105 @@
+"""``sheaflinalg train``: train a network on one of the paper's tasks (or replay a recorded experiment)."""
+
+import csv
+import os
+import tempfile
+
+HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
+
+
+def add_arguments(parser):
+    parser.add_argument("--task", default="paraboloid", help="paraboloid, saddle, circular or blobs (default paraboloid)")
+    parser.add_argument("--arch", default=None,
+                        help="hidden widths and output, e.g. 2,30,1 (default: 2,30,1; 4 outputs for blobs)")
+    parser.add_argument("--experiment", metavar="FILE.npz",
+                        help="replay a recorded experiment (Table E.1 format) instead of --task/--arch")
+    parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd"), help="default: sheaf")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="Euler steps / SGD epochs (default 100000, or the experiment's)")
+    parser.add_argument("--dt", type=float, default=0.005, help="Euler step (default 0.005)")
+    parser.add_argument("--alpha", type=float, default=1.0, help="state rate (default 1)")
+    parser.add_argument("--beta", type=float, default=None, help="weight rate (default 1/n_train)")
+    parser.add_argument("--lr", type=float, default=None, help="SGD learning rate (default 0.005 / 0.01)")
+    parser.add_argument("--loss", default=None, help="mse, l1, pnorm, huber, cross_entropy (default by output)")
+    parser.add_argument("--loss-param", type=float, default=None, help="p of pnorm / tau of huber")
+    parser.add_argument("--n-train", type=int, default=300, help="training samples (default 300)")
+    parser.add_argument("--n-test", type=int, default=100, help="test samples (default 100)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of data, weights and stalks (default 0)")
+    parser.add_argument("--save", metavar="NET.npz", help="write the trained network here")
+    parser.add_argument("--history", metavar="HIST.csv", help="write the per-epoch history here")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def parse_arch(text):
+    try:
+        dims = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ValueError(f"--arch must be comma-separated integers like 2,30,1, got {text!r}") from None
+    if len(dims) < 2 or min(dims) < 1:
+        raise ValueError(f"--arch needs at least two positive widths, got {text!r}")
+    return dims
+
+
+def write_history(history, path):
+    """Write the scalar per-record series of ``history`` as CSV (atomically)."""
+    keys = ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
+            "weight_displacement", "state_norm", "wall_time"]
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".csv")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(keys)
+            for i in range(len(history)):
+                w.writerow(["" if getattr(history, k)[i] is None else getattr(history, k)[i] for k in keys])
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def run(args):
+    import sheaflinalg as sl
+
+    for name in ("save", "history"):
+        path = getattr(args, name)
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"--{name}: directory of {path!r} does not exist")
+    progress = not args.no_progress
+    if args.experiment:
+        exp = sl.tasks.load_experiment(args.experiment)
+        kwargs = {"loss": args.loss} if args.loss else {}
+        hist = exp.run(steps=args.steps, method=args.method, progress=progress, **kwargs)
+        net = None
+        if exp.reference:
+            print(f"max relative difference to the recorded {args.method} curves: "
+                  f"{exp.max_relative_error(hist, args.method):.3e}")
+    else:
+        if args.task not in sl.tasks.TASKS:
+            raise ValueError(f"unknown --task {args.task!r}; expected one of {', '.join(sl.tasks.TASKS)}")
+        data = sl.tasks.make(args.task, args.n_train, args.n_test, seed=args.seed)
+        default = "2,30,4" if args.task == "blobs" else "2,30,1"
+        net0 = sl.Network.random(parse_arch(args.arch or default), seed=args.seed, output=data.output)
+        steps = 100_000 if args.steps is None else args.steps
+        common = dict(loss=args.loss, loss_param=args.loss_param, progress=progress)
+        if args.method == "sheaf":
+            warm = data.output == "identity"
+            fit = sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, alpha=args.alpha,
+                           beta=args.beta, dt=args.dt, steps=steps, init="random" if warm else "forward",
+                           warm_start=warm, seed=args.seed, **common)
+        else:
+            fit = sl.sgd(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, lr=args.lr, epochs=steps,
+                         **common)
+        net, hist = fit
+    last = -1
+    acc = hist.test_accuracy[last] if hist.test_accuracy[last] is not None else hist.train_accuracy[last]
+    print(f"{args.method}: {hist.step[last]} steps, train loss {hist.train_loss[last]:.6g}, "
+          f"test loss {hist.test_loss[last] if hist.test_loss[last] is not None else float('nan'):.6g}"
+          + (f", accuracy {acc:.3f}" if acc is not None else "") + f", {hist.wall_time[last]:.2f} s")
+    if hist.diverged:
+        print(hist.message)
+    if args.history:
+        write_history(hist, args.history)
+    if args.save and net is not None:
+        net.save(args.save)
+    return 1 if hist.diverged else 0
