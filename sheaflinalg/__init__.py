@@ -13,6 +13,7 @@ from .verify import VerificationReport, verify
 from .assembly import AugmentedSheafSystem
 from .dynamics import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
 from .pins import Reluctance, SoftPins
+from .clamping import Completion, NonUniqueCompletionError, complete
 from . import discord
 from . import tasks
 from .baseline import sgd
@@ -26,4 +27,7 @@ __all__ = ["Network", "Layout", "Block", "SheafSystem", "assemble", "HarmonicExt
 __all__ += ["train", "sgd", "tasks", "TrainResult", "History", "TrainingInfo", "Regularization",
             "DivergenceWarning"]
 __all__ += ["AugmentedSheafSystem", "heat", "HeatResult", "HeatHistory", "NonFiniteStateError",
-            "lambda_max_bound", "SoftPins", "Reluctance", "discord"]
+            "lambda_max_bound", "SoftPins", "Reluctance", "discord", "complete", "Completion",
+            "NonUniqueCompletionError"]
+from .spectral import SpectralTracker, SpectrumConvergenceError, SpectrumResult, spectrum, spectrum_of_system
+__all__ += ["spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError"]
