@@ -1,0 +1,250 @@
+"""Partial clamping: clamp any mixture of inputs, hidden coordinates and outputs, complete the rest.
+
+For a frozen activation pattern the completion minimises the discord
+``1/2 ||delta_Omega omega + delta_U u||^2`` of the sheaf whose clamped
+coordinates were moved to ``U`` (hard pins) or tied by soft-pin edges: the
+normal equations ``L[Omega,Omega] omega = -L[Omega,U] u`` are solved exactly
+with a sparse Cholesky factorisation (CHOLMOD, SuperLU fallback), and the
+pattern is updated from the solution (``z >= 0`` active) until it settles
+(the paper's note on partial clamping: a settled completion is an
+equilibrium of the pinned heat dynamics).  A nonlinear output with a clamped
+output vertex is handled by re-linearising ``phi`` at the current ``z(k+1)``
+in the same loop (Gauss-Newton), whose fixed points are the equilibria of
+the local-adjoint dynamics.
+
+Freed inputs (imputation) can leave the completion non-unique: more free
+coordinates than the edges constrain.  This is detected (a count, a failed
+factorisation, or a numerically zero smallest eigenvalue of
+``L[Omega,Omega]``) and reported; ``nonunique="minimum_norm"`` then returns
+the minimum-norm least-squares completion (LSMR from zero), and
+``reluctance=lam`` adds reluctance edges that make it unique.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import pins as _pins
+from .assembly import assemble
+from .factor import cholesky
+from .layout import Layout
+from .validation import as_samples, check_choice
+
+NONUNIQUE = ("error", "minimum_norm")
+
+
+class NonUniqueCompletionError(ValueError):
+    """The clamped coordinates do not determine the completion (see :func:`complete`)."""
+
+
+@dataclass
+class Completion:
+    """Result of :func:`complete`.
+
+    Attributes
+    ----------
+    state : ndarray, shape (n_samples, n_free)
+        Completed free cochain in the layout's free order (clamped coordinates hold their values).
+    inputs : ndarray, shape (n_samples, n_0)
+        Inputs, with freed coordinates replaced by their completion.
+    output : ndarray, shape (n_samples, n_out)
+        Output stalk (``yhat``; ``z(k+1)`` for the reduced system).
+    pattern : list of ndarray
+        Activation pattern of the final solve, (n_samples, n_l) per hidden layer.
+    settled : bool
+        Every sample settled: the pattern computed from the solution equals the
+        pattern it was solved with (and, for a re-linearised output, the
+        linearisation point stopped moving).  A pattern that cycles means the
+        pinned equilibrium sits on a switching surface (the paper's note on
+        partial clamping: the heat dynamics slide there); such samples are
+        reported as not settled.
+    settled_samples : ndarray of bool, shape (n_samples,)
+    iterations : int
+        Number of linear solves.
+    unique : bool
+        Whether the frozen-pattern problem has a unique solution.
+    method : str
+        ``"cholesky"`` or ``"minimum_norm"``.
+    discord : ndarray, shape (n_samples,)
+        Discord of the (linearised) augmented sheaf at the completion.
+    layout : Layout
+    """
+
+    state: np.ndarray
+    inputs: np.ndarray
+    output: np.ndarray
+    pattern: list
+    settled: bool
+    settled_samples: np.ndarray
+    iterations: int
+    unique: bool
+    method: str
+    discord: np.ndarray
+    layout: Layout
+
+    def block(self, name):
+        """Completed values of free block ``name``, shape (n_samples, size)."""
+        return self.state[:, self.layout.free(name)]
+
+
+def _smallest_eigenvalue(factor, n, iters=30, seed=0):
+    """Estimate of ``lambda_min(A)`` by power iteration on ``A^{-1}`` with the factorisation."""
+    v = np.random.default_rng(seed).standard_normal(n)
+    v /= np.linalg.norm(v)
+    mu = 0.0
+    for _ in range(iters):
+        w = factor.solve(v)
+        nw = np.linalg.norm(w)
+        if not np.isfinite(nw) or nw == 0:
+            return 0.0
+        mu = nw
+        v = w / nw
+    return 1.0 / mu
+
+
+def _solve(system, nonunique, backend):
+    """Solve the normal equations of ``system``; returns (omega, unique, method)."""
+    A = system.laplacian_free
+    b = system.rhs()
+    n = A.shape[0]
+    reason = None
+    if system.n_free_sample > system.n_edges_sample:
+        reason = (f"{system.n_free_sample} free coordinates per sample but only "
+                  f"{system.n_edges_sample} edge equations")
+    else:
+        try:
+            f = cholesky(A, backend=backend)
+            lam_min = _smallest_eigenvalue(f, n)
+            scale = max(1.0, float(abs(A.diagonal()).max()))
+            if lam_min <= 1e-11 * scale:
+                reason = f"L[Omega,Omega] is numerically singular (smallest eigenvalue ~ {lam_min:.2e})"
+            else:
+                return f.solve(b), True, "cholesky"
+        except np.linalg.LinAlgError as exc:
+            reason = f"L[Omega,Omega] is singular ({exc})"
+    if nonunique == "error":
+        raise NonUniqueCompletionError(
+            f"the completion is not unique: {reason}; the clamped coordinates do not determine the "
+            "free ones (typically freed inputs). Pass nonunique='minimum_norm' for the minimum-norm "
+            "completion, or reluctance=lam (e.g. 1e-6) to add reluctance edges that pick one")
+    from scipy.sparse.linalg import lsmr
+
+    D = system.delta_free
+    rhs = -(system.delta_boundary @ system.u + system.edge_offset)
+    sol = lsmr(D, rhs, atol=1e-15, btol=1e-15, conlim=1e15, maxiter=20 * max(n, 10))
+    return sol[0], False, "minimum_norm"
+
+
+def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
+             nonunique="error", max_iter=100, backend="auto"):
+    """Complete the unclamped coordinates of the neural sheaf (partial clamping).
+
+    Parameters
+    ----------
+    net : Network
+    X : array_like, shape (n_samples, n_0) or (n_0,)
+        Inputs.  Coordinates listed in ``free_inputs`` are completed (their
+        values here only seed the initial activation pattern).
+    clamp : dict, optional
+        Hard clamps ``{selector: values}`` on hidden coordinates and outputs,
+        in the pin format of :mod:`sheaflinalg.pins` (e.g. ``{"a1[2]": 0.0}``,
+        ``{"yhat": Y}``).
+    soft_pins : SoftPins or (targets, gamma), optional
+        Soft clamps (penalty edges).
+    free_inputs : sequence of int or boolean mask, optional
+        Input coordinates to complete (imputation).
+    pattern : sequence of array_like, optional
+        Freeze this activation pattern (one solve, no pattern updates).
+    reluctance : float or Reluctance, optional
+        Reluctance edges on every free coordinate: makes a non-unique
+        completion unique (the one closest to the anchor, 0 by default).
+    nonunique : {"error", "minimum_norm"}
+        What to do when the completion is not unique: raise
+        :class:`NonUniqueCompletionError` (default), or return the
+        minimum-norm least-squares completion.
+    max_iter : int
+        Largest number of pattern updates.
+    backend : {"auto", "cholmod", "superlu"}
+        Sparse Cholesky backend.
+
+    Returns
+    -------
+    Completion
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 4, 1], seed=0)
+    >>> c = sl.complete(net, [[0.5, -1.0]])          # nothing clamped: the forward pass
+    >>> bool(np.allclose(c.output, net.forward([[0.5, -1.0]]), atol=1e-12)), c.settled
+    (True, True)
+    >>> c = sl.complete(net, [[0.5, -1.0]], clamp={"a1[0]": 2.0})
+    >>> float(c.block("a1")[0, 0])
+    2.0
+    """
+    X, _ = as_samples(X, net.dims[0])
+    M = X.shape[0]
+    check_choice(nonunique, NONUNIQUE, "nonunique")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    reduced = net.output == "identity" and not (_pins.spec_mentions_output(clamp)
+                                                or _pins.spec_mentions_output(soft_pins))
+    lay = Layout(net.dims, reduced=reduced)
+    # Validate everything before any work.
+    hard = _pins.resolve(lay, clamp, M, what="clamp")
+    soft = _pins.resolve_soft(lay, soft_pins, M)
+    _pins.check_disjoint(hard, soft)
+    _pins.resolve_reluctance(lay, reluctance, M)
+    fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
+    from .assembly import normalise_pattern
+
+    frozen = pattern is not None
+    if frozen:
+        pat = normalise_pattern(net, pattern, M)
+    else:
+        pat = [z >= 0 for z in net.forward_states(X)[0][:-1]]
+    nonlinear = not reduced and net.output != "identity"
+    zlin = net.forward_states(X)[0][-1] if nonlinear else None
+    k = lay.n_hidden
+    Xc = X.copy()
+    done = np.zeros(M, dtype=bool)
+    history = []
+    it = 0
+    while it < max_iter:
+        it += 1
+        s = assemble(net, Xc, pattern=pat, reduced=reduced, pins=clamp if clamp is not None else {},
+                     soft_pins=soft_pins, reluctance=reluctance, free_inputs=fi, linearise_at=zlin)
+        omega, unique, method = _solve(s, nonunique, backend)
+        omega = omega.reshape(M, s.n_free_sample)
+        lfi = s.layout_free_index
+        state = np.zeros((M, lay.n_free))
+        state[:, lfi[lfi >= 0]] = omega[:, lfi >= 0]
+        state[:, hard.index] = hard.values
+        Xc[:, fi] = omega[:, lfi < 0]
+        new_pat = [state[:, lay.free(f"z{l}")] >= 0 for l in range(1, k + 1)]
+        same = np.ones(M, dtype=bool)
+        for a, b in zip(new_pat, pat):
+            same &= np.all(a == b, axis=1)
+        if nonlinear:
+            znew = state[:, lay.free(f"z{k + 1}")]
+            same &= np.all(np.isclose(znew, zlin, rtol=1e-13, atol=1e-13), axis=1)
+            zlin = np.where(done[:, None], zlin, znew)
+        done = same if frozen else (done | same)
+        if done.all():
+            break
+        if frozen:
+            if not nonlinear:
+                break
+            continue
+        # Samples are independent: only the unsettled ones take their new pattern.
+        key = b"".join(np.packbits(p_[~done]).tobytes() for p_ in new_pat)
+        pat = [np.where(done[:, None], p_, q) for p_, q in zip(pat, new_pat)]
+        if key in history[-2:] and not nonlinear:
+            break  # the pattern cycles: the equilibrium sits on a switching surface
+        history.append(key)
+    e = s.delta_free @ omega.ravel() + s.delta_boundary @ s.u + s.edge_offset
+    discord = 0.5 * (e.reshape(M, -1) ** 2).sum(axis=1)
+    out = state[:, lay.free(lay.output_block)]
+    return Completion(state=state, inputs=Xc, output=out.copy(), pattern=pat, settled=bool(done.all()),
+                      settled_samples=done, iterations=it, unique=unique, method=method, discord=discord,
+                      layout=lay)
