@@ -72,8 +72,10 @@ class HeatHistory:
     steps : ndarray of int, shape (n_rec,)
     discord : ndarray, shape (n_rec, n_blocks)
         Discord summed over the batch, one column per label in ``labels``:
-        the layout's edge blocks, then ``"e_pin"`` (soft pins) and ``"e_rel"``
-        (reluctance).  Edge blocks: ``1/2 ||E_e||^2``.
+        the layout's edge blocks, then ``"e_pin"`` (all soft-pin edges, if any)
+        and ``"e_rel"`` (all reluctance edges, if any).  Edge blocks:
+        ``1/2 ||E_e||^2``; the output edge of a nonlinear output uses
+        ``1/2 ||yhat - phi(z)||^2`` (eq. output-potential).
     labels : list of str
     sample_discord : ndarray, shape (n_rec, n_samples)
         Total discord of each sample.
@@ -394,9 +396,11 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     history = None
     if record_every > 0:
         nr = int(counters[_kheat.C_NREC])
+        cols = list(range(n_blocks)) + ([n_blocks] if soft.size else []) + ([n_blocks + 1] if lam > 0 else [])
         history = HeatHistory(
-            steps=rec_steps[:nr].copy(), discord=rec_discord[:nr].copy(),
-            labels=[b.name for b in lay.edge_blocks] + ["e_pin", "e_rel"],
+            steps=rec_steps[:nr].copy(), discord=rec_discord[:nr][:, cols],
+            labels=[b.name for b in lay.edge_blocks] + (["e_pin"] if soft.size else [])
+            + (["e_rel"] if lam > 0 else []),
             sample_discord=rec_sample_discord[:nr].copy(),
             output=np.ascontiguousarray(rec_output[:nr].transpose(0, 2, 1)),
             states=rec_states[:nr].copy(), state_samples=rec_samples, layout=lay)

@@ -155,7 +155,7 @@ def test_history_discord_matches_dense_coboundary_at_recorded_states():
                   soft_pins=({"a2[1]": 0.7}, 4.0), progress=False)
     h = res.history
     lay = res.layout
-    assert h.labels == ["e_z1", "e_a1", "e_z2", "e_a2", "e_z3", "e_y", "e_pin", "e_rel"]
+    assert h.labels == ["e_z1", "e_a1", "e_z2", "e_a2", "e_z3", "e_y", "e_pin"]
     assert list(h.steps) == list(range(0, 201, 10))
     assert h.states.shape == (21, 2, lay.n_free)
     for i in (0, 7, 20):
@@ -181,7 +181,7 @@ def test_history_discord_matches_dense_coboundary_at_recorded_states():
         np.testing.assert_allclose(h.output[i, [1, 3]], h.states[i, :, lay.free("yhat")], rtol=0, atol=0)
     np.testing.assert_allclose(h.discord.sum(axis=1), h.sample_discord.sum(axis=1), rtol=1e-12)
     by_type = h.by_type()
-    assert set(by_type) == {"weight", "activation", "output", "pin", "reluctance"}
+    assert set(by_type) == {"weight", "activation", "output", "pin"}
     np.testing.assert_allclose(sum(by_type.values()), h.total, rtol=1e-12)
     by_layer = h.by_layer()
     np.testing.assert_allclose(by_layer[1], h.discord[:, 0] + h.discord[:, 1], rtol=1e-15)

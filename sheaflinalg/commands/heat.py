@@ -1,0 +1,112 @@
+"""``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins."""
+
+import os
+import tempfile
+
+import numpy as np
+
+HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
+
+
+def add_arguments(parser):
+    parser.add_argument("--arch", default="2,4,1", help="layer widths of a He-initialised network (default 2,4,1)")
+    parser.add_argument("--output", default="identity", help="output activation: identity, sigmoid, tanh, softmax")
+    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the network, inputs and stalks (default 0)")
+    parser.add_argument("--samples", type=int, default=1, help="number of inputs, uniform on [-2,2]^n0 (default 1)")
+    parser.add_argument("--input", metavar="X1,X2,...", help="one explicit input instead of random ones")
+    parser.add_argument("--dt", type=float, default=0.01, help="Euler step (default 0.01)")
+    parser.add_argument("--alpha", type=float, default=1.0, help="diffusion rate (default 1)")
+    parser.add_argument("--max-steps", type=int, default=100_000, help="step limit (default 100000)")
+    parser.add_argument("--tol", type=float, default=1e-12, help="stop when the largest change is below (default 1e-12)")
+    parser.add_argument("--init", default="random", choices=("random", "zeros", "forward"),
+                        help="initial stalks (default random)")
+    parser.add_argument("--pin", action="append", default=[], metavar="SEL=VALUE",
+                        help="hard pin, e.g. 'a1[0]=0.5' or 'yhat=1' (repeatable)")
+    parser.add_argument("--soft-pin", action="append", default=[], metavar="SEL=VALUE",
+                        help="soft pin with strength --gamma (repeatable)")
+    parser.add_argument("--gamma", type=float, default=10.0, help="soft-pin strength (default 10)")
+    parser.add_argument("--output-force", default="adjoint", choices=("adjoint", "discrepancy"),
+                        help="nonlinear output edge force (default adjoint)")
+    parser.add_argument("--record-every", type=int, default=100, help="history interval in steps (default 100)")
+    parser.add_argument("--save-history", metavar="FILE.npz",
+                        help="write steps, discord by edge block, outputs, crossings and sliding episodes")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def parse_pins(items, option):
+    """``["a1[0]=0.5", ...]`` -> ``{"a1[0]": 0.5, ...}`` (comma-separated values give a vector)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"{option} needs SELECTOR=VALUE, e.g. 'a1[0]=0.5'; got {item!r}")
+        sel, val = item.rsplit("=", 1)
+        try:
+            vals = [float(v) for v in val.split(",")]
+        except ValueError:
+            raise ValueError(f"{option} {item!r}: the value must be a number or comma-separated numbers") from None
+        out[sel.strip()] = vals[0] if len(vals) == 1 else np.array(vals)
+    return out
+
+
+def save_history(res, path):
+    """Write the run's history and boundary crossings to ``path`` (.npz, atomically, no pickle)."""
+    h = res.history
+    arrays = {"crossings": res.crossings, "sliding": res.sliding, "state": res.state, "output": res.output}
+    if h is not None:
+        arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
+                      sample_discord=h.sample_discord, history_output=h.output)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
+    os.close(fd)
+    try:
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def run(args):
+    import sheaflinalg as sl
+    from sheaflinalg.commands.verify import parse_arch
+
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    pins = parse_pins(args.pin, "--pin") or None
+    soft = parse_pins(args.soft_pin, "--soft-pin")
+    if args.network:
+        net = sl.Network.load(args.network)
+    else:
+        net = sl.Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)
+    if args.input:
+        try:
+            X = np.array([[float(v) for v in args.input.split(",")]])
+        except ValueError:
+            raise ValueError(f"--input must be comma-separated numbers, got {args.input!r}") from None
+    else:
+        X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
+    if args.save_history:
+        d = os.path.dirname(os.path.abspath(args.save_history))
+        if not os.path.isdir(d):
+            raise ValueError(f"--save-history: directory {d} does not exist")
+    res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
+                  init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
+                  record_every=args.record_every, output_force=args.output_force,
+                  progress=not args.no_progress)
+    print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={args.dt:g}, alpha={args.alpha:g}")
+    print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
+    print(f"final total discord: {res.discord.sum():.3e}")
+    if pins is None and not soft:
+        err = np.abs(res.output - net.forward(X)).max()
+        print(f"max |output - forward pass|: {err:.3e}")
+    else:
+        print(f"pinned: {', '.join(res.pinned) or '-'}; soft pins: {', '.join(soft) or '-'}")
+    print(f"boundary crossings: {res.crossings_total}  sliding episodes: {len(res.sliding)}")
+    if res.history is not None and len(res.history.steps):
+        by_type = {k: float(v[-1]) for k, v in res.history.by_type().items()}
+        print("final discord by edge type: " + ", ".join(f"{k} {v:.2e}" for k, v in by_type.items()))
+    if args.save_history:
+        save_history(res, args.save_history)
+        print(f"history written to {args.save_history}")
+    return 0 if res.converged else 1
