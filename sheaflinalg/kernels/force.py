@@ -141,18 +141,39 @@ def _add_transpose_product(W, E, out, work):
 
 @njit(cache=True)
 def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F):
-    """``E[z] = z - W A - b`` and ``F[z] = -E[z]`` row by row (``A`` rows from ``ao``)."""
+    """``E[z] = z - W A - b`` and ``F[z] = -E[z]`` row by row (``A`` rows from ``ao``).
+
+    The arithmetic is ``((z - b) - w_0 a_0) - w_1 a_1 - ...`` in this order on
+    every path.  Each loop over the samples stores into one row only: loops
+    that store into several rows of possibly aliasing arrays are not
+    vectorised by LLVM.
+    """
     M = S.shape[1]
     for i in range(n):
         bi = theta[bo + i]
-        for s in range(M):
-            E[zo + i, s] = S[zo + i, s] - bi
-        for j in range(m):
-            w = theta[wo + i * m + j]
+        z = zo + i
+        w0 = theta[wo + i * m]
+        if m == 1:
             for s in range(M):
-                E[zo + i, s] -= w * A[ao + j, s]
+                E[z, s] = (S[z, s] - bi) - w0 * A[ao, s]
+        elif m == 2:
+            w1 = theta[wo + i * m + 1]
+            for s in range(M):
+                E[z, s] = ((S[z, s] - bi) - w0 * A[ao, s]) - w1 * A[ao + 1, s]
+        elif m == 3:
+            w1 = theta[wo + i * m + 1]
+            w2 = theta[wo + i * m + 2]
+            for s in range(M):
+                E[z, s] = (((S[z, s] - bi) - w0 * A[ao, s]) - w1 * A[ao + 1, s]) - w2 * A[ao + 2, s]
+        else:
+            for s in range(M):
+                E[z, s] = (S[z, s] - bi) - w0 * A[ao, s]
+            for j in range(1, m):
+                w = theta[wo + i * m + j]
+                for s in range(M):
+                    E[z, s] -= w * A[ao + j, s]
         for s in range(M):
-            F[zo + i, s] = -E[zo + i, s]
+            F[z, s] = -E[z, s]
 
 
 @njit(cache=True)
@@ -189,15 +210,15 @@ def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
         else:
             _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F)
         if l <= k:
+            # Activation edge e = a - R z; one stored row per loop (see _residual_rows).
             ao = aoff[l]
             for i in range(n):
                 for s in range(M):
-                    z = S[zo + i, s]
-                    r = 1.0 if z >= 0 else 0.0
-                    e = S[ao + i, s] - r * z
-                    E[ao + i, s] = e
-                    F[zo + i, s] += r * e
-                    F[ao + i, s] = -e
+                    E[ao + i, s] = S[ao + i, s] - np.float64(S[zo + i, s] >= 0) * S[zo + i, s]
+                for s in range(M):
+                    F[zo + i, s] += np.float64(S[zo + i, s] >= 0) * E[ao + i, s]
+                for s in range(M):
+                    F[ao + i, s] = -E[ao + i, s]
     # Weight edges pull the upstream activations: F[a_l] += W_{l+1}^T E[z_{l+1}].
     for l in range(1, k + 1):
         n = dims[l + 1]

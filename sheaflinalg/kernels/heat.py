@@ -39,6 +39,9 @@ C_STATUS = 4
 C_LASTREC = 5      # step of the last record (-1: none)
 N_COUNTERS = 6
 
+# Below this many samples the row-wise vectorised helpers cost more than plain loops.
+SMALL_BATCH = 16
+
 
 @njit(cache=True, fastmath={"reassoc"})
 def _update_row(Sr, Fr, adt, tol):
@@ -53,17 +56,8 @@ def _update_row(Sr, Fr, adt, tol):
         d = adt * Fr[s]
         Sr[s] += d
         sm += d
-        big += 1.0 if abs(d) >= tol else 0.0
+        big += np.float64(abs(d) >= tol)  # a branch here would stop vectorisation
     return big, sm
-
-
-@njit(cache=True)
-def _row_unchanged(z, prev):
-    # Branch-free count of sign changes against the previous mask (vectorises).
-    n = 0
-    for s in range(z.shape[0]):
-        n += np.uint8(z[s] >= 0) ^ prev[s]
-    return n == 0
 
 
 @njit(cache=True)
@@ -137,7 +131,8 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
              record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
              rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
-             cross_buf, episode_buf, prev_mask, last_cross, ep_start, ep_count,
+             cross_buf, episode_buf, prev_mask, cur_mask, prev_words, cur_words, last_cross, ep_start,
+             ep_count,
              F, E, phi_buf, work, blk_buf, counters):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
@@ -161,11 +156,22 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
                     rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters)
         n_big = 0.0
         dsum = 0.0
-        for i in range(n_upd):
-            r = update_rows[i]
-            nb, sm = _update_row(S[r], F[r], adt, tol)
-            n_big += nb
-            dsum += sm
+        if M >= SMALL_BATCH:
+            for i in range(n_upd):
+                r = update_rows[i]
+                nb, sm = _update_row(S[r], F[r], adt, tol)
+                n_big += nb
+                dsum += sm
+        else:
+            # Few samples: plain loops (no per-row calls or views).
+            for i in range(n_upd):
+                r = update_rows[i]
+                for s in range(M):
+                    d = adt * F[r, s]
+                    S[r, s] += d
+                    dsum += d
+                    if abs(d) >= tol:
+                        n_big += 1.0
         step += 1
         counters[C_STEPS] = step
         # NaN/Inf in any change propagate into dsum.
@@ -173,35 +179,57 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
             counters[C_STATUS] = STATUS_NONFINITE
             return
         if track_crossings:
-            for h in range(n_hid):
-                r = hid_rows[h]
-                if _row_unchanged(S[r], prev_mask[h]):
-                    continue
-                for s in range(M):
-                    m = 1 if S[r, s] >= 0 else 0
-                    if m != prev_mask[h, s]:
-                        prev_mask[h, s] = m
-                        c = counters[C_NCROSS]
-                        if c < cross_buf.shape[0]:
-                            cross_buf[c, 0] = step
-                            cross_buf[c, 1] = s
-                            cross_buf[c, 2] = hid_layer[h]
-                            cross_buf[c, 3] = hid_neuron[h]
-                            cross_buf[c, 4] = m
-                        counters[C_NCROSS] = c + 1
-                        if ep_count[h, s] > 0 and step - last_cross[h, s] <= slide_window:
-                            ep_count[h, s] += 1
-                        else:
-                            _close_episode(h, s, hid_layer, hid_neuron, slide_min, ep_start, ep_count,
-                                           last_cross, episode_buf, counters)
-                            ep_start[h, s] = step
-                            ep_count[h, s] = 1
-                        last_cross[h, s] = step
+            if M >= SMALL_BATCH:
+                # Vectorised mask, then compare 8 samples at a time through uint64
+                # views of the (padded) masks; only changed words are scanned.
+                for h in range(n_hid):
+                    r = hid_rows[h]
+                    for s in range(M):
+                        cur_mask[h, s] = np.uint8(S[r, s] >= 0)
+                    for w in range(cur_words.shape[1]):
+                        if cur_words[h, w] != prev_words[h, w]:
+                            for s in range(8 * w, min(8 * w + 8, M)):
+                                m = cur_mask[h, s]
+                                if m != prev_mask[h, s]:
+                                    _log_crossing(h, s, m, step, hid_layer, hid_neuron, slide_window,
+                                                  slide_min, cross_buf, episode_buf, last_cross, ep_start,
+                                                  ep_count, counters)
+                            prev_words[h, w] = cur_words[h, w]
+            else:
+                for h in range(n_hid):
+                    r = hid_rows[h]
+                    for s in range(M):
+                        m = np.uint8(S[r, s] >= 0)
+                        if m != prev_mask[h, s]:
+                            prev_mask[h, s] = m
+                            _log_crossing(h, s, m, step, hid_layer, hid_neuron, slide_window, slide_min,
+                                          cross_buf, episode_buf, last_cross, ep_start, ep_count, counters)
         if n_big == 0.0:
             counters[C_STATUS] = STATUS_CONVERGED
             return
     if counters[C_STATUS] == STATUS_RUNNING and counters[C_STEPS] >= stop_at:
         counters[C_STATUS] = STATUS_RUNNING
+
+
+@njit(cache=True)
+def _log_crossing(h, s, m, step, hid_layer, hid_neuron, slide_window, slide_min, cross_buf, episode_buf,
+                  last_cross, ep_start, ep_count, counters):
+    c = counters[C_NCROSS]
+    if c < cross_buf.shape[0]:
+        cross_buf[c, 0] = step
+        cross_buf[c, 1] = s
+        cross_buf[c, 2] = hid_layer[h]
+        cross_buf[c, 3] = hid_neuron[h]
+        cross_buf[c, 4] = m
+    counters[C_NCROSS] = c + 1
+    if ep_count[h, s] > 0 and step - last_cross[h, s] <= slide_window:
+        ep_count[h, s] += 1
+    else:
+        _close_episode(h, s, hid_layer, hid_neuron, slide_min, ep_start, ep_count, last_cross,
+                       episode_buf, counters)
+        ep_start[h, s] = step
+        ep_count[h, s] = 1
+    last_cross[h, s] = step
 
 
 @njit(cache=True)
