@@ -140,8 +140,8 @@ def _add_transpose_product(W, E, out, work):
 
 
 @njit(cache=True)
-def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F):
-    """``E[z] = z - W A - b`` and ``F[z] = -E[z]`` row by row (``A`` rows from ``ao``).
+def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F, write_force):
+    """``E[z] = z - W A - b`` (and ``F[z] = -E[z]`` if ``write_force``) row by row (``A`` rows from ``ao``).
 
     The arithmetic is ``((z - b) - w_0 a_0) - w_1 a_1 - ...`` in this order on
     every path.  Each loop over the samples stores into one row only: loops
@@ -172,8 +172,9 @@ def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F):
                 w = theta[wo + i * m + j]
                 for s in range(M):
                     E[z, s] -= w * A[ao + j, s]
-        for s in range(M):
-            F[z, s] = -E[z, s]
+        if write_force:
+            for s in range(M):
+                F[z, s] = -E[z, s]
 
 
 @njit(cache=True)
@@ -192,34 +193,37 @@ def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     # Rows are addressed by offset (no per-call array views): for small
     # networks and one sample the view bookkeeping would dominate.
     # Edge discrepancies and the diagonal part of each force.
+    # Inner loops store into one row each (see _residual_rows), and the force
+    # rows are written in as few passes as possible with the same arithmetic:
+    # F[z_l] = -E[z_l] + R E[a_l],  F[a_l] = -E[a_l] + sum_i W_{l+1}[i] E[z_{l+1}, i].
     for l in range(1, n_layers + 1):
         n = dims[l]
         m = dims[l - 1]
         zo = zoff[l]
         wo = woff[l]
         bo = boff[l]
+        hidden = l <= k
         if n * m * M >= BLAS_THRESHOLD:
             W = theta[wo:wo + n * m].reshape(n, m)
             A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
             _affine_residual(W, theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
-            for i in range(n):
-                for s in range(M):
-                    F[zo + i, s] = -E[zo + i, s]
+            if not hidden:
+                for i in range(n):
+                    for s in range(M):
+                        F[zo + i, s] = -E[zo + i, s]
         elif l == 1:
-            _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F)
+            _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, not hidden)
         else:
-            _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F)
-        if l <= k:
-            # Activation edge e = a - R z; one stored row per loop (see _residual_rows).
+            _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F, not hidden)
+        if hidden:
+            # Activation edge e = a - R z.
             ao = aoff[l]
             for i in range(n):
                 for s in range(M):
                     E[ao + i, s] = S[ao + i, s] - np.float64(S[zo + i, s] >= 0) * S[zo + i, s]
                 for s in range(M):
-                    F[zo + i, s] += np.float64(S[zo + i, s] >= 0) * E[ao + i, s]
-                for s in range(M):
-                    F[ao + i, s] = -E[ao + i, s]
-    # Weight edges pull the upstream activations: F[a_l] += W_{l+1}^T E[z_{l+1}].
+                    F[zo + i, s] = -E[zo + i, s] + np.float64(S[zo + i, s] >= 0) * E[ao + i, s]
+    # Weight edges pull the upstream activations: F[a_l] = -E[a_l] + W_{l+1}^T E[z_{l+1}].
     for l in range(1, k + 1):
         n = dims[l + 1]
         m = dims[l]
@@ -227,10 +231,17 @@ def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
         zo = zoff[l + 1]
         ao = aoff[l]
         if n * m * M >= BLAS_THRESHOLD:
+            for j in range(m):
+                for s in range(M):
+                    F[ao + j, s] = -E[ao + j, s]
             W = theta[wo:wo + n * m].reshape(n, m)
             _add_transpose_product(W, E[zo:zo + n], F[ao:ao + m], work)
         else:
-            for i in range(n):
+            for j in range(m):
+                w = theta[wo + j]
+                for s in range(M):
+                    F[ao + j, s] = -E[ao + j, s] + w * E[zo, s]
+            for i in range(1, n):
                 for j in range(m):
                     w = theta[wo + i * m + j]
                     for s in range(M):
