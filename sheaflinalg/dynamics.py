@@ -332,8 +332,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     last_cross = np.zeros((nh, M), dtype=np.int64)
     ep_start = np.zeros((nh, M), dtype=np.int64)
     ep_count = np.zeros((nh, M), dtype=np.int64)
-    cross_buf = np.zeros((max_crossings if crossings else 0, 5), dtype=np.int64)
-    episode_buf = np.zeros((max(1000, max_crossings // 4) if crossings else 0, 6), dtype=np.int64)
+    cross_buf = np.empty((max_crossings if crossings else 0, 5), dtype=np.int64)  # written before read
+    episode_buf = np.empty((max(1000, max_crossings // 4) if crossings else 0, 6), dtype=np.int64)
 
     n_blocks = len(lay.edge_blocks)
     n_rec = (max_steps // record_every + 2) if record_every > 0 else 0
