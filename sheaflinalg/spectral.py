@@ -21,6 +21,7 @@ Methods (``method="auto"`` picks the first that applies):
   fallback) for the shift-invert.
 """
 
+import contextlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ class CoboundaryOperator:
         self.n = self.layout.n_free
         self._dims, self._zoff, self._aoff, self._woff = off["dims"], off["zoff"], off["aoff"], off["woff"]
         self._yhat = off["yhat_off"]
-        self._theta = net.parameters() if theta is None else theta
+        self._theta = flat_weights(net, self.layout) if theta is None else theta
         m = np.zeros(self.n)
         for l, ml in enumerate(mask, start=1):
             m[self.layout.free(f"z{l}")] = ml
@@ -141,6 +142,19 @@ class CoboundaryOperator:
         out = np.empty(self.n)
         _sub.backward_substitution(*self._args(), v, out)
         return out
+
+
+def flat_weights(net, layout):
+    """The weights at the offsets ``layout.kernel_offsets()["woff"]`` (biases left at 0).
+
+    One copy of the weights, written in place (``Network.parameters`` would
+    hold two copies at its peak).
+    """
+    off = layout.kernel_offsets()
+    theta = np.zeros(off["n_parameters"])
+    for l, W in enumerate(net.weights, start=1):
+        theta[off["woff"][l]:off["woff"][l] + W.size] = W.ravel()
+    return theta
 
 
 # ------------------------------------------------------------------ result
@@ -430,8 +444,29 @@ def _dense_laplacians(net, masks, jacobians, layout, M):
     return L
 
 
+_BLAS = None
+
+
+def _one_blas_thread():
+    """Context limiting BLAS/LAPACK to one thread: threaded LAPACK on many tiny matrices
+    is several times slower than serial, worse still on a busy machine."""
+    global _BLAS
+    if _BLAS is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS = ThreadpoolController()
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            _BLAS = False
+    return _BLAS.limit(limits=1, user_api="blas") if _BLAS else contextlib.nullcontext()
+
+
 def _from_dense(L, k, vectors, full):
-    n = L.shape[-1]
+    with _one_blas_thread():
+        return _from_dense_serial(L, k, vectors, full)
+
+
+def _from_dense_serial(L, k, vectors, full):
     if vectors:
         w, V = np.linalg.eigh(L)
         Vs = _fix_signs(np.swapaxes(V[:, :, :k], 1, 2))
@@ -550,7 +585,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         ws, wl, Vs, Vl, full_w, residuals = _from_dense(L, k, vectors, full)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense", system, 0)
 
-    theta = net.parameters()
+    theta = flat_weights(net, layout)
     ws = np.empty((M, k))
     wl = np.empty((M, k))
     Vs = np.empty((M, k, N)) if vectors else None

@@ -1,0 +1,75 @@
+"""``sheaflinalg spectrum``: spectral gap, lambda_max, condition number and eigenvector energies."""
+
+import numpy as np
+
+from .verify import parse_arch
+
+HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
+
+
+def add_arguments(parser):
+    parser.add_argument("--arch", default="2,30,1",
+                        help="layer widths of a He-initialised network (default: 2,30,1)")
+    parser.add_argument("--seed", type=int, default=42,
+                        help="seed of the network and of the inputs (default: 42, as in appendix E.3)")
+    parser.add_argument("--samples", type=int, default=50,
+                        help="number of inputs: the first paraboloid training inputs for 2 input "
+                             "features, else uniform on [-2,2]^n0 (default: 50)")
+    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
+    parser.add_argument("--output", default="identity",
+                        help="output activation of the random network: identity, sigmoid, tanh, softmax")
+    parser.add_argument("--system", default="reduced", choices=("reduced", "free"),
+                        help="reduced Laplacian of appendix A, or the unreduced L[Omega,Omega] (default: reduced)")
+    parser.add_argument("-k", type=int, default=1, help="smallest and largest eigenpairs per input (default: 1)")
+    parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack"),
+                        help="auto: dense for small systems, ARPACK otherwise (default: auto)")
+    parser.add_argument("--tol", type=float, default=1e-10, help="ARPACK relative tolerance (default: 1e-10)")
+    parser.add_argument("--per-sample", action="store_true", help="also print one line per input")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="write the spectra figure (spectra and eigenvector energy per block)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def inputs(n_features, samples, seed):
+    """The first ``samples`` paraboloid training inputs (2 features), else uniform on [-2, 2]^n."""
+    import sheaflinalg as sl
+
+    if n_features == 2:
+        return sl.tasks.paraboloid(samples, seed=seed)[0]
+    return np.random.default_rng(seed).uniform(-2.0, 2.0, size=(samples, n_features))
+
+
+def run(args):
+    import sheaflinalg as sl
+    from sheaflinalg.layout import Layout
+    from sheaflinalg.spectral import DENSE_MAX
+
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if args.network:
+        net = sl.Network.load(args.network)
+    else:
+        net = sl.Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)
+    if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
+        raise ValueError(f"--plot needs a .png, .pdf or .svg file name, got {args.plot!r}")
+    X = inputs(net.dims[0], args.samples, args.seed)
+    N = Layout(net.dims, reduced=args.system == "reduced").n_free
+    full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX
+    res = sl.spectrum(net, X, k=args.k, system=args.system, method=args.method, tol=args.tol,
+                      full=full, progress=not args.no_progress)
+    print(f"network {net.dims} ({net.output} output), {X.shape[0]} inputs, {args.system} system, "
+          f"N = {N}, method {res.method}")
+    print(res.table())
+    if args.per_sample:
+        print()
+        print(f"{'input':>6}{'lambda_min':>14}{'lambda_max':>14}{'condition':>14}  dominant block (lambda_min)")
+        E = res.block_energy("smallest")
+        for s in range(res.n_samples):
+            print(f"{s:>6}{res.lambda_min[s]:>14.6g}{res.lambda_max[s]:>14.6g}{res.condition[s]:>14.6g}  "
+                  f"{res.block_names[int(np.argmax(E[s]))]}")
+    if args.plot:
+        from sheaflinalg.plotting.spectral import spectra_figure
+
+        spectra_figure(res, args.plot)
+        print(f"wrote {args.plot}")
+    return 0

@@ -1,0 +1,87 @@
+"""The ``sheaflinalg spectrum`` command, the spectral figures, the appendix E.3 script, doctests."""
+
+import doctest
+import importlib
+import os
+import runpy
+import sys
+
+import numpy as np
+import pytest
+
+import sheaflinalg as sl
+from sheaflinalg.cli import main
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("name", ["sheaflinalg.spectral", "sheaflinalg.plotting.spectral"])
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_spectrum_command_defaults(capsys):
+    assert main(["spectrum", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "[2, 30, 1]" in out and "50 inputs" in out
+    X = sl.tasks.make("paraboloid", 300, 100, seed=42).X_train[:50]
+    ref = sl.spectrum(sl.Network.random([2, 30, 1], seed=42), X)
+    line = next(l for l in out.splitlines() if l.startswith("lambda_min "))
+    assert float(line.split()[1]) == pytest.approx(np.median(ref.lambda_min), rel=1e-4)
+    assert "z2" in out and "stability" in out
+
+
+def test_spectrum_command_plot_and_options(tmp_path, capsys):
+    png = tmp_path / "spectra.png"
+    assert main(["spectrum", "--arch", "2,6,5,1", "--samples", "4", "--system", "free", "-k", "2",
+                 "--per-sample", "--plot", str(png), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert png.stat().st_size > 1000
+    assert "yhat" in out and len([l for l in out.splitlines() if l.strip().startswith(("0 ", "3 "))]) >= 2
+    png2 = tmp_path / "arpack.png"
+    assert main(["spectrum", "--arch", "3,9,2", "--samples", "2", "--method", "arpack", "--plot", str(png2),
+                 "--no-progress"]) == 0
+    assert png2.exists()
+
+
+def test_spectrum_command_bad_input(tmp_path, capsys):
+    assert main(["spectrum", "--samples", "0"]) == 2
+    assert main(["spectrum", "--arch", "2,x,1"]) == 2
+    assert main(["spectrum", "-k", "100"]) == 2
+    assert "N=61" in capsys.readouterr().err
+    assert main(["spectrum", "--plot", str(tmp_path / "fig.txt")]) == 2
+    assert not (tmp_path / "fig.txt").exists()
+
+
+def test_tracking_and_histogram_figures(tmp_path):
+    from types import SimpleNamespace
+
+    from sheaflinalg.plotting.spectral import plot_histogram, plot_tracking, save_figure
+
+    X = np.random.default_rng(0).uniform(-2, 2, size=(8, 2))
+    tr = sl.SpectralTracker(X)
+    for step, seed in enumerate(range(3)):
+        tr(SimpleNamespace(method="sgd", epoch=step, step=step, network=sl.Network.random([2, 5, 1], seed=seed), X=X))
+    ax = plot_tracking([tr], "condition")
+    ax2 = plot_histogram([sl.spectrum(sl.Network.random([2, 5, 1], seed=s), X) for s in (0, 1)], labels=["a", "b"])
+    save_figure(ax.figure, tmp_path / "t.png")
+    save_figure(ax2.figure, tmp_path / "h.png")
+    assert (tmp_path / "t.png").exists() and (tmp_path / "h.png").exists()
+
+
+def test_spectral_gap_depth_script(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["spectral_gap_depth.py", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as ex:
+        runpy.run_path(os.path.join(ROOT, "scripts", "spectral_gap_depth.py"), run_name="__main__")
+    assert ex.value.code == 0
+    out = capsys.readouterr().out
+    assert "lambda_1 decreases with depth: yes" in out
+    for f in ("spectral_gap_depth.md", "spectral_gap_depth.tex", "spectral_gap_depth.csv", "eigvec_energy.png"):
+        assert (tmp_path / f).exists()
+    rows = (tmp_path / "spectral_gap_depth.csv").read_text().splitlines()[1:]
+    X = sl.tasks.make("paraboloid", 300, 100, seed=42).X_train[:50]
+    for row, dims in zip(rows, ([2, 30, 1], [2, 10, 8, 1], [2, 8, 6, 4, 1])):
+        lam = sl.spectrum(sl.Network.random(dims, seed=42), X, vectors=False).lambda_min
+        assert float(row.split(",")[-4]) == pytest.approx(np.median(lam), rel=1e-5)
