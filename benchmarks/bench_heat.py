@@ -53,7 +53,7 @@ def best_of(fn, repeat):
 def bench(name, dims, n_samples, steps, numpy_steps, repeat):
     net = sl.Network.random(dims, seed=0)
     X = np.random.default_rng(0).uniform(-2, 2, size=(n_samples, dims[0]))
-    kw = dict(dt=0.001, max_steps=steps, tol=0.0, seed=1, progress=False)
+    kw = dict(dt=0.01, max_steps=steps, tol=0.0, seed=1, progress=False)
     sl.heat(net, X, **dict(kw, max_steps=10))  # compile / load cache
     t_k = best_of(lambda: sl.heat(net, X, **kw), repeat) / steps
     t_nc = best_of(lambda: sl.heat(net, X, crossings=False, **kw), repeat) / steps
@@ -64,10 +64,10 @@ def bench(name, dims, n_samples, steps, numpy_steps, repeat):
     t_marg = (t_long - t_short) / steps
     lay = sl.Layout(dims, reduced=True)
     S = np.random.default_rng(1).standard_normal((lay.n_free, n_samples))
-    t_np = best_of(lambda: numpy_step_loop(net, X, S, 0.001, numpy_steps), repeat) / numpy_steps
+    t_np = best_of(lambda: numpy_step_loop(net, X, S, 0.01, numpy_steps), repeat) / numpy_steps
     # Same trajectory check: the numpy baseline and the kernel agree.
     res = sl.heat(net, X, init=S.T.copy(), crossings=False, **dict(kw, max_steps=numpy_steps))
-    ref = numpy_step_loop(net, X, S, 0.001, numpy_steps)
+    ref = numpy_step_loop(net, X, S, 0.01, numpy_steps)
     err = np.abs(res.state.T - ref).max()
     us = 1e6
     print(f"{name}: {steps} steps")

@@ -41,12 +41,6 @@ def edge_discrepancies(system, free):
     return e.reshape(M, -1)
 
 
-def _edge_rows(layout, n_edges):
-    """(label, kind, layer, slice) of every edge block, then soft-pin / reluctance rows if any."""
-    out = [(b.name, b.kind, b.layer, b.slice) for b in layout.edge_blocks]
-    return out
-
-
 def discord_by_block(system, free):
     """Discord of each edge block of each sample of an assembled system.
 
@@ -54,7 +48,8 @@ def discord_by_block(system, free):
     -------
     dict
         ``{edge block name: ndarray (n_samples,)}``; augmented systems add
-        ``"e_pin"`` (soft-pin edges) and ``"e_rel"`` (reluctance edges).
+        ``"e_pin"`` (all soft-pin edges) and ``"e_rel"`` (all reluctance
+        edges) when present.
 
     Examples
     --------
@@ -64,15 +59,18 @@ def discord_by_block(system, free):
     >>> sorted(discord_by_block(s, np.zeros((1, 7))))
     ['e_a1', 'e_z1', 'e_z2']
     """
+    from .assembly import AugmentedSheafSystem
+
     e = edge_discrepancies(system, free)
     lay = system.layout
     out = {b.name: 0.5 * (e[:, b.slice] ** 2).sum(axis=1) for b in lay.edge_blocks}
-    n_soft = getattr(system, "soft_pins", None)
-    if n_soft is not None and hasattr(system, "n_edges_sample"):
+    if isinstance(system, AugmentedSheafSystem):
         ns = system.soft_pins.size
         start = lay.n_edges
-        out["e_pin"] = 0.5 * (e[:, start:start + ns] ** 2).sum(axis=1)
-        out["e_rel"] = 0.5 * (e[:, start + ns:] ** 2).sum(axis=1)
+        if ns:
+            out["e_pin"] = 0.5 * (e[:, start:start + ns] ** 2).sum(axis=1)
+        if system.reluctance > 0:
+            out["e_rel"] = 0.5 * (e[:, start + ns:] ** 2).sum(axis=1)
     return out
 
 

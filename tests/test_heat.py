@@ -285,3 +285,27 @@ def test_output_pinned_to_labels_uses_output_vertex_and_holds_the_label():
     np.testing.assert_array_equal(res.output, Y)
     assert res.pinned == ["yhat[0]"]
     assert not np.allclose(res.block("z2"), net.forward(X))
+
+
+@pytest.mark.parametrize("output", ["identity", "sigmoid", "softmax"])
+def test_kernel_discrepancies_match_assembled_coboundary_and_discord_helpers(output):
+    net = sl.Network.random([3, 5, 4, 2], seed=6, output=output)
+    X = np.random.default_rng(9).uniform(-2, 2, size=(3, 3))
+    soft = ({"a1[1]": 0.4}, 3.0)
+    res = sl.heat(net, X, dt=0.02, max_steps=150, tol=0, seed=4, soft_pins=soft, reluctance=0.05,
+                  pins={"z2[0]": 0.2}, progress=False)
+    lay = res.layout
+    zs = [res.block(f"z{l}") for l in range(1, lay.n_hidden + 2)]
+    kw = dict(pattern=[z >= 0 for z in zs[:-1]], pins={"z2[0]": 0.2}, soft_pins=soft, reluctance=0.05,
+              reduced=lay.reduced)
+    if not lay.reduced:
+        kw["linearise_at"] = zs[-1]   # the linearised output edge is exact at its linearisation point
+    s = sl.assemble(net, X, **kw)
+    free = res.state[:, s.layout_free_index]
+    e = sl.discord.edge_discrepancies(s, free)
+    np.testing.assert_allclose(e[:, :lay.n_edges], res.edge_discrepancy, rtol=0, atol=1e-13)
+    blocks = sl.discord.discord_by_block(s, free)
+    assert list(blocks) == [b.name for b in lay.edge_blocks] + ["e_pin", "e_rel"]
+    np.testing.assert_allclose(sum(blocks.values()), res.discord, rtol=1e-12)
+    grouped = sl.discord.group(np.array([blocks[k] for k in blocks]).T, list(blocks), by="type")
+    np.testing.assert_allclose(grouped["pin"], 0.5 * 3.0 * (res.block("a1")[:, 1] - 0.4) ** 2, rtol=1e-12)
