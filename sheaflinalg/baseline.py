@@ -7,14 +7,15 @@ from .kernels.force import PHI_CODES
 from .kernels.training import gd_steps
 from .layout import Layout
 from .state import to_columns
-from .training import TrainResult, _positive_int, _Problem, _progress
+from .training import TrainResult, _positive_int, _Problem, _progress, _check_threads, blas_limit
 from .validation import check_positive
 
 GD_LOSS = {"mse": 0, "cross_entropy": 1, "l1": 2, "pnorm": 3, "huber": 4}
 
 
 def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None, loss_param=None,
-        reg=None, record_every=None, progress=True, callback=None, callback_every=None):
+        reg=None, record_every=None, progress=True, callback=None, callback_every=None,
+        blas_threads=1):
     """Full-batch gradient descent ``theta -= lr * grad(loss)``, one step per epoch.
 
     The loss is the mean over the batch (mean squared error over all entries,
@@ -44,6 +45,8 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
         ``callback(info)`` (:class:`~sheaflinalg.history.TrainingInfo`,
         ``state=None``) after every epoch that is a multiple of
         ``callback_every`` (default ``record_every``).
+    blas_threads : int or None
+        BLAS threads during training (default 1; None leaves BLAS as is).
 
     Returns
     -------
@@ -85,8 +88,10 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
     rec.record(0, 0, theta)
     chunk = int(np.gcd(record_every, callback_every)) if callback is not None else record_every
+    _check_threads(blas_threads)
     bar = _progress(epochs, progress, "gradient descent")
     done = 0
+    limit = blas_limit(blas_threads)
     try:
         while done < epochs:
             n = min(chunk, epochs - done)
@@ -110,5 +115,6 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
             if callback is not None and done % callback_every == 0:
                 callback(TrainingInfo("sgd", done, done, rec.network(theta), prob.X, None, history))
     finally:
+        limit.__exit__(None, None, None)
         bar.close()
     return TrainResult(rec.network(theta), history)

@@ -78,7 +78,7 @@ def saddle(n=300, seed=None, noise=0.02):
 
     Examples
     --------
-    >>> saddle(3, seed=1)[0].min() >= 0
+    >>> bool(saddle(3, seed=1)[0].min() >= 0)
     True
     """
     rng = np.random.default_rng(seed)

@@ -126,7 +126,7 @@ def effective_spectral_gap(net, X, state_rows, layout):
 def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
           init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
           record_every=1, seed=None, progress=True, callback=None, callback_every=None,
-          stagnation="auto"):
+          stagnation="auto", blas_threads=1):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
 
     Parameters
@@ -174,6 +174,9 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         Record the structural stagnation bound's spectral gap (an eigenvalue
         solve at the initial state); "auto" does it for batches of at most
         400k moving coordinates.
+    blas_threads : int or None
+        BLAS threads during training (large layer products); default 1, which
+        is fastest when other work shares the cores; None leaves BLAS as is.
 
     Returns
     -------
@@ -218,6 +221,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
     reg = Regularization.coerce(reg)
     check_step_size(net, alpha, dt)
+    _check_threads(blas_threads)
 
     layout = Layout(net.dims)
     off = layout.kernel_offsets()
@@ -289,6 +293,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     n_epochs = -(-steps // epoch_steps)
     bar = _progress(n_epochs, progress, "sheaf training")
     step = 0
+    limit = blas_limit(blas_threads)
     try:
         for epoch in range(1, n_epochs + 1):
             n = min(epoch_steps, steps - step)
@@ -319,10 +324,36 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
             if callback is not None and step % callback_every == 0:
                 callback(TrainingInfo("sheaf", epoch, step, rec.network(theta), X, to_rows(S), history, layout))
     finally:
+        limit.__exit__(None, None, None)
         bar.close()
     if stag["lambda_eff"]:
         stag["bound"] = beta * stag["B_omega"] * stag["initial_disagreement"] / (alpha * stag["lambda_eff"])
     return TrainResult(rec.network(theta), history, to_rows(S), layout)
+
+
+def _check_threads(threads):
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, (int, np.integer))
+                                or threads < 1):
+        raise ValueError(f"blas_threads must be None or a positive integer, got {threads!r}")
+    return threads
+
+
+def blas_limit(threads):
+    """Context manager limiting BLAS threads (``None``: leave as is).
+
+    The compiled loops call BLAS once per large layer product per step; on a
+    shared 2-core machine several BLAS threads per process fight for the
+    cores and run several times slower than one thread.
+    """
+    import contextlib
+
+    if _check_threads(threads) is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(int(threads), user_api="blas")
 
 
 def _drop_last(history):
