@@ -40,8 +40,10 @@ SYSTEMS = ("reduced", "free")
 METHODS = ("auto", "dense", "arpack")
 SOLVERS = ("auto", "substitution", "cholmod", "superlu")
 DENSE_MAX = 200
-# Networks with this many weights run their two eigenproblems in two threads.
+# Networks with this many weights run their two eigenproblems in two threads;
+# dense batches with M * N**3 above THREADS_MIN_DENSE are split over two threads.
 THREADS_MIN_WEIGHTS = 100_000
+THREADS_MIN_DENSE = 2_000_000
 
 
 class SpectrumConvergenceError(RuntimeError):
@@ -461,9 +463,16 @@ def _one_blas_thread():
     return _BLAS.limit(limits=1, user_api="blas") if _BLAS else contextlib.nullcontext()
 
 
-def _from_dense(L, k, vectors, full):
+def _from_dense(L, k, vectors, full, threads=1):
+    """Batched dense eigensolver; with ``threads=2`` the two halves of the batch run in parallel
+    (LAPACK releases the GIL), each with a serial BLAS."""
     with _one_blas_thread():
-        return _from_dense_serial(L, k, vectors, full)
+        if threads < 2 or L.shape[0] < 8:
+            return _from_dense_serial(L, k, vectors, full)
+        h = L.shape[0] // 2
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            parts = list(pool.map(lambda A: _from_dense_serial(A, k, vectors, full), (L[:h], L[h:])))
+    return tuple(None if a is None else np.concatenate([a, b]) for a, b in zip(*parts))
 
 
 def _from_dense_serial(L, k, vectors, full):
@@ -525,9 +534,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Largest ``N`` the automatic choice diagonalises densely.
     threads : {1, 2}, optional
         ARPACK path: run the smallest and the largest eigenproblem of a
-        sample concurrently (2) or in sequence (1).  Default: 2 when the
-        network has at least ``THREADS_MIN_WEIGHTS`` weights and the machine
-        has two cores.  The results do not depend on it.
+        sample concurrently (2) or in sequence (1); dense path: split the
+        batch over two threads.  Default: 2 on a machine with two cores when
+        the work is large enough to pay for it.  The results do not depend on it.
     progress : bool
         Progress bar over the samples (ARPACK path).
 
@@ -565,10 +574,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         method = "dense" if (N <= dense_max or full) else "arpack"
     if method == "arpack" and k >= N:
         raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
-    if threads is None:
-        threads = 2 if (net.n_parameters >= THREADS_MIN_WEIGHTS and (os.cpu_count() or 1) >= 2) else 1
-    elif threads not in (1, 2):
+    if threads not in (None, 1, 2):
         raise ValueError(f"threads must be 1 or 2, got {threads!r}")
+    two_cores = (os.cpu_count() or 1) >= 2
     M = X.shape[0]
     if pattern is None:
         zs, _ = net.forward_states(X)
@@ -582,9 +590,13 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
 
     if method == "dense":
         L = _dense_laplacians(net, masks, jacobians, layout, M)
-        ws, wl, Vs, Vl, full_w, residuals = _from_dense(L, k, vectors, full)
+        if threads is None:
+            threads = 2 if (two_cores and M * N ** 3 >= THREADS_MIN_DENSE) else 1
+        ws, wl, Vs, Vl, full_w, residuals = _from_dense(L, k, vectors, full, threads)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense", system, 0)
 
+    if threads is None:
+        threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
     theta = flat_weights(net, layout)
     ws = np.empty((M, k))
     wl = np.empty((M, k))
