@@ -717,8 +717,8 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
 
         if solver == "substitution":
             net = system.network
-            op = CoboundaryOperator(net, [m[s] for m in system.pattern],
-                                    None if system.reduced else system._jacobians[s])
+            op = CoboundaryOperator(net, [m[s] for m in system.pattern], None if system.reduced else
+                                    output_jacobian(net.output, system.linearisation_point[s]))
             apply_inv = op.laplacian_solve
             used = "arpack"
         else:

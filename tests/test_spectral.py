@@ -215,6 +215,17 @@ def test_arpack_path_on_a_larger_network_and_threads_agree():
         assert np.all(r1.residuals < 1e-8)
 
 
+def test_dense_batch_split_over_threads_gives_the_same_result():
+    net = sl.Network.random([2, 12, 9, 2], seed=8, output="softmax")
+    X = np.random.default_rng(5).uniform(-2, 2, size=(11, 2))
+    a = sl.spectrum(net, X, k=2, system="free", threads=1)
+    b = sl.spectrum(net, X, k=2, system="free", threads=2)
+    assert a.method == b.method == "dense"
+    np.testing.assert_array_equal(a.smallest, b.smallest)
+    np.testing.assert_array_equal(a.vectors_largest, b.vectors_largest)
+    np.testing.assert_array_equal(a.residuals, b.residuals)
+
+
 def test_full_spectrum_and_auto_method():
     net = sl.Network.random([2, 7, 5, 1], seed=3)
     X = np.random.default_rng(0).uniform(-2, 2, size=(4, 2))
