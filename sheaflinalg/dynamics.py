@@ -135,7 +135,8 @@ class HeatResult:
     history : HeatHistory or None
     crossings : ndarray of int, shape (n, 5)
         ``(step, sample, layer, neuron, new_active)`` for every sign change of
-        a hidden pre-activation (``new_active`` = 1 if ``z >= 0`` after the step).
+        a hidden pre-activation: the mask ``z >= 0`` after Euler step ``step``
+        (1-based) differs from the one before it; ``new_active`` is the new mask.
     crossings_total : int
         Number of crossings (more than ``len(crossings)`` if the buffer filled).
     sliding : ndarray of int, shape (n, 6)

@@ -34,7 +34,8 @@ same selectors), or as the tuple ``(targets, gamma)``.
 edge ``sqrt(lambda) (omega_v - omega_0,v)`` from every free coordinate to an
 anchor: give ``reluctance=lam`` (anchor 0) or ``Reluctance(lam, anchor)``
 with ``anchor`` of shape ``(n_free,)`` or ``(n_samples, n_free)`` in the
-layout's free order (hard-pinned coordinates' entries are ignored).
+layout's free order (hard-pinned coordinates' entries are ignored; freed
+inputs, see ``free_inputs``, are anchored at 0).
 
 A coordinate may not be both hard- and soft-pinned, nor selected twice in
 one specification.
