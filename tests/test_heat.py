@@ -72,11 +72,11 @@ def random_state(net, n_free, kind, rng, reduced):
 
 
 @given(networks(max_hidden=3, max_width=8), st.sampled_from(STATE_KINDS), st.integers(0, 2**31 - 1),
-       st.sampled_from(("adjoint", "discrepancy")))
-def test_one_compiled_step_matches_naive_dense_step(case, kind, seed, output_force):
+       st.sampled_from(("adjoint", "discrepancy")), st.sampled_from([3, 20]))
+def test_one_compiled_step_matches_naive_dense_step(case, kind, seed, output_force, M):
+    # M = 3 and M = 20 take the kernel's plain-loop and row-wise vectorised update paths.
     net, _ = case
     rng = np.random.default_rng(seed)
-    M = 3
     X = rng.uniform(-2, 2, size=(M, net.dims[0]))
     reduced = net.output == "identity" and output_force == "adjoint" and seed % 2 == 0
     lay = sl.Layout(net.dims, reduced=reduced)
@@ -84,7 +84,7 @@ def test_one_compiled_step_matches_naive_dense_step(case, kind, seed, output_for
     alpha, dt = 0.7, 0.013
     res = sl.heat(net, X, alpha=alpha, dt=dt, max_steps=1, tol=0.0, init=states, reduced=reduced,
                   output_force=output_force, progress=False)
-    assert res.steps == 1
+    assert res.steps == 1 and not res.converged
     for s in range(M):
         expected = naive_step(net, X[s], states[s], alpha, dt, reduced, output_force)
         np.testing.assert_allclose(res.state[s], expected, rtol=0, atol=1e-13)
@@ -123,8 +123,8 @@ def test_one_step_with_pins_soft_pins_and_reluctance_matches_dense_step(case, se
 @pytest.mark.parametrize("dims, output", [([2, 4, 1], "identity"), ([2, 6, 4, 4, 1], "sigmoid")])
 def test_converges_to_forward_pass_from_random_stalks(dims, output):
     net = sl.Network.random(dims, seed=7, output=output)
-    X = np.random.default_rng(0).uniform(-2, 2, size=(4, 2))
-    for batch in (X[:1], X):
+    X = np.random.default_rng(0).uniform(-2, 2, size=(20, 2))
+    for batch in (X[:1], X[:4], X):   # one sample, plain-loop and vectorised batch paths
         res = sl.heat(net, batch, alpha=1.0, dt=0.01, tol=1e-13, max_steps=400_000, init="random",
                       seed=3, record_every=25, progress=False)
         assert res.converged and res.final_change < 1e-13
@@ -187,12 +187,13 @@ def test_history_discord_matches_dense_coboundary_at_recorded_states():
     np.testing.assert_allclose(by_layer[1], h.discord[:, 0] + h.discord[:, 1], rtol=1e-15)
 
 
-def test_crossings_and_sliding_episodes_match_a_replay_of_the_recorded_states():
+@pytest.mark.parametrize("n_samples", [5, 21])   # plain loop / word-wise path of the kernel
+def test_crossings_and_sliding_episodes_match_a_replay_of_the_recorded_states(n_samples):
     net = sl.Network.random([2, 8, 6, 1], seed=11)
-    X = np.random.default_rng(3).uniform(-2, 2, size=(5, 2))
+    X = np.random.default_rng(3).uniform(-2, 2, size=(n_samples, 2))
     window, min_flips = 4, 3
     res = sl.heat(net, X, dt=0.02, max_steps=3000, tol=0, seed=5, record_every=1,
-                  record_states=list(range(5)), sliding_window=window, sliding_min_flips=min_flips,
+                  record_states=list(range(n_samples)), sliding_window=window, sliding_min_flips=min_flips,
                   progress=False)
     lay = res.layout
     states = res.history.states  # (steps+1, samples, n_free)
