@@ -40,30 +40,17 @@ def run_one(name, steps):
                                                            "sgd": exp.meta.get("sgd_seconds")}}
     for method in ("sheaf", "sgd"):
         t = time.perf_counter()
-        h = exp.run(steps=steps, method=method, stagnation=True) if method == "sheaf" else exp.run(steps=steps,
-                                                                                                     method=method)
+        extra = {"stagnation": True} if method == "sheaf" else {}
+        fit = exp.fit(steps=steps, method=method, **extra)
+        h = fit.history
         fit_seconds = time.perf_counter() - t
         out[method] = {"train": h.train_loss[-1], "test": h.test_loss[-1], "seconds": fit_seconds,
-                       "max_rel_error": exp.max_relative_error(h, method), "records": len(h)}
+                       "max_rel_error": exp.max_relative_error(h, method), "records": len(h),
+                       "parameters": fit.network.parameters().tolist()}
         if method == "sheaf":
             out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
                                      state_norm=h.state_norm, step=h.step)
     return out
-
-
-def trained_networks(name, steps):
-    """Final sheaf and SGD networks of one configuration (for the figure)."""
-    import sheaflinalg as sl
-
-    exp = sl.tasks.table_e1(name)
-    m = exp.meta
-    n = int(m["n_steps"]) if steps is None else steps
-    sheaf = sl.train(exp.network, exp.X_train, exp.Y_train, alpha=m["alpha"], beta=m["beta"], dt=m["dt"],
-                     steps=n, init=exp.init, warm_start=m["warm_start"], progress=False, record_every=10 ** 9,
-                     stagnation=False).network
-    sgd = sl.sgd(exp.network, exp.X_train, exp.Y_train, lr=m["sgd_lr"], epochs=n, progress=False,
-                 record_every=n).network
-    return exp, sheaf, sgd
 
 
 def write_atomic(path, text):
@@ -102,18 +89,23 @@ def tables(results):
     return "\n".join(md) + "\n", "\n".join(tex) + "\n", buf.getvalue()
 
 
-def figure(out_dir, steps, jobs):
+def figure(out_dir, results):
+    """The learned-output figure from the one-hidden-layer results (no re-training)."""
     import sheaflinalg as sl
     from sheaflinalg.plotting.training import plot_learned_outputs
 
-    names = [f"{t}_1H" for t in sl.tasks.TASKS]
-    with ProcessPoolExecutor(jobs) as pool:
-        runs = list(pool.map(trained_networks, names, [steps] * len(names)))
     rows = []
-    for exp, sheaf, sgd in runs:
-        task = exp.name.split("_")[0]
+    for task in sl.tasks.TASKS:
+        r = next((r for r in results if r["name"] == f"{task}_1H"), None)
+        if r is None:
+            continue
+        exp = sl.tasks.table_e1(r["name"])
+        nets = {m: sl.Network.from_parameters(np.array(r[m]["parameters"]), r["arch"], exp.network.output)
+                for m in ("sheaf", "sgd")}
         target = (lambda X, t=task: sl.tasks.target_function(t, X)) if task in ("paraboloid", "saddle") else None
-        rows.append({"task": task, "X": exp.X_train, "Y": exp.Y_train, "target": target, "sheaf": sheaf, "sgd": sgd})
+        rows.append({"task": task, "X": exp.X_train, "Y": exp.Y_train, "target": target, **nets})
+    if not rows:
+        return None
     path = os.path.join(out_dir, "table_e1_outputs.png")
     plot_learned_outputs(rows, path)
     return path
@@ -146,8 +138,10 @@ def main(argv=None):
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):
         write_atomic(os.path.join(args.out, f"table_e1.{ext}"), text)
+    runs = [{**r, "sheaf": {k: v for k, v in r["sheaf"].items() if k != "parameters"},
+             "sgd": {k: v for k, v in r["sgd"].items() if k != "parameters"}} for r in results]
     write_atomic(os.path.join(args.out, "table_e1_runs.json"),
-                 json.dumps({"total_seconds": total, "jobs": args.jobs, "runs": results}, indent=1))
+                 json.dumps({"total_seconds": total, "jobs": args.jobs, "runs": runs}, indent=1))
     print(md)
     ok = True
     for r in results:
@@ -159,7 +153,7 @@ def main(argv=None):
               f"{r['reference_seconds']['sgd']} s) {'OK' if good else 'MISMATCH'}")
     print(f"all {len(results) * 2} runs: {total:.1f} s wall clock with {args.jobs} worker(s)")
     if not args.no_figure:
-        print("figure:", figure(args.out, args.steps, args.jobs))
+        print("figure:", figure(args.out, results))
     return 0 if ok else 1
 
 

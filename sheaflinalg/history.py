@@ -125,7 +125,13 @@ class History:
     ``weight_displacement`` (``||theta - theta_0||``), ``state_norm``
     (Frobenius norm of the extended cochain), ``wall_time`` (seconds since the
     start).  ``stagnation`` holds the ingredients of the structural
-    stagnation bound (section 5.3); ``diverged``/``message`` tell whether and
+    stagnation bound (section 5.3, sheaf runs): ``alpha``, ``beta``,
+    ``initial_disagreement`` ``||delta_0 omega_0||``, ``B_omega`` (largest
+    extended-cochain norm seen at the records), ``lambda_eff`` (smallest
+    eigenvalue of the training Laplacian at the start), ``bound``
+    ``beta B_omega ||delta_0 omega_0|| / (alpha lambda_eff)``,
+    ``max_displacement`` (largest ``||theta - theta_0||`` recorded) and
+    ``holds``; ``diverged``/``message`` tell whether and
     why a run stopped early.  ``history["train_loss"]`` returns a NumPy array.
     """
 

@@ -198,13 +198,10 @@ class Experiment:
         """SGD epochs between the recorded points of the baseline curves."""
         return max(1, int(self.meta["n_steps"]) // 100)
 
-    def run(self, steps=None, method="sheaf", progress=False, **kwargs):
-        """Run the experiment's protocol for ``steps`` Euler steps / SGD epochs (default: all).
+    def fit(self, steps=None, method="sheaf", progress=False, **kwargs):
+        """Run the experiment's protocol; returns the :class:`~sheaflinalg.training.TrainResult`.
 
-        Returns the :class:`~sheaflinalg.history.History`; its ``train_loss``
-        and ``test_loss`` line up with the file's curves (a prefix of them
-        when ``steps`` is smaller).  Extra keyword arguments go to
-        :func:`~sheaflinalg.train` / :func:`~sheaflinalg.sgd`.
+        See :meth:`run` (which returns only the history).
         """
         from .baseline import sgd
         from .training import train
@@ -223,7 +220,17 @@ class Experiment:
             fit = sgd(self.network, self.X_train, self.Y_train, self.X_test, self.Y_test, epochs=steps, **opts)
         else:
             raise ValueError(f"unknown method {method!r}; expected 'sheaf' or 'sgd'")
-        return fit.history
+        return fit
+
+    def run(self, steps=None, method="sheaf", progress=False, **kwargs):
+        """Run the experiment's protocol for ``steps`` Euler steps / SGD epochs (default: all).
+
+        Returns the :class:`~sheaflinalg.history.History`; its ``train_loss``
+        and ``test_loss`` line up with the file's curves (a prefix of them
+        when ``steps`` is smaller).  Extra keyword arguments go to
+        :func:`~sheaflinalg.train` / :func:`~sheaflinalg.sgd`.
+        """
+        return self.fit(steps, method, progress, **kwargs).history
 
     def max_relative_error(self, history, method="sheaf"):
         """Largest relative difference between ``history`` and the recorded curves (over its records)."""

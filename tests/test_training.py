@@ -279,7 +279,7 @@ def test_parameter_sheaf_laplacian_action_is_the_kernel_weight_update():
     assert abs(L - h.laplacian).max() < 1e-12
 
 
-def test_stagnation_ingredients_match_dense_definitions():
+def test_stagnation_ingredients_match_dense_definitions(monkeypatch):
     rng = np.random.default_rng(1)
     X, Y = sl.tasks.paraboloid(12, seed=1)
     net = sl.Network.random([2, 4, 1], seed=3)
@@ -305,6 +305,9 @@ def test_stagnation_ingredients_match_dense_definitions():
     assert st_["bound"] == pytest.approx(st_["beta"] * st_["B_omega"] * st_["initial_disagreement"]
                                          / (st_["alpha"] * st_["lambda_eff"]))
     assert st_["B_omega"] >= max(fit.history.state_norm)
+    assert st_["max_displacement"] == max(fit.history.weight_displacement)
+    assert st_["holds"] == (st_["max_displacement"] <= st_["bound"])
+    monkeypatch.setattr(sl.training, "_DENSE_GAP_MAX", 0)
     sparse_gap = effective_spectral_gap(net, np.repeat(X, 40, axis=0), np.repeat(
         np.concatenate([init, Y], axis=1), 40, axis=0), sl.Layout(net.dims))
     assert sparse_gap == pytest.approx(lam_min, rel=1e-8)

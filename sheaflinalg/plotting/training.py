@@ -78,17 +78,23 @@ def plot_learned_outputs(rows, path=None):
                 ax.set_title(f"{row['task']}: {name}")
             fig.colorbar(cs, ax=axes[r].tolist(), shrink=0.8)
         else:
-            labels = Y[:, 0] >= 0.5 if Y.shape[1] == 1 else Y.argmax(axis=1)
-            axes[r, 0].scatter(X[:, 0], X[:, 1], c=labels, s=8, cmap="tab10" if Y.shape[1] > 1 else "coolwarm")
+            from matplotlib.colors import ListedColormap
+
+            labels = (Y[:, 0] >= 0.5).astype(int) if Y.shape[1] == 1 else Y.argmax(axis=1)
+            n_cls = max(2, Y.shape[1])
+            colors = np.array(["#3b4cc0", "#b40426"] if n_cls == 2 else
+                              [plt.cm.tab10(i) for i in range(n_cls)], dtype=object)
+            cmap = ListedColormap(list(colors))
+            point_colors = list(colors[labels])
+            axes[r, 0].scatter(X[:, 0], X[:, 1], c=point_colors, s=8)
             axes[r, 0].set_title(f"{row['task']}: data")
             for c, (name, net) in enumerate(nets, start=1):
                 P = net.forward(grid)
                 cls = (P[:, 0] >= 0.5).astype(int) if P.shape[1] == 1 else P.argmax(axis=1)
                 ax = axes[r, c]
-                ax.contourf(G0, G1, cls.reshape(G0.shape), alpha=0.3,
-                            cmap="tab10" if Y.shape[1] > 1 else "coolwarm",
-                            levels=np.arange(-0.5, max(2, Y.shape[1]) + 0.5))
-                ax.scatter(X[:, 0], X[:, 1], c=labels, s=6, cmap="tab10" if Y.shape[1] > 1 else "coolwarm")
+                ax.contourf(G0, G1, cls.reshape(G0.shape), alpha=0.3, cmap=cmap,
+                            levels=np.arange(-0.5, n_cls + 0.5))
+                ax.scatter(X[:, 0], X[:, 1], c=point_colors, s=6)
                 ax.set_title(f"{row['task']}: {name}")
         for ax in axes[r]:
             ax.set_aspect("equal", adjustable="box")
