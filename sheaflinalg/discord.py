@@ -115,7 +115,8 @@ def group(values, labels, by="type"):
     Examples
     --------
     >>> import numpy as np
-    >>> group(np.array([1.0, 2.0, 3.0]), ["e_z1", "e_a1", "e_z2"])
+    >>> g = group(np.array([1.0, 2.0, 3.0]), ["e_z1", "e_a1", "e_z2"])
+    >>> {k: float(v) for k, v in g.items()}
     {'weight': 4.0, 'activation': 2.0}
     """
     if by not in ("type", "layer"):
