@@ -12,7 +12,8 @@
    ``numpy.linalg.eigh`` per input in a loop (the reference: 59 ms).
    Goal: under 10 ms.
 
-Times are the best of several runs (the machine is shared).  Run:
+Times are the best of several runs (the machine is shared: compare the
+ratios, which are measured in the same run, more than the absolute times).  Run:
 ``.venv/bin/python benchmarks/bench_spectral.py [--skip-dense]``
 """
 
@@ -66,7 +67,8 @@ def bench_two_layers(skip_dense):
     print(f"[2,1000,1000,1], N={s.delta_free.shape[0]}, one input, lambda_min+lambda_max with eigenvectors:")
     print(f"  sheaflinalg (2 threads, default) {t2 * 1e3:8.1f} ms   ({r2.n_operator} operator applications)")
     print(f"  sheaflinalg (1 thread)           {t1 * 1e3:8.1f} ms")
-    print(f"  generic spsolve_triangular       {tg * 1e3:8.1f} ms   ratio {tg / t2:6.1f}x   (goal: ours < 50 ms)")
+    print(f"  generic spsolve_triangular       {tg * 1e3:8.1f} ms   ratio {tg / t2:6.1f}x   "
+          f"(goal: ours < 50 ms where this takes ~0.5 s, i.e. a ratio >= 10x)")
     print(f"  agreement: lambda_min {abs(r2.lambda_min[0] - gmin) / gmin:.1e}, "
           f"lambda_max {abs(r2.lambda_max[0] - gmax) / gmax:.1e} (relative)")
     if not skip_dense:
@@ -95,7 +97,8 @@ def bench_ten_million():
           f"lambda_min+lambda_max:")
     print(f"  sheaflinalg (2 threads, default) {t:8.2f} s    ({r.n_operator} operator applications)")
     print(f"  sheaflinalg (1 thread)           {t1:8.2f} s")
-    print(f"  generic spsolve_triangular       {tg:8.2f} s    ratio {tg / t:6.1f}x   (goal: ours < 2 s)")
+    print(f"  generic spsolve_triangular       {tg:8.2f} s    ratio {tg / t:6.1f}x   "
+          f"(goal: ours < 2 s where this takes ~8.5 s, i.e. a ratio >= 4.25x)")
     print(f"  peak extra memory (tracemalloc)  {peak / 2 ** 20:8.1f} MB = {peak / 2 ** 20 / weights_mb:.2f}x "
           f"the weights ({weights_mb:.0f} MB)")
     print(f"  agreement: lambda_min {abs(r.lambda_min[0] - gmin) / gmin:.1e}, "
