@@ -271,6 +271,17 @@ def test_augmented_systems(kwargs, solver):
         spectrum_of_system(s, solver="substitution")
 
 
+def test_spectrum_accepts_pins_directly():
+    net = sl.Network.random([2, 7, 1], seed=2)
+    X = np.random.default_rng(1).uniform(-2, 2, size=(2, 2))
+    a = sl.spectrum(net, X, k=2, system="free", pins={"yhat": 0.5}, reluctance=0.2, method="arpack",
+                    solver="superlu", tol=1e-12, progress=False)
+    s = sl.assemble(net, X, pins={"yhat": 0.5}, reluctance=0.2)
+    refs = [(L, None, None) for L in _blocks_of(s.laplacian_free.toarray(), 2)]
+    assert a.method == "superlu" and "yhat" not in a.block_names
+    assert_matches(a, refs, 2)
+
+
 def test_reluctance_is_a_shift_of_the_naive_laplacian():
     # built in the test: delta stacked over sqrt(lam) I  ->  L + lam I
     lam = 0.25
@@ -415,3 +426,5 @@ def test_arpack_non_convergence_is_reported_with_the_residual():
     assert err.sample == 0 and err.which in ("smallest", "largest")
     assert "did not converge" in str(err) and "residual" in str(err)
     assert err.tol == 1e-14
+    assert np.isfinite(err.residual) and err.residual > 1e-14
+    assert f"{err.residual:.3e}" in str(err)
