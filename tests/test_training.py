@@ -141,10 +141,12 @@ def step_cases(draw):
     if loss is None:
         loss = draw(st.sampled_from(["mse", "l1", "pnorm", "huber"]))
     n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
-    kind = draw(st.sampled_from(["random", "forward", "all_dead", "zeros_in_z"]))
+    kind = draw(st.sampled_from(["random", "forward", "all_active", "all_dead", "zeros_in_z"]))
     state = rng.normal(size=(M, n_move))
     if kind == "forward":
         state = sl.harmonic_extension(net, X).free[:, :n_move].copy()
+    elif kind == "all_active":
+        state = np.abs(state)
     elif kind == "all_dead":
         state = -np.abs(state)
     elif kind == "zeros_in_z":
