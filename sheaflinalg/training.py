@@ -273,7 +273,10 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     grad = np.zeros_like(theta)
     by_edge = np.zeros((len(layout.edge_blocks), M))
     theta_anchor = theta.copy() if reg.anchor == "initial" else np.zeros_like(theta)
-    S_anchor = S.copy() if reg.anchor == "initial" else np.zeros_like(S)
+    if reg.lam == 0:
+        S_anchor = np.zeros((1, 1))          # never read by the kernel
+    else:
+        S_anchor = S.copy() if reg.anchor == "initial" else np.zeros_like(S)
     n_ones = M * sum(b.size for b in layout.boundary_blocks if b.kind == "ones")
     fixed_sq = float(np.sum(X * X) + np.sum(Y * Y) + n_ones)
     kern = (off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], off["yhat_off"],
@@ -307,7 +310,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
             n = min(epoch_steps, steps - step)
             if epoch > 1 and not warm_start:
                 S = start_state(restart)
-                if reg.anchor == "initial":
+                if reg.anchor == "initial" and reg.lam > 0:
                     S_anchor = S.copy()
             theta_prev, S_prev = theta.copy(), S.copy()
             done = train_steps(Xc, S, theta, *kern, alpha, beta, dt, n, n_move,
