@@ -151,10 +151,21 @@ def _forward(X, theta, dims, woff, boff, Z, A):
             for i in range(n):
                 for s in range(M):
                     Zl[i, s] += b[i]
+        elif m == 1:
+            for i in range(n):
+                bi, w0 = b[i], W[i, 0]
+                for s in range(M):
+                    Zl[i, s] = bi + w0 * Ain[0, s]
+        elif m == 2:
+            for i in range(n):
+                bi, w0, w1 = b[i], W[i, 0], W[i, 1]
+                for s in range(M):
+                    Zl[i, s] = (bi + w0 * Ain[0, s]) + w1 * Ain[1, s]
         else:
             for i in range(n):
+                bi = b[i]
                 for s in range(M):
-                    Zl[i, s] = b[i]
+                    Zl[i, s] = bi
                 for j in range(m):
                     w = W[i, j]
                     for s in range(M):
@@ -239,19 +250,25 @@ def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr,
                 Zp = Z[row - m:row]
                 if n * m * M >= BLAS_THRESHOLD:
                     np.dot(W.T, Dl, Dp)
-                else:
                     for j in range(m):
                         for s in range(M):
-                            Dp[j, s] = 0.0
-                    for i in range(n):
-                        for j in range(m):
+                            Dp[j, s] *= np.float64(Zp[j, s] >= 0)
+                else:
+                    # Row j: sum_i W[i, j] D_l[i] then the ReLU mask, each loop storing one row.
+                    for j in range(m):
+                        w = W[0, j]
+                        if n == 1:
+                            for s in range(M):
+                                Dp[j, s] = (w * Dl[0, s]) * np.float64(Zp[j, s] >= 0)
+                            continue
+                        for s in range(M):
+                            Dp[j, s] = w * Dl[0, s]
+                        for i in range(1, n):
                             w = W[i, j]
                             for s in range(M):
                                 Dp[j, s] += w * Dl[i, s]
-                for j in range(m):
-                    for s in range(M):
-                        if Zp[j, s] < 0:
-                            Dp[j, s] = 0.0
+                        for s in range(M):
+                            Dp[j, s] *= np.float64(Zp[j, s] >= 0)
             row -= m
         total = 0.0
         for p in range(P):
