@@ -198,6 +198,10 @@ class SpectrumResult:
     system : str
     n_operator : int
         Operator applications used by ARPACK, summed over the samples.
+    n_distinct : int
+        Number of distinct Laplacians diagonalised: samples with the same
+        activation pattern share ``L[Omega, Omega]`` (reduced system, or any
+        system with identity output), which is computed once.
     """
 
     smallest: np.ndarray
@@ -211,6 +215,7 @@ class SpectrumResult:
     method: str = ""
     system: str = "reduced"
     n_operator: int = 0
+    n_distinct: int = 0
 
     @property
     def lambda_min(self):
@@ -624,38 +629,58 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         zout = zs[-1]
     else:
         masks = normalise_pattern(net, pattern, M)
-        zout = harmonic_extension(net, X, pattern=masks).preactivations[-1] if not reduced else None
-    jacobians = None if reduced else [output_jacobian(net.output, z) for z in zout]
+        zout = None
+        if not reduced and net.output != "identity":
+            zout = harmonic_extension(net, X, pattern=masks).preactivations[-1]
+    if reduced:
+        jacobians = None
+    elif net.output == "identity":
+        jacobians = [np.ones(net.dims[-1])] * M
+    else:
+        jacobians = [output_jacobian(net.output, z) for z in zout]
     blocks = [(b.name, b.slice) for b in layout.free_blocks]
 
-    if method == "dense":
-        L = _dense_laplacians(net, masks, jacobians, layout, M)
-        if threads is None:
-            threads = 2 if (two_cores and M * N ** 3 >= THREADS_MIN_DENSE) else 1
-        ws, wl, Vs, Vl, full_w, residuals = _from_dense(L, k, vectors, full, threads)
-        return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense", system, 0)
+    # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
+    if reduced or net.output == "identity":
+        keys = np.concatenate([m.reshape(M, -1) for m in masks] + [np.zeros((M, 1), dtype=bool)], axis=1)
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    else:
+        first, inverse = np.arange(M), np.arange(M)
+    masks = [m[first] for m in masks]
+    if jacobians is not None:
+        jacobians = [jacobians[i] for i in first]
+    U = first.size
 
-    if threads is None:
-        threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
-    theta = flat_weights(net, layout)
-    ws = np.empty((M, k))
-    wl = np.empty((M, k))
-    Vs = np.empty((M, k, N)) if vectors else None
-    Vl = np.empty((M, k, N)) if vectors else None
-    residuals = np.empty((M, 2))
-    n_op = 0
-    for s in _progress(range(M), M, progress, "spectrum"):
-        op = CoboundaryOperator(net, [m[s] for m in masks],
-                                None if reduced else jacobians[s], theta=theta)
-        a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
-                                         tol, maxiter, ncv, s, threads)
-        ws[s], wl[s] = a, b
-        residuals[s] = res
-        n_op += op.n_matvec + op.n_solve
-        if vectors:
-            Vs[s] = _fix_signs(Va.T)
-            Vl[s] = _fix_signs(Vb.T)
-    return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, "arpack", system, n_op)
+    if method == "dense":
+        L = _dense_laplacians(net, masks, jacobians, layout, U)
+        if threads is None:
+            threads = 2 if (two_cores and U * N ** 3 >= THREADS_MIN_DENSE) else 1
+        out = _from_dense(L, k, vectors, full, threads)
+        n_op = 0
+    else:
+        if threads is None:
+            threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
+        theta = flat_weights(net, layout)
+        ws, wl = np.empty((U, k)), np.empty((U, k))
+        Vs = np.empty((U, k, N)) if vectors else None
+        Vl = np.empty((U, k, N)) if vectors else None
+        residuals = np.empty((U, 2))
+        n_op = 0
+        for u in _progress(range(U), U, progress, "spectrum"):
+            op = CoboundaryOperator(net, [m[u] for m in masks],
+                                    None if reduced else jacobians[u], theta=theta)
+            a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
+                                             tol, maxiter, ncv, int(first[u]), threads)
+            ws[u], wl[u] = a, b
+            residuals[u] = res
+            n_op += op.n_matvec + op.n_solve
+            if vectors:
+                Vs[u] = _fix_signs(Va.T)
+                Vl[u] = _fix_signs(Vb.T)
+        out = (ws, wl, Vs, Vl, None, residuals)
+    ws, wl, Vs, Vl, full_w, residuals = (None if a is None else a[inverse] for a in out)
+    return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, method, system, n_op, U)
 
 
 def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", full=False,
@@ -734,7 +759,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         L = np.stack([Lfull[s * N:(s + 1) * N, s * N:(s + 1) * N].toarray() for s in range(M)])
         ws, wl, Vs, Vl, full_w, residuals = _from_dense(L, k, vectors, full)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense",
-                              "reduced" if getattr(system, "reduced", False) else "free", 0)
+                              "reduced" if getattr(system, "reduced", False) else "free", 0, M)
     ws = np.empty((M, k))
     wl = np.empty((M, k))
     Vs = np.empty((M, k, N)) if vectors else None
@@ -778,7 +803,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
             Vs[s] = _fix_signs(Va.T)
             Vl[s] = _fix_signs(Vb.T)
     return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, used,
-                          "reduced" if getattr(system, "reduced", False) else "free", n_op)
+                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M)
 
 
 # ------------------------------------------------------------------ tracking

@@ -215,6 +215,22 @@ def test_arpack_path_on_a_larger_network_and_threads_agree():
         assert np.all(r1.residuals < 1e-8)
 
 
+@pytest.mark.parametrize("method", ["dense", "arpack"])
+def test_samples_sharing_a_pattern_share_the_laplacian(method):
+    net = sl.Network.random([2, 9, 6, 1], seed=4)
+    X = np.random.default_rng(6).uniform(-2, 2, size=(7, 2))
+    X = np.vstack([X, X[:3] * 1.01])  # (most likely) the same patterns as the first three
+    res = sl.spectrum(net, X, k=2, method=method, tol=1e-12, progress=False)
+    P = np.concatenate(net.activation_pattern(X), axis=1)
+    assert res.n_distinct == len(np.unique(P, axis=0)) < X.shape[0]
+    assert_matches(res, naive_laplacians(net, X, masks_of(net, X, None), "reduced"), 2)
+    one = sl.spectrum(net, X, pattern=[np.ones(9, bool), np.zeros(6, bool)], method=method, progress=False)
+    assert one.n_distinct == 1 and np.all(one.lambda_min == one.lambda_min[0])
+    sig = sl.Network.random([2, 9, 6, 1], seed=4, output="sigmoid")
+    free = sl.spectrum(sig, X, system="free", method=method, progress=False)
+    assert free.n_distinct == X.shape[0]  # J depends on the sample
+
+
 def test_dense_batch_split_over_threads_gives_the_same_result():
     net = sl.Network.random([2, 12, 9, 2], seed=8, output="softmax")
     X = np.random.default_rng(5).uniform(-2, 2, size=(11, 2))
