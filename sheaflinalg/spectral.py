@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+from numba.typed import List
 import scipy.sparse.linalg as spla
 
 from .assembly import normalise_pattern, output_jacobian
@@ -89,14 +90,14 @@ class CoboundaryOperator:
     True
     """
 
-    def __init__(self, net, mask, jacobian=None, theta=None):
+    def __init__(self, net, mask, jacobian=None, weights=None):
         reduced = jacobian is None
         self.layout = Layout(net.dims, reduced=reduced)
         off = self.layout.kernel_offsets()
         self.n = self.layout.n_free
-        self._dims, self._zoff, self._aoff, self._woff = off["dims"], off["zoff"], off["aoff"], off["woff"]
+        self._dims, self._zoff, self._aoff = off["dims"], off["zoff"], off["aoff"]
         self._yhat = off["yhat_off"]
-        self._theta = flat_weights(net, self.layout) if theta is None else theta
+        self._weights = typed_weights(net) if weights is None else weights
         m = np.zeros(self.n)
         for l, ml in enumerate(mask, start=1):
             m[self.layout.free(f"z{l}")] = ml
@@ -114,8 +115,7 @@ class CoboundaryOperator:
         self.n_solve = 0
 
     def _args(self):
-        return (self._theta, self._dims, self._zoff, self._aoff, self._woff, self._mask, self._J,
-                self._yhat)
+        return (self._weights, self._dims, self._zoff, self._aoff, self._mask, self._J, self._yhat)
 
     def laplacian_matvec(self, v):
         """``delta^T (delta v)``."""
@@ -148,17 +148,9 @@ class CoboundaryOperator:
         return out
 
 
-def flat_weights(net, layout):
-    """The weights at the offsets ``layout.kernel_offsets()["woff"]`` (biases left at 0).
-
-    One copy of the weights, written in place (``Network.parameters`` would
-    hold two copies at its peak).
-    """
-    off = layout.kernel_offsets()
-    theta = np.zeros(off["n_parameters"])
-    for l, W in enumerate(net.weights, start=1):
-        theta[off["woff"][l]:off["woff"][l] + W.size] = W.ravel()
-    return theta
+def typed_weights(net):
+    """The network's weight matrices as a ``numba.typed.List`` (views, no copy)."""
+    return List([np.ascontiguousarray(W) for W in net.weights])
 
 
 # ------------------------------------------------------------------ result
@@ -343,6 +335,17 @@ def _augmented_blocks(layout, layout_free_index):
         if idx.size:
             blocks.append((b.name, idx))
     return blocks
+
+
+def _distinct_patterns(masks, M):
+    """``(first, inverse)``: one representative sample per distinct pattern, and each sample's pattern."""
+    if M == 1:
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    keys = np.packbits(np.concatenate([m.reshape(M, -1) for m in masks] + [np.ones((M, 1), bool)], axis=1),
+                       axis=1)
+    keys = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
 
 
 def _fix_signs(V):
@@ -642,9 +645,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
 
     # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
     if reduced or net.output == "identity":
-        keys = np.concatenate([m.reshape(M, -1) for m in masks] + [np.zeros((M, 1), dtype=bool)], axis=1)
-        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        first, inverse = _distinct_patterns(masks, M)
     else:
         first, inverse = np.arange(M), np.arange(M)
     masks = [m[first] for m in masks]
@@ -661,7 +662,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     else:
         if threads is None:
             threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
-        theta = flat_weights(net, layout)
+        weights = typed_weights(net)
         ws, wl = np.empty((U, k)), np.empty((U, k))
         Vs = np.empty((U, k, N)) if vectors else None
         Vl = np.empty((U, k, N)) if vectors else None
@@ -669,7 +670,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         n_op = 0
         for u in _progress(range(U), U, progress, "spectrum"):
             op = CoboundaryOperator(net, [m[u] for m in masks],
-                                    None if reduced else jacobians[u], theta=theta)
+                                    None if reduced else jacobians[u], weights=weights)
             a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
                                              tol, maxiter, ncv, int(first[u]), threads)
             ws[u], wl[u] = a, b

@@ -19,8 +19,9 @@ passes, no factorisation.
 
 Every kernel is serial and releases the GIL (``nogil``), so that the
 smallest and largest eigenproblems can run in two threads.  Shared arguments:
-``theta`` flat parameters (``W_l`` row-major at ``woff[l]``), ``dims``,
-``zoff``, ``aoff`` (from :meth:`sheaflinalg.layout.Layout.kernel_offsets`),
+``weights`` a ``numba.typed.List`` of the weight matrices (``weights[l - 1]``
+is ``W_l``, C-contiguous, no copy), ``dims``, ``zoff``, ``aoff`` (from
+:meth:`sheaflinalg.layout.Layout.kernel_offsets`),
 ``mask`` (free-vector length; the ReLU mask ``R_l`` sits at the rows of
 ``z_l``), ``J`` the (n_out, n_out) linearised output map and ``yhat_off``
 (``-1`` when reduced).
@@ -32,12 +33,6 @@ from numba import njit
 # Reassociation lets LLVM vectorise the dot products (a fixed SIMD summation
 # order: deterministic on a given machine); no other fast-math flag is used.
 _FM = {"reassoc", "contract"}
-
-
-@njit(cache=True, nogil=True)
-def _weight(theta, woff, dims, l):
-    n_out, n_in = dims[l], dims[l - 1]
-    return theta[woff[l]:woff[l] + n_out * n_in].reshape((n_out, n_in))
 
 
 # The row kernels below take four rows of W at a time, so that every load of
@@ -125,7 +120,7 @@ def _product(W, x, base, out):
 
 
 @njit(cache=True, nogil=True)
-def laplacian_matvec(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, out, work):
+def laplacian_matvec(weights, dims, zoff, aoff, mask, J, yhat_off, v, out, work):
     """``out = delta^T (delta v)``; ``work`` (same length as ``v``) receives ``delta v``."""
     k = dims.shape[0] - 2
     z = zoff[1]
@@ -136,7 +131,7 @@ def laplacian_matvec(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, out, w
         for i in range(n):
             work[a + i] = v[a + i] - mask[z + i] * v[z + i]
             out[z + i] = work[z + i] - mask[z + i] * work[a + i]
-        W = _weight(theta, woff, dims, l + 1)
+        W = weights[l]
         oa = out[a:a + n]
         _residual_and_transpose(W, v[a:a + n], v[z2:z2 + dims[l + 1]], work[z2:z2 + dims[l + 1]],
                                 oa, -1.0)
@@ -159,7 +154,7 @@ def laplacian_matvec(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, out, w
 
 
 @njit(cache=True, nogil=True)
-def backward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, out):
+def backward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, v, out):
     """``out = delta^{-T} v`` (solve ``delta^T out = v``, last block first)."""
     k = dims.shape[0] - 2
     zk, nk = zoff[k + 1], dims[k + 1]
@@ -174,14 +169,14 @@ def backward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, o
                 out[zk + j] += J[r, j] * s
     for l in range(k, 0, -1):
         n, z, a, z2 = dims[l], zoff[l], aoff[l], zoff[l + 1]
-        W = _weight(theta, woff, dims, l + 1)
+        W = weights[l]
         _transpose_product(W, out[z2:z2 + dims[l + 1]], v[a:a + n], out[a:a + n])
         for i in range(n):
             out[z + i] = v[z + i] + mask[z + i] * out[a + i]
 
 
 @njit(cache=True, nogil=True)
-def forward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, w, out):
+def forward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, w, out):
     """``out = delta^{-1} w`` (solve ``delta out = w``, first block first)."""
     k = dims.shape[0] - 2
     z = zoff[1]
@@ -191,7 +186,7 @@ def forward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, w, ou
         n, z, a, z2 = dims[l], zoff[l], aoff[l], zoff[l + 1]
         for i in range(n):
             out[a + i] = w[a + i] + mask[z + i] * out[z + i]
-        W = _weight(theta, woff, dims, l + 1)
+        W = weights[l]
         m = dims[l + 1]
         _product(W, out[a:a + n], w[z2:z2 + m], out[z2:z2 + m])
     if yhat_off >= 0:
@@ -204,7 +199,7 @@ def forward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, w, ou
 
 
 @njit(cache=True, nogil=True)
-def laplacian_solve(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, out, work):
+def laplacian_solve(weights, dims, zoff, aoff, mask, J, yhat_off, v, out, work):
     """``out = L^{-1} v = delta^{-1} (delta^{-T} v)``; ``work`` receives ``delta^{-T} v``."""
-    backward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, v, work)
-    forward_substitution(theta, dims, zoff, aoff, woff, mask, J, yhat_off, work, out)
+    backward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, v, work)
+    forward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, work, out)
