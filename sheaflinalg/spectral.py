@@ -671,8 +671,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         for u in _progress(range(U), U, progress, "spectrum"):
             op = CoboundaryOperator(net, [m[u] for m in masks],
                                     None if reduced else jacobians[u], weights=weights)
-            a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
-                                             tol, maxiter, ncv, int(first[u]), threads)
+            with _one_blas_thread():  # ARPACK's small BLAS calls: threads cost more than they give
+                a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
+                                                 tol, maxiter, ncv, int(first[u]), threads)
             ws[u], wl[u] = a, b
             residuals[u] = res
             n_op += op.n_matvec + op.n_solve
