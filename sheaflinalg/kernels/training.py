@@ -134,6 +134,29 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
 # ---------------------------------------------------------------- gradient descent
 
 @njit(cache=True)
+def _add_combination(out, r, c, src, start):
+    """``out[r] += c[j] src[j]`` for ``j = start, start + 1, ...`` in that order.
+
+    Four source rows per pass over the samples (the sum is still taken in
+    order ``((out + c0 s0) + c1 s1) + ...``), so the output row is loaded
+    and stored a quarter as often as with one pass per source row.
+    """
+    m = c.shape[0]
+    M = out.shape[1]
+    j = start
+    while j + 4 <= m:
+        c0, c1, c2, c3 = c[j], c[j + 1], c[j + 2], c[j + 3]
+        for s in range(M):
+            out[r, s] = (((out[r, s] + c0 * src[j, s]) + c1 * src[j + 1, s]) + c2 * src[j + 2, s]) + c3 * src[j + 3, s]
+        j += 4
+    while j < m:
+        cj = c[j]
+        for s in range(M):
+            out[r, s] += cj * src[j, s]
+        j += 1
+
+
+@njit(cache=True)
 def _forward(X, theta, dims, woff, boff, Z, A):
     """Forward pass into the stacked buffers ``Z``/``A`` (rows at the layer offsets ``zoff``)."""
     n_layers = dims.shape[0] - 1
@@ -166,10 +189,7 @@ def _forward(X, theta, dims, woff, boff, Z, A):
                 bi = b[i]
                 for s in range(M):
                     Zl[i, s] = bi
-                for j in range(m):
-                    w = W[i, j]
-                    for s in range(M):
-                        Zl[i, s] += w * Ain[j, s]
+                _add_combination(Zl, i, W[i], Ain, 0)
         if l < n_layers:
             for i in range(n):
                 for s in range(M):
@@ -248,6 +268,7 @@ def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr,
                 W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
                 Dp = D[row - m:row]
                 Zp = Z[row - m:row]
+                WT = W.T
                 if n * m * M >= BLAS_THRESHOLD:
                     np.dot(W.T, Dl, Dp)
                     for j in range(m):
@@ -263,10 +284,7 @@ def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr,
                             continue
                         for s in range(M):
                             Dp[j, s] = w * Dl[0, s]
-                        for i in range(1, n):
-                            w = W[i, j]
-                            for s in range(M):
-                                Dp[j, s] += w * Dl[i, s]
+                        _add_combination(Dp, j, WT[j], Dl, 1)
                         for s in range(M):
                             Dp[j, s] *= np.float64(Zp[j, s] >= 0)
             row -= m
