@@ -168,10 +168,23 @@ def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F, write_force):
         else:
             for s in range(M):
                 E[z, s] = (S[z, s] - bi) - w0 * A[ao, s]
-            for j in range(1, m):
+            # Four source rows per pass (same order of operations): the
+            # output row is loaded and stored a quarter as often.
+            j = 1
+            while j + 4 <= m:
+                w1 = theta[wo + i * m + j]
+                w2 = theta[wo + i * m + j + 1]
+                w3 = theta[wo + i * m + j + 2]
+                w4 = theta[wo + i * m + j + 3]
+                for s in range(M):
+                    E[z, s] = ((((E[z, s] - w1 * A[ao + j, s]) - w2 * A[ao + j + 1, s])
+                                - w3 * A[ao + j + 2, s]) - w4 * A[ao + j + 3, s])
+                j += 4
+            while j < m:
                 w = theta[wo + i * m + j]
                 for s in range(M):
                     E[z, s] -= w * A[ao + j, s]
+                j += 1
         if write_force:
             for s in range(M):
                 F[z, s] = -E[z, s]
@@ -241,11 +254,23 @@ def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 w = theta[wo + j]
                 for s in range(M):
                     F[ao + j, s] = -E[ao + j, s] + w * E[zo, s]
-            for i in range(1, n):
-                for j in range(m):
+            # Row j accumulates i = 1, 2, ... in order, four rows of E per pass.
+            for j in range(m):
+                i = 1
+                while i + 4 <= n:
+                    w1 = theta[wo + i * m + j]
+                    w2 = theta[wo + (i + 1) * m + j]
+                    w3 = theta[wo + (i + 2) * m + j]
+                    w4 = theta[wo + (i + 3) * m + j]
+                    for s in range(M):
+                        F[ao + j, s] = ((((F[ao + j, s] + w1 * E[zo + i, s]) + w2 * E[zo + i + 1, s])
+                                         + w3 * E[zo + i + 2, s]) + w4 * E[zo + i + 3, s])
+                    i += 4
+                while i < n:
                     w = theta[wo + i * m + j]
                     for s in range(M):
                         F[ao + j, s] += w * E[zo + i, s]
+                    i += 1
     if out_mode == OUTPUT_EDGE_NONE:
         return
     n = dims[n_layers]
