@@ -13,8 +13,11 @@ INITS = ("random", "zeros", "forward")
 
 
 def to_columns(rows):
-    """``(n_samples, n)`` samples-as-rows -> C-contiguous ``(n, n_samples)``."""
-    return np.ascontiguousarray(np.asarray(rows, dtype=np.float64).T)
+    """``(n_samples, n)`` samples-as-rows -> a new C-contiguous ``(n, n_samples)`` array.
+
+    Always a copy: kernels write into the state, never into the caller's array.
+    """
+    return np.array(np.asarray(rows, dtype=np.float64).T, order="C", copy=True)
 
 
 def to_rows(columns):
