@@ -24,25 +24,14 @@ import csv
 import io
 import os
 import sys
-import tempfile
 
 import numpy as np
+
+from sheaflinalg.atomic import write_text
 
 ARCHS = ([2, 30, 1], [2, 10, 8, 1], [2, 8, 6, 4, 1])
 FIGURE_ARCHS = ([2, 30, 1], [2, 12, 8, 6, 1])
 PAPER = {"[2,30,1]": (0.2248, 0.0200), "[2,10,8,1]": (0.0602, 0.0047), "[2,8,6,4,1]": (0.0281, 0.0060)}
-
-
-def write_atomic(path, data, mode="w"):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=os.path.splitext(path)[1])
-    try:
-        with os.fdopen(fd, mode) as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def compute(seed=42, samples=50):
@@ -102,7 +91,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     md, tex, csv_text = tables(rows)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):
-        write_atomic(os.path.join(args.out, f"spectral_gap_depth.{ext}"), text)
+        write_text(os.path.join(args.out, f"spectral_gap_depth.{ext}"), text)
     print(md)
     if not args.no_figure:
         energy_figure(figure, os.path.join(args.out, "eigvec_energy.png"))

@@ -22,11 +22,12 @@ import io
 import json
 import os
 import sys
-import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+from sheaflinalg.atomic import write_text
 
 SHEAF_TOL, SGD_TOL = 1e-8, 1e-6
 
@@ -51,18 +52,6 @@ def run_one(name, steps):
             out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
                                      state_norm=h.state_norm, step=h.step)
     return out
-
-
-def write_atomic(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def tables(results):
@@ -137,10 +126,10 @@ def main(argv=None):
     total = time.perf_counter() - t0
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):
-        write_atomic(os.path.join(args.out, f"table_e1.{ext}"), text)
+        write_text(os.path.join(args.out, f"table_e1.{ext}"), text)
     runs = [{**r, "sheaf": {k: v for k, v in r["sheaf"].items() if k != "parameters"},
              "sgd": {k: v for k, v in r["sgd"].items() if k != "parameters"}} for r in results]
-    write_atomic(os.path.join(args.out, "table_e1_runs.json"),
+    write_text(os.path.join(args.out, "table_e1_runs.json"),
                  json.dumps({"total_seconds": total, "jobs": args.jobs, "runs": runs}, indent=1))
     print(md)
     ok = True

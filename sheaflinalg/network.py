@@ -156,23 +156,13 @@ class Network:
         The file is written to a temporary name and renamed, so an interrupted
         save never leaves a half-written file.
         """
-        import os
-        import tempfile
+        from .atomic import save_npz
 
         arrays = {"format": np.array(_FORMAT), "output": np.array(self.output)}
         for l, (W, b) in enumerate(zip(self.weights, self.biases), start=1):
             arrays[f"W{l}"] = W
             arrays[f"b{l}"] = b
-        path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=directory)
-        os.close(fd)
-        try:
-            np.savez(tmp, **arrays)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        save_npz(path, **arrays)
 
     @classmethod
     def load(cls, path):

@@ -5,3 +5,14 @@ Each module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 """
 
 NAMES = ("verify", "heat", "train", "spectrum")
+
+
+def parse_arch(text):
+    """Parse ``--arch`` (comma-separated layer widths such as ``2,30,1``)."""
+    try:
+        dims = [int(t) for t in text.replace(" ", "").split(",") if t]
+    except ValueError:
+        raise ValueError(f"--arch must be comma-separated integers like 2,30,1, got {text!r}") from None
+    if len(dims) < 2 or min(dims) < 1:
+        raise ValueError(f"--arch needs at least two positive widths, got {text!r}")
+    return dims

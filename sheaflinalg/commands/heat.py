@@ -1,9 +1,12 @@
 """``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins."""
 
+
 import os
-import tempfile
 
 import numpy as np
+
+from ..atomic import save_npz
+from . import parse_arch
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
 
@@ -56,20 +59,11 @@ def save_history(res, path):
     if h is not None:
         arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
                       sample_discord=h.sample_discord, history_output=h.output)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".npz")
-    os.close(fd)
-    try:
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save_npz(path, **arrays)
 
 
 def run(args):
     import sheaflinalg as sl
-    from sheaflinalg.commands.verify import parse_arch
 
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")

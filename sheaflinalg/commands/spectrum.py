@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .verify import parse_arch
+from . import parse_arch
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
 

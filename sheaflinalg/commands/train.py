@@ -2,7 +2,9 @@
 
 import csv
 import os
-import tempfile
+
+from ..atomic import atomic_path
+from . import parse_arch
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
 
@@ -30,32 +32,15 @@ def add_arguments(parser):
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def parse_arch(text):
-    try:
-        dims = [int(t) for t in text.replace(" ", "").split(",") if t]
-    except ValueError:
-        raise ValueError(f"--arch must be comma-separated integers like 2,30,1, got {text!r}") from None
-    if len(dims) < 2 or min(dims) < 1:
-        raise ValueError(f"--arch needs at least two positive widths, got {text!r}")
-    return dims
-
-
 def write_history(history, path):
     """Write the scalar per-record series of ``history`` as CSV (atomically)."""
     keys = ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
             "weight_displacement", "state_norm", "wall_time"]
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".csv")
-    try:
-        with os.fdopen(fd, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(keys)
-            for i in range(len(history)):
-                w.writerow(["" if getattr(history, k)[i] is None else getattr(history, k)[i] for k in keys])
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(keys)
+        for i in range(len(history)):
+            w.writerow(["" if getattr(history, k)[i] is None else getattr(history, k)[i] for k in keys])
 
 
 def run(args):

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from . import parse_arch
+
 HELP = "certify det(delta_Omega) = 1 and harmonic extension = forward pass"
 
 
@@ -15,16 +17,6 @@ def add_arguments(parser):
                         help="output activation of the random network: identity, sigmoid, tanh, softmax")
     parser.add_argument("--backend", default="auto", choices=("auto", "cholmod", "superlu"),
                         help="sparse Cholesky backend (default: CHOLMOD if installed)")
-
-
-def parse_arch(text):
-    try:
-        dims = [int(t) for t in text.replace(" ", "").split(",") if t]
-    except ValueError:
-        raise ValueError(f"--arch must be comma-separated integers like 2,30,1, got {text!r}") from None
-    if len(dims) < 2 or min(dims) < 1:
-        raise ValueError(f"--arch needs at least two positive widths, got {text!r}")
-    return dims
 
 
 def run(args):

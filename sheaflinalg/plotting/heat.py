@@ -1,10 +1,9 @@
 """Figures of heat-equation runs: the convergence dashboard and phase planes (paper section 6.1,
 appendix E.1)."""
 
-import os
-import tempfile
-
 import numpy as np
+
+from ..atomic import save_figure
 
 
 def _plt():
@@ -18,16 +17,7 @@ def _plt():
 
 def _save(fig, path):
     """Write ``fig`` to ``path`` atomically (temporary file + rename)."""
-    path = os.fspath(path)
-    ext = os.path.splitext(path)[1] or ".png"
-    fd, tmp = tempfile.mkstemp(suffix=ext, dir=os.path.dirname(os.path.abspath(path)))
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=150, bbox_inches="tight")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save_figure(fig, path, dpi=150, bbox_inches="tight")
 
 
 def _floor(y):

@@ -105,17 +105,6 @@ def plot_learned_outputs(rows, path=None):
 
 def save_figure(fig, path):
     """Save ``fig`` atomically (temporary file in the same directory, then ``os.replace``)."""
-    import os
-    import tempfile
+    from ..atomic import save_figure as _save_atomic
 
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    suffix = os.path.splitext(path)[1] or ".png"
-    fd, tmp = tempfile.mkstemp(suffix=suffix, dir=directory)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    _save_atomic(fig, path, dpi=120)
