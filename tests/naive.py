@@ -31,26 +31,21 @@ def phi_jacobian(name, z):
 
 def forward(Ws, bs, output, x):
     """Plain forward pass, one sample; returns (zs, activations, yhat)."""
-    a = x
-    zs, acts = [], []
-    for l, (W, b) in enumerate(zip(Ws, bs)):
-        z = W @ a + b
-        zs.append(z)
-        if l < len(Ws) - 1:
-            a = np.maximum(z, 0.0)
-            acts.append(a)
-    return zs, acts, phi(output, zs[-1])
+    return frozen_solution(Ws, bs, output, x, None)
 
 
 def frozen_solution(Ws, bs, output, x, masks):
-    """Forward substitution with a frozen pattern (proposition 'forward pass as harmonic extension')."""
+    """Forward substitution with a frozen pattern (proposition 'forward pass as harmonic extension').
+
+    ``masks=None`` uses each layer's own sign pattern: the plain forward pass.
+    """
     a = x
     zs, acts = [], []
     for l, (W, b) in enumerate(zip(Ws, bs)):
         z = W @ a + b
         zs.append(z)
         if l < len(Ws) - 1:
-            a = masks[l] * z
+            a = np.maximum(z, 0.0) if masks is None else masks[l] * z
             acts.append(a)
     return zs, acts, phi(output, zs[-1])
 

@@ -16,3 +16,17 @@ def parse_arch(text):
     if len(dims) < 2 or min(dims) < 1:
         raise ValueError(f"--arch needs at least two positive widths, got {text!r}")
     return dims
+
+
+def network_from_args(args):
+    """The network of ``--network FILE.npz``, else a He-initialised ``--arch`` network.
+
+    Also checks ``--samples`` (at least 1) before any work.
+    """
+    from ..network import Network
+
+    if args.samples < 1:
+        raise ValueError("--samples must be at least 1")
+    if args.network:
+        return Network.load(args.network)
+    return Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)

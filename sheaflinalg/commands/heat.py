@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from ..atomic import save_npz
-from . import parse_arch
+from . import network_from_args
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
 
@@ -65,14 +65,9 @@ def save_history(res, path):
 def run(args):
     import sheaflinalg as sl
 
-    if args.samples < 1:
-        raise ValueError("--samples must be at least 1")
     pins = parse_pins(args.pin, "--pin") or None
     soft = parse_pins(args.soft_pin, "--soft-pin")
-    if args.network:
-        net = sl.Network.load(args.network)
-    else:
-        net = sl.Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)
+    net = network_from_args(args)
     if args.input:
         try:
             X = np.array([[float(v) for v in args.input.split(",")]])

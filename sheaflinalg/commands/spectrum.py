@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from . import parse_arch
+from . import network_from_args
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
 
@@ -44,12 +44,7 @@ def run(args):
     from sheaflinalg.layout import Layout
     from sheaflinalg.spectral import DENSE_MAX
 
-    if args.samples < 1:
-        raise ValueError("--samples must be at least 1")
-    if args.network:
-        net = sl.Network.load(args.network)
-    else:
-        net = sl.Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)
+    net = network_from_args(args)
     if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
         raise ValueError(f"--plot needs a .png, .pdf or .svg file name, got {args.plot!r}")
     X = inputs(net.dims[0], args.samples, args.seed)

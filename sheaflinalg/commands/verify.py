@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from . import parse_arch
+from . import network_from_args
 
 HELP = "certify det(delta_Omega) = 1 and harmonic extension = forward pass"
 
@@ -22,12 +22,7 @@ def add_arguments(parser):
 def run(args):
     import sheaflinalg as sl
 
-    if args.samples < 1:
-        raise ValueError("--samples must be at least 1")
-    if args.network:
-        net = sl.Network.load(args.network)
-    else:
-        net = sl.Network.random(parse_arch(args.arch), seed=args.seed, output=args.output)
+    net = network_from_args(args)
     rng = np.random.default_rng(args.seed)
     X = rng.uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
     report = sl.verify(net, X, backend=args.backend)
