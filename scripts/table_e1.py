@@ -12,7 +12,8 @@ point of the file's curves (sheaf to 1e-8, SGD to 1e-6 relative), and writes
 * ``table_e1_runs.json``: reproduction errors, wall times and the structural
   stagnation bound's records of every sheaf run.
 
-Usage: ``python scripts/table_e1.py [--out results/table_e1] [--jobs 2] [--steps N] [--only NAME ...]``.
+Usage: ``python scripts/table_e1.py [--out results/table_e1] [--jobs 2] [--steps N] [--only NAME ...]
+[--resume]``; ``--resume`` reuses the runs an interrupted invocation had finished.
 Exit status 1 when a curve is not reproduced.
 """
 
@@ -52,6 +53,21 @@ def run_one(name, steps):
             out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
                                      state_norm=h.state_norm, step=h.step)
     return out
+
+
+def run_cached(name, steps, out, resume):
+    """:func:`run_one`, keeping its result in ``out/runs/``; with ``resume`` a finished run is reused.
+
+    Each finished run is written atomically as soon as it ends, so an
+    interrupted reproduction restarts only the runs that had not finished.
+    """
+    path = os.path.join(out, "runs", f"{name}-{steps or 'protocol'}.json")
+    if resume and os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    result = run_one(name, steps)
+    write_text(path, json.dumps(result))
+    return result
 
 
 def tables(results):
@@ -108,6 +124,8 @@ def main(argv=None):
                         help="Euler steps / SGD epochs per run (default: the file's protocol)")
     parser.add_argument("--only", nargs="*", default=None, help="configurations, e.g. paraboloid_1H")
     parser.add_argument("--no-figure", action="store_true", help="skip the learned-output figure")
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the runs an earlier (possibly interrupted) invocation finished in OUT/runs/")
     args = parser.parse_args(argv)
     import sheaflinalg as sl
 
@@ -119,10 +137,11 @@ def main(argv=None):
         parser.error("--jobs must be >= 1")
     if args.steps is not None and args.steps < 1000:
         parser.error("--steps must be >= 1000 (one epoch)")
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(run_one, names, [args.steps] * len(names)))
+        n = len(names)
+        results = list(pool.map(run_cached, names, [args.steps] * n, [args.out] * n, [args.resume] * n))
     total = time.perf_counter() - t0
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):

@@ -29,3 +29,48 @@ def test_two_hidden_layers_first_epochs(name):
     exp = tasks.table_e1(name)
     assert exp.max_relative_error(exp.run(steps=3000, method="sheaf"), "sheaf") < 1e-8
     assert exp.max_relative_error(exp.run(steps=4000, method="sgd"), "sgd") < 1e-6
+
+
+def _script():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "table_e1.py"
+    spec = importlib.util.spec_from_file_location("table_e1_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, capsys):
+    script = _script()
+    monkeypatch.setattr(script, "ProcessPoolExecutor", _InlinePool)  # the module is not importable by workers
+    out = tmp_path / "t"
+    argv = ["--out", str(out), "--only", "paraboloid_1H", "--steps", "1000", "--jobs", "1", "--no-figure"]
+    assert script.main(argv) == 0
+    table = (out / "table_e1.md").read_text()
+    assert "paraboloid" in table and "Ratio" in table
+    assert (out / "runs" / "paraboloid_1H-1000.json").exists()
+
+    def must_not_rerun(*args):
+        raise AssertionError("a finished run was computed again")
+
+    monkeypatch.setattr(script, "run_one", must_not_rerun)
+    assert script.main(argv + ["--resume"]) == 0
+    assert (out / "table_e1.md").read_text() == table
+    with pytest.raises(AssertionError, match="computed again"):
+        script.main(argv)  # without --resume every run is recomputed
+
+
+class _InlinePool:
+    def __init__(self, *args):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, *iterables):
+        return map(fn, *iterables)
