@@ -49,7 +49,7 @@ def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, c
     argv = ["--out", str(out), "--only", "paraboloid_1H", "--steps", "1000", "--jobs", "1", "--no-figure"]
     assert script.main(argv) == 0
     table = (out / "table_e1.md").read_text()
-    assert "paraboloid" in table and "Ratio" in table
+    assert "Paraboloid | 1H" in table and "Ratio" in table
     assert (out / "runs" / "paraboloid_1H-1000.json").exists()
 
     def must_not_rerun(*args):
