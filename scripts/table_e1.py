@@ -27,6 +27,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from sheaflinalg.atomic import write_text
 
@@ -141,7 +142,8 @@ def main(argv=None):
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
         n = len(names)
-        results = list(pool.map(run_cached, names, [args.steps] * n, [args.out] * n, [args.resume] * n))
+        runs = pool.map(run_cached, names, [args.steps] * n, [args.out] * n, [args.resume] * n)
+        results = list(tqdm(runs, total=n, desc="Table E.1 configurations", unit="config"))
     total = time.perf_counter() - t0
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):
