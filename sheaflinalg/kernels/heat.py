@@ -23,7 +23,7 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import compute_forces, discord_by_edge_block
+from .force import compute_forces, compute_forces_range, discord_by_edge_block, tile_width
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1
@@ -44,34 +44,41 @@ SMALL_BATCH = 16
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def _update_row(Sr, Fr, adt, tol):
-    # Euler update of one row; returns (number of changes >= tol, sum of changes).
-    # Both reductions are sums so that they vectorise ("reassoc" only reorders
-    # the sums; the update itself is elementwise and exact).  A float max
-    # reduction does not vectorise, so the largest change is computed once,
-    # after the run, by the driver.
+def _update_range(S, F, update_rows, adt, tol, s0, s1):
+    # Euler update of the listed rows, samples s0 <= s < s1; returns (number
+    # of changes >= tol, sum of changes).  Both reductions are sums so that
+    # they vectorise ("reassoc" only reorders the sums; the update itself is
+    # elementwise and exact).  A float max reduction does not vectorise, so
+    # the largest change is computed once, after the run, by the driver.
     big = 0.0
     sm = 0.0
-    for s in range(Sr.shape[0]):
-        d = adt * Fr[s]
-        Sr[s] += d
-        sm += d
-        big += np.float64(abs(d) >= tol)  # a branch here would stop vectorisation
+    for i in range(update_rows.shape[0]):
+        r = update_rows[i]
+        for s in range(np.uint64(s0), np.uint64(s1)):
+            d = adt * F[r, s]
+            S[r, s] += d
+            sm += d
+            big += np.float64(abs(d) >= tol)  # a branch here would stop vectorisation
     return big, sm
 
 
 @njit(cache=True)
 def _extra_forces(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor):
-    M = S.shape[1]
+    _extra_forces_range(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                        0, S.shape[1])
+
+
+@njit(cache=True)
+def _extra_forces_range(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor, s0, s1):
     for i in range(soft_rows.shape[0]):
         r = soft_rows[i]
         g = soft_gamma[i]
-        for s in range(M):
+        for s in range(np.uint64(s0), np.uint64(s1)):
             F[r, s] -= g * (S[r, s] - soft_targets[i, s])
     if rel_lam > 0.0:
         for i in range(update_rows.shape[0]):
             r = update_rows[i]
-            for s in range(M):
+            for s in range(np.uint64(s0), np.uint64(s1)):
                 F[r, s] -= rel_lam * (S[r, s] - rel_anchor[r, s])
 
 
@@ -133,45 +140,42 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
              cross_buf, episode_buf, prev_mask, cur_mask, prev_words, cur_words, last_cross, ep_start,
              ep_count,
-             F, E, phi_buf, work, blk_buf, counters):
+             F, E, phi_buf, work, blk_buf, counters, tile=0):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
     On return ``F`` holds the forces of the last step taken (the driver
     computes the largest change ``max |adt F|`` from it).
     Records are taken at steps ``0, record_every, 2 record_every, ...``
     (``record_every <= 0``: none); the driver records the final state with
-    :func:`heat_finish`.
+    :func:`heat_finish`.  ``tile``: samples per tile (0: :func:`~sheaflinalg.kernels.force.tile_width`);
+    the result does not depend on it.
     """
     M = S.shape[1]
-    n_upd = update_rows.shape[0]
     n_hid = hid_rows.shape[0]
+    T = tile if tile > 0 else tile_width(dims, S.shape[0], M)
     while counters[C_STEPS] < stop_at:
         step = counters[C_STEPS]
-        compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                       out_mode, phi_code, 0, 0.0, F, E, phi_buf, work)
-        _extra_forces(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
-        if record_every > 0 and step % record_every == 0:
-            _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
-                    edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
-                    rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf, counters)
+        # Samples are independent: sweep the batch tile by tile (forces, then
+        # the update of the tile), so that a tile's rows stay in cache.  A
+        # record needs E and S of all samples before the update: one tile then.
+        recording = record_every > 0 and step % record_every == 0
+        width = M if recording else T
         n_big = 0.0
         dsum = 0.0
-        if M >= SMALL_BATCH:
-            for i in range(n_upd):
-                r = update_rows[i]
-                nb, sm = _update_row(S[r], F[r], adt, tol)
-                n_big += nb
-                dsum += sm
-        else:
-            # Few samples: plain loops (no per-row calls or views).
-            for i in range(n_upd):
-                r = update_rows[i]
-                for s in range(M):
-                    d = adt * F[r, s]
-                    S[r, s] += d
-                    dsum += d
-                    if abs(d) >= tol:
-                        n_big += 1.0
+        for t0 in range(0, M, width):
+            t1 = min(t0 + width, M)
+            compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                 out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1)
+            _extra_forces_range(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                                t0, t1)
+            if recording:
+                _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                        edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
+                        rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf,
+                        counters)
+            nb, sm = _update_range(S, F, update_rows, adt, tol, t0, t1)
+            n_big += nb
+            dsum += sm
         step += 1
         counters[C_STEPS] = step
         # NaN/Inf in any change propagate into dsum.

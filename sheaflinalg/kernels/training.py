@@ -18,7 +18,7 @@ Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
 import numpy as np
 from numba import njit
 
-from .force import BLAS_THRESHOLD, apply_phi, compute_forces
+from .force import BLAS_THRESHOLD, apply_phi, compute_forces_range, tile_width
 
 REG_CODES = {"none": 0, "l2": 1, "l1": 2, "elastic": 3}
 
@@ -65,6 +65,83 @@ def row_sums(E, out):
         out[i] = acc
 
 
+@njit(cache=True, fastmath={"reassoc"})
+def outer_sums_range(E, eo, n, A, ao, m, w_out, b_out, s0, s1, accumulate):
+    """``W = E[eo:eo+n] A[ao:ao+m]^T`` and ``b = row sums of E[eo:eo+n]`` over the samples ``s0 <= s < s1``.
+
+    ``W`` (row-major) goes to ``w_out``, ``b`` to ``b_out``; added to them
+    when ``accumulate``.  Each pass over the samples reads one row of ``E``
+    and up to four rows of ``A`` (the bias sum rides on the last pass), so
+    the rows are read a quarter as often as with one dot product per pass.
+    Sums are vectorised ("reassoc" reorders them, nothing else).
+    """
+    u0 = np.uint64(s0)
+    u1 = np.uint64(s1)
+    for i in range(n):
+        r = eo + i
+        wo = i * m
+        j = 0
+        while j + 4 <= m:
+            c0 = 0.0
+            c1 = 0.0
+            c2 = 0.0
+            c3 = 0.0
+            for s in range(u0, u1):
+                e = E[r, s]
+                c0 += e * A[ao + j, s]
+                c1 += e * A[ao + j + 1, s]
+                c2 += e * A[ao + j + 2, s]
+                c3 += e * A[ao + j + 3, s]
+            if accumulate:
+                w_out[wo + j] += c0
+                w_out[wo + j + 1] += c1
+                w_out[wo + j + 2] += c2
+                w_out[wo + j + 3] += c3
+            else:
+                w_out[wo + j] = c0
+                w_out[wo + j + 1] = c1
+                w_out[wo + j + 2] = c2
+                w_out[wo + j + 3] = c3
+            j += 4
+        rem = m - j
+        c0 = 0.0
+        c1 = 0.0
+        c2 = 0.0
+        cb = 0.0
+        if rem == 3:
+            for s in range(u0, u1):
+                e = E[r, s]
+                c0 += e * A[ao + j, s]
+                c1 += e * A[ao + j + 1, s]
+                c2 += e * A[ao + j + 2, s]
+                cb += e
+        elif rem == 2:
+            for s in range(u0, u1):
+                e = E[r, s]
+                c0 += e * A[ao + j, s]
+                c1 += e * A[ao + j + 1, s]
+                cb += e
+        elif rem == 1:
+            for s in range(u0, u1):
+                e = E[r, s]
+                c0 += e * A[ao + j, s]
+                cb += e
+        else:
+            for s in range(u0, u1):
+                cb += E[r, s]
+        if not accumulate:
+            for q in range(rem):
+                w_out[wo + j + q] = 0.0
+            b_out[i] = 0.0
+        if rem >= 1:
+            w_out[wo + j] += c0
+        if rem >= 2:
+            w_out[wo + j + 1] += c1
+        if rem >= 3:
+            w_out[wo + j + 2] += c2
+        b_out[i] += cb
+
+
 @njit(cache=True)
 def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
     """``out = Pi_W(delta omega omega^T)`` with the sign of a velocity: ``E[z_l] abar_(l-1)^T`` per layer.
@@ -72,16 +149,30 @@ def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
     ``out`` is a flat parameter vector; this is the structure-diffusion term
     of the weight dynamics (``dtheta/dt = beta * out``).
     """
+    weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, 0, S.shape[1], False)
+
+
+@njit(cache=True)
+def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, accumulate):
+    """:func:`weight_velocity` of the samples ``s0 <= s < s1``, added to ``out`` when ``accumulate``."""
     n_layers = dims.shape[0] - 1
     M = S.shape[1]
     for l in range(1, n_layers + 1):
         n = dims[l]
         m = dims[l - 1]
         zo = zoff[l]
-        Ez = E[zo:zo + n]
-        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-        outer_product(Ez, A, out[woff[l]:woff[l] + n * m].reshape(n, m))
-        row_sums(Ez, out[boff[l]:boff[l] + n])
+        wo = woff[l]
+        bo = boff[l]
+        if s0 == 0 and s1 == M and not accumulate and n * m * M >= BLAS_THRESHOLD:
+            Ez = E[zo:zo + n]
+            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+            outer_product(Ez, A, out[wo:wo + n * m].reshape(n, m))
+            row_sums(Ez, out[bo:bo + n])
+        elif l == 1:
+            outer_sums_range(E, zo, n, X, 0, m, out[wo:wo + n * m], out[bo:bo + n], s0, s1, accumulate)
+        else:
+            outer_sums_range(E, zo, n, S, aoff[l - 1], m, out[wo:wo + n * m], out[bo:bo + n], s0, s1,
+                             accumulate)
 
 
 @njit(cache=True)
@@ -90,22 +181,41 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 alpha, beta, dt, n_steps, n_move,
                 state_reg, lam, lam_l1_ratio, S_anchor,
                 weight_reg, mu, mu_l1_ratio, theta_anchor,
-                F, E, phi_buf, work, grad):
+                F, E, phi_buf, work, grad, tile=0):
     """Run ``n_steps`` Euler steps of the joint dynamics in place on ``S`` and ``theta``.
 
     ``n_move`` is the number of leading rows of ``S`` that evolve (the
     ``yhat`` rows after them hold the targets).  Returns the number of steps
     completed; it is smaller than ``n_steps`` when the state or the weights
     stop being finite (checked once per step on the cheap running sums).
+    ``tile``: samples per tile (0: :func:`~sheaflinalg.kernels.force.tile_width`);
+    the result depends on it only through the order of the batch sums.
     """
     M = S.shape[1]
     P = theta.shape[0]
     a_dt = alpha * dt
     b_dt = beta * dt
+    T = tile if tile > 0 else tile_width(dims, S.shape[0], M)
     for step in range(n_steps):
-        compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                       out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work)
-        weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, grad)
+        # Tile by tile (samples are independent given the weights): forces
+        # and weight velocity from the old state and weights, then the
+        # tile's stalks move.  The weights move after the last tile.
+        for t0 in range(0, M, T):
+            t1 = min(t0 + T, M)
+            compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                 out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
+            weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, grad, t0, t1, t0 > 0)
+            u0 = np.uint64(t0)
+            u1 = np.uint64(t1)
+            if state_reg != 0:
+                for r in range(n_move):
+                    for s in range(u0, u1):
+                        v = F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, S[r, s] - S_anchor[r, s])
+                        S[r, s] += a_dt * v
+            else:
+                for r in range(n_move):
+                    for s in range(u0, u1):
+                        S[r, s] += a_dt * F[r, s]
         total = 0.0
         if weight_reg != 0:
             for p in range(P):
@@ -116,15 +226,6 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
             for p in range(P):
                 theta[p] += b_dt * grad[p]
                 total += theta[p]
-        if state_reg != 0:
-            for r in range(n_move):
-                for s in range(M):
-                    v = F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, S[r, s] - S_anchor[r, s])
-                    S[r, s] += a_dt * v
-        else:
-            for r in range(n_move):
-                for s in range(M):
-                    S[r, s] += a_dt * F[r, s]
         # NaN/Inf in the weights propagate into every later force; one sum catches them.
         if not np.isfinite(total):
             return step + 1
@@ -262,8 +363,15 @@ def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr,
             m = dims[l - 1]
             Dl = D[row:row + n]
             Ain = X if l == 1 else A[row - m:row]
-            outer_product(Dl, Ain, grad[woff[l]:woff[l] + n * m].reshape(n, m))
-            row_sums(Dl, grad[boff[l]:boff[l] + n])
+            if n * m * M >= BLAS_THRESHOLD:
+                outer_product(Dl, Ain, grad[woff[l]:woff[l] + n * m].reshape(n, m))
+                row_sums(Dl, grad[boff[l]:boff[l] + n])
+            elif l == 1:
+                outer_sums_range(D, row, n, X, 0, m, grad[woff[l]:woff[l] + n * m], grad[boff[l]:boff[l] + n],
+                                 0, M, False)
+            else:
+                outer_sums_range(D, row, n, A, row - m, m, grad[woff[l]:woff[l] + n * m],
+                                 grad[boff[l]:boff[l] + n], 0, M, False)
             if l > 1:
                 W = theta[woff[l]:woff[l] + n * m].reshape(n, m)
                 Dp = D[row - m:row]
