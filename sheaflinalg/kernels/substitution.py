@@ -96,10 +96,24 @@ def _transpose_product(W, w, base, out):
 
 @njit(cache=True, nogil=True, fastmath=_FM)
 def _product(W, x, base, out):
-    """``out = base + W x``."""
+    """``out = base + W x``, last rows first.
+
+    The backward substitution has just streamed ``W`` first row first, so its
+    last rows are still in this core's L2 cache: starting there reads part of
+    ``W`` from L2 instead of L3/memory.  Rows are independent, so the order
+    does not change the result.
+    """
     n_rows, n = W.shape
-    r = 0
-    while r + 4 <= n_rows:
+    r = n_rows
+    while r % 4:
+        r -= 1
+        w0 = W[r]
+        s0 = 0.0
+        for j in range(n):
+            s0 += w0[j] * x[j]
+        out[r] = base[r] + s0
+    while r >= 4:
+        r -= 4
         w0, w1, w2, w3 = W[r], W[r + 1], W[r + 2], W[r + 3]
         s0 = s1 = s2 = s3 = 0.0
         for j in range(n):
@@ -109,14 +123,6 @@ def _product(W, x, base, out):
             s2 += w2[j] * xj
             s3 += w3[j] * xj
         out[r], out[r + 1], out[r + 2], out[r + 3] = base[r] + s0, base[r + 1] + s1, base[r + 2] + s2, base[r + 3] + s3
-        r += 4
-    while r < n_rows:
-        w0 = W[r]
-        s0 = 0.0
-        for j in range(n):
-            s0 += w0[j] * x[j]
-        out[r] = base[r] + s0
-        r += 1
 
 
 @njit(cache=True, nogil=True)
