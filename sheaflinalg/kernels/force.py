@@ -218,16 +218,21 @@ def tile_width(dims, n_rows, M):
     """Samples per tile for kernels that sweep the batch tile by tile (``M``: one tile).
 
     A tile's rows of ``S``, ``E`` and ``F`` should stay in the L2 cache
-    (``TILE_BYTES``); one tile when some layer product goes to BLAS (the BLAS
-    path of :func:`compute_forces_range` needs the whole batch).
+    (``TILE_BYTES``).  One tile when the batch fits, or when some layer
+    product of a tile would still go to BLAS (the BLAS path of
+    :func:`compute_forces_range` needs the whole batch).  Thin products
+    (e.g. two inputs) of big batches thus run as tiles of hand-written
+    loops, which measured faster than BLAS on the whole batch.
     """
-    for l in range(1, dims.shape[0]):
-        if dims[l] * dims[l - 1] * M >= BLAS_THRESHOLD:
-            return M
     t = (TILE_BYTES // (24 * n_rows)) // 8 * 8
     if t < 64:
         t = 64
-    return M if t >= M else t
+    if t >= M:
+        return M
+    for l in range(1, dims.shape[0]):
+        if dims[l] * dims[l - 1] * t >= BLAS_THRESHOLD:
+            return M
+    return t
 
 
 @njit(cache=True)
