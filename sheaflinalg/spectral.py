@@ -23,6 +23,7 @@ Methods (``method="auto"`` picks the first that applies):
 
 import contextlib
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -117,10 +118,9 @@ class CoboundaryOperator:
             J = np.asarray(jacobian, dtype=np.float64)
             J = np.diag(J) if J.ndim == 1 else np.ascontiguousarray(J)
         self._J = J
-        self._work_mv = np.empty(self.n)  # separate buffers: matvec and solve may run concurrently
-        self._work_solve = np.empty(self.n)
         self.n_matvec = 0
         self.n_solve = 0
+        self._count_lock = threading.Lock()
 
     def _args(self):
         return (self._weights, self._dims, self._zoff, self._aoff, self._mask, self._J, self._yhat)
@@ -129,16 +129,19 @@ class CoboundaryOperator:
         """``delta^T (delta v)``."""
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
         out = np.empty(self.n)
-        _sub.laplacian_matvec(*self._args(), v, out, self._work_mv)
-        self.n_matvec += 1
+        # a fresh work buffer per call (cheap): the operator may be applied in two threads at once
+        _sub.laplacian_matvec(*self._args(), v, out, np.empty(self.n))
+        with self._count_lock:
+            self.n_matvec += 1
         return out
 
     def laplacian_solve(self, v):
         """``L^{-1} v = delta^{-1} (delta^{-T} v)`` (two block substitutions)."""
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
         out = np.empty(self.n)
-        _sub.laplacian_solve(*self._args(), v, out, self._work_solve)
-        self.n_solve += 1
+        _sub.laplacian_solve(*self._args(), v, out, np.empty(self.n))
+        with self._count_lock:
+            self.n_solve += 1
         return out
 
     def solve(self, w):
@@ -440,22 +443,25 @@ def _arpack_pair(apply_L, apply_Linv, n, k, tol, maxiter, ncv, sample, threads=1
     """
     k_arpack = min(k, n - 1)
 
+    # each thread also checks its own eigenpairs (the residuals of L), so that the
+    # end that converges first does its check while the other is still iterating
     def largest():
-        return _eigsh(apply_L, n, k_arpack, tol, maxiter, ncv, sample, "largest")
+        wl, Vl = _eigsh(apply_L, n, k_arpack, tol, maxiter, ncv, sample, "largest")
+        return wl, Vl, _residual(apply_L, wl, Vl)
 
     def smallest():
-        return _eigsh(apply_Linv, n, k_arpack, tol, maxiter, ncv, sample, "smallest")
+        mu, Vs = _eigsh(apply_Linv, n, k_arpack, tol, maxiter, ncv, sample, "smallest")
+        ws = 1.0 / mu  # mu descending -> lambda ascending
+        return ws, Vs, _residual(apply_L, ws, Vs)
 
     if threads > 1:
         with ThreadPoolExecutor(max_workers=2) as pool:
             fs, fl = pool.submit(smallest), pool.submit(largest)
-            (mu, Vs), (wl, Vl) = fs.result(), fl.result()
+            (ws, Vs, rs), (wl, Vl, rl) = fs.result(), fl.result()
     else:
-        wl, Vl = largest()
-        mu, Vs = smallest()
-    ws = 1.0 / mu  # mu descending -> lambda ascending
-    residuals = (_residual(apply_L, ws, Vs), _residual(apply_L, wl, Vl))
-    return ws, Vs, wl, Vl, residuals
+        wl, Vl, rl = largest()
+        ws, Vs, rs = smallest()
+    return ws, Vs, wl, Vl, (rs, rl)
 
 
 # ------------------------------------------------------------------ dense
