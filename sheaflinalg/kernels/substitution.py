@@ -15,7 +15,17 @@ matrix: row ``r`` of ``W_(l+1)`` gives entry ``r`` of ``delta v`` and, at
 once, its contribution to ``delta^T``.  ``L^{-1} v = delta^{-1} (delta^{-T} v)``
 is one block backward substitution (``W^T`` products, last layer first) and
 one block forward substitution (``W`` products, first layer first): two
-passes, no factorisation.
+passes, no factorisation.  The two passes cannot be merged: the forward
+product ``W_(l+1) x`` needs ``x = out[a_l]``, which is only known once the
+backward product ``W_(l+1)^T y`` is complete.
+
+The masks cannot prune ``W`` either: a dead neuron only removes the ``R_l``
+coupling.  In ``delta^{-1} w``, ``out[a_l] = w[a_l] + R_l out[z_l]`` equals
+``w[a_l]`` for a dead neuron, which is not zero for a general ``w`` (the
+Lanczos vectors), so every column of ``W_(l+1)`` is needed; likewise every
+row in the ``W^T`` products.  The only structure the masks give is that a
+dead neuron of the first layer makes ``e_(z1_i)`` an exact eigenvector
+(eigenvalue 1, inside the spectrum), which costs nothing to leave in.
 
 Every kernel is serial and releases the GIL (``nogil``), so that the
 smallest and largest eigenproblems can run in two threads.  Shared arguments:
