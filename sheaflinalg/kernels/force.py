@@ -278,11 +278,14 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
         if hidden:
             # Activation edge e = a - R z.
             ao = aoff[l]
+            # One pass for both rows (two stores still vectorise; three do not).
             for i in range(n):
                 for s in range(np.uint64(s0), np.uint64(s1)):
-                    E[ao + i, s] = S[ao + i, s] - np.float64(S[zo + i, s] >= 0) * S[zo + i, s]
-                for s in range(np.uint64(s0), np.uint64(s1)):
-                    F[zo + i, s] = -E[zo + i, s] + np.float64(S[zo + i, s] >= 0) * E[ao + i, s]
+                    z = S[zo + i, s]
+                    r = np.float64(z >= 0)
+                    ea = S[ao + i, s] - r * z
+                    E[ao + i, s] = ea
+                    F[zo + i, s] = -E[zo + i, s] + r * ea
     # Weight edges pull the upstream activations: F[a_l] = -E[a_l] + W_{l+1}^T E[z_{l+1}].
     for l in range(1, k + 1):
         n = dims[l + 1]
@@ -323,28 +326,32 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     n = dims[n_layers]
     zo = zoff[n_layers]
     apply_phi_range(phi_code, S, zo, n, phi_buf, s0, s1)
-    for s in range(np.uint64(s0), np.uint64(s1)):
-        # g = grad f(phi(z) - yhat), stored in E's yhat rows for now.
-        for i in range(n):
+    # g = grad f(phi(z) - yhat) goes to F's yhat rows (the force on yhat);
+    # rows outer, samples inner, so that the loops vectorise.
+    for i in range(n):
+        for s in range(np.uint64(s0), np.uint64(s1)):
             d = phi_buf[i, s] - S[yhat_off + i, s]
             E[yhat_off + i, s] = -d
-            g = loss_gradient(loss_kind, loss_param, d)
-            F[yhat_off + i, s] = g
-        if out_mode == OUTPUT_EDGE_DISCREPANCY or phi_code == 0:
-            for i in range(n):
+            F[yhat_off + i, s] = loss_gradient(loss_kind, loss_param, d)
+    if out_mode == OUTPUT_EDGE_DISCREPANCY or phi_code == 0:
+        for i in range(n):
+            for s in range(np.uint64(s0), np.uint64(s1)):
                 F[zo + i, s] -= F[yhat_off + i, s]
-        elif phi_code == 3:
+    elif phi_code == 3:
+        for s in range(np.uint64(s0), np.uint64(s1)):
             dot = 0.0
             for i in range(n):
                 dot += phi_buf[i, s] * F[yhat_off + i, s]
             for i in range(n):
                 F[zo + i, s] -= phi_buf[i, s] * (F[yhat_off + i, s] - dot)
-        elif phi_code == 1:
-            for i in range(n):
+    elif phi_code == 1:
+        for i in range(n):
+            for s in range(np.uint64(s0), np.uint64(s1)):
                 y = phi_buf[i, s]
                 F[zo + i, s] -= y * (1.0 - y) * F[yhat_off + i, s]
-        else:
-            for i in range(n):
+    else:
+        for i in range(n):
+            for s in range(np.uint64(s0), np.uint64(s1)):
                 y = phi_buf[i, s]
                 F[zo + i, s] -= (1.0 - y * y) * F[yhat_off + i, s]
 
