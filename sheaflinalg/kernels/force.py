@@ -14,6 +14,10 @@ Internal layout (samples are columns, so inner loops over samples vectorise):
 
 Layer ``l`` (1-based) has ``dims[l]`` neurons; ``zoff[l]``, ``aoff[l]`` are
 row offsets (``aoff[0] = -1``: ``a_0`` is ``X``).
+
+:func:`compute_forces_range` works on a range of samples (kernels sweep big
+batches in cache-sized tiles); its sample loops use unsigned indices, which
+spares numba's negative-index wraparound test and lets LLVM vectorise them.
 """
 
 import numpy as np

@@ -1,7 +1,9 @@
 """Forward-Euler kernel of the restricted sheaf heat equation (numba, no Python per step).
 
 The state ``S`` is ``(n_rows, M)`` in the layout's free order, samples as
-columns (see :mod:`sheaflinalg.kernels.force`).  Every step:
+columns (see :mod:`sheaflinalg.kernels.force`).  Every step sweeps the batch
+in tiles of samples (one tile unless the batch overflows the L2 cache, see
+:func:`~sheaflinalg.kernels.force.tile_width`); for each tile:
 
 1. ``compute_forces`` (the one force routine) gives the edge discrepancies
    ``E`` and the force ``F = -grad(discord)`` with the mask ``z >= 0`` of the
@@ -11,7 +13,10 @@ columns (see :mod:`sheaflinalg.kernels.force`).  Every step:
 3. on recording steps the discord by edge block, the output rows and the
    states of selected samples are stored;
 4. rows listed in ``update_rows`` (the free coordinates: hard-pinned rows
-   are simply not listed) move by ``alpha dt F``; changes >= ``tol`` are counted;
+   are simply not listed) move by ``alpha dt F``; changes >= ``tol`` are counted.
+
+After the last tile:
+
 5. hidden pre-activations whose sign (``z >= 0``) changed are logged as
    boundary crossings, and repeated flips of one coordinate within
    ``slide_window`` steps are merged into sliding episodes.
