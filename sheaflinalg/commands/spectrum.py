@@ -23,7 +23,9 @@ def add_arguments(parser):
     parser.add_argument("-k", type=int, default=1, help="smallest and largest eigenpairs per input (default: 1)")
     parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack"),
                         help="auto: dense for small systems, ARPACK otherwise (default: auto)")
-    parser.add_argument("--tol", type=float, default=1e-10, help="ARPACK relative tolerance (default: 1e-10)")
+    from ..spectral import TOL
+
+    parser.add_argument("--tol", type=float, default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
     parser.add_argument("--per-sample", action="store_true", help="also print one line per input")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="write the spectra figure (spectra and eigenvector energy per block)")
