@@ -34,41 +34,50 @@ from sheaflinalg.atomic import write_text
 SHEAF_TOL, SGD_TOL = 1e-8, 1e-6
 
 
-def run_one(name, steps):
+def run_one(name, method, steps):
+    """Replay one configuration with one method; returns a JSON-ready dictionary."""
     import sheaflinalg as sl
 
     exp = sl.tasks.table_e1(name)
-    out = {"name": name, "task": name.split("_")[0], "depth": name.split("_")[1],
-           "arch": exp.network.dims, "reference_seconds": {"sheaf": exp.meta.get("sheaf_seconds"),
-                                                           "sgd": exp.meta.get("sgd_seconds")}}
-    for method in ("sheaf", "sgd"):
-        t = time.perf_counter()
-        extra = {"stagnation": True} if method == "sheaf" else {}
-        fit = exp.fit(steps=steps, method=method, **extra)
-        h = fit.history
-        fit_seconds = time.perf_counter() - t
-        out[method] = {"train": h.train_loss[-1], "test": h.test_loss[-1], "seconds": fit_seconds,
-                       "max_rel_error": exp.max_relative_error(h, method), "records": len(h),
-                       "parameters": fit.network.parameters().tolist()}
-        if method == "sheaf":
-            out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
-                                     state_norm=h.state_norm, step=h.step)
+    t = time.perf_counter()
+    extra = {"stagnation": True} if method == "sheaf" else {}
+    fit = exp.fit(steps=steps, method=method, **extra)
+    h = fit.history
+    out = {"name": name, "method": method, "task": name.split("_")[0], "depth": name.split("_")[1],
+           "arch": exp.network.dims, "reference_seconds": exp.meta.get(f"{method}_seconds"),
+           "train": h.train_loss[-1], "test": h.test_loss[-1], "seconds": time.perf_counter() - t,
+           "max_rel_error": exp.max_relative_error(h, method), "records": len(h),
+           "parameters": fit.network.parameters().tolist()}
+    if method == "sheaf":
+        out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
+                                 state_norm=h.state_norm, step=h.step)
     return out
 
 
-def run_cached(name, steps, out, resume):
+def run_cached(name, method, steps, out, resume):
     """:func:`run_one`, keeping its result in ``out/runs/``; with ``resume`` a finished run is reused.
 
     Each finished run is written atomically as soon as it ends, so an
     interrupted reproduction restarts only the runs that had not finished.
     """
-    path = os.path.join(out, "runs", f"{name}-{steps or 'protocol'}.json")
+    path = os.path.join(out, "runs", f"{name}-{method}-{steps or 'protocol'}.json")
     if resume and os.path.exists(path):
         with open(path) as f:
             return json.load(f)
-    result = run_one(name, steps)
+    result = run_one(name, method, steps)
     write_text(path, json.dumps(result))
     return result
+
+
+def combine(sheaf, sgd):
+    """One configuration's record: its sheaf and SGD runs side by side."""
+    keys = ("name", "task", "depth", "arch")
+    out = {k: sheaf[k] for k in keys}
+    out["reference_seconds"] = {"sheaf": sheaf["reference_seconds"], "sgd": sgd["reference_seconds"]}
+    for method, run in (("sheaf", sheaf), ("sgd", sgd)):
+        out[method] = {k: run[k] for k in ("train", "test", "seconds", "max_rel_error", "records", "parameters")}
+    out["stagnation"] = sheaf["stagnation"]
+    return out
 
 
 def tables(results):
@@ -141,9 +150,14 @@ def main(argv=None):
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        n = len(names)
-        runs = pool.map(run_cached, names, [args.steps] * n, [args.out] * n, [args.resume] * n)
-        results = list(tqdm(runs, total=n, desc="Table E.1 configurations", unit="config"))
+        # Longest runs first (sheaf before SGD, two hidden layers, blobs), so the workers finish together.
+        jobs = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
+                      key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
+        n = len(jobs)
+        runs = pool.map(run_cached, [j[0] for j in jobs], [j[1] for j in jobs], [args.steps] * n,
+                        [args.out] * n, [args.resume] * n)
+        done = {(r["name"], r["method"]): r for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run")}
+        results = [combine(done[name, "sheaf"], done[name, "sgd"]) for name in names]
     total = time.perf_counter() - t0
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):

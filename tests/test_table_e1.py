@@ -50,7 +50,7 @@ def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, c
     assert script.main(argv) == 0
     table = (out / "table_e1.md").read_text()
     assert "Paraboloid | 1H" in table and "Ratio" in table
-    assert (out / "runs" / "paraboloid_1H-1000.json").exists()
+    assert (out / "runs" / "paraboloid_1H-sheaf-1000.json").exists()
 
     def must_not_rerun(*args):
         raise AssertionError("a finished run was computed again")
