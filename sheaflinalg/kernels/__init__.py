@@ -1,1 +1,39 @@
-"""numba-compiled kernels (no Python API here; see dynamics.py and training.py)."""
+"""numba-compiled kernels (no Python API here; see dynamics.py and training.py).
+
+numba's on-disk cache (``cache=True``) is keyed on each kernel's own source
+file, not on the files it calls into: after an edit of ``force.py`` alone, a
+cached ``heat.py`` or ``training.py`` kernel would still run the old inlined
+force routine.  On import we therefore compare a hash of every kernel source
+with the one stored beside the cache and drop the cache when they differ.
+"""
+
+import glob
+import hashlib
+import os
+
+
+def drop_stale_numba_cache(here=os.path.dirname(os.path.abspath(__file__))):
+    """Delete numba's cache files in ``here/__pycache__`` unless ``here/*.py`` are unchanged."""
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(here, "*.py"))):
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    cache_dir = os.path.join(here, "__pycache__")
+    stamp = os.path.join(cache_dir, "kernel-sources.sha256")
+    try:
+        with open(stamp) as f:
+            if f.read() == digest.hexdigest():
+                return
+    except OSError:
+        pass
+    try:
+        for path in glob.glob(os.path.join(cache_dir, "*.nb[ic]")):
+            os.remove(path)
+        os.makedirs(cache_dir, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(digest.hexdigest())
+    except OSError:  # read-only installation: nothing cached there either
+        pass
+
+
+drop_stale_numba_cache()
