@@ -7,11 +7,13 @@ force taken from the old state and the old weights (see
 compiled code on the shared force routine of the heat equation.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from .checkpoint import TrainingCheckpoint, fingerprint
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES,
                             compute_forces, discord_by_edge_block)
@@ -134,7 +136,7 @@ def effective_spectral_gap(net, X, state_rows, layout):
 def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
           init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
           record_every=1, seed=None, progress=True, callback=None, callback_every=None,
-          stagnation="auto", blas_threads=1):
+          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
 
     Parameters
@@ -185,6 +187,14 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     blas_threads : int or None
         BLAS threads during training (large layer products); default 1, which
         is fastest when other work shares the cores; None leaves BLAS as is.
+    checkpoint : str or path-like, optional
+        ``.npz`` file for resumable runs.  If it exists (written by an earlier,
+        possibly interrupted call with the same network, data and settings), the
+        run continues from it exactly as if it had never stopped; it is
+        (re)written atomically every ``checkpoint_every`` epochs and at the end.
+        A checkpoint of a different run is refused.
+    checkpoint_every : int
+        Epochs between checkpoints.
 
     Returns
     -------
@@ -230,6 +240,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     reg = Regularization.coerce(reg)
     check_step_size(net, alpha, dt)
     _check_threads(blas_threads)
+    checkpoint_every = _positive_int(checkpoint_every, "checkpoint_every")
 
     layout = Layout(net.dims)
     off = layout.kernel_offsets()
@@ -293,20 +304,49 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
 
     history = History(method="sheaf", loss=prob.loss, edge_names=[b.name for b in layout.edge_blocks])
     rec = Recorder(history, net, X, Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
-    total, per_edge, disagreement, state_norm = diagnose(S)
-    rec.record(0, 0, theta, total, per_edge, state_norm)
-    stag = history.stagnation
-    stag.update(alpha=alpha, beta=beta, initial_disagreement=disagreement, B_omega=state_norm,
-                lambda_eff=None, bound=None, max_displacement=0.0, holds=None)
-    if stagnation is True or (stagnation == "auto" and M * n_move <= _STAGNATION_MAX_SIZE):
-        stag["lambda_eff"] = effective_spectral_gap(net, X, to_rows(S), layout)
+    ckpt = None
+    if checkpoint is not None:
+        settings = dict(dims=net.dims, output=net.output, alpha=alpha, beta=beta, dt=dt, steps=steps,
+                        init=init if isinstance(init, str) else "array", warm_start=warm_start,
+                        epoch_steps=epoch_steps, loss=prob.loss, loss_param=loss_param, reg=vars(reg),
+                        record_every=record_every, seed=seed)
+        arrays = [X, Y, theta] + ([] if isinstance(init, str) else [np.asarray(init, dtype=np.float64)])
+        arrays += [] if prob.X_test is None else [prob.X_test, prob.Y_test]
+        ckpt = TrainingCheckpoint(checkpoint, fingerprint(arrays, settings))
+    resumed = ckpt.load() if ckpt is not None else None
+    first_epoch, step = 1, 0
+    if resumed is not None:
+        saved, meta = resumed
+        theta[:] = saved["theta"]
+        S = np.ascontiguousarray(saved["S"])
+        if reg.lam > 0:
+            S_anchor = np.ascontiguousarray(saved["S_anchor"])
+        for key, value in meta["history"].items():
+            setattr(history, key, value)
+        rng.bit_generator.state = meta["rng"]
+        first_epoch, step = meta["epoch"] + 1, meta["step"]
+        rec.t0 -= history.wall_time[-1]
+        stag = history.stagnation
+    else:
+        total, per_edge, disagreement, state_norm = diagnose(S)
+        rec.record(0, 0, theta, total, per_edge, state_norm)
+        stag = history.stagnation
+        stag.update(alpha=alpha, beta=beta, initial_disagreement=disagreement, B_omega=state_norm,
+                    lambda_eff=None, bound=None, max_displacement=0.0, holds=None)
+        if stagnation is True or (stagnation == "auto" and M * n_move <= _STAGNATION_MAX_SIZE):
+            stag["lambda_eff"] = effective_spectral_gap(net, X, to_rows(S), layout)
+
+    def save_checkpoint(epoch):
+        ckpt.save({"theta": theta, "S": S, "S_anchor": S_anchor},
+                  {"epoch": epoch, "step": step, "rng": rng.bit_generator.state,
+                   "history": dataclasses.asdict(history)})
 
     n_epochs = -(-steps // epoch_steps)
     bar = _progress(n_epochs, progress, "sheaf training")
-    step = 0
+    bar.update(first_epoch - 1)
     limit = blas_limit(blas_threads)
     try:
-        for epoch in range(1, n_epochs + 1):
+        for epoch in range(first_epoch, n_epochs + 1):
             n = min(epoch_steps, steps - step)
             if epoch > 1 and not warm_start:
                 S = start_state(restart)
@@ -334,6 +374,8 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
             bar.set_postfix(loss=f"{history.train_loss[-1]:.4g}", refresh=False)
             if callback is not None and step % callback_every == 0:
                 callback(TrainingInfo("sheaf", epoch, step, rec.network(theta), X, to_rows(S), history, layout))
+            if ckpt is not None and (epoch % checkpoint_every == 0 or epoch == n_epochs):
+                save_checkpoint(epoch)
     finally:
         limit.__exit__(None, None, None)
         bar.close()

@@ -8,7 +8,7 @@ import pytest
 MODULES = [
     "sheaflinalg.activations", "sheaflinalg.validation", "sheaflinalg.network", "sheaflinalg.layout",
     "sheaflinalg.sparse_blocks", "sheaflinalg.assembly", "sheaflinalg.harmonic", "sheaflinalg.factor",
-    "sheaflinalg.verify", "sheaflinalg.state", "sheaflinalg.atomic",
+    "sheaflinalg.verify", "sheaflinalg.state", "sheaflinalg.atomic", "sheaflinalg.checkpoint",
 ]
 
 

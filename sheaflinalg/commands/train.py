@@ -29,6 +29,8 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=int, default=0, help="seed of data, weights and stalks (default 0)")
     parser.add_argument("--save", metavar="NET.npz", help="write the trained network here")
     parser.add_argument("--history", metavar="HIST.csv", help="write the per-epoch history here")
+    parser.add_argument("--checkpoint", metavar="RUN.npz",
+                        help="sheaf runs: keep a checkpoint here every 10 epochs and resume from it if it exists")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -46,7 +48,7 @@ def write_history(history, path):
 def run(args):
     import sheaflinalg as sl
 
-    for name in ("save", "history"):
+    for name in ("save", "history", "checkpoint"):
         path = getattr(args, name)
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise ValueError(f"--{name}: directory of {path!r} does not exist")
@@ -54,6 +56,8 @@ def run(args):
     if args.experiment:
         exp = sl.tasks.load_experiment(args.experiment)
         kwargs = {"loss": args.loss} if args.loss else {}
+        if args.checkpoint and args.method == "sheaf":
+            kwargs["checkpoint"] = args.checkpoint
         hist = exp.run(steps=args.steps, method=args.method, progress=progress, **kwargs)
         net = None
         if exp.reference:
@@ -71,7 +75,7 @@ def run(args):
             warm = data.output == "identity"
             fit = sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, alpha=args.alpha,
                            beta=args.beta, dt=args.dt, steps=steps, init="random" if warm else "forward",
-                           warm_start=warm, seed=args.seed, **common)
+                           warm_start=warm, seed=args.seed, checkpoint=args.checkpoint, **common)
         else:
             fit = sl.sgd(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, lr=args.lr, epochs=steps,
                          **common)
