@@ -60,6 +60,8 @@ def run_cached(name, method, steps, out, resume):
     Each finished run is written atomically as soon as it ends, so an
     interrupted reproduction restarts only the runs that had not finished.
     """
+    if out is None:
+        return run_one(name, method, steps)
     path = os.path.join(out, "runs", f"{name}-{method}-{steps or 'protocol'}.json")
     if resume and os.path.exists(path):
         with open(path) as f:
@@ -67,6 +69,24 @@ def run_cached(name, method, steps, out, resume):
     result = run_one(name, method, steps)
     write_text(path, json.dumps(result))
     return result
+
+
+def run_all(names, steps=None, jobs=2, out=None, resume=False, progress=True):
+    """Sheaf and SGD runs of every configuration in ``names`` on ``jobs`` worker processes.
+
+    Returns one combined record per configuration, in the order of ``names``.
+    Results are kept in ``out/runs/`` when ``out`` is given (see :func:`run_cached`).
+    """
+    # Longest runs first (sheaf before SGD, two hidden layers, blobs), so the workers finish together.
+    work = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
+                  key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
+    n = len(work)
+    with ProcessPoolExecutor(jobs) as pool:
+        runs = pool.map(run_cached, [j[0] for j in work], [j[1] for j in work], [steps] * n, [out] * n,
+                        [resume] * n)
+        done = {(r["name"], r["method"]): r
+                for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run", disable=not progress)}
+    return [combine(done[name, "sheaf"], done[name, "sgd"]) for name in names]
 
 
 def combine(sheaf, sgd):
@@ -149,15 +169,7 @@ def main(argv=None):
         parser.error("--steps must be >= 1000 (one epoch)")
     os.makedirs(os.path.join(args.out, "runs"), exist_ok=True)
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.jobs) as pool:
-        # Longest runs first (sheaf before SGD, two hidden layers, blobs), so the workers finish together.
-        jobs = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
-                      key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
-        n = len(jobs)
-        runs = pool.map(run_cached, [j[0] for j in jobs], [j[1] for j in jobs], [args.steps] * n,
-                        [args.out] * n, [args.resume] * n)
-        done = {(r["name"], r["method"]): r for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run")}
-        results = [combine(done[name, "sheaf"], done[name, "sgd"]) for name in names]
+    results = run_all(names, args.steps, args.jobs, args.out, args.resume)
     total = time.perf_counter() - t0
     md, tex, csv_text = tables(results)
     for ext, text in (("md", md), ("tex", tex), ("csv", csv_text)):
