@@ -137,7 +137,7 @@ def _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_la
     counters[C_LASTREC] = step
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code,
              adt, stop_at, tol, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
              record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,

@@ -175,7 +175,7 @@ def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, ac
                              accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 out_mode, phi_code, loss_kind, loss_param,
                 alpha, beta, dt, n_steps, n_move,
@@ -299,7 +299,7 @@ def _forward(X, theta, dims, woff, boff, Z, A):
         row += n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gd_steps(X, Y, theta, dims, woff, boff, phi_code, loss_code, loss_param, lr, n_steps,
              weight_reg, mu, mu_l1_ratio, theta_anchor, Z, A, D, phi_buf, grad):
     """``n_steps`` full-batch gradient-descent steps ``theta -= lr grad`` in place.
