@@ -27,7 +27,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from .layout import Layout
-from .network import Network
 from .state import to_columns
 from .validation import as_float64, as_samples
 

@@ -169,7 +169,6 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     lu_dev = np.zeros(M)
     discord = np.zeros(M)
     backend_used = None
-    lay = h.layout
     for s in range(M):
         system = assemble(net, X[s])
         D = system.delta_free

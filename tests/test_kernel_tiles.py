@@ -9,10 +9,9 @@ import sheaflinalg as sl
 import sheaflinalg.kernels.heat as kheat
 from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, OUTPUT_EDGE_NONE,
                                        PHI_CODES, compute_forces, compute_forces_range, tile_width)
-from sheaflinalg.kernels.training import outer_sums_range, train_steps
-from sheaflinalg.training import KERNEL_LOSS
+from sheaflinalg.kernels.training import outer_sums_range
 from strategies import networks
-from test_training import naive_step
+from test_training import kernel_step, naive_step
 
 
 def kernel_args(net, M, rng, reduced):
@@ -98,22 +97,8 @@ def test_outer_sums_range_matches_numpy(m, accumulate):
 
 
 def train_kernel(net, X, Y, state, loss, p, n_steps, tile, reg=None):
-    lay = sl.Layout(net.dims)
-    off = lay.kernel_offsets()
-    n_move = off["yhat_off"]
-    S = np.ascontiguousarray(np.concatenate([state, Y], axis=1).T)
-    theta = net.parameters()
-    reg = reg or sl.Regularization()
-    M = X.shape[0]
-    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
-    bufs = (np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)),
-            np.zeros_like(theta))
-    done = train_steps(np.ascontiguousarray(X.T), S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"],
-                       off["boff"], off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p,
-                       0.7, 0.3, 0.01, n_steps, n_move, reg.code("lam"), reg.lam, reg.l1_ratio, S * 0,
-                       reg.code("mu"), reg.mu, reg.l1_ratio, theta * 0, *bufs, tile)
-    assert done == n_steps
-    return theta, S.T[:, :n_move].copy()
+    trained, S = kernel_step(net, X, Y, state, loss, p, 0.7, 0.3, 0.01, reg, n_steps=n_steps, tile=tile)
+    return trained.parameters(), S
 
 
 @pytest.mark.parametrize("dims,output,loss", [([2, 6, 4, 1], "identity", "mse"),

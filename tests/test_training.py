@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import naive
 import sheaflinalg as sl
 from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
-from sheaflinalg.kernels.training import REG_CODES, train_steps
+from sheaflinalg.kernels.training import train_steps
 from sheaflinalg.parameter_sheaf import parameter_sheaf
 from sheaflinalg.training import KERNEL_LOSS, effective_spectral_gap
 from strategies import networks
@@ -78,7 +78,7 @@ def naive_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None
             g = naive.phi_jacobian(net.output, z_out).T @ g
         force[n_move - dims[-1]:] -= g
         # Weight edges: rows of e for e_z(l); upstream extended stalk from `full`.
-        row, col = 0, 0
+        row = 0
         ups = [np.concatenate([X[s], np.ones(dims[1])])]
         for l in range(1, k + 1):
             ups.append(np.concatenate([acts[l - 1][s], np.ones(dims[l + 1])]))
@@ -110,7 +110,8 @@ def targets(net, M, rng):
     return rng.normal(size=(M, n)), None
 
 
-def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None, theta0=None, n_steps=1):
+def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None, theta0=None, n_steps=1,
+                tile=0):
     lay = sl.Layout(net.dims)
     off = lay.kernel_offsets()
     n_move = off["yhat_off"]
@@ -126,7 +127,7 @@ def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=Non
     done = train_steps(np.ascontiguousarray(X.T), S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"],
                        off["boff"], off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p,
                        alpha, beta, dt, n_steps, n_move, reg.code("lam"), reg.lam, reg.l1_ratio, S0,
-                       reg.code("mu"), reg.mu, reg.l1_ratio, th0, *bufs)
+                       reg.code("mu"), reg.mu, reg.l1_ratio, th0, *bufs, tile)
     assert done == n_steps
     return sl.Network.from_parameters(theta, net.dims, net.output), S.T[:, :n_move].copy()
 

@@ -37,7 +37,6 @@ is ``W_l``, C-contiguous, no copy), ``dims``, ``zoff``, ``aoff`` (from
 (``-1`` when reduced).
 """
 
-import numpy as np
 from numba import njit
 
 # Reassociation lets LLVM vectorise the dot products (a fixed SIMD summation
