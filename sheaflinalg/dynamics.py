@@ -323,13 +323,6 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     hid_layer = np.asarray(hid_layer, dtype=np.int64)
     hid_neuron = np.asarray(hid_neuron, dtype=np.int64)
     nh = hid_rows.size
-    # Masks padded to a multiple of 8 samples so that the kernel can compare them as uint64 words.
-    m_pad = -(-M // 8) * 8
-    prev_mask = np.zeros((nh, m_pad), dtype=np.uint8)
-    prev_mask[:, :M] = S[hid_rows] >= 0
-    cur_mask = np.zeros_like(prev_mask)
-    prev_words = prev_mask.view(np.uint64)
-    cur_words = cur_mask.view(np.uint64)
     last_cross = np.zeros((nh, M), dtype=np.int64)
     ep_start = np.zeros((nh, M), dtype=np.int64)
     ep_count = np.zeros((nh, M), dtype=np.int64)
@@ -370,8 +363,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
                             off["edge_sizes"], out_off, n_out, rec_samples, rec_steps, rec_discord,
                             rec_sample_discord, rec_output, rec_states, bool(crossings), hid_rows,
                             hid_layer, hid_neuron, sliding_window, sliding_min_flips, cross_buf,
-                            episode_buf, prev_mask, cur_mask, prev_words, cur_words, last_cross,
-                            ep_start, ep_count, F, E, phi_buf, work, blk_buf, counters)
+                            episode_buf, last_cross, ep_start, ep_count, F, E, phi_buf, work, blk_buf,
+                            counters)
             if bar is not None:
                 bar.update(int(counters[_kheat.C_STEPS]) - before)
             if counters[_kheat.C_STATUS] != _kheat.STATUS_RUNNING or counters[_kheat.C_STEPS] >= max_steps:

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 import sheaflinalg as sl
 import sheaflinalg.kernels.heat as kheat
 from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, OUTPUT_EDGE_NONE,
-                                       PHI_CODES, compute_forces, compute_forces_range, tile_width)
-from sheaflinalg.kernels.training import outer_sums_range
+                                       PHI_CODES, compute_forces, compute_forces_range, force_sweep, tile_width)
+from sheaflinalg.kernels.training import weight_velocity
+from sheaflinalg.kernels.products import outer_sums_range
 from strategies import networks
 from test_training import kernel_step, naive_step
 
@@ -36,19 +37,23 @@ def force_call(off, X, S, theta, out_mode, phi, loss_kind, loss_param, dims_max,
     return F, E
 
 
-@given(networks(max_hidden=3, max_width=9), st.integers(1, 41), st.sampled_from([1, 3, 8, 16]),
-       st.sampled_from(["none", "adjoint", "discrepancy"]), st.sampled_from(["squared", "l1", "huber"]))
-@settings(max_examples=30, deadline=None)
-def test_tile_sweep_gives_the_whole_batch_forces_exactly(case, M, T, mode, loss):
+def sweep_case(case, M, mode, loss):
+    """A drawn network (identity output for the reduced system, mode "none"), its kernel inputs and codes."""
     net, seed = case
     rng = np.random.default_rng(seed)
     if mode == "none":
         net = sl.Network(net.weights, net.biases, "identity")
     lay, off, X, S = kernel_args(net, M, rng, reduced=mode == "none")
-    theta = net.parameters()
     out_mode = {"none": OUTPUT_EDGE_NONE, "adjoint": OUTPUT_EDGE_ADJOINT,
                 "discrepancy": OUTPUT_EDGE_DISCREPANCY}[mode]
-    lk = sl.kernels.force.LOSS_CODES[loss]
+    return net, rng, lay, off, X, S, net.parameters(), out_mode, sl.kernels.force.LOSS_CODES[loss]
+
+
+@given(networks(max_hidden=3, max_width=9), st.integers(1, 41), st.sampled_from([1, 3, 8, 16]),
+       st.sampled_from(["none", "adjoint", "discrepancy"]), st.sampled_from(["squared", "l1", "huber"]))
+@settings(max_examples=30, deadline=None)
+def test_tile_sweep_gives_the_whole_batch_forces_exactly(case, M, T, mode, loss):
+    net, rng, lay, off, X, S, theta, out_mode, lk = sweep_case(case, M, mode, loss)
     common = (off, X, S, theta, out_mode, PHI_CODES[net.output], lk, 0.4, max(net.dims))
     F_all, E_all = force_call(*common)
     F, E = np.full_like(S, np.nan), np.full_like(S, np.nan)
@@ -67,6 +72,48 @@ def test_tile_sweep_gives_the_whole_batch_forces_exactly(case, M, T, mode, loss)
         np.testing.assert_allclose(E[zo:zo + W.shape[0]], z - W @ a - b[:, None], rtol=1e-12, atol=1e-12)
         if l < len(net.weights):
             a = S[off["aoff"][l]:off["aoff"][l] + W.shape[0]]
+
+
+@given(networks(max_hidden=3, max_width=9), st.integers(1, 41), st.sampled_from([1, 3, 8, 64]),
+       st.sampled_from(["none", "adjoint", "discrepancy"]), st.sampled_from(["squared", "huber"]),
+       st.floats(0.0, 0.6), st.sampled_from(["count", "velocity"]))
+@settings(max_examples=40, deadline=None)
+def test_fused_step_equals_the_step_from_stored_forces(case, M, T, mode, loss, pinned, extra):
+    """force_sweep with a step (no forces stored) against S + scale * F from the stored-force mode."""
+    net, rng, lay, off, X, S, theta, out_mode, lk = sweep_case(case, M, mode, loss)
+    phi = PHI_CODES[net.output]
+    F, E = force_call(off, X, S, theta, out_mode, phi, lk, 0.4, max(net.dims))
+    # Pinned rows (scale 0, e.g. targets or hard pins) must be copied unchanged.
+    scale = np.where(rng.random(lay.n_free) < pinned, 0.0, 0.03)
+    tol = 1e-2
+    expected = S + scale[:, None] * F
+    S_out = np.full_like(S, np.nan)
+    E_s, F_s = np.zeros_like(S), np.zeros_like(S)
+    phi_buf, work = np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M))
+    flips = np.full(lay.n_free, -1, dtype=np.int64)
+    velocity = np.full(net.n_parameters, np.nan)
+    big = total = 0.0
+    for t0 in range(0, M, T):
+        t1 = min(t0 + T, M)
+        args = (X, S, S_out, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
+                off["yhat_off"], out_mode, phi, lk, 0.4, E_s, F_s, phi_buf, work, t0, t1, scale)
+        if extra == "count":
+            b, t = force_sweep(*args, tol, None, False, flips)
+        else:
+            b, t = force_sweep(*args, None, velocity, t0 > 0, None)
+        big, total = big + b, total + t
+    np.testing.assert_array_equal(S_out, expected)
+    np.testing.assert_allclose(total, (scale[:, None] * F).sum(), rtol=1e-12, atol=1e-12)
+    if extra == "count":
+        assert big == (np.abs(scale[:, None] * F) >= tol).sum()
+        hidden_z = [off["zoff"][l] + j for l in range(1, len(net.dims) - 1) for j in range(net.dims[l])]
+        changed = ((expected >= 0) != (S >= 0)).sum(axis=1)
+        np.testing.assert_array_equal(flips[hidden_z], changed[hidden_z])
+    else:
+        assert big == 0.0
+        ref = np.zeros(net.n_parameters)
+        weight_velocity(X, S, E, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], ref)
+        np.testing.assert_allclose(velocity, ref, rtol=1e-12, atol=1e-12)
 
 
 def test_tile_width_fits_the_budget_and_keeps_whole_batches_for_blas_layers():

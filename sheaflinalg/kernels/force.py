@@ -15,13 +15,19 @@ Internal layout (samples are columns, so inner loops over samples vectorise):
 Layer ``l`` (1-based) has ``dims[l]`` neurons; ``zoff[l]``, ``aoff[l]`` are
 row offsets (``aoff[0] = -1``: ``a_0`` is ``X``).
 
-:func:`compute_forces_range` works on a range of samples (kernels sweep big
-batches in cache-sized tiles); its sample loops use unsigned indices, which
-spares numba's negative-index wraparound test and lets LLVM vectorise them.
+:func:`force_sweep` is the routine: it either stores ``E`` and ``F``
+(:func:`compute_forces`, :func:`compute_forces_range`) or applies one Euler
+step layer by layer without storing the hidden forces, optionally with the
+weight velocity of the joint dynamics (heat and training kernels).  It works
+on a range of samples (kernels sweep big batches in cache-sized tiles); its
+sample loops use unsigned indices, which spares numba's negative-index
+wraparound test and lets LLVM vectorise them.
 """
 
 import numpy as np
 from numba import njit
+
+from .products import BLAS_THRESHOLD, outer_product, outer_sums_range, row_sums
 
 PHI_CODES = {"identity": 0, "sigmoid": 1, "tanh": 2, "softmax": 3}
 
@@ -31,9 +37,6 @@ OUTPUT_EDGE_DISCREPANCY = 2   # -grad f(phi(z) - yhat) on z(k+1) (cross-entropy 
 
 LOSS_CODES = {"squared": 0, "l1": 1, "pnorm": 2, "huber": 3}
 
-# Above this many multiply-adds a layer product goes to BLAS; below it the
-# hand-written loops (no call overhead) are faster.
-BLAS_THRESHOLD = 1 << 16
 
 # Data budget of one tile of samples (its rows of S, E and F): half of a
 # 2 MB L2 cache.  Measured on that machine: smaller (L1-sized) tiles lose
@@ -135,22 +138,32 @@ def _affine_residual(W, b, A, Z, out):
 
 
 @njit(cache=True)
-def _add_transpose_product(W, E, out, work):
-    """``out += W^T E``."""
-    n, m = W.shape
-    M = E.shape[1]
-    if n * m * M >= BLAS_THRESHOLD:
-        buf = work[:m]
-        np.dot(W.T, E, buf)
-        for j in range(m):
-            for s in range(M):
-                out[j, s] += buf[j, s]
-    else:
-        for i in range(n):
-            for j in range(m):
-                w = W[i, j]
-                for s in range(M):
-                    out[j, s] += w * E[i, s]
+def _pullback_rows(E, zo, theta, wo, n, m, G, s0, s1):
+    """``G[j] = sum_i W[i, j] E[zo + i]`` for ``j < m`` (``W`` is (n, m) at ``theta[wo]``), samples ``s0 <= s < s1``.
+
+    The pull-back ``W_(l+1)^T E[z_(l+1)]`` of the weight-edge discrepancies onto
+    the activations ``a_l``.  Row ``j`` accumulates ``i = 0, 1, ...`` in order,
+    four rows of ``E`` per pass over the samples.
+    """
+    for j in range(m):
+        w = theta[wo + j]
+        for s in range(np.uint64(s0), np.uint64(s1)):
+            G[j, s] = w * E[zo, s]
+        i = 1
+        while i + 4 <= n:
+            w1 = theta[wo + i * m + j]
+            w2 = theta[wo + (i + 1) * m + j]
+            w3 = theta[wo + (i + 2) * m + j]
+            w4 = theta[wo + (i + 3) * m + j]
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                G[j, s] = ((((G[j, s] + w1 * E[zo + i, s]) + w2 * E[zo + i + 1, s])
+                            + w3 * E[zo + i + 2, s]) + w4 * E[zo + i + 3, s])
+            i += 4
+        while i < n:
+            w = theta[wo + i * m + j]
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                G[j, s] += w * E[zo + i, s]
+            i += 1
 
 
 @njit(cache=True)
@@ -224,7 +237,7 @@ def tile_width(dims, n_rows, M):
     A tile's rows of ``S``, ``E`` and ``F`` should stay in the L2 cache
     (``TILE_BYTES``).  One tile when the batch fits, or when some layer
     product of a tile would still go to BLAS (the BLAS path of
-    :func:`compute_forces_range` needs the whole batch).  Thin products
+    :func:`force_sweep` needs the whole batch).  Thin products
     (e.g. two inputs) of big batches thus run as tiles of hand-written
     loops, which measured faster than BLAS on the whole batch.
     """
@@ -248,26 +261,213 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     the same ``E`` and ``F`` as one call on all samples.  Layer products
     above ``BLAS_THRESHOLD`` go to BLAS only when the range is the whole
     batch (hand-written loops otherwise: same results up to the order of
-    the floating-point sums).
+    the floating-point sums).  This is :func:`force_sweep` without a step.
+    """
+    force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
+                None, None, None, False, None)
+
+
+@njit(cache=True, inline="always")
+def _hidden_forces(z, a, e, g):
+    """Forces on one hidden neuron: ``(e_a, f_z, f_a)``.
+
+    ``e`` is its weight-edge discrepancy ``z - W a_prev - b``, ``g`` the
+    pull-back ``(W_next^T E[z_next])_j``; with ``R = (z >= 0)``:
+    ``e_a = a - R z``, ``f_z = -e + R e_a``, ``f_a = -e_a + g``.
+    """
+    if z >= 0:
+        ea = a - z
+        return ea, ea - e, g - ea
+    return a, -e, g - a
+
+
+# The optional arguments of the step functions below (tol, flips, velocity)
+# are either arrays/floats or None; numba compiles one version per
+# combination and prunes the branches of the absent ones, so a heat step
+# does not pay for the weight velocity nor a training step for the counts.
+
+@njit(cache=True, fastmath={"reassoc"})
+def step_rows(S, S_out, F, r0, n, scale, tol, flips, s0, s1):
+    """``S_out[r] = S[r] + scale[r] F[r]`` for the rows ``r0 <= r < r0 + n``.
+
+    Returns (count of changes ``>= tol`` (0 when ``tol`` is None), sum of
+    changes); ``flips[r]`` (if given) counts, or for ``s0 > 0`` adds, the
+    samples whose sign ``>= 0`` changed in row ``r``.
+    """
+    big = 0.0
+    total = 0.0
+    for r in range(r0, r0 + n):
+        c = scale[r]
+        fl = 0
+        for s in range(np.uint64(s0), np.uint64(s1)):
+            d = c * F[r, s]
+            v = S[r, s] + d
+            S_out[r, s] = v
+            total += d
+            if tol is not None:
+                big += 1.0 if abs(d) >= tol else 0.0
+            if flips is not None:
+                fl += (v >= 0) ^ (S[r, s] >= 0)
+        if flips is not None:
+            flips[r] = fl if s0 == 0 else flips[r] + fl
+    return big, total
+
+
+@njit(cache=True, inline="always")
+def _neuron_step(S_out, zr, ar, s, z, a, e, g, cz, ca, tol, flips):
+    """One hidden neuron's step into ``S_out[zr, s]``, ``S_out[ar, s]``; returns the sum of the two
+    changes, how many are ``>= tol`` (0 when ``tol`` is None) and whether ``z`` changed sign (0 when
+    ``flips`` is None)."""
+    ea, fz, fa = _hidden_forces(z, a, e, g)
+    dz = cz * fz
+    da = ca * fa
+    nz = z + dz
+    S_out[zr, s] = nz
+    S_out[ar, s] = a + da
+    count = 0.0
+    if tol is not None:
+        count = (1.0 if abs(dz) >= tol else 0.0) + (1.0 if abs(da) >= tol else 0.0)
+    flip = 0
+    if flips is not None:
+        flip = (nz >= 0) ^ (z >= 0)
+    return dz + da, count, flip
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row, g_wo, inline_residual,
+                       scale, tol, velocity, accumulate, flips, s0, s1):
+    """Euler step of one hidden layer, neuron by neuron, without storing its forces.
+
+    The weight-edge discrepancy ``e`` of neuron ``j`` is ``E[zo + j]``, or,
+    when ``inline_residual`` (first layer, at most three inputs), computed
+    here from ``X`` with the arithmetic of :func:`_residual_rows`, its
+    weight velocity (``e x^T`` and ``sum e``) accumulated on the way into
+    ``velocity`` (if given).  The pull-back ``g`` is ``theta[g_wo + j]
+    E[gsrc_row]`` (next layer of width one) or ``G[j]``; in the first case
+    the next layer's weight velocity ``E[gsrc_row] a_j`` is accumulated here
+    too (its bias velocity is left to :func:`force_sweep`).  Returns and
+    counts as :func:`step_rows` (``flips[zo + j]``).  "reassoc" only
+    reorders these sums (and the batch sums of the velocity).
+    """
+    big = 0.0
+    total = 0.0
+    for j in range(n):
+        zr = zo + j
+        ar = ao + j
+        cz = scale[zr]
+        ca = scale[ar]
+        fl = 0
+        if gsrc_row >= 0:
+            gv = theta[g_wo + j]
+            grow = gsrc_row
+            Gs = E
+        else:
+            gv = 1.0
+            grow = j
+            Gs = G
+        cn = 0.0
+        if inline_residual:
+            bi = theta[bo + j]
+            w0 = theta[wo + j * m]
+            # Absent inputs are padded with a zero weight on row 0: x - 0 * x0 = x exactly.
+            w1 = theta[wo + j * m + 1] if m >= 2 else 0.0
+            w2 = theta[wo + j * m + 2] if m >= 3 else 0.0
+            r1 = 1 if m >= 2 else 0
+            r2 = 2 if m >= 3 else 0
+            c0 = 0.0
+            c1 = 0.0
+            c2 = 0.0
+            cb = 0.0
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                z = S[zr, s]
+                a = S[ar, s]
+                x0 = X[0, s]
+                x1 = X[r1, s]
+                x2 = X[r2, s]
+                e = (((z - bi) - w0 * x0) - w1 * x1) - w2 * x2
+                g = Gs[grow, s]
+                d, c, f = _neuron_step(S_out, zr, ar, s, z, a, e, gv * g, cz, ca, tol, flips)
+                total += d
+                big += c
+                fl += f
+                if velocity is not None:
+                    cn += g * a
+                    c0 += e * x0
+                    c1 += e * x1
+                    c2 += e * x2
+                    cb += e
+            if velocity is not None:
+                if not accumulate:
+                    for q in range(m):
+                        velocity[wo + j * m + q] = 0.0
+                    velocity[bo + j] = 0.0
+                velocity[wo + j * m] += c0
+                if m >= 2:
+                    velocity[wo + j * m + 1] += c1
+                if m >= 3:
+                    velocity[wo + j * m + 2] += c2
+                velocity[bo + j] += cb
+        else:
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                z = S[zr, s]
+                a = S[ar, s]
+                g = Gs[grow, s]
+                d, c, f = _neuron_step(S_out, zr, ar, s, z, a, E[zr, s], gv * g, cz, ca, tol, flips)
+                total += d
+                big += c
+                fl += f
+                if velocity is not None:
+                    cn += g * a
+        if velocity is not None:
+            if gsrc_row >= 0:
+                velocity[g_wo + j] = cn if not accumulate else velocity[g_wo + j] + cn
+        if flips is not None:
+            flips[zr] = fl if s0 == 0 else flips[zr] + fl
+    return big, total
+
+
+@njit(cache=True)
+def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
+                scale, tol, velocity, accumulate, flips):
+    """The one force routine: forces of the state ``S`` on the samples ``s0 <= s < s1``, stored or applied.
+
+    With ``scale`` None: ``E`` receives every edge discrepancy and ``F``
+    every force (this is :func:`compute_forces_range`).  Otherwise one
+    forward-Euler step ``S_out[r] = S[r] + scale[r] F[r]`` is taken
+    (``scale[r]`` is ``alpha dt`` for rows that move, ``0`` for pinned rows
+    and targets, which are copied), layer by layer from the output back to
+    the first layer, without storing the hidden layers' forces (``E`` and
+    ``F`` are then scratch).  ``S_out`` is another array of the shape of
+    ``S``: all forces are those of the old state, and separate arrays let
+    LLVM vectorise the fused loops.
+
+    Optional (None: not computed): ``tol``, count the changes ``>= tol``;
+    ``flips`` (int64, one per row), count the samples whose sign ``>= 0``
+    changed in each moved row (the boundary crossings of hidden ``z``);
+    ``velocity`` (flat, like ``theta``), the weight velocity
+    ``E[z_l] a_(l-1)^T``, ``sum_s E[z_l]`` of the old state (added to it when
+    ``accumulate``).  Returns (number of changes ``>= tol``, sum of changes).
     """
     n_layers = dims.shape[0] - 1
     k = n_layers - 1
     M = S.shape[1]
     whole = s0 == 0 and s1 == M
-    # Rows are addressed by offset (no per-call array views): for small
-    # networks and one sample the view bookkeeping would dominate.
-    # Edge discrepancies and the diagonal part of each force.
-    # Inner loops store into one row each (see _residual_rows), and the force
-    # rows are written in as few passes as possible with the same arithmetic:
-    # F[z_l] = -E[z_l] + R E[a_l],  F[a_l] = -E[a_l] + sum_i W_{l+1}[i] E[z_{l+1}, i].
-    for l in range(1, n_layers + 1):
+    big = 0.0
+    total = 0.0
+    for l in range(n_layers, 0, -1):
         n = dims[l]
         m = dims[l - 1]
         zo = zoff[l]
         wo = woff[l]
         bo = boff[l]
         hidden = l <= k
-        if whole and n * m * M >= BLAS_THRESHOLD:
+        inline_residual = scale is not None and hidden and l == 1 and m <= 3
+        # Weight-edge discrepancies E[z_l] = z_l - W_l a_(l-1) - b_l.
+        if inline_residual:
+            pass
+        elif whole and n * m * M >= BLAS_THRESHOLD:
             W = theta[wo:wo + n * m].reshape(n, m)
             A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
             _affine_residual(W, theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
@@ -279,56 +479,103 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
             _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, not hidden, s0, s1)
         else:
             _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F, not hidden, s0, s1)
-        if hidden:
-            # Activation edge e = a - R z.
-            ao = aoff[l]
-            # One pass for both rows (two stores still vectorise; three do not).
-            for i in range(n):
-                for s in range(np.uint64(s0), np.uint64(s1)):
-                    z = S[zo + i, s]
-                    r = np.float64(z >= 0)
-                    ea = S[ao + i, s] - r * z
-                    E[ao + i, s] = ea
-                    F[zo + i, s] = -E[zo + i, s] + r * ea
-    # Weight edges pull the upstream activations: F[a_l] = -E[a_l] + W_{l+1}^T E[z_{l+1}].
-    for l in range(1, k + 1):
-        n = dims[l + 1]
-        m = dims[l]
-        wo = woff[l + 1]
-        zo = zoff[l + 1]
-        ao = aoff[l]
-        if whole and n * m * M >= BLAS_THRESHOLD:
-            for j in range(m):
-                for s in range(np.uint64(s0), np.uint64(s1)):
-                    F[ao + j, s] = -E[ao + j, s]
-            W = theta[wo:wo + n * m].reshape(n, m)
-            _add_transpose_product(W, E[zo:zo + n], F[ao:ao + m], work)
+        if not hidden:
+            _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_param, phi_buf, s0, s1)
+            if scale is not None:
+                b, t = step_rows(S, S_out, F, zo, n, scale, tol, flips, s0, s1)
+                big += b
+                total += t
+                if out_mode != OUTPUT_EDGE_NONE:
+                    b, t = step_rows(S, S_out, F, yhat_off, n, scale, tol, flips, s0, s1)
+                    big += b
+                    total += t
         else:
-            for j in range(m):
-                w = theta[wo + j]
-                for s in range(np.uint64(s0), np.uint64(s1)):
-                    F[ao + j, s] = -E[ao + j, s] + w * E[zo, s]
-            # Row j accumulates i = 1, 2, ... in order, four rows of E per pass.
-            for j in range(m):
-                i = 1
-                while i + 4 <= n:
-                    w1 = theta[wo + i * m + j]
-                    w2 = theta[wo + (i + 1) * m + j]
-                    w3 = theta[wo + (i + 2) * m + j]
-                    w4 = theta[wo + (i + 3) * m + j]
-                    for s in range(np.uint64(s0), np.uint64(s1)):
-                        F[ao + j, s] = ((((F[ao + j, s] + w1 * E[zo + i, s]) + w2 * E[zo + i + 1, s])
-                                         + w3 * E[zo + i + 2, s]) + w4 * E[zo + i + 3, s])
-                    i += 4
-                while i < n:
-                    w = theta[wo + i * m + j]
-                    for s in range(np.uint64(s0), np.uint64(s1)):
-                        F[ao + j, s] += w * E[zo + i, s]
-                    i += 1
+            ao = aoff[l]
+            # Pull-back g = W_(l+1)^T E[z_(l+1)] onto a_l: inline for a next layer of width one.
+            n_next = dims[l + 1]
+            zo_next = zoff[l + 1]
+            wo_next = woff[l + 1]
+            gsrc_row = -1
+            if n_next == 1:
+                gsrc_row = zo_next
+            elif whole and n_next * n * M >= BLAS_THRESHOLD:
+                W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
+                np.dot(W.T, E[zo_next:zo_next + n_next], work[:n])
+            else:
+                _pullback_rows(E, zo_next, theta, wo_next, n_next, n, work, s0, s1)
+            if scale is not None:
+                b, t = _step_hidden_layer(X, S, S_out, theta, E, work, zo, ao, n, m, wo, bo, gsrc_row, wo_next,
+                                          inline_residual, scale, tol, velocity, accumulate, flips, s0, s1)
+                big += b
+                total += t
+            else:
+                _store_hidden_forces(S, F, E, work, theta, zo, ao, n, gsrc_row, wo_next, s0, s1)
+        if velocity is not None:
+            if scale is not None and l >= 2 and n == 1:
+                # W_l's velocity rides on layer l - 1's step (see _step_hidden_layer): the bias's here.
+                _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1)
+            elif not inline_residual:
+                layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole,
+                                     s0, s1)
+    return big, total
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1):
+    """``velocity[bo] (+)= sum_s E[zo, s]`` over ``s0 <= s < s1`` (bias of a layer of width one)."""
+    acc = 0.0
+    for s in range(np.uint64(s0), np.uint64(s1)):
+        acc += E[zo, s]
+    velocity[bo] = acc if not accumulate else velocity[bo] + acc
+
+
+@njit(cache=True)
+def _store_hidden_forces(S, F, E, G, theta, zo, ao, n, gsrc_row, g_wo, s0, s1):
+    """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of one hidden layer (see :func:`_hidden_forces`).
+
+    Two passes, each storing into at most two rows (LLVM vectorises those loops).
+    """
+    for j in range(n):
+        zr = zo + j
+        ar = ao + j
+        for s in range(np.uint64(s0), np.uint64(s1)):
+            ea, fz, fa = _hidden_forces(S[zr, s], S[ar, s], E[zr, s], 0.0)
+            E[ar, s] = ea
+            F[zr, s] = fz
+        if gsrc_row >= 0:
+            gv = theta[g_wo + j]
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                F[ar, s] = gv * E[gsrc_row, s] - E[ar, s]
+        else:
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                F[ar, s] = G[j, s] - E[ar, s]
+
+
+@njit(cache=True)
+def layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole, s0, s1):
+    """Weight velocity of layer ``l`` on the samples ``s0 <= s < s1``: ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]``."""
+    n = dims[l]
+    m = dims[l - 1]
+    zo = zoff[l]
+    wo = woff[l]
+    bo = boff[l]
+    M = S.shape[1]
+    if whole and not accumulate and n * m * M >= BLAS_THRESHOLD:
+        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+        outer_product(E[zo:zo + n], A, velocity[wo:wo + n * m].reshape(n, m))
+        row_sums(E[zo:zo + n], velocity[bo:bo + n])
+    elif l == 1:
+        outer_sums_range(E, zo, n, X, 0, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1, accumulate)
+    else:
+        outer_sums_range(E, zo, n, S, aoff[l - 1], m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,
+                         accumulate)
+
+
+@njit(cache=True)
+def _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_param, phi_buf, s0, s1):
+    """Output-edge terms: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its pull onto ``F[z(k+1)]``."""
     if out_mode == OUTPUT_EDGE_NONE:
         return
-    n = dims[n_layers]
-    zo = zoff[n_layers]
     apply_phi_range(phi_code, S, zo, n, phi_buf, s0, s1)
     # g = grad f(phi(z) - yhat) goes to F's yhat rows (the force on yhat);
     # rows outer, samples inner, so that the loops vectorise.

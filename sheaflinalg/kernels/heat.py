@@ -1,25 +1,26 @@
 """Forward-Euler kernel of the restricted sheaf heat equation (numba, no Python per step).
 
 The state ``S`` is ``(n_rows, M)`` in the layout's free order, samples as
-columns (see :mod:`sheaflinalg.kernels.force`).  Every step sweeps the batch
-in tiles of samples (one tile unless the batch overflows the L2 cache, see
-:func:`~sheaflinalg.kernels.force.tile_width`); for each tile:
+columns (see :mod:`sheaflinalg.kernels.force`).  Each step writes the new
+state into a second buffer (the buffers then swap) and sweeps the batch in
+tiles of samples (one tile unless the batch overflows the L2 cache, see
+:func:`~sheaflinalg.kernels.force.tile_width`).  For each tile:
 
-1. ``compute_forces`` (the one force routine) gives the edge discrepancies
-   ``E`` and the force ``F = -grad(discord)`` with the mask ``z >= 0`` of the
-   current state;
-2. soft-pin edges add ``-gamma (s - p)`` and reluctance edges
-   ``-lam (s - anchor)`` on the rows they touch;
-3. on recording steps the discord by edge block, the output rows and the
-   states of selected samples are stored;
-4. rows listed in ``update_rows`` (the free coordinates: hard-pinned rows
-   are simply not listed) move by ``alpha dt F``; changes >= ``tol`` are counted.
+* plain steps: :func:`~sheaflinalg.kernels.force.force_sweep` (the one force
+  routine) applies the step ``S_new = S + alpha dt F`` with the mask
+  ``z >= 0`` of the current state, without storing forces, counting the
+  changes ``>= tol`` and the sign changes of every row;
+* steps with soft pins or reluctance edges (extra forces ``-gamma (s - p)``,
+  ``-lam (s - anchor)``) and recording steps: the same routine stores the
+  edge discrepancies ``E`` and forces ``F``, the extra forces are added, the
+  discord by edge block, the output rows and the states of selected samples
+  are recorded, and the step is applied from ``F``.
 
-After the last tile:
-
-5. hidden pre-activations whose sign (``z >= 0``) changed are logged as
-   boundary crossings, and repeated flips of one coordinate within
-   ``slide_window`` steps are merged into sliding episodes.
+Hard-pinned rows get a zero step (``scale``).  After the step, hidden
+pre-activations whose sign (``z >= 0``) changed are logged as boundary
+crossings (only rows whose count is nonzero are scanned), and repeated flips
+of one coordinate within ``slide_window`` steps are merged into sliding
+episodes.
 
 The kernel is resumable: all counters live in ``counters`` so that a driver
 can call it in chunks (for a progress bar) without changing the result.
@@ -28,7 +29,8 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import compute_forces, compute_forces_range, discord_by_edge_block, tile_width
+from .force import (compute_forces, compute_forces_range, discord_by_edge_block, force_sweep, step_rows,
+                    tile_width)
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1
@@ -44,27 +46,6 @@ C_STATUS = 4
 C_LASTREC = 5      # step of the last record (-1: none)
 N_COUNTERS = 6
 
-# Below this many samples the row-wise vectorised helpers cost more than plain loops.
-SMALL_BATCH = 16
-
-
-@njit(cache=True, fastmath={"reassoc"})
-def _update_range(S, F, update_rows, adt, tol, s0, s1):
-    # Euler update of the listed rows, samples s0 <= s < s1; returns (number
-    # of changes >= tol, sum of changes).  Both reductions are sums so that
-    # they vectorise ("reassoc" only reorders the sums; the update itself is
-    # elementwise and exact).  A float max reduction does not vectorise, so
-    # the largest change is computed once, after the run, by the driver.
-    big = 0.0
-    sm = 0.0
-    for i in range(update_rows.shape[0]):
-        r = update_rows[i]
-        for s in range(np.uint64(s0), np.uint64(s1)):
-            d = adt * F[r, s]
-            S[r, s] += d
-            sm += d
-            big += np.float64(abs(d) >= tol)  # a branch here would stop vectorisation
-    return big, sm
 
 
 @njit(cache=True)
@@ -143,12 +124,14 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
              record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
              rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
-             cross_buf, episode_buf, prev_mask, cur_mask, prev_words, cur_words, last_cross, ep_start,
-             ep_count,
+             cross_buf, episode_buf, last_cross, ep_start, ep_count,
              F, E, phi_buf, work, blk_buf, counters, tile=0):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
-    On return ``F`` holds the forces of the last step taken (the driver
+    Each step writes the new state into a second buffer (the two swap), so
+    the fused path of :func:`~sheaflinalg.kernels.force.force_sweep` applies
+    it without storing forces.  On return ``S`` holds the latest state and,
+    if a step was taken, ``F`` the forces of the last step (the driver
     computes the largest change ``max |adt F|`` from it).
     Records are taken at steps ``0, record_every, 2 record_every, ...``
     (``record_every <= 0``: none); the driver records the final state with
@@ -156,68 +139,89 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
     the result does not depend on it.
     """
     M = S.shape[1]
+    n_rows = S.shape[0]
     n_hid = hid_rows.shape[0]
-    T = tile if tile > 0 else tile_width(dims, S.shape[0], M)
+    T = tile if tile > 0 else tile_width(dims, n_rows, M)
+    scale = np.zeros(n_rows)
+    for i in range(update_rows.shape[0]):
+        scale[update_rows[i]] = adt
+    # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
+    fused = soft_rows.shape[0] == 0 and rel_lam <= 0.0
+    S_prev = np.empty_like(S)
+    flips = np.zeros(n_rows, dtype=np.int64)
+    Sa = S          # current state
+    Sb = S_prev     # receives the next one
+    taken = 0
     while counters[C_STEPS] < stop_at:
         step = counters[C_STEPS]
-        # Samples are independent: sweep the batch tile by tile (forces, then
-        # the update of the tile), so that a tile's rows stay in cache.  A
-        # record needs E and S of all samples before the update: one tile then.
+        # Samples are independent: sweep the batch tile by tile, so that a
+        # tile's rows stay in cache.  A record needs E and S of all samples
+        # before the step: one tile then.
         recording = record_every > 0 and step % record_every == 0
         width = M if recording else T
         n_big = 0.0
         dsum = 0.0
         for t0 in range(0, M, width):
             t1 = min(t0 + width, M)
-            compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                 out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1)
-            _extra_forces_range(S, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
-                                t0, t1)
-            if recording:
-                _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
-                        edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
-                        rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf,
-                        counters)
-            nb, sm = _update_range(S, F, update_rows, adt, tol, t0, t1)
+            if fused and not recording:
+                if track_crossings:
+                    nb, sm = force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                         out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
+                                         scale, tol, None, False, flips)
+                else:
+                    nb, sm = force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                         out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
+                                         scale, tol, None, False, None)
+            else:
+                compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                     out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1)
+                _extra_forces_range(Sa, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam,
+                                    rel_anchor, t0, t1)
+                if recording:
+                    _record(step, Sa, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+                            edge_offsets, edge_sizes, yhat_off, out_off, n_out, rec_samples,
+                            rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, blk_buf,
+                            counters)
+                nb, sm = step_rows(Sa, Sb, F, 0, n_rows, scale, tol, flips, t0, t1)
             n_big += nb
             dsum += sm
+        Sa, Sb = Sb, Sa
+        taken += 1
         step += 1
         counters[C_STEPS] = step
         # NaN/Inf in any change propagate into dsum.
         if not (dsum - dsum == 0.0):
             counters[C_STATUS] = STATUS_NONFINITE
-            return
+            break
         if track_crossings:
-            if M >= SMALL_BATCH:
-                # Vectorised mask, then compare 8 samples at a time through uint64
-                # views of the (padded) masks; only changed words are scanned.
-                for h in range(n_hid):
-                    r = hid_rows[h]
-                    for s in range(M):
-                        cur_mask[h, s] = np.uint8(S[r, s] >= 0)
-                    for w in range(cur_words.shape[1]):
-                        if cur_words[h, w] != prev_words[h, w]:
-                            for s in range(8 * w, min(8 * w + 8, M)):
-                                m = cur_mask[h, s]
-                                if m != prev_mask[h, s]:
-                                    _log_crossing(h, s, m, step, hid_layer, hid_neuron, slide_window,
-                                                  slide_min, cross_buf, episode_buf, last_cross, ep_start,
-                                                  ep_count, counters)
-                            prev_words[h, w] = cur_words[h, w]
-            else:
-                for h in range(n_hid):
-                    r = hid_rows[h]
-                    for s in range(M):
-                        m = np.uint8(S[r, s] >= 0)
-                        if m != prev_mask[h, s]:
-                            prev_mask[h, s] = m
-                            _log_crossing(h, s, m, step, hid_layer, hid_neuron, slide_window, slide_min,
-                                          cross_buf, episode_buf, last_cross, ep_start, ep_count, counters)
+            # Sign changes between the state before the step (now in Sb) and after it (Sa).
+            for h in range(n_hid):
+                r = hid_rows[h]
+                left = flips[r]     # counted by the step itself
+                s = 0
+                while left > 0:
+                    now = Sa[r, s] >= 0
+                    if now != (Sb[r, s] >= 0):
+                        _log_crossing(h, s, np.uint8(now), step, hid_layer, hid_neuron, slide_window, slide_min,
+                                      cross_buf, episode_buf, last_cross, ep_start, ep_count, counters)
+                        left -= 1
+                    s += 1
         if n_big == 0.0:
             counters[C_STATUS] = STATUS_CONVERGED
-            return
-    if counters[C_STATUS] == STATUS_RUNNING and counters[C_STEPS] >= stop_at:
-        counters[C_STATUS] = STATUS_RUNNING
+            break
+    if taken == 0:
+        return
+    if taken % 2 == 1:
+        # The latest state is in S_prev: swap the buffers' contents.
+        for r in range(n_rows):
+            for s in range(M):
+                v = S[r, s]
+                S[r, s] = S_prev[r, s]
+                S_prev[r, s] = v
+    # Forces of the last step (the state before it), as the step used them.
+    compute_forces(X, S_prev, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                   out_mode, phi_code, 0, 0.0, F, E, phi_buf, work)
+    _extra_forces(S_prev, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
 
 
 @njit(cache=True)

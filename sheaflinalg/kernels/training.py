@@ -2,14 +2,17 @@
 
 Same internal layout as :mod:`sheaflinalg.kernels.force` (samples are
 columns, ``S`` rows in the layout's free order, the targets sit in the
-``yhat`` rows and are never updated).  One Euler step of the joint dynamics:
+``yhat`` rows and are never updated).  One Euler step of the joint dynamics
+takes every force from the old state and the old weights:
 
-1. ``compute_forces`` on the old state and the old weights (edge
-   discrepancies ``E`` and state forces ``F``);
-2. weights from the same old state: ``W_l += beta dt (E[z_l] a_(l-1)^T)``,
-   ``b_l += beta dt sum_s E[z_l]`` (``E[z_l] = -r_l``; sums over the batch),
-   plus the weight regularisation force;
-3. stalks: ``S[:n_move] += alpha dt (F + regularisation force)``.
+1. stalks: ``S_new[:n_move] = S[:n_move] + alpha dt (F + regularisation force)``
+   and weight velocity ``E[z_l] a_(l-1)^T``, ``sum_s E[z_l]``
+   (``E[z_l] = -r_l``; sums over the batch), both from
+   :func:`~sheaflinalg.kernels.force.force_sweep` in one pass (with a state
+   regularisation: stored forces, then the step);
+2. weights: ``W_l += beta dt (velocity + weight regularisation force)``.
+
+The stalks alternate between ``S`` and a second buffer, as in the heat kernel.
 
 Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
 2 L1 ``lam sign(s - s0)``, 3 elastic net ``lam (l1_ratio sign(d) + (1 - l1_ratio) d)``.
@@ -18,7 +21,8 @@ Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
 import numpy as np
 from numba import njit
 
-from .force import BLAS_THRESHOLD, apply_phi, compute_forces_range, tile_width
+from .force import BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, layer_velocity_range, tile_width
+from .products import outer_product, outer_sums_range, row_sums
 
 REG_CODES = {"none": 0, "l2": 1, "l1": 2, "elastic": 3}
 
@@ -34,114 +38,6 @@ def _reg_force(kind, strength, l1_ratio, d):
     return -strength * (l1_ratio * sgn + (1.0 - l1_ratio) * d)
 
 
-# fastmath lets LLVM vectorise the batch reduction (it reorders the sum only).
-@njit(cache=True, fastmath=True)
-def outer_product(E, A, out):
-    """``out = E A^T`` (``E`` (n, M), ``A`` (m, M), ``out`` (n, m) C-contiguous).
-
-    Large products go to BLAS, writing straight into ``out`` (no allocation).
-    """
-    n, M = E.shape
-    m = A.shape[0]
-    if n * m * M >= BLAS_THRESHOLD:
-        np.dot(E, A.T, out)
-    else:
-        for i in range(n):
-            for j in range(m):
-                acc = 0.0
-                for s in range(M):
-                    acc += E[i, s] * A[j, s]
-                out[i, j] = acc
-
-
-@njit(cache=True, fastmath=True)
-def row_sums(E, out):
-    """``out[i] = sum_s E[i, s]`` (vectorised reduction)."""
-    n, M = E.shape
-    for i in range(n):
-        acc = 0.0
-        for s in range(M):
-            acc += E[i, s]
-        out[i] = acc
-
-
-@njit(cache=True, fastmath={"reassoc"})
-def outer_sums_range(E, eo, n, A, ao, m, w_out, b_out, s0, s1, accumulate):
-    """``W = E[eo:eo+n] A[ao:ao+m]^T`` and ``b = row sums of E[eo:eo+n]`` over the samples ``s0 <= s < s1``.
-
-    ``W`` (row-major) goes to ``w_out``, ``b`` to ``b_out``; added to them
-    when ``accumulate``.  Each pass over the samples reads one row of ``E``
-    and up to four rows of ``A`` (the bias sum rides on the last pass), so
-    the rows are read a quarter as often as with one dot product per pass.
-    Sums are vectorised ("reassoc" reorders them, nothing else).
-    """
-    u0 = np.uint64(s0)
-    u1 = np.uint64(s1)
-    for i in range(n):
-        r = eo + i
-        wo = i * m
-        j = 0
-        while j + 4 <= m:
-            c0 = 0.0
-            c1 = 0.0
-            c2 = 0.0
-            c3 = 0.0
-            for s in range(u0, u1):
-                e = E[r, s]
-                c0 += e * A[ao + j, s]
-                c1 += e * A[ao + j + 1, s]
-                c2 += e * A[ao + j + 2, s]
-                c3 += e * A[ao + j + 3, s]
-            if accumulate:
-                w_out[wo + j] += c0
-                w_out[wo + j + 1] += c1
-                w_out[wo + j + 2] += c2
-                w_out[wo + j + 3] += c3
-            else:
-                w_out[wo + j] = c0
-                w_out[wo + j + 1] = c1
-                w_out[wo + j + 2] = c2
-                w_out[wo + j + 3] = c3
-            j += 4
-        rem = m - j
-        c0 = 0.0
-        c1 = 0.0
-        c2 = 0.0
-        cb = 0.0
-        if rem == 3:
-            for s in range(u0, u1):
-                e = E[r, s]
-                c0 += e * A[ao + j, s]
-                c1 += e * A[ao + j + 1, s]
-                c2 += e * A[ao + j + 2, s]
-                cb += e
-        elif rem == 2:
-            for s in range(u0, u1):
-                e = E[r, s]
-                c0 += e * A[ao + j, s]
-                c1 += e * A[ao + j + 1, s]
-                cb += e
-        elif rem == 1:
-            for s in range(u0, u1):
-                e = E[r, s]
-                c0 += e * A[ao + j, s]
-                cb += e
-        else:
-            for s in range(u0, u1):
-                cb += E[r, s]
-        if not accumulate:
-            for q in range(rem):
-                w_out[wo + j + q] = 0.0
-            b_out[i] = 0.0
-        if rem >= 1:
-            w_out[wo + j] += c0
-        if rem >= 2:
-            w_out[wo + j + 1] += c1
-        if rem >= 3:
-            w_out[wo + j + 2] += c2
-        b_out[i] += cb
-
-
 @njit(cache=True)
 def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
     """``out = Pi_W(delta omega omega^T)`` with the sign of a velocity: ``E[z_l] abar_(l-1)^T`` per layer.
@@ -155,24 +51,9 @@ def weight_velocity(X, S, E, dims, zoff, aoff, woff, boff, out):
 @njit(cache=True)
 def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, accumulate):
     """:func:`weight_velocity` of the samples ``s0 <= s < s1``, added to ``out`` when ``accumulate``."""
-    n_layers = dims.shape[0] - 1
-    M = S.shape[1]
-    for l in range(1, n_layers + 1):
-        n = dims[l]
-        m = dims[l - 1]
-        zo = zoff[l]
-        wo = woff[l]
-        bo = boff[l]
-        if s0 == 0 and s1 == M and not accumulate and n * m * M >= BLAS_THRESHOLD:
-            Ez = E[zo:zo + n]
-            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-            outer_product(Ez, A, out[wo:wo + n * m].reshape(n, m))
-            row_sums(Ez, out[bo:bo + n])
-        elif l == 1:
-            outer_sums_range(E, zo, n, X, 0, m, out[wo:wo + n * m], out[bo:bo + n], s0, s1, accumulate)
-        else:
-            outer_sums_range(E, zo, n, S, aoff[l - 1], m, out[wo:wo + n * m], out[bo:bo + n], s0, s1,
-                             accumulate)
+    whole = s0 == 0 and s1 == S.shape[1]
+    for l in range(1, dims.shape[0]):
+        layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, out, accumulate, whole, s0, s1)
 
 
 @njit(cache=True, nogil=True)
@@ -192,30 +73,41 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     the result depends on it only through the order of the batch sums.
     """
     M = S.shape[1]
+    n_rows = S.shape[0]
     P = theta.shape[0]
     a_dt = alpha * dt
     b_dt = beta * dt
-    T = tile if tile > 0 else tile_width(dims, S.shape[0], M)
+    T = tile if tile > 0 else tile_width(dims, n_rows, M)
+    scale = np.zeros(n_rows)
+    scale[:n_move] = a_dt
+    # Each step writes the new stalks into the other buffer (see force_sweep); they swap.
+    S_next = np.empty_like(S)
+    Sa = S
+    Sb = S_next
+    done = n_steps
     for step in range(n_steps):
         # Tile by tile (samples are independent given the weights): forces
-        # and weight velocity from the old state and weights, then the
-        # tile's stalks move.  The weights move after the last tile.
+        # and weight velocity from the old state and weights, and the
+        # tile's new stalks.  The weights move after the last tile.
         for t0 in range(0, M, T):
             t1 = min(t0 + T, M)
-            compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                 out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
-            weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, grad, t0, t1, t0 > 0)
-            u0 = np.uint64(t0)
-            u1 = np.uint64(t1)
-            if state_reg != 0:
-                for r in range(n_move):
-                    for s in range(u0, u1):
-                        v = F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, S[r, s] - S_anchor[r, s])
-                        S[r, s] += a_dt * v
+            if state_reg == 0:
+                force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                            out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
+                            scale, None, grad, t0 > 0, None)
             else:
-                for r in range(n_move):
+                compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
+                weight_velocity_range(X, Sa, E, dims, zoff, aoff, woff, boff, grad, t0, t1, t0 > 0)
+                u0 = np.uint64(t0)
+                u1 = np.uint64(t1)
+                for r in range(n_rows):
                     for s in range(u0, u1):
-                        S[r, s] += a_dt * F[r, s]
+                        v = Sa[r, s]
+                        if r < n_move:
+                            v += a_dt * (F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, v - S_anchor[r, s]))
+                        Sb[r, s] = v
+        Sa, Sb = Sb, Sa
         total = 0.0
         if weight_reg != 0:
             for p in range(P):
@@ -228,8 +120,11 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 total += theta[p]
         # NaN/Inf in the weights propagate into every later force; one sum catches them.
         if not np.isfinite(total):
-            return step + 1
-    return n_steps
+            done = step + 1
+            break
+    if done % 2 == 1:
+        S[:] = S_next
+    return done
 
 
 # ---------------------------------------------------------------- gradient descent
