@@ -38,6 +38,14 @@ OUTPUT_EDGE_DISCREPANCY = 2   # -grad f(phi(z) - yhat) on z(k+1) (cross-entropy 
 LOSS_CODES = {"squared": 0, "l1": 1, "pnorm": 2, "huber": 3}
 
 
+# Floating-point flags of the force loops.  "contract" fuses a * b + c into
+# one FMA (one rounding instead of two): both modes of force_sweep use it on
+# the same expressions, so a fused step equals the step taken from stored
+# forces bit for bit.  Sums over samples may also be reordered ("reassoc")
+# so that they vectorise; nothing else is relaxed (no NaN/Inf assumptions).
+FMA = {"contract"}
+FMA_SUMS = {"contract", "reassoc"}
+
 # Data budget of one tile of samples (its rows of S, E and F): half of a
 # 2 MB L2 cache.  Measured on that machine: smaller (L1-sized) tiles lose
 # more to loop overheads than they gain, and bigger ones spill to L3.
@@ -115,7 +123,7 @@ def loss_potential(kind, param, d):
     return param * (np.abs(d) - 0.5 * param)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def _affine_residual(W, b, A, Z, out):
     """``out = Z - W A - b``: the weight-edge discrepancy."""
     n, m = W.shape
@@ -137,7 +145,7 @@ def _affine_residual(W, b, A, Z, out):
                     out[i, s] -= w * A[j, s]
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def _pullback_rows(E, zo, theta, wo, n, m, G, s0, s1):
     """``G[j] = sum_i W[i, j] E[zo + i]`` for ``j < m`` (``W`` is (n, m) at ``theta[wo]``), samples ``s0 <= s < s1``.
 
@@ -166,7 +174,7 @@ def _pullback_rows(E, zo, theta, wo, n, m, G, s0, s1):
             i += 1
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1):
     """``E[z] = z - W A - b`` (and ``F[z] = -E[z]`` if ``write_force``) row by row (``A`` rows from ``ao``).
 
@@ -287,7 +295,7 @@ def _hidden_forces(z, a, e, g):
 # combination and prunes the branches of the absent ones, so a heat step
 # does not pay for the weight velocity nor a training step for the counts.
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath=FMA_SUMS)
 def step_rows(S, S_out, F, r0, n, scale, tol, flips, s0, s1):
     """``S_out[r] = S[r] + scale[r] F[r]`` for the rows ``r0 <= r < r0 + n``.
 
@@ -334,7 +342,7 @@ def _neuron_step(S_out, zr, ar, s, z, a, e, g, cz, ca, tol, flips):
     return dz + da, count, flip
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath=FMA_SUMS)
 def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row, g_wo, inline_residual,
                        scale, tol, velocity, accumulate, flips, s0, s1):
     """Euler step of one hidden layer, neuron by neuron, without storing its forces.
@@ -427,7 +435,7 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
     return big, total
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
                 scale, tol, velocity, accumulate, flips):
@@ -529,7 +537,7 @@ def _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1):
     velocity[bo] = acc if not accumulate else velocity[bo] + acc
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def _store_hidden_forces(S, F, E, G, theta, zo, ao, n, gsrc_row, g_wo, s0, s1):
     """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of one hidden layer (see :func:`_hidden_forces`).
 
@@ -571,7 +579,7 @@ def layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, acc
                          accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=FMA)
 def _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_param, phi_buf, s0, s1):
     """Output-edge terms: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its pull onto ``F[z(k+1)]``."""
     if out_mode == OUTPUT_EDGE_NONE:
