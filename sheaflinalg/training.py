@@ -112,21 +112,34 @@ def effective_spectral_gap(net, X, state_rows, layout):
 
     from .assembly import assemble
 
+    M = X.shape[0]
+    n_free = layout.n_free
+    keep = np.ones(n_free, dtype=bool)
+    keep[layout.free("yhat")] = False
+    n_move = int(keep.sum())
+    if M * n_free * n_move <= _DENSE_GAP_MAX:
+        # Per-sample coboundary on the moving stalks, written from the layout's
+        # blocks: edge e pairs with free block e (unit-triangular order), the
+        # output edge (rows of yhat) sees z(k+1) through the identity.
+        D = np.zeros((M, n_free, n_move))
+        for l in range(1, net.n_hidden + 2):
+            z = layout.free(f"z{l}")
+            D[:, z, z] = np.eye(z.stop - z.start)
+            if l > 1:
+                D[:, z, layout.free(f"a{l - 1}")] = -net.weights[l - 1]
+            if l <= net.n_hidden:
+                a = layout.free(f"a{l}")
+                D[:, a, a] = np.eye(a.stop - a.start)
+                mask = (state_rows[:, z] >= 0).astype(np.float64)
+                D[:, a, z] = -mask[:, :, None] * np.eye(z.stop - z.start)
+        D[:, layout.free("yhat"), z] = -np.eye(z.stop - z.start)
+        L = np.matmul(D.transpose(0, 2, 1), D)
+        return float(np.linalg.eigvalsh(L)[:, 0].min())
     lin = Network(net.weights, net.biases, "identity")
     pattern = [state_rows[:, layout.free(f"z{l}")] >= 0 for l in range(1, net.n_hidden + 1)]
     L = assemble(lin, X, pattern=pattern).laplacian_free.tocsr()
     L.sum_duplicates()
     L = L.tocoo()
-    n_free = layout.n_free
-    keep = np.ones(n_free, dtype=bool)
-    keep[layout.free("yhat")] = False
-    M = X.shape[0]
-    if M * n_free * n_free <= _DENSE_GAP_MAX:
-        # Block diagonal: eigenvalues of the per-sample blocks, batched.
-        blocks = np.zeros((M, n_free, n_free))
-        blocks[L.row // n_free, L.row % n_free, L.col % n_free] = L.data
-        blocks = blocks[:, keep][:, :, keep]
-        return float(np.linalg.eigvalsh(blocks)[:, 0].min())
     idx = (np.arange(M)[:, None] * n_free + np.flatnonzero(keep)[None, :]).ravel()
     L = L.tocsr()[idx][:, idx].tocsc()
     val = spla.eigsh(L, k=1, sigma=0.0, which="LM", return_eigenvectors=False)
