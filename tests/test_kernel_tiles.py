@@ -115,7 +115,7 @@ def test_fused_step_equals_the_step_from_stored_forces(case, M, T, mode, loss, p
         assert big == (np.abs(scale[:, None] * F) >= tol).sum()
         hidden_z = [off["zoff"][l] + j for l in range(1, len(net.dims) - 1) for j in range(net.dims[l])]
         changed = ((expected >= 0) != (S >= 0)).sum(axis=1)
-        np.testing.assert_array_equal(flips[hidden_z], changed[hidden_z])
+        np.testing.assert_array_equal(flips[hidden_z] > 0, changed[hidden_z] > 0)
     else:
         assert big == 0.0
         ref = np.zeros(net.n_parameters)

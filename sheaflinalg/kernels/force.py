@@ -300,14 +300,15 @@ def step_rows(S, S_out, F, r0, n, scale, tol, flips, s0, s1):
     """``S_out[r] = S[r] + scale[r] F[r]`` for the rows ``r0 <= r < r0 + n``.
 
     Returns (count of changes ``>= tol`` (0 when ``tol`` is None), sum of
-    changes); ``flips[r]`` (if given) counts, or for ``s0 > 0`` adds, the
-    samples whose sign ``>= 0`` changed in row ``r``.
+    changes).  ``flips[r]`` (if given) is set to 1 (or, for ``s0 > 0``,
+    incremented) when some sample's sign ``>= 0`` changed in row ``r``, else
+    to 0 (left as is): nonzero exactly when row ``r`` has a sign change.
     """
     big = 0.0
     total = 0.0
     for r in range(r0, r0 + n):
         c = scale[r]
-        fl = 0
+        fl = False
         for s in range(np.uint64(s0), np.uint64(s1)):
             d = c * F[r, s]
             v = S[r, s] + d
@@ -316,9 +317,9 @@ def step_rows(S, S_out, F, r0, n, scale, tol, flips, s0, s1):
             if tol is not None:
                 big += 1.0 if abs(d) >= tol else 0.0
             if flips is not None:
-                fl += (v >= 0) ^ (S[r, s] >= 0)
+                fl |= (v >= 0) ^ (S[r, s] >= 0)    # an OR: cheaper than a count
         if flips is not None:
-            flips[r] = fl if s0 == 0 else flips[r] + fl
+            flips[r] = np.int64(fl) if s0 == 0 else flips[r] + np.int64(fl)
     return big, total
 
 
@@ -336,7 +337,7 @@ def _neuron_step(S_out, zr, ar, s, z, a, e, g, cz, ca, tol, flips):
     count = 0.0
     if tol is not None:
         count = (1.0 if abs(dz) >= tol else 0.0) + (1.0 if abs(da) >= tol else 0.0)
-    flip = 0
+    flip = False
     if flips is not None:
         flip = (nz >= 0) ^ (z >= 0)
     return dz + da, count, flip
@@ -365,7 +366,7 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
         ar = ao + j
         cz = scale[zr]
         ca = scale[ar]
-        fl = 0
+        fl = False
         if gsrc_row >= 0:
             gv = theta[g_wo + j]
             grow = gsrc_row
@@ -398,7 +399,7 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
                 d, c, f = _neuron_step(S_out, zr, ar, s, z, a, e, gv * g, cz, ca, tol, flips)
                 total += d
                 big += c
-                fl += f
+                fl |= f
                 if velocity is not None:
                     cn += g * a
                     c0 += e * x0
@@ -424,14 +425,14 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
                 d, c, f = _neuron_step(S_out, zr, ar, s, z, a, E[zr, s], gv * g, cz, ca, tol, flips)
                 total += d
                 big += c
-                fl += f
+                fl |= f
                 if velocity is not None:
                     cn += g * a
         if velocity is not None:
             if gsrc_row >= 0:
                 velocity[g_wo + j] = cn if not accumulate else velocity[g_wo + j] + cn
         if flips is not None:
-            flips[zr] = fl if s0 == 0 else flips[zr] + fl
+            flips[zr] = np.int64(fl) if s0 == 0 else flips[zr] + np.int64(fl)
     return big, total
 
 
@@ -452,8 +453,9 @@ def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
     LLVM vectorise the fused loops.
 
     Optional (None: not computed): ``tol``, count the changes ``>= tol``;
-    ``flips`` (int64, one per row), count the samples whose sign ``>= 0``
-    changed in each moved row (the boundary crossings of hidden ``z``);
+    ``flips`` (int64, one per row), nonzero for the rows where some
+    sample's sign ``>= 0`` changed (see :func:`step_rows`; the boundary
+    crossings of hidden ``z``);
     ``velocity`` (flat, like ``theta``), the weight velocity
     ``E[z_l] a_(l-1)^T``, ``sum_s E[z_l]`` of the old state (added to it when
     ``accumulate``).  Returns (number of changes ``>= tol``, sum of changes).

@@ -197,15 +197,22 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
             # Sign changes between the state before the step (now in Sb) and after it (Sa).
             for h in range(n_hid):
                 r = hid_rows[h]
-                left = flips[r]     # counted by the step itself
-                s = 0
-                while left > 0:
-                    now = Sa[r, s] >= 0
-                    if now != (Sb[r, s] >= 0):
-                        _log_crossing(h, s, np.uint8(now), step, hid_layer, hid_neuron, slide_window, slide_min,
-                                      cross_buf, episode_buf, last_cross, ep_start, ep_count, counters)
-                        left -= 1
-                    s += 1
+                if flips[r] == 0:
+                    continue
+                # Blocks of 16 samples: a branch-free test per block, the scan only where it changed.
+                for b0 in range(0, M, 16):
+                    b1 = min(b0 + 16, M)
+                    changed = False
+                    for s in range(b0, b1):
+                        changed |= (Sa[r, s] >= 0) ^ (Sb[r, s] >= 0)
+                    if not changed:
+                        continue
+                    for s in range(b0, b1):
+                        now = Sa[r, s] >= 0
+                        if now != (Sb[r, s] >= 0):
+                            _log_crossing(h, s, np.uint8(now), step, hid_layer, hid_neuron, slide_window,
+                                          slide_min, cross_buf, episode_buf, last_cross, ep_start, ep_count,
+                                          counters)
         if n_big == 0.0:
             counters[C_STATUS] = STATUS_CONVERGED
             break
