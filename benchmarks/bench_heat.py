@@ -5,6 +5,8 @@ Run: ``.venv/bin/python benchmarks/bench_heat.py [--quick]``
 Workloads (reference PyTorch library on a 2-core machine, per step):
   [2,4,1], one input, 10^4 steps            186 us   goal < 0.2 us
   [2,30,1], 300 inputs                      338 us   goal < 10 us
+sl.heat splits a batch of 64 samples or more into two parts run in threads
+(same result as one run); the one-thread time is printed as well.
 The numpy baseline is the obvious vectorised step (samples as columns, one
 matrix product per edge), run here, so the ratio does not depend on the machine.
 """
@@ -51,6 +53,8 @@ def bench(name, dims, n_samples, steps, numpy_steps, repeat):
     variants = {
         "on": lambda: sl.heat(net, X, **kw),
         "off": lambda: sl.heat(net, X, crossings=False, **kw),
+        "on1": lambda: sl.heat(net, X, threads=1, **kw),
+        "off1": lambda: sl.heat(net, X, crossings=False, threads=1, **kw),
         "rec": lambda: sl.heat(net, X, record_every=100, **kw),
         "long": lambda: sl.heat(net, X, crossings=False, **dict(kw, max_steps=2 * steps)),
         "numpy": lambda: numpy_step_loop(net, X, S, 0.01, numpy_steps),
@@ -73,6 +77,9 @@ def bench(name, dims, n_samples, steps, numpy_steps, repeat):
     print(f"{name}: {steps} steps")
     print(f"  sl.heat (crossings on)          {t_k * us:9.3f} us/step  (incl. driver overhead)")
     print(f"  sl.heat (crossings off)         {t_nc * us:9.3f} us/step")
+    if n_samples >= 64:
+        print(f"  one thread (threads=1)          {best['on1'] / steps * us:9.3f} us/step crossings on, "
+              f"{best['off1'] / steps * us:.3f} off (default: the batch in 2 parts, in threads)")
     print(f"  sl.heat (record every 100)      {t_rec * us:9.3f} us/step")
     print(f"  kernel marginal cost per step   {t_marg * us:9.3f} us/step")
     print(f"  numpy vectorised step (baseline){t_np * us:9.3f} us/step   -> speed-up x{t_np / t_k:.1f}"

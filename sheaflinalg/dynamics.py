@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import heat_parts as _parts
 from . import pins as _pins
 from .kernels import force as _force
 from .kernels import heat as _kheat
@@ -140,7 +141,8 @@ class HeatResult:
     crossings_total : int
         Number of crossings (more than ``len(crossings)`` if the buffer filled).
     sliding : ndarray of int, shape (n, 6)
-        Sliding episodes ``(sample, layer, neuron, first_step, last_step, n_flips)``.
+        Sliding episodes ``(sample, layer, neuron, first_step, last_step, n_flips)``,
+        sorted by (first step, layer, neuron, sample).
     layout : Layout
     pinned : list of str
         Labels of the hard-pinned coordinates.
@@ -185,7 +187,7 @@ def _check_int(value, name, minimum):
 def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random", seed=None,
          pins=None, soft_pins=None, reluctance=None, record_every=0, record_states=None,
          output_force="adjoint", reduced=None, crossings=True, max_crossings=100_000,
-         sliding_window=5, sliding_min_flips=3, check_stability=True, progress=True):
+         sliding_window=5, sliding_min_flips=3, check_stability=True, progress=True, threads=None):
     """Run the restricted sheaf heat equation by forward Euler until it settles.
 
     Parameters
@@ -236,6 +238,12 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         :class:`NonFiniteStateError` naming the step.
     progress : bool
         tqdm progress bar for runs of more than 20000 steps.
+    threads : int, optional
+        Run the batch in this many parts, in threads (the kernel releases the
+        GIL); default 2 on a machine with two or more cores.  Parts have at
+        least 32 samples.  The result is that of one run (steps, stopping
+        step, states, crossings); recorded discord totals are sums over the
+        parts, equal up to the order of the sum (:mod:`sheaflinalg.heat_parts`).
 
     Returns
     -------
@@ -319,35 +327,24 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
             hid_rows.append(zo + j)
             hid_layer.append(l)
             hid_neuron.append(j)
-    hid_rows = np.asarray(hid_rows, dtype=np.int64)
-    hid_layer = np.asarray(hid_layer, dtype=np.int64)
-    hid_neuron = np.asarray(hid_neuron, dtype=np.int64)
-    nh = hid_rows.size
-    last_cross = np.zeros((nh, M), dtype=np.int64)
-    ep_start = np.zeros((nh, M), dtype=np.int64)
-    ep_count = np.zeros((nh, M), dtype=np.int64)
-    cross_buf = np.empty((max_crossings if crossings else 0, 5), dtype=np.int64)  # written before read
-    episode_buf = np.empty((max(1000, max_crossings // 4) if crossings else 0, 6), dtype=np.int64)
-
     n_blocks = len(lay.edge_blocks)
+    shared = dict(
+        theta=theta, dims=off["dims"], zoff=off["zoff"], aoff=off["aoff"], woff=off["woff"], boff=off["boff"],
+        yhat_off=off["yhat_off"], out_mode=out_mode, phi_code=phi_code, adt=alpha * dt, tol=tol,
+        update_rows=update_rows, soft_rows=soft_rows, soft_gamma=soft_gamma, lam=lam, record_every=record_every,
+        edge_offsets=off["edge_offsets"], edge_sizes=off["edge_sizes"], out_off=out_off, n_out=n_out,
+        crossings=bool(crossings), hid_rows=np.asarray(hid_rows, dtype=np.int64),
+        hid_layer=np.asarray(hid_layer, dtype=np.int64), hid_neuron=np.asarray(hid_neuron, dtype=np.int64),
+        sliding_window=sliding_window, sliding_min_flips=sliding_min_flips)
+    columns = (("Xc", X.T), ("S", S), ("soft_targets", soft_targets), ("rel_anchor", rel_anchor))
     n_rec = (max_steps // record_every + 2) if record_every > 0 else 0
-    rec_steps = np.zeros(n_rec, dtype=np.int64)
-    rec_discord = np.zeros((n_rec, n_blocks + 2))
-    rec_sample_discord = np.zeros((n_rec, M))
-    rec_output = np.zeros((n_rec, n_out, M))
-    rec_states = np.zeros((n_rec, rec_samples.size, lay.n_free))
+    max_episodes = max(1000, max_crossings // 4) if crossings else 0
+    n_parts = _parts.part_count(threads, M)
+    cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
+    parts = [_parts.HeatPart(lo, hi, shared, columns, rec_samples, n_rec, n_blocks,
+                             max_crossings if crossings else 0, max_episodes, len(hid_rows), max(net.dims))
+             for lo, hi in zip(cuts[:-1], cuts[1:])]
 
-    F = np.zeros_like(S)
-    E = np.zeros_like(S)
-    phi_buf = np.zeros((n_out, M))
-    work = np.zeros((max(net.dims), M))
-    blk_buf = np.zeros((n_blocks, M))
-    counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
-    counters[_kheat.C_LASTREC] = -1
-    Xc = np.ascontiguousarray(X.T)
-
-    common = (Xc, S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
-              off["yhat_off"], out_mode, phi_code)
     chunk = max_steps if (not progress or max_steps < 20_000) else max(10_000, max_steps // 100)
     bar = None
     if progress and max_steps >= 20_000:
@@ -355,37 +352,23 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
 
         bar = tqdm(total=max_steps, desc="heat", unit="step", leave=False)
     try:
-        while True:
-            stop_at = min(max_steps, int(counters[_kheat.C_STEPS]) + chunk)
-            before = int(counters[_kheat.C_STEPS])
-            _kheat.heat_run(*common, alpha * dt, stop_at, tol, update_rows, soft_rows, soft_targets,
-                            soft_gamma, lam, rel_anchor, record_every, off["edge_offsets"],
-                            off["edge_sizes"], out_off, n_out, rec_samples, rec_steps, rec_discord,
-                            rec_sample_discord, rec_output, rec_states, bool(crossings), hid_rows,
-                            hid_layer, hid_neuron, sliding_window, sliding_min_flips, cross_buf,
-                            episode_buf, last_cross, ep_start, ep_count, F, E, phi_buf, work, blk_buf,
-                            counters)
-            if bar is not None:
-                bar.update(int(counters[_kheat.C_STEPS]) - before)
-            if counters[_kheat.C_STATUS] != _kheat.STATUS_RUNNING or counters[_kheat.C_STEPS] >= max_steps:
-                break
+        status = _parts.run_parts(parts, max_steps, chunk, None if bar is None else bar.update)
     finally:
         if bar is not None:
             bar.close()
-    steps = int(counters[_kheat.C_STEPS])
-    # F still holds the forces of the last step: its largest change is adt max|F| (monotone rounding).
-    final_change = alpha * dt * float(np.abs(F[update_rows]).max()) if steps and update_rows.size else \
-        (0.0 if steps else float("inf"))
-    if counters[_kheat.C_STATUS] == _kheat.STATUS_NONFINITE:
+    if status == _kheat.STATUS_NONFINITE:
+        step = _parts.nonfinite_step(parts)
         raise NonFiniteStateError(
-            f"the state became non-finite (NaN or Inf) at Euler step {steps} (dt={dt:g}, alpha={alpha:g}); "
+            f"the state became non-finite (NaN or Inf) at Euler step {step} (dt={dt:g}, alpha={alpha:g}); "
             f"reduce dt (largest dt certified stable: {2.0 / (alpha * bound):.6g})")
-    _kheat.heat_finish(*common, update_rows, soft_rows, soft_targets, soft_gamma, lam, rel_anchor,
-                       record_every, off["edge_offsets"], off["edge_sizes"], out_off, n_out, rec_samples,
-                       rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states, bool(crossings),
-                       hid_layer, hid_neuron, sliding_min_flips, episode_buf, last_cross, ep_start,
-                       ep_count, F, E, phi_buf, work, blk_buf, counters)
-    converged = counters[_kheat.C_STATUS] == _kheat.STATUS_CONVERGED
+    steps = parts[0].step
+    # Each part's F holds the forces of its last step: the largest change is adt max|F| (monotone rounding).
+    final_change = alpha * dt * max(float(np.abs(p.F[update_rows]).max()) for p in parts) \
+        if steps and update_rows.size else (0.0 if steps else float("inf"))
+    for p in parts:
+        p.finish()
+    S = np.concatenate([p.S for p in parts], axis=1)
+    E = np.concatenate([p.E for p in parts], axis=1)
     blk = np.zeros((n_blocks, M))
     _force.discord_by_edge_block(E, off["edge_offsets"], off["edge_sizes"], off["yhat_off"], 0, 0.0, blk)
     disc = blk.sum(axis=0)
@@ -395,21 +378,24 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         disc += 0.5 * lam * ((S[update_rows] - rel_anchor[update_rows]) ** 2).sum(axis=0)
     history = None
     if record_every > 0:
-        nr = int(counters[_kheat.C_NREC])
+        nr = int(parts[0].counters[_kheat.C_NREC])
         cols = list(range(n_blocks)) + ([n_blocks] if soft.size else []) + ([n_blocks + 1] if lam > 0 else [])
+        states = np.zeros((nr, rec_samples.size, lay.n_free))
+        for p in parts:
+            states[:, p.rec_index] = p.rec_states[:nr]
         history = HeatHistory(
-            steps=rec_steps[:nr].copy(), discord=rec_discord[:nr][:, cols],
+            steps=parts[0].rec_steps[:nr].copy(),
+            discord=sum(p.rec_discord[:nr] for p in parts)[:, cols],
             labels=[b.name for b in lay.edge_blocks] + (["e_pin"] if soft.size else [])
             + (["e_rel"] if lam > 0 else []),
-            sample_discord=rec_sample_discord[:nr].copy(),
-            output=np.ascontiguousarray(rec_output[:nr].transpose(0, 2, 1)),
-            states=rec_states[:nr].copy(), state_samples=rec_samples, layout=lay)
-    n_cross = int(counters[_kheat.C_NCROSS])
-    n_ep = int(counters[_kheat.C_NEP])
+            sample_discord=np.concatenate([p.rec_sample_discord[:nr] for p in parts], axis=1),
+            output=np.ascontiguousarray(
+                np.concatenate([p.rec_output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
+            states=states, state_samples=rec_samples, layout=lay)
+    cross, n_cross = _parts.merged_crossings(parts, max_crossings if crossings else 0)
     return HeatResult(
         state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
-        converged=bool(converged), final_change=final_change, discord=disc,
-        edge_discrepancy=to_rows(E), history=history,
-        crossings=cross_buf[:min(n_cross, cross_buf.shape[0])].copy(), crossings_total=n_cross,
-        sliding=episode_buf[:min(n_ep, episode_buf.shape[0])].copy(), layout=lay,
+        converged=status == _kheat.STATUS_CONVERGED, final_change=final_change, discord=disc,
+        edge_discrepancy=to_rows(E), history=history, crossings=cross, crossings_total=n_cross,
+        sliding=_parts.merged_episodes(parts, max_episodes), layout=lay,
         pinned=list(hard.labels), lambda_max_bound=bound, dt=dt, alpha=alpha)

@@ -34,6 +34,8 @@ def add_arguments(parser):
     parser.add_argument("--record-every", type=int, default=100, help="history interval in steps (default 100)")
     parser.add_argument("--save-history", metavar="FILE.npz",
                         help="write steps, discord by edge block, outputs, crossings and sliding episodes")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="parts of the batch run in threads (default: 2 for 64 inputs or more on 2+ cores)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -82,7 +84,7 @@ def run(args):
     res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
                   init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
                   record_every=args.record_every, output_force=args.output_force,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, threads=args.threads)
     print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={args.dt:g}, alpha={args.alpha:g}")
     print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
     print(f"final total discord: {res.discord.sum():.3e}")

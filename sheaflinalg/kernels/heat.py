@@ -44,8 +44,19 @@ C_NCROSS = 2       # crossings seen (may exceed the buffer)
 C_NEP = 3          # sliding episodes seen (may exceed the buffer)
 C_STATUS = 4
 C_LASTREC = 5      # step of the last record (-1: none)
-N_COUNTERS = 6
+C_QUIET = 6        # 1 if no change of the last step taken was >= tol
+N_COUNTERS = 7
 
+
+
+@njit(cache=True)
+def _has_nonfinite(S):
+    for r in range(S.shape[0]):
+        for s in range(S.shape[1]):
+            v = S[r, s]
+            if not (v - v == 0.0):
+                return True
+    return False
 
 
 @njit(cache=True)
@@ -125,8 +136,12 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
              rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
              cross_buf, episode_buf, last_cross, ep_start, ep_count,
-             F, E, phi_buf, work, blk_buf, counters, tile=0):
+             F, E, phi_buf, work, blk_buf, counters, tile=0, stop_when_quiet=True):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
+
+    Convergence (no change ``>= tol`` in a step) stops the run only when
+    ``stop_when_quiet``; either way ``counters[C_QUIET]`` tells whether the
+    last step taken was quiet (drivers running the batch in parts use this).
 
     Each step writes the new state into a second buffer (the two swap), so
     the fused path of :func:`~sheaflinalg.kernels.force.force_sweep` applies
@@ -189,8 +204,10 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
         taken += 1
         step += 1
         counters[C_STEPS] = step
-        # NaN/Inf in any change propagate into dsum.
-        if not (dsum - dsum == 0.0):
+        # NaN/Inf in any change propagate into dsum; the sum of finite changes can
+        # also overflow, so only a non-finite value in the state counts (the step
+        # then does not depend on how the batch is split into parts).
+        if not (dsum - dsum == 0.0) and _has_nonfinite(Sa):
             counters[C_STATUS] = STATUS_NONFINITE
             break
         if track_crossings:
@@ -213,7 +230,8 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
                             _log_crossing(h, s, np.uint8(now), step, hid_layer, hid_neuron, slide_window,
                                           slide_min, cross_buf, episode_buf, last_cross, ep_start, ep_count,
                                           counters)
-        if n_big == 0.0:
+        counters[C_QUIET] = 1 if n_big == 0.0 else 0
+        if n_big == 0.0 and stop_when_quiet:
             counters[C_STATUS] = STATUS_CONVERGED
             break
     if taken == 0:

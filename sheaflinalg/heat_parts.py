@@ -1,0 +1,199 @@
+"""The heat kernel on parts of a batch, run at the same time in threads with exactly one run's result.
+
+Samples are independent sheaves, so a batch can be cut into column ranges
+("parts") that the kernel (:func:`sheaflinalg.kernels.heat.heat_run`, which
+releases the GIL) advances in separate threads.  What couples the samples is
+made exact here:
+
+* Stopping: a run converges at the first step in which no free coordinate of
+  any sample changed by ``tol`` or more.  Each part stops at its own first
+  quiet step; a part that stopped earlier catches up to the latest one's
+  step without stopping and reports whether that step was quiet for it too.
+  No step before the latest stop can be quiet for every part (the latest
+  part was not quiet there), so the first step quiet for all is found.
+* A non-finite value: the earliest step at which any part became non-finite.
+* Records: discord totals are the sum of the parts' totals (equal to one
+  run's up to the order of that sum); per-sample records, states and the
+  crossing log are concatenated, the crossings in (step, layer, neuron,
+  sample) order as one run writes them; sliding episodes are sorted by
+  (first step, layer, neuron, sample) whatever the number of parts.
+"""
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from .kernels import heat as _kheat
+
+# Below this many samples per part, a second thread costs more than it saves.
+MIN_SAMPLES_PER_PART = 32
+
+
+def part_count(threads, n_samples):
+    """Number of parts: ``threads`` (None: 2 when the batch and the machine allow it, else 1)."""
+    if threads is None:
+        threads = 2 if (os.cpu_count() or 1) >= 2 else 1
+    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be None or an integer >= 1, got {threads!r}")
+    return int(max(1, min(threads, n_samples // MIN_SAMPLES_PER_PART)))
+
+
+class HeatPart:
+    """The kernel's buffers and counters for the samples ``lo <= s < hi`` of a batch.
+
+    ``shared`` holds the arguments every part passes unchanged (weights,
+    offsets, step size, pins, recording settings); ``columns`` the
+    per-sample arrays of the whole batch as ``(name, array)``, with samples
+    on the last axis, of which the part keeps a contiguous copy of its range.
+    """
+
+    def __init__(self, lo, hi, shared, columns, rec_samples, n_rec, n_blocks, max_crossings, max_episodes,
+                 n_hidden_rows, max_width):
+        self.lo, self.hi = lo, hi
+        m = hi - lo
+        self.shared = shared
+        for name, array in columns:
+            setattr(self, name, np.ascontiguousarray(array[..., lo:hi]))
+        local = (rec_samples >= lo) & (rec_samples < hi)
+        self.rec_index = np.flatnonzero(local)                  # positions in the caller's list
+        self.rec_samples = (rec_samples[local] - lo).astype(np.int64)
+        n_free, n_out = self.S.shape[0], shared["n_out"]
+        self.rec_steps = np.zeros(n_rec, dtype=np.int64)
+        self.rec_discord = np.zeros((n_rec, n_blocks + 2))
+        self.rec_sample_discord = np.zeros((n_rec, m))
+        self.rec_output = np.zeros((n_rec, n_out, m))
+        self.rec_states = np.zeros((n_rec, self.rec_samples.size, n_free))
+        self.cross_buf = np.empty((max_crossings, 5), dtype=np.int64)   # written before read
+        self.episode_buf = np.empty((max_episodes, 6), dtype=np.int64)
+        self.last_cross = np.zeros((n_hidden_rows, m), dtype=np.int64)
+        self.ep_start = np.zeros((n_hidden_rows, m), dtype=np.int64)
+        self.ep_count = np.zeros((n_hidden_rows, m), dtype=np.int64)
+        self.F = np.zeros_like(self.S)
+        self.E = np.zeros_like(self.S)
+        self.phi_buf = np.zeros((n_out, m))
+        self.work = np.zeros((max_width, m))
+        self.blk_buf = np.zeros((n_blocks, m))
+        self.counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
+        self.counters[_kheat.C_LASTREC] = -1
+
+    @property
+    def step(self):
+        return int(self.counters[_kheat.C_STEPS])
+
+    @property
+    def status(self):
+        return int(self.counters[_kheat.C_STATUS])
+
+    @property
+    def quiet(self):
+        return bool(self.counters[_kheat.C_QUIET])
+
+    def _common(self):
+        sh = self.shared
+        return (self.Xc, self.S, sh["theta"], sh["dims"], sh["zoff"], sh["aoff"], sh["woff"], sh["boff"],
+                sh["yhat_off"], sh["out_mode"], sh["phi_code"])
+
+    def run(self, stop_at, stop_when_quiet):
+        """Advance to step ``stop_at`` (or this part's first quiet step, if ``stop_when_quiet``)."""
+        sh = self.shared
+        _kheat.heat_run(*self._common(), sh["adt"], stop_at, sh["tol"], sh["update_rows"], sh["soft_rows"],
+                        self.soft_targets, sh["soft_gamma"], sh["lam"], self.rel_anchor, sh["record_every"],
+                        sh["edge_offsets"], sh["edge_sizes"], sh["out_off"], sh["n_out"], self.rec_samples,
+                        self.rec_steps, self.rec_discord, self.rec_sample_discord, self.rec_output,
+                        self.rec_states, sh["crossings"], sh["hid_rows"], sh["hid_layer"], sh["hid_neuron"],
+                        sh["sliding_window"], sh["sliding_min_flips"], self.cross_buf, self.episode_buf,
+                        self.last_cross, self.ep_start, self.ep_count, self.F, self.E, self.phi_buf, self.work,
+                        self.blk_buf, self.counters, 0, stop_when_quiet)
+
+    def finish(self):
+        """Final forces, final record and open sliding episodes closed (:func:`~sheaflinalg.kernels.heat.heat_finish`)."""
+        sh = self.shared
+        _kheat.heat_finish(*self._common(), sh["update_rows"], sh["soft_rows"], self.soft_targets,
+                           sh["soft_gamma"], sh["lam"], self.rel_anchor, sh["record_every"], sh["edge_offsets"],
+                           sh["edge_sizes"], sh["out_off"], sh["n_out"], self.rec_samples, self.rec_steps,
+                           self.rec_discord, self.rec_sample_discord, self.rec_output, self.rec_states,
+                           sh["crossings"], sh["hid_layer"], sh["hid_neuron"], sh["sliding_min_flips"],
+                           self.episode_buf, self.last_cross, self.ep_start, self.ep_count, self.F, self.E,
+                           self.phi_buf, self.work, self.blk_buf, self.counters)
+
+
+def _each(parts, fn, pool):
+    """``fn(part)`` for every part, in the pool's threads when there are several."""
+    if pool is None or len(parts) == 1:
+        for p in parts:
+            fn(p)
+        return
+    for f in [pool.submit(fn, p) for p in parts]:
+        f.result()
+
+
+def run_parts(parts, max_steps, chunk, on_progress=None):
+    """Advance all parts together until the run converges, reaches ``max_steps`` or goes non-finite.
+
+    Returns the final status (a ``STATUS_*`` of :mod:`sheaflinalg.kernels.heat`);
+    all parts end at the same step (for a non-finite run: at or after the
+    first non-finite step, see :func:`nonfinite_step`).
+    """
+    pool = ThreadPoolExecutor(max_workers=len(parts)) if len(parts) > 1 else None
+    try:
+        while True:
+            base = parts[0].step
+            if base >= max_steps:
+                return _kheat.STATUS_MAX_STEPS
+            target = min(max_steps, base + chunk)
+            _each(parts, lambda p: p.run(target, True), pool)
+            if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
+                return _kheat.STATUS_NONFINITE
+            latest = max(p.step for p in parts)
+            behind = [p for p in parts if p.step < latest]
+            _each(behind, lambda p: p.run(latest, False), pool)
+            if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
+                return _kheat.STATUS_NONFINITE
+            if on_progress is not None:
+                on_progress(latest - base)
+            if all(p.quiet for p in parts):
+                for p in parts:
+                    p.counters[_kheat.C_STATUS] = _kheat.STATUS_CONVERGED
+                return _kheat.STATUS_CONVERGED
+            for p in parts:
+                p.counters[_kheat.C_STATUS] = _kheat.STATUS_RUNNING
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+def nonfinite_step(parts):
+    """The first step at which some part became non-finite (parts that stopped earlier are run up to it)."""
+    first = min(p.step for p in parts if p.status == _kheat.STATUS_NONFINITE)
+    for p in parts:
+        if p.status != _kheat.STATUS_NONFINITE and p.step < first:
+            p.run(first, False)
+            if p.status == _kheat.STATUS_NONFINITE:
+                first = min(first, p.step)
+    return first
+
+
+def _merged_log(parts, buffer, counter, sample_column, sort_columns, limit):
+    """The parts' logs (``buffer`` rows written, as counted by ``counter``) with global sample
+    indices, sorted by ``sort_columns`` (first = primary key), at most ``limit`` rows; and the total count."""
+    logs = []
+    for p in parts:
+        log = getattr(p, buffer)
+        rows = log[:min(int(p.counters[counter]), log.shape[0])].copy()
+        rows[:, sample_column] += p.lo
+        logs.append(rows)
+    log = np.concatenate(logs)
+    order = np.lexsort(tuple(log[:, c] for c in reversed(sort_columns)))
+    return log[order][:limit], sum(int(p.counters[counter]) for p in parts)
+
+
+def merged_crossings(parts, limit):
+    """The parts' crossing logs in one run's order (step, layer, neuron, sample), at most ``limit``
+    rows, and the number of crossings."""
+    return _merged_log(parts, "cross_buf", _kheat.C_NCROSS, 1, (0, 2, 3, 1), limit)
+
+
+def merged_episodes(parts, limit):
+    """The parts' sliding episodes sorted by (first step, layer, neuron, sample), at most ``limit`` rows."""
+    return _merged_log(parts, "episode_buf", _kheat.C_NEP, 0, (3, 1, 2, 0), limit)[0]
