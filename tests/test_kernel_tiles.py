@@ -100,9 +100,9 @@ def test_fused_step_equals_the_step_from_stored_forces(case, M, T, mode, loss, p
         args = (X, S, S_out, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
                 off["yhat_off"], out_mode, phi, lk, 0.4, E_s, F_s, phi_buf, work, t0, t1, scale)
         if extra == "count":
-            b, t = force_sweep(*args, tol, None, False, flips)
+            b, t = force_sweep(*args, tol, None, False, flips, None)
         else:
-            b, t = force_sweep(*args, None, velocity, t0 > 0, None)
+            b, t = force_sweep(*args, None, velocity, t0 > 0, None, None)
         big, total = big + b, total + t
     # Bit for bit the step taken from the stored forces (the kernels' recording path) ...
     stepped = np.empty_like(S)

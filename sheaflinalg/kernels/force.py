@@ -271,9 +271,9 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     batch (hand-written loops otherwise: same results up to the order of
     the floating-point sums).  This is :func:`force_sweep` without a step.
     """
-    force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
-                None, None, None, False, None)
+    force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
+                     None, None, None, False, None, True)
 
 
 @njit(cache=True, inline="always")
@@ -436,10 +436,9 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
     return big, total
 
 
-@njit(cache=True, fastmath=FMA)
-def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
-                scale, tol, velocity, accumulate, flips):
+def _sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
+           out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
+           scale, tol, velocity, accumulate, flips, blas):
     """The one force routine: forces of the state ``S`` on the samples ``s0 <= s < s1``, stored or applied.
 
     With ``scale`` None: ``E`` receives every edge discrepancy and ``F``
@@ -459,6 +458,12 @@ def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
     ``velocity`` (flat, like ``theta``), the weight velocity
     ``E[z_l] a_(l-1)^T``, ``sum_s E[z_l]`` of the old state (added to it when
     ``accumulate``).  Returns (number of changes ``>= tol``, sum of changes).
+
+    ``blas`` (None or True): whether layer products of the whole batch above
+    ``BLAS_THRESHOLD`` go to BLAS.  Compiled twice (see :func:`uses_blas`):
+    ``force_sweep`` without BLAS and without numba's reference counting
+    (which costs more than the arithmetic of a small network's step), and
+    ``force_sweep_blas`` with both.
     """
     n_layers = dims.shape[0] - 1
     k = n_layers - 1
@@ -475,16 +480,19 @@ def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
         hidden = l <= k
         inline_residual = scale is not None and hidden and l == 1 and m <= 3
         # Weight-edge discrepancies E[z_l] = z_l - W_l a_(l-1) - b_l.
-        if inline_residual:
+        by_blas = False
+        if blas is not None:
+            if whole and n * m * M >= BLAS_THRESHOLD and not inline_residual:
+                by_blas = True
+                A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+                _affine_residual(theta[wo:wo + n * m].reshape(n, m), theta[bo:bo + n], A, S[zo:zo + n],
+                                 E[zo:zo + n])
+                if not hidden:
+                    for i in range(n):
+                        for s in range(np.uint64(s0), np.uint64(s1)):
+                            F[zo + i, s] = -E[zo + i, s]
+        if inline_residual or by_blas:
             pass
-        elif whole and n * m * M >= BLAS_THRESHOLD:
-            W = theta[wo:wo + n * m].reshape(n, m)
-            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-            _affine_residual(W, theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
-            if not hidden:
-                for i in range(n):
-                    for s in range(np.uint64(s0), np.uint64(s1)):
-                        F[zo + i, s] = -E[zo + i, s]
         elif l == 1:
             _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, not hidden, s0, s1)
         else:
@@ -505,13 +513,14 @@ def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
             n_next = dims[l + 1]
             zo_next = zoff[l + 1]
             wo_next = woff[l + 1]
-            gsrc_row = -1
-            if n_next == 1:
-                gsrc_row = zo_next
-            elif whole and n_next * n * M >= BLAS_THRESHOLD:
-                W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
-                np.dot(W.T, E[zo_next:zo_next + n_next], work[:n])
-            else:
+            gsrc_row = zo_next if n_next == 1 else -1
+            by_blas = False
+            if blas is not None:
+                if n_next > 1 and whole and n_next * n * M >= BLAS_THRESHOLD:
+                    by_blas = True
+                    W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
+                    np.dot(W.T, E[zo_next:zo_next + n_next], work[:n])
+            if n_next > 1 and not by_blas:
                 _pullback_rows(E, zo_next, theta, wo_next, n_next, n, work, s0, s1)
             if scale is not None:
                 b, t = _step_hidden_layer(X, S, S_out, theta, E, work, zo, ao, n, m, wo, bo, gsrc_row, wo_next,
@@ -526,8 +535,24 @@ def force_sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
                 _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1)
             elif not inline_residual:
                 layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole,
-                                     s0, s1)
+                                     s0, s1, blas)
     return big, total
+
+
+force_sweep = njit(cache=True, fastmath=FMA, _nrt=False)(_sweep)
+force_sweep_blas = njit(cache=True, fastmath=FMA)(_sweep)
+
+
+@njit(cache=True)
+def uses_blas(dims, M, T):
+    """Whether a sweep of tiles of ``T`` of the ``M`` samples sends some layer product to BLAS
+    (then :data:`force_sweep_blas` with ``blas=True``, else :data:`force_sweep` with ``blas=None``)."""
+    if T < M:
+        return False
+    for l in range(1, dims.shape[0]):
+        if dims[l] * dims[l - 1] * M >= BLAS_THRESHOLD:
+            return True
+    return False
 
 
 @njit(cache=True, fastmath={"reassoc"})
@@ -562,19 +587,23 @@ def _store_hidden_forces(S, F, E, G, theta, zo, ao, n, gsrc_row, g_wo, s0, s1):
 
 
 @njit(cache=True)
-def layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole, s0, s1):
-    """Weight velocity of layer ``l`` on the samples ``s0 <= s < s1``: ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]``."""
+def layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole, s0, s1,
+                         blas):
+    """Weight velocity of layer ``l`` on the samples ``s0 <= s < s1``: ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]``
+    (whole batches of big layers by BLAS when ``blas`` is not None)."""
     n = dims[l]
     m = dims[l - 1]
     zo = zoff[l]
     wo = woff[l]
     bo = boff[l]
     M = S.shape[1]
-    if whole and not accumulate and n * m * M >= BLAS_THRESHOLD:
-        A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-        outer_product(E[zo:zo + n], A, velocity[wo:wo + n * m].reshape(n, m))
-        row_sums(E[zo:zo + n], velocity[bo:bo + n])
-    elif l == 1:
+    if blas is not None:
+        if whole and not accumulate and n * m * M >= BLAS_THRESHOLD:
+            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+            outer_product(E[zo:zo + n], A, velocity[wo:wo + n * m].reshape(n, m))
+            row_sums(E[zo:zo + n], velocity[bo:bo + n])
+            return
+    if l == 1:
         outer_sums_range(E, zo, n, X, 0, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1, accumulate)
     else:
         outer_sums_range(E, zo, n, S, aoff[l - 1], m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,

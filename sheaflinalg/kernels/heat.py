@@ -29,8 +29,8 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import (compute_forces, compute_forces_range, discord_by_edge_block, force_sweep, step_rows,
-                    tile_width)
+from .force import (compute_forces, compute_forces_range, discord_by_edge_block, force_sweep, force_sweep_blas,
+                    step_rows, tile_width, uses_blas)
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1
@@ -162,6 +162,7 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
         scale[update_rows[i]] = adt
     # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
     fused = soft_rows.shape[0] == 0 and rel_lam <= 0.0
+    blas = uses_blas(dims, M, T)
     S_prev = np.empty_like(S)
     flips = np.zeros(n_rows, dtype=np.int64)
     Sa = S          # current state
@@ -179,14 +180,18 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
         for t0 in range(0, M, width):
             t1 = min(t0 + width, M)
             if fused and not recording:
-                if track_crossings:
+                if blas:
+                    nb, sm = force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                              out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
+                                              scale, tol, None, False, flips, True)
+                elif track_crossings:
                     nb, sm = force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                          out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
-                                         scale, tol, None, False, flips)
+                                         scale, tol, None, False, flips, None)
                 else:
                     nb, sm = force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                          out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
-                                         scale, tol, None, False, None)
+                                         scale, tol, None, False, None, None)
             else:
                 compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                      out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1)

@@ -21,7 +21,8 @@ Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
 import numpy as np
 from numba import njit
 
-from .force import BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, layer_velocity_range, tile_width
+from .force import (BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, force_sweep_blas,
+                    layer_velocity_range, tile_width, uses_blas)
 from .products import outer_product, outer_sums_range, row_sums
 
 REG_CODES = {"none": 0, "l2": 1, "l1": 2, "elastic": 3}
@@ -53,7 +54,7 @@ def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, ac
     """:func:`weight_velocity` of the samples ``s0 <= s < s1``, added to ``out`` when ``accumulate``."""
     whole = s0 == 0 and s1 == S.shape[1]
     for l in range(1, dims.shape[0]):
-        layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, out, accumulate, whole, s0, s1)
+        layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, out, accumulate, whole, s0, s1, True)
 
 
 @njit(cache=True, nogil=True)
@@ -78,6 +79,7 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     a_dt = alpha * dt
     b_dt = beta * dt
     T = tile if tile > 0 else tile_width(dims, n_rows, M)
+    blas = uses_blas(dims, M, T)
     scale = np.zeros(n_rows)
     scale[:n_move] = a_dt
     # Each step writes the new stalks into the other buffer (see force_sweep); they swap.
@@ -92,9 +94,14 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
         for t0 in range(0, M, T):
             t1 = min(t0 + T, M)
             if state_reg == 0:
-                force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                            out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
-                            scale, None, grad, t0 > 0, None)
+                if blas:
+                    force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
+                                     scale, None, grad, t0 > 0, None, True)
+                else:
+                    force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
+                                scale, None, grad, t0 > 0, None, None)
             else:
                 compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                      out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
