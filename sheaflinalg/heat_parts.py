@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .kernels import force as _force
 from .kernels import heat as _kheat
 
 # Below this many samples per part, a second thread costs more than it saves.
@@ -76,6 +77,13 @@ class HeatPart:
         self.blk_buf = np.zeros((n_blocks, m))
         self.counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
         self.counters[_kheat.C_LASTREC] = -1
+        # The kernel allocates nothing (it runs without reference counting): its buffers.
+        self.S_prev = np.empty_like(self.S)
+        self.flips = np.zeros(n_free, dtype=np.int64)
+        self.scale = np.zeros(n_free)
+        self.scale[shared["update_rows"]] = shared["adt"]
+        tile = _force.tile_width(shared["dims"], n_free, m)
+        self.blas = True if _force.uses_blas(shared["dims"], m, tile) else None
 
     @property
     def step(self):
@@ -97,14 +105,17 @@ class HeatPart:
     def run(self, stop_at, stop_when_quiet):
         """Advance to step ``stop_at`` (or this part's first quiet step, if ``stop_when_quiet``)."""
         sh = self.shared
-        _kheat.heat_run(*self._common(), sh["adt"], stop_at, sh["tol"], sh["update_rows"], sh["soft_rows"],
+        # Looked up at call time, so that tests can wrap the kernel.
+        kernel = _kheat.heat_run_blas if self.blas else _kheat.heat_run
+        kernel(*self._common(), stop_at, sh["tol"], sh["update_rows"], sh["soft_rows"],
                         self.soft_targets, sh["soft_gamma"], sh["lam"], self.rel_anchor, sh["record_every"],
                         sh["edge_offsets"], sh["edge_sizes"], sh["out_off"], sh["n_out"], self.rec_samples,
                         self.rec_steps, self.rec_discord, self.rec_sample_discord, self.rec_output,
                         self.rec_states, sh["crossings"], sh["hid_rows"], sh["hid_layer"], sh["hid_neuron"],
                         sh["sliding_window"], sh["sliding_min_flips"], self.cross_buf, self.episode_buf,
                         self.last_cross, self.ep_start, self.ep_count, self.F, self.E, self.phi_buf, self.work,
-                        self.blk_buf, self.counters, 0, stop_when_quiet)
+                        self.blk_buf, self.counters, self.S_prev, self.flips, self.scale, self.blas, 0,
+                        stop_when_quiet)
 
     def finish(self):
         """Final forces, final record and open sliding episodes closed (:func:`~sheaflinalg.kernels.heat.heat_finish`)."""

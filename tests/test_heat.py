@@ -310,3 +310,23 @@ def test_kernel_discrepancies_match_assembled_coboundary_and_discord_helpers(out
     np.testing.assert_allclose(sum(blocks.values()), res.discord, rtol=1e-12)
     grouped = sl.discord.group(np.array([blocks[k] for k in blocks]).T, list(blocks), by="type")
     np.testing.assert_allclose(grouped["pin"], 0.5 * 3.0 * (res.block("a1")[:, 1] - 0.4) ** 2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("output, output_force", [("identity", "adjoint"), ("softmax", "discrepancy")])
+def test_wide_layers_take_the_blas_kernel_and_match_the_naive_dense_step(output, output_force):
+    from sheaflinalg.kernels.force import tile_width, uses_blas
+
+    net = sl.Network.random([3, 120, 90, 4], seed=7, output=output)
+    M = 40
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-2, 2, size=(M, 3))
+    reduced = output == "identity"
+    lay = sl.Layout(net.dims, reduced=reduced)
+    dims = lay.kernel_offsets()["dims"]
+    assert uses_blas(dims, M, tile_width(dims, lay.n_free, M))      # this batch goes to BLAS
+    states = np.array([random_state(net, lay.n_free, "mixed", rng, reduced) for _ in range(M)])
+    res = sl.heat(net, X, alpha=0.7, dt=0.013, max_steps=1, tol=0.0, init=states, reduced=reduced,
+                  output_force=output_force, progress=False, threads=1)
+    for s in range(M):
+        expected = naive_step(net, X[s], states[s], 0.7, 0.013, reduced, output_force)
+        np.testing.assert_allclose(res.state[s], expected, rtol=0, atol=1e-12)

@@ -29,8 +29,7 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import (compute_forces, compute_forces_range, discord_by_edge_block, force_sweep, force_sweep_blas,
-                    step_rows, tile_width, uses_blas)
+from .force import compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows, tile_width
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1
@@ -129,14 +128,13 @@ def _record(step, S, E, update_rows, soft_rows, soft_targets, soft_gamma, rel_la
     counters[C_LASTREC] = step
 
 
-@njit(cache=True, nogil=True)
-def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code,
-             adt, stop_at, tol, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
-             record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
-             rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
-             track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
-             cross_buf, episode_buf, last_cross, ep_start, ep_count,
-             F, E, phi_buf, work, blk_buf, counters, tile=0, stop_when_quiet=True):
+def _heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code,
+              stop_at, tol, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor,
+              record_every, edge_offsets, edge_sizes, out_off, n_out, rec_samples,
+              rec_steps, rec_discord, rec_sample_discord, rec_output, rec_states,
+              track_crossings, hid_rows, hid_layer, hid_neuron, slide_window, slide_min,
+              cross_buf, episode_buf, last_cross, ep_start, ep_count,
+              F, E, phi_buf, work, blk_buf, counters, S_prev, flips, scale, blas, tile, stop_when_quiet):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
     Convergence (no change ``>= tol`` in a step) stops the run only when
@@ -152,19 +150,20 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
     (``record_every <= 0``: none); the driver records the final state with
     :func:`heat_finish`.  ``tile``: samples per tile (0: :func:`~sheaflinalg.kernels.force.tile_width`);
     the result does not depend on it.
+
+    The caller provides the second state buffer ``S_prev``, the row flags
+    ``flips`` (int64) and ``scale`` (``alpha dt`` on the rows that move, 0
+    on pinned rows), so that nothing is allocated here: ``heat_run`` is
+    compiled without numba's reference counting and without BLAS
+    (``blas=None``), ``heat_run_blas`` with both (``blas=True``, for whole
+    batches of big layers, see :func:`~sheaflinalg.kernels.force.uses_blas`).
     """
     M = S.shape[1]
     n_rows = S.shape[0]
     n_hid = hid_rows.shape[0]
     T = tile if tile > 0 else tile_width(dims, n_rows, M)
-    scale = np.zeros(n_rows)
-    for i in range(update_rows.shape[0]):
-        scale[update_rows[i]] = adt
     # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
     fused = soft_rows.shape[0] == 0 and rel_lam <= 0.0
-    blas = uses_blas(dims, M, T)
-    S_prev = np.empty_like(S)
-    flips = np.zeros(n_rows, dtype=np.int64)
     Sa = S          # current state
     Sb = S_prev     # receives the next one
     taken = 0
@@ -180,7 +179,7 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
         for t0 in range(0, M, width):
             t1 = min(t0 + width, M)
             if fused and not recording:
-                if blas:
+                if blas is not None:
                     nb, sm = force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                               out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
                                               scale, tol, None, False, flips, True)
@@ -193,8 +192,8 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
                                          out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
                                          scale, tol, None, False, None, None)
             else:
-                compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                     out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1)
+                _stored_forces(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                               out_mode, phi_code, F, E, phi_buf, work, t0, t1, blas)
                 _extra_forces_range(Sa, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam,
                                     rel_anchor, t0, t1)
                 if recording:
@@ -249,9 +248,25 @@ def heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_
                 S[r, s] = S_prev[r, s]
                 S_prev[r, s] = v
     # Forces of the last step (the state before it), as the step used them.
-    compute_forces(X, S_prev, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                   out_mode, phi_code, 0, 0.0, F, E, phi_buf, work)
+    _stored_forces(X, S_prev, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                   out_mode, phi_code, F, E, phi_buf, work, 0, M, blas)
     _extra_forces(S_prev, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
+
+
+heat_run = njit(cache=True, nogil=True, _nrt=False)(_heat_run)
+heat_run_blas = njit(cache=True, nogil=True)(_heat_run)
+
+
+@njit(cache=True)
+def _stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, F, E, phi_buf,
+                   work, s0, s1, blas):
+    # E and F of the samples s0 <= s < s1 (the force routine without a step), with or without BLAS.
+    if blas is not None:
+        force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, 0, 0.0,
+                         F, E, phi_buf, work, s0, s1, None, None, None, False, None, True)
+    else:
+        force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, 0, 0.0,
+                    F, E, phi_buf, work, s0, s1, None, None, None, False, None, None)
 
 
 @njit(cache=True)
