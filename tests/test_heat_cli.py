@@ -30,12 +30,22 @@ def test_heat_command_with_pins(capsys):
     assert "pinned: a1[0]; soft pins: z2[1]" in out and "pin " in out
 
 
+def test_heat_command_threads_give_the_one_thread_result(capsys):
+    outs = []
+    for threads in ("1", "2"):
+        assert main(["heat", "--no-progress", "--arch", "2,8,1", "--samples", "80", "--tol", "1e-10",
+                     "--threads", threads]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] and "converged: True" in outs[0]
+
+
 @pytest.mark.parametrize("argv, match", [
     (["heat", "--dt", "1.0"], "largest stable dt"),
     (["heat", "--pin", "q=1"], "no free block 'q'"),
     (["heat", "--pin", "a1[0]"], "SELECTOR=VALUE"),
     (["heat", "--input", "1,x"], "--input"),
     (["heat", "--save-history", "/nonexistent/dir/h.npz"], "does not exist"),
+    (["heat", "--threads", "0"], "threads must be"),
 ])
 def test_heat_command_errors(argv, match, capsys):
     assert main(argv + ["--no-progress"]) == 2
