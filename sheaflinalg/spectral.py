@@ -125,38 +125,37 @@ class CoboundaryOperator:
     def _args(self):
         return (self._weights, self._dims, self._zoff, self._aoff, self._mask, self._J, self._yhat)
 
-    def laplacian_matvec(self, v):
-        """``delta^T (delta v)``."""
+    def _apply(self, kernel, v, *work):
+        """``out = kernel(v)`` into a fresh vector (``work``: the kernel's scratch buffer, if it takes one)."""
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
         out = np.empty(self.n)
-        # a fresh work buffer per call (cheap): the operator may be applied in two threads at once
-        _sub.laplacian_matvec(*self._args(), v, out, np.empty(self.n))
+        kernel(*self._args(), v, out, *work)
+        return out
+
+    def _count(self, name):
         with self._count_lock:
-            self.n_matvec += 1
+            setattr(self, name, getattr(self, name) + 1)
+
+    def laplacian_matvec(self, v):
+        """``delta^T (delta v)``."""
+        # a fresh work buffer per call (cheap): the operator may be applied in two threads at once
+        out = self._apply(_sub.laplacian_matvec, v, np.empty(self.n))
+        self._count("n_matvec")
         return out
 
     def laplacian_solve(self, v):
         """``L^{-1} v = delta^{-1} (delta^{-T} v)`` (two block substitutions)."""
-        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
-        out = np.empty(self.n)
-        _sub.laplacian_solve(*self._args(), v, out, np.empty(self.n))
-        with self._count_lock:
-            self.n_solve += 1
+        out = self._apply(_sub.laplacian_solve, v, np.empty(self.n))
+        self._count("n_solve")
         return out
 
     def solve(self, w):
         """``delta^{-1} w`` (block forward substitution)."""
-        w = np.ascontiguousarray(w, dtype=np.float64).reshape(-1)
-        out = np.empty(self.n)
-        _sub.forward_substitution(*self._args(), w, out)
-        return out
+        return self._apply(_sub.forward_substitution, w)
 
     def solve_transpose(self, v):
         """``delta^{-T} v`` (block backward substitution)."""
-        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
-        out = np.empty(self.n)
-        _sub.backward_substitution(*self._args(), v, out)
-        return out
+        return self._apply(_sub.backward_substitution, v)
 
 
 def typed_weights(net):

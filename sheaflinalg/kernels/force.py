@@ -271,9 +271,8 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     batch (hand-written loops otherwise: same results up to the order of
     the floating-point sums).  This is :func:`force_sweep` without a step.
     """
-    force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
-                     None, None, None, False, None, True)
+    stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                  loss_param, F, E, phi_buf, work, s0, s1, True)
 
 
 @njit(cache=True, inline="always")
@@ -541,6 +540,19 @@ def _sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
 
 force_sweep = njit(cache=True, fastmath=FMA, _nrt=False)(_sweep)
 force_sweep_blas = njit(cache=True, fastmath=FMA)(_sweep)
+
+
+@njit(cache=True)
+def stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                  loss_param, F, E, phi_buf, work, s0, s1, blas):
+    """``E`` and ``F`` of the samples ``s0 <= s < s1``: the force routine without a step, by the
+    compilation ``blas`` asks for (None: :data:`force_sweep`, callable without reference counting)."""
+    if blas is not None:
+        force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                         loss_param, F, E, phi_buf, work, s0, s1, None, None, None, False, None, True)
+    else:
+        force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                    loss_param, F, E, phi_buf, work, s0, s1, None, None, None, False, None, None)
 
 
 @njit(cache=True)

@@ -9,7 +9,7 @@ tiles of samples (one tile unless the batch overflows the L2 cache, see
 * plain steps: :func:`~sheaflinalg.kernels.force.force_sweep` (the one force
   routine) applies the step ``S_new = S + alpha dt F`` with the mask
   ``z >= 0`` of the current state, without storing forces, counting the
-  changes ``>= tol`` and the sign changes of every row;
+  changes ``>= tol`` and flagging the rows where some sample changed sign;
 * steps with soft pins or reluctance edges (extra forces ``-gamma (s - p)``,
   ``-lam (s - anchor)``) and recording steps: the same routine stores the
   edge discrepancies ``E`` and forces ``F``, the extra forces are added, the
@@ -18,7 +18,7 @@ tiles of samples (one tile unless the batch overflows the L2 cache, see
 
 Hard-pinned rows get a zero step (``scale``).  After the step, hidden
 pre-activations whose sign (``z >= 0``) changed are logged as boundary
-crossings (only rows whose count is nonzero are scanned), and repeated flips
+crossings (only flagged rows are scanned, 16 samples at a time), and repeated flips
 of one coordinate within ``slide_window`` steps are merged into sliding
 episodes.
 
@@ -29,7 +29,8 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows, tile_width
+from .force import (compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows,
+                    stored_forces, tile_width)
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1
@@ -47,9 +48,9 @@ C_QUIET = 6        # 1 if no change of the last step taken was >= tol
 N_COUNTERS = 7
 
 
-
 @njit(cache=True)
 def _has_nonfinite(S):
+    # Whether any entry is NaN or Inf.
     for r in range(S.shape[0]):
         for s in range(S.shape[1]):
             v = S[r, s]
@@ -192,8 +193,8 @@ def _heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi
                                          out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1,
                                          scale, tol, None, False, None, None)
             else:
-                _stored_forces(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                               out_mode, phi_code, F, E, phi_buf, work, t0, t1, blas)
+                stored_forces(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                              out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, t0, t1, blas)
                 _extra_forces_range(Sa, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam,
                                     rel_anchor, t0, t1)
                 if recording:
@@ -248,25 +249,13 @@ def _heat_run(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi
                 S[r, s] = S_prev[r, s]
                 S_prev[r, s] = v
     # Forces of the last step (the state before it), as the step used them.
-    _stored_forces(X, S_prev, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                   out_mode, phi_code, F, E, phi_buf, work, 0, M, blas)
+    stored_forces(X, S_prev, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                  out_mode, phi_code, 0, 0.0, F, E, phi_buf, work, 0, M, blas)
     _extra_forces(S_prev, F, update_rows, soft_rows, soft_targets, soft_gamma, rel_lam, rel_anchor)
 
 
 heat_run = njit(cache=True, nogil=True, _nrt=False)(_heat_run)
 heat_run_blas = njit(cache=True, nogil=True)(_heat_run)
-
-
-@njit(cache=True)
-def _stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, F, E, phi_buf,
-                   work, s0, s1, blas):
-    # E and F of the samples s0 <= s < s1 (the force routine without a step), with or without BLAS.
-    if blas is not None:
-        force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, 0, 0.0,
-                         F, E, phi_buf, work, s0, s1, None, None, None, False, None, True)
-    else:
-        force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, 0, 0.0,
-                    F, E, phi_buf, work, s0, s1, None, None, None, False, None, None)
 
 
 @njit(cache=True)
