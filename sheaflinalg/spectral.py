@@ -10,11 +10,15 @@ Methods (``method="auto"`` picks the first that applies):
 
 * ``"dense"``: small systems (``N <= dense_max``) are assembled as dense
   ``N x N`` matrices and diagonalised in one batched ``numpy.linalg.eigh``.
-* ``"arpack"``: ``scipy.sparse.linalg.eigsh`` on linear operators, never an
-  ``N x N`` matrix.  ``lambda_max``: Lanczos on ``v -> delta^T (delta v)``.
-  ``lambda_min``: Lanczos on ``L^{-1} = delta^{-1} delta^{-T}`` (shift-invert
-  at 0), one block backward and one block forward substitution with the
-  pattern's masks (:mod:`sheaflinalg.kernels.substitution`): no factorisation.
+* ``"arpack"``: ARPACK (SciPy's, as in ``scipy.sparse.linalg.eigsh``) on
+  linear operators, never an ``N x N`` matrix.  ``lambda_max``: Lanczos on
+  ``v -> delta^T (delta v)``.  ``lambda_min``: Lanczos on
+  ``L^{-1} = delta^{-1} delta^{-T}`` (shift-invert at 0), one block backward
+  and one block forward substitution with the pattern's masks
+  (:mod:`sheaflinalg.kernels.substitution`): no factorisation.  The two
+  Lanczos runs advance in lockstep (:mod:`sheaflinalg.arpack_pair`), so that
+  one kernel call serves both at every step
+  (:meth:`CoboundaryOperator.apply_pair`).
 * Systems whose ``delta_Omega`` is not square (pins, soft pins, reluctance
   edges; see :func:`spectrum_of_system`) use a sparse Cholesky factor of
   ``L[Omega, Omega]`` (:func:`sheaflinalg.factor.cholesky`: CHOLMOD, SuperLU
@@ -33,6 +37,7 @@ from numba.typed import List
 import scipy.sparse.linalg as spla
 
 from .assembly import normalise_pattern, output_jacobian
+from .arpack_pair import ArpackNotConverged, largest_pair
 from .harmonic import harmonic_extension
 from .kernels import substitution as _sub
 from .layout import Layout
@@ -50,10 +55,15 @@ DENSE_MAX = 200
 # eigenpairs (Lanczos on ``L^{-1}``) that residual can exceed ``tol`` by up to
 # the condition number.
 TOL = 1e-8
-# Networks with this many weights run their two eigenproblems in two threads;
-# dense batches with M * N**3 above THREADS_MIN_DENSE are split over two threads.
+# Networks with this many weights use the two-thread operator kernels by default
+# (which split only matrices of at least ``kernels.substitution.PARALLEL_MIN``
+# entries); dense batches with M * N**3 above THREADS_MIN_DENSE are split over two threads.
 THREADS_MIN_WEIGHTS = 100_000
 THREADS_MIN_DENSE = 2_000_000
+# numba's fallback threading layer (workqueue, when neither OpenMP nor TBB is
+# installed) aborts if two parallel kernels run at once: spectra computed from
+# several Python threads take turns in the two-thread kernel.
+_PARALLEL_LOCK = threading.Lock()
 
 
 class SpectrumConvergenceError(RuntimeError):
@@ -88,6 +98,10 @@ class CoboundaryOperator:
     jacobian : ndarray or None
         Linearised output map ``J`` (1-D diagonal or 2-D); ``None`` for the
         reduced system.
+    weights : numba.typed.List, optional
+        :func:`typed_weights` of ``net``, when the caller already has them.
+    threads : {1, 2}
+        Threads of the kernels (see :meth:`apply_pair`).
 
     Examples
     --------
@@ -99,8 +113,9 @@ class CoboundaryOperator:
     True
     """
 
-    def __init__(self, net, mask, jacobian=None, weights=None):
+    def __init__(self, net, mask, jacobian=None, weights=None, threads=1):
         reduced = jacobian is None
+        self.threads = threads
         self.layout = Layout(net.dims, reduced=reduced)
         off = self.layout.kernel_offsets()
         self.n = self.layout.n_free
@@ -118,6 +133,9 @@ class CoboundaryOperator:
             J = np.asarray(jacobian, dtype=np.float64)
             J = np.diag(J) if J.ndim == 1 else np.ascontiguousarray(J)
         self._J = J
+        self._width = max(net.dims[1:-1], default=1)
+        #: Weight matrices with fewer entries run on one thread even with ``threads=2``.
+        self.parallel_min = _sub.PARALLEL_MIN
         self.n_matvec = 0
         self.n_solve = 0
         self._count_lock = threading.Lock()
@@ -125,37 +143,71 @@ class CoboundaryOperator:
     def _args(self):
         return (self._weights, self._dims, self._zoff, self._aoff, self._mask, self._J, self._yhat)
 
-    def _apply(self, kernel, v, *work):
-        """``out = kernel(v)`` into a fresh vector (``work``: the kernel's scratch buffer, if it takes one)."""
-        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
-        out = np.empty(self.n)
-        kernel(*self._args(), v, out, *work)
-        return out
-
     def _count(self, name):
         with self._count_lock:
             setattr(self, name, getattr(self, name) + 1)
 
+    def apply_pair(self, v, Lv, w, Linv):
+        """``Lv[:] = L v`` and ``Linv[:] = L^{-1} w`` in shared passes over the weights.
+
+        Either pair may be ``None`` (skipped).  With ``threads=2`` the rows of
+        every big weight matrix are split over two threads; the results are
+        the same bit for bit (see :mod:`sheaflinalg.kernels.substitution`).
+        """
+        empty = np.empty(0)
+        if v is None:
+            v = Lv = empty
+        else:
+            self._count("n_matvec")
+        if w is None:
+            w = Linv = empty
+        else:
+            self._count("n_solve")
+        # fresh scratch per call (cheap): the operator may be used from several threads
+        dv, y = np.empty(self.n), np.empty(self.n)
+        if self.threads > 1:
+            with _PARALLEL_LOCK:
+                self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
+        else:
+            self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
+
+    def _sweeps(self, backward, forward, v, Lv, dv, w, Linv, y):
+        """The backward sweep (``L v``, ``y = delta^{-T} w``), then ``Linv = delta^{-1} y``."""
+        P, Q = np.empty((2, self._width)), np.empty((2, self._width))
+        backward(*self._args(), v, Lv, dv, w, y, P, Q, self.parallel_min)
+        if w.size:
+            forward(*self._args(), y, Linv, self.parallel_min)
+
+    def _vector(self, v):
+        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
+        if v.size != self.n:
+            raise ValueError(f"expected a vector of length {self.n}, got {v.size}")
+        return v
+
     def laplacian_matvec(self, v):
         """``delta^T (delta v)``."""
-        # a fresh work buffer per call (cheap): the operator may be applied in two threads at once
-        out = self._apply(_sub.laplacian_matvec, v, np.empty(self.n))
-        self._count("n_matvec")
+        out = np.empty(self.n)
+        self.apply_pair(self._vector(v), out, None, None)
         return out
 
     def laplacian_solve(self, v):
         """``L^{-1} v = delta^{-1} (delta^{-T} v)`` (two block substitutions)."""
-        out = self._apply(_sub.laplacian_solve, v, np.empty(self.n))
-        self._count("n_solve")
+        out = np.empty(self.n)
+        self.apply_pair(None, None, self._vector(v), out)
         return out
 
     def solve(self, w):
         """``delta^{-1} w`` (block forward substitution)."""
-        return self._apply(_sub.forward_substitution, w)
+        out = np.empty(self.n)
+        _sub.forward_sweep(*self._args(), self._vector(w), out, self.parallel_min)
+        return out
 
     def solve_transpose(self, v):
         """``delta^{-T} v`` (block backward substitution)."""
-        return self._apply(_sub.backward_substitution, v)
+        out, empty = np.empty(self.n), np.empty(0)
+        P, Q = np.empty((2, self._width)), np.empty((2, self._width))
+        _sub.backward_sweep(*self._args(), empty, empty, empty, self._vector(v), out, P, Q, self.parallel_min)
+        return out
 
 
 def typed_weights(net):
@@ -411,21 +463,33 @@ def _krylov_residual(matvec, n, k, ncv, maxiter):
     return float(np.max(np.abs(beta[m - 1] * S[-1, top]) / np.maximum(np.abs(theta[top]), 1e-300)))
 
 
-def _eigsh(matvec, n, k, tol, maxiter, ncv, sample, which):
-    """``k`` largest eigenpairs of a symmetric operator with ARPACK, or a clear error."""
-    A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
+def _arpack_pair(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sample):
+    """(smallest ascending, V_s, largest descending, V_l, residuals) from ARPACK.
+
+    The largest eigenpairs of ``L`` and of ``L^{-1}`` are two ARPACK problems
+    advanced in lockstep (:func:`sheaflinalg.arpack_pair.largest_pair`);
+    ``apply_pair(a, b)`` writes ``L x`` for request ``a`` and ``L^{-1} x``
+    for request ``b``.  ``apply_L``/``apply_Linv`` (one vector in, one out)
+    check the residuals and estimate them for the error report.
+    """
+    k_arpack = min(k, n - 1)
     try:
-        w, V = spla.eigsh(A, k=k, which="LA", tol=tol, maxiter=maxiter, ncv=ncv, v0=_start_vector(n))
-    except spla.ArpackNoConvergence as exc:
-        res = _krylov_residual(matvec, n, k, ncv, maxiter)
-        best = (f"{len(exc.eigenvalues)} of {k} eigenpairs converged, achieved relative residual "
-                f"about {res:.3e} (tol {tol:g})")
+        (wl, Vl), (mu, Vs) = largest_pair(apply_pair, n, k_arpack, tol=tol, maxiter=maxiter, ncv=ncv,
+                                          v0=_start_vector(n))
+    except ArpackNotConverged as exc:
+        which, matvec = ("largest", apply_L) if exc.index == 0 else ("smallest", apply_Linv)
+        res = _krylov_residual(matvec, n, k_arpack, ncv, maxiter)
+        best = (f"{len(exc.cause.eigenvalues)} of {k_arpack} eigenpairs converged, achieved relative "
+                f"residual about {res:.3e} (tol {tol:g})")
         raise SpectrumConvergenceError(
             f"ARPACK did not converge for sample {sample} ({which} eigenvalues) within "
             f"maxiter={maxiter}: {best}; raise maxiter or ncv, or loosen tol",
             sample, which, res, tol) from None
-    order = np.argsort(w)[::-1]
-    return w[order], V[:, order]
+    order = np.argsort(wl)[::-1]
+    wl, Vl = wl[order], Vl[:, order]
+    order = np.argsort(mu)[::-1]
+    ws, Vs = 1.0 / mu[order], Vs[:, order]  # mu descending -> lambda ascending
+    return ws, Vs, wl, Vl, (_residual(apply_L, ws, Vs), _residual(apply_L, wl, Vl))
 
 
 def _residual(apply_L, lam, V):
@@ -434,33 +498,14 @@ def _residual(apply_L, lam, V):
     return float(np.max(np.linalg.norm(R, axis=0) / np.maximum(np.abs(lam), 1e-300)))
 
 
-def _arpack_pair(apply_L, apply_Linv, n, k, tol, maxiter, ncv, sample, threads=1):
-    """(smallest ascending, V_s, largest descending, V_l, residuals) from ARPACK.
-
-    With ``threads=2`` the two eigenproblems run concurrently (the kernels
-    release the GIL); the results are the same as in sequence.
-    """
-    k_arpack = min(k, n - 1)
-
-    # each thread also checks its own eigenpairs (the residuals of L), so that the
-    # end that converges first does its check while the other is still iterating
-    def largest():
-        wl, Vl = _eigsh(apply_L, n, k_arpack, tol, maxiter, ncv, sample, "largest")
-        return wl, Vl, _residual(apply_L, wl, Vl)
-
-    def smallest():
-        mu, Vs = _eigsh(apply_Linv, n, k_arpack, tol, maxiter, ncv, sample, "smallest")
-        ws = 1.0 / mu  # mu descending -> lambda ascending
-        return ws, Vs, _residual(apply_L, ws, Vs)
-
-    if threads > 1:
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            fs, fl = pool.submit(smallest), pool.submit(largest)
-            (ws, Vs, rs), (wl, Vl, rl) = fs.result(), fl.result()
-    else:
-        wl, Vl, rl = largest()
-        ws, Vs, rs = smallest()
-    return ws, Vs, wl, Vl, (rs, rl)
+def _pair_of(apply_L, apply_Linv):
+    """``apply_pair`` for :func:`_arpack_pair` from two one-vector operators."""
+    def apply_pair(a, b):
+        if a is not None:
+            a[1][:] = apply_L(a[0])
+        if b is not None:
+            b[1][:] = apply_Linv(b[0])
+    return apply_pair
 
 
 # ------------------------------------------------------------------ dense
@@ -579,10 +624,13 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     dense_max : int
         Largest ``N`` the automatic choice diagonalises densely.
     threads : {1, 2}, optional
-        ARPACK path: run the smallest and the largest eigenproblem of a
-        sample concurrently (2) or in sequence (1); dense path: split the
+        ARPACK path: split the rows of every big weight matrix over two
+        threads in the operator kernels (2) or not (1); dense path: split the
         batch over two threads.  Default: 2 on a machine with two cores when
-        the work is large enough to pay for it.  The results do not depend on it.
+        the work is large enough to pay for it.  The results do not depend on
+        it.  The two-thread kernels use numba's threading layer (OpenMP when
+        installed): a process that forks after using them should not use them
+        in the child (GNU OpenMP is not fork-safe); ``threads=1`` never starts them.
     progress : bool
         Progress bar over the samples (ARPACK path).
     pins, soft_pins, reluctance : optional
@@ -638,6 +686,18 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
     if threads not in (None, 1, 2):
         raise ValueError(f"threads must be 1 or 2, got {threads!r}")
+    # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
+    # nothing from threads, and OpenBLAS's idle threads spin for a while after
+    # a threaded call, taking the core the kernels' second thread needs.
+    with _one_blas_thread():
+        return _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
+                                     threads, progress, layout)
+
+
+def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads,
+                          progress, layout):
+    """:func:`spectrum` after validation."""
+    N = layout.n_free
     two_cores = (os.cpu_count() or 1) >= 2
     M = X.shape[0]
     if pattern is None:
@@ -684,10 +744,13 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         n_op = 0
         for u in _progress(range(U), U, progress, "spectrum"):
             op = CoboundaryOperator(net, [m[u] for m in masks],
-                                    None if reduced else jacobians[u], weights=weights)
-            with _one_blas_thread():  # ARPACK's small BLAS calls: threads cost more than they give
-                a, Va, b, Vb, res = _arpack_pair(op.laplacian_matvec, op.laplacian_solve, N, k,
-                                                 tol, maxiter, ncv, int(first[u]), threads)
+                                    None if reduced else jacobians[u], weights=weights, threads=threads)
+
+            def apply_pair(a, b, op=op):
+                op.apply_pair(*(a or (None, None)), *(b or (None, None)))
+
+            a, Va, b, Vb, res = _arpack_pair(apply_pair, op.laplacian_matvec, op.laplacian_solve, N, k,
+                                             tol, maxiter, ncv, int(first[u]))
             ws[u], wl[u] = a, b
             residuals[u] = res
             n_op += op.n_matvec + op.n_solve
@@ -696,7 +759,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
                 Vl[u] = _fix_signs(Vb.T)
         out = (ws, wl, Vs, Vl, None, residuals)
     ws, wl, Vs, Vl, full_w, residuals = (None if a is None else a[inverse] for a in out)
-    return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, method, system, n_op, U)
+    return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, method,
+                          "reduced" if reduced else "free", n_op, U)
 
 
 def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", full=False,
@@ -811,7 +875,8 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
                 counter[0] += 1
                 return f.solve(v)
 
-        a, Va, b, Vb, res = _arpack_pair(apply_L, apply_inv, N, k, tol, maxiter, ncv, s)
+        a, Va, b, Vb, res = _arpack_pair(_pair_of(apply_L, apply_inv), apply_L, apply_inv, N, k, tol,
+                                         maxiter, ncv, s)
         ws[s], wl[s] = a, b
         residuals[s] = res
         n_op += counter[0]

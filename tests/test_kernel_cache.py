@@ -18,3 +18,29 @@ def test_cache_survives_unchanged_sources_and_goes_when_one_changes(tmp_path):
     (tmp_path / "force.py").write_text("x = 3\n")  # only the callee changes
     drop_stale_numba_cache(str(tmp_path))
     assert not (cache / "heat.run-10.py311.nbi").exists() and not (cache / "heat.run-10.py311.1.nbc").exists()
+
+
+def test_serial_and_parallel_compilations_of_one_kernel_keep_their_own_cache(tmp_path):
+    # numba keys cache entries by argument types only: without distinct names the
+    # parallel kernel would load the serial code cached before it (or vice versa)
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np, numba, sheaflinalg as sl
+from sheaflinalg.spectral import CoboundaryOperator
+net = sl.Network.random([2, 8, 6, 1], seed=0)
+ms = net.activation_pattern(np.ones(2))
+ops = [CoboundaryOperator(net, ms, threads=t) for t in (1, 2)]
+v = np.ones(ops[0].n)
+for op in ops:  # the serial kernel compiles (and is cached) first
+    op.parallel_min = 0
+    op.apply_pair(v, np.empty_like(v), v, np.empty_like(v))
+print(numba.threading_layer())  # raises unless the parallel code ran
+"""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    for _ in range(2):  # compile and cache, then load from the cache
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    assert any(p.name.startswith("substitution.backward_sweep_parallel") for p in tmp_path.rglob("*.nbi"))

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from sheaflinalg.spectral import CoboundaryOperator, SpectrumConvergenceError, spectrum_of_system
+from sheaflinalg.kernels.substitution import PARALLEL_MIN
 
 RTOL = 1e-9
 
@@ -185,6 +186,20 @@ def test_substitution_kernels_against_dense_delta(case, system):
         np.testing.assert_allclose(op.solve(v), np.linalg.solve(D, v), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(op.solve_transpose(v), np.linalg.solve(D.T, v), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(D @ op.laplacian_solve(v), np.linalg.solve(D.T, v), rtol=1e-9, atol=1e-9)
+        # L v and L^{-1} w in one call, serially and with every matrix split over two threads
+        w = np.random.default_rng(s + 100).standard_normal(D.shape[0])
+        L = D.T @ D
+        outs = []
+        for threads in (1, 2):
+            op_t = CoboundaryOperator(net, ms, J, threads=threads)
+            op_t.parallel_min = 0
+            Lv, Linv = np.full(D.shape[0], np.nan), np.full(D.shape[0], np.nan)
+            op_t.apply_pair(v, Lv, w, Linv)
+            np.testing.assert_allclose(Lv, L @ v, rtol=1e-12, atol=1e-12 * np.abs(v).max())
+            np.testing.assert_allclose(L @ Linv, w, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(L).max() * np.abs(Linv).max()))
+            outs.append((Lv, Linv))
+        np.testing.assert_array_equal(outs[0][0], outs[1][0])
+        np.testing.assert_array_equal(outs[0][1], outs[1][1])
 
 
 def test_wide_layers_use_the_unrolled_rows():
@@ -202,7 +217,9 @@ def test_wide_layers_use_the_unrolled_rows():
 
 
 def test_arpack_path_on_a_larger_network_and_threads_agree():
-    net = sl.Network.random([3, 120, 90, 2], seed=1, output="sigmoid")
+    # W2 has 300 * 260 >= PARALLEL_MIN entries: threads=2 splits its rows over two threads
+    net = sl.Network.random([3, 300, 260, 2], seed=1, output="sigmoid")
+    assert 300 * 260 >= PARALLEL_MIN
     X = np.random.default_rng(2).uniform(-2, 2, size=(2, 3))
     for system in ("reduced", "free"):
         refs = naive_laplacians(net, X, masks_of(net, X, None), system)

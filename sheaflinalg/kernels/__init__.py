@@ -10,6 +10,7 @@ with the one stored beside the cache and drop the cache when they differ.
 import glob
 import hashlib
 import os
+import types
 
 
 def drop_stale_numba_cache(here=os.path.dirname(os.path.abspath(__file__))):
@@ -34,6 +35,20 @@ def drop_stale_numba_cache(here=os.path.dirname(os.path.abspath(__file__))):
             f.write(digest.hexdigest())
     except OSError:  # read-only installation: nothing cached there either
         pass
+
+
+def renamed(func, name):
+    """A copy of the plain function ``func`` under the name ``name``.
+
+    numba names its cache files after the function and keys the entries by
+    argument types, not by compile options: a serial and a ``parallel=True``
+    compilation of one function for the same argument types would load each
+    other's code.  Compiling renamed copies keeps them apart.
+    """
+    copy = types.FunctionType(func.__code__, func.__globals__, name, func.__defaults__, func.__closure__)
+    copy.__qualname__ = name
+    copy.__doc__ = func.__doc__
+    return copy
 
 
 drop_stale_numba_cache()

@@ -12,209 +12,281 @@ of free block ``i`` (as in :mod:`sheaflinalg.kernels.force`):
 
 ``L[Omega, Omega] v = delta^T (delta v)`` takes one pass over each weight
 matrix: row ``r`` of ``W_(l+1)`` gives entry ``r`` of ``delta v`` and, at
-once, its contribution to ``delta^T``.  ``L^{-1} v = delta^{-1} (delta^{-T} v)``
+once, its contribution to ``delta^T``.  ``L^{-1} w = delta^{-1} (delta^{-T} w)``
 is one block backward substitution (``W^T`` products, last layer first) and
 one block forward substitution (``W`` products, first layer first): two
-passes, no factorisation.  The two passes cannot be merged: the forward
-product ``W_(l+1) x`` needs ``x = out[a_l]``, which is only known once the
-backward product ``W_(l+1)^T y`` is complete.
+passes, no factorisation.  The two passes of ``L^{-1}`` cannot be merged: the
+forward product ``W_(l+1) x`` needs ``x = out[a_l]``, which is only known once
+the backward product ``W_(l+1)^T y`` is complete.
 
-The masks cannot prune ``W`` either: a dead neuron only removes the ``R_l``
+:func:`backward_sweep` applies ``L`` to one vector and ``delta^{-T}`` to
+another in the same passes, and :func:`forward_sweep` then finishes
+``L^{-1}``.  That is what the two ARPACK problems of a spectrum (the largest
+eigenvalues of ``L`` and of ``L^{-1}``) ask for at every step: the pass of
+``L`` rides along with the backward pass of ``L^{-1}``, so the pair streams
+every weight matrix twice instead of three times (the passes are bound by
+memory bandwidth, not arithmetic).  The rows of every big matrix are split in
+two halves that two cores can take (``*_parallel``); the serial versions
+split the same way, so the results do not depend on the number of threads.
+
+The masks cannot prune ``W``: a dead neuron only removes the ``R_l``
 coupling.  In ``delta^{-1} w``, ``out[a_l] = w[a_l] + R_l out[z_l]`` equals
 ``w[a_l]`` for a dead neuron, which is not zero for a general ``w`` (the
 Lanczos vectors), so every column of ``W_(l+1)`` is needed; likewise every
-row in the ``W^T`` products.  The only structure the masks give is that a
-dead neuron of the first layer makes ``e_(z1_i)`` an exact eigenvector
-(eigenvalue 1, inside the spectrum), which costs nothing to leave in.
+row in the ``W^T`` products.
 
-Every kernel is serial and releases the GIL (``nogil``), so that the
-smallest and largest eigenproblems can run in two threads.  Shared arguments:
-``weights`` a ``numba.typed.List`` of the weight matrices (``weights[l - 1]``
-is ``W_l``, C-contiguous, no copy), ``dims``, ``zoff``, ``aoff`` (from
-:meth:`sheaflinalg.layout.Layout.kernel_offsets`),
-``mask`` (free-vector length; the ReLU mask ``R_l`` sits at the rows of
-``z_l``), ``J`` the (n_out, n_out) linearised output map and ``yhat_off``
-(``-1`` when reduced).
+Every kernel releases the GIL (``nogil``).  Shared arguments: ``weights`` a
+``numba.typed.List`` of the weight matrices (``weights[l - 1]`` is ``W_l``,
+C-contiguous, no copy), ``dims``, ``zoff``, ``aoff`` (from
+:meth:`sheaflinalg.layout.Layout.kernel_offsets`), ``mask`` (free-vector
+length; the ReLU mask ``R_l`` sits at the rows of ``z_l``), ``J`` the
+(n_out, n_out) linearised output map and ``yhat_off`` (``-1`` when reduced).
 """
 
-from numba import njit
+from numba import njit, prange
+
+from . import renamed
 
 # Reassociation lets LLVM vectorise the dot products (a fixed SIMD summation
 # order: deterministic on a given machine); no other fast-math flag is used.
 _FM = {"reassoc", "contract"}
+# Default ``parallel_min`` of :func:`laplacian_pair_parallel`: weight matrices
+# with fewer entries are not split over two threads (waking the second thread
+# costs more than half of a small pass).
+PARALLEL_MIN = 65_536
 
 
-# The row kernels below take four rows of W at a time, so that every load of
-# x (or store of the accumulator) serves four rows: the passes stay close to
-# the memory bandwidth of streaming W once.
+# The row kernels below work on rows r0 <= r < r1 of W and take four rows at a
+# time, so that every load of x (or of the accumulator) serves four rows: the
+# passes stay close to the memory bandwidth of streaming W once.
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _residual_and_transpose(W, va, vz, wz, p, sign):
-    """``wz = vz - W va`` and ``p = sign * W^T wz``, in one pass over ``W``."""
-    n_rows, n = W.shape
-    p[:] = 0.0
-    r = 0
-    while r + 4 <= n_rows:
+def _dot4(w0, w1, w2, w3, x):
+    """The four dot products ``w_i . x``."""
+    s0 = s1 = s2 = s3 = 0.0
+    for j in range(x.shape[0]):
+        xj = x[j]
+        s0 += w0[j] * xj
+        s1 += w1[j] * xj
+        s2 += w2[j] * xj
+        s3 += w3[j] * xj
+    return s0, s1, s2, s3
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _add4(out, c0, c1, c2, c3, w0, w1, w2, w3):
+    """``out += c0 w0 + c1 w1 + c2 w2 + c3 w3``."""
+    for j in range(out.shape[0]):
+        out[j] += c0 * w0[j] + c1 * w1[j] + c2 * w2[j] + c3 * w3[j]
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _dot1(w0, x):
+    s0 = 0.0
+    for j in range(x.shape[0]):
+        s0 += w0[j] * x[j]
+    return s0
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _add1(out, c0, w0):
+    for j in range(out.shape[0]):
+        out[j] += c0 * w0[j]
+
+
+@njit(cache=True, nogil=True, fastmath=_FM)
+def _backward_rows(W, va, vz, dz, p, yz, q, do_L, do_inv, r0, r1):
+    """One pass over rows ``r0:r1`` of ``W`` for the backward sweep.
+
+    ``do_L``: ``dz = vz - W va`` and ``p -= W^T dz`` (the rows' share of
+    ``L v``); ``do_inv``: ``q += W^T yz`` (their share of ``delta^{-T} w``).
+    With both, each block of rows is read from memory once for the two (the
+    second use finds it in the L1 cache).
+    """
+    r = r0
+    while r + 4 <= r1:
         w0, w1, w2, w3 = W[r], W[r + 1], W[r + 2], W[r + 3]
-        s0 = s1 = s2 = s3 = 0.0
-        for j in range(n):
-            x = va[j]
-            s0 += w0[j] * x
-            s1 += w1[j] * x
-            s2 += w2[j] * x
-            s3 += w3[j] * x
-        t0, t1, t2, t3 = vz[r] - s0, vz[r + 1] - s1, vz[r + 2] - s2, vz[r + 3] - s3
-        wz[r], wz[r + 1], wz[r + 2], wz[r + 3] = t0, t1, t2, t3
-        t0, t1, t2, t3 = sign * t0, sign * t1, sign * t2, sign * t3
-        for j in range(n):
-            p[j] += t0 * w0[j] + t1 * w1[j] + t2 * w2[j] + t3 * w3[j]
+        if do_L:
+            s0, s1, s2, s3 = _dot4(w0, w1, w2, w3, va)
+            t0, t1, t2, t3 = vz[r] - s0, vz[r + 1] - s1, vz[r + 2] - s2, vz[r + 3] - s3
+            dz[r], dz[r + 1], dz[r + 2], dz[r + 3] = t0, t1, t2, t3
+            _add4(p, -t0, -t1, -t2, -t3, w0, w1, w2, w3)
+        if do_inv:
+            _add4(q, yz[r], yz[r + 1], yz[r + 2], yz[r + 3], w0, w1, w2, w3)
         r += 4
-    while r < n_rows:
+    while r < r1:
         w0 = W[r]
-        s0 = 0.0
-        for j in range(n):
-            s0 += w0[j] * va[j]
-        t0 = vz[r] - s0
-        wz[r] = t0
-        t0 = sign * t0
-        for j in range(n):
-            p[j] += t0 * w0[j]
+        if do_L:
+            t0 = vz[r] - _dot1(w0, va)
+            dz[r] = t0
+            _add1(p, -t0, w0)
+        if do_inv:
+            _add1(q, yz[r], w0)
         r += 1
 
 
 @njit(cache=True, nogil=True, fastmath=_FM)
-def _transpose_product(W, w, base, out):
-    """``out = base + W^T w``."""
-    n_rows, n = W.shape
-    for j in range(n):
-        out[j] = base[j]
-    r = 0
-    while r + 4 <= n_rows:
-        w0, w1, w2, w3 = W[r], W[r + 1], W[r + 2], W[r + 3]
-        t0, t1, t2, t3 = w[r], w[r + 1], w[r + 2], w[r + 3]
-        for j in range(n):
-            out[j] += t0 * w0[j] + t1 * w1[j] + t2 * w2[j] + t3 * w3[j]
-        r += 4
-    while r < n_rows:
-        w0 = W[r]
-        t0 = w[r]
-        for j in range(n):
-            out[j] += t0 * w0[j]
-        r += 1
+def _product_rows(W, x, base, out, r0, r1):
+    """``out = base + W x`` on rows ``r0:r1``, last rows first.
 
-
-@njit(cache=True, nogil=True, fastmath=_FM)
-def _product(W, x, base, out):
-    """``out = base + W x``, last rows first.
-
-    The backward substitution has just streamed ``W`` first row first, so its
-    last rows are still in this core's L2 cache: starting there reads part of
-    ``W`` from L2 instead of L3/memory.  Rows are independent, so the order
+    The backward pass before it has just streamed ``W`` first row first, so
+    its last rows are still in this core's L2 cache: starting there reads part
+    of ``W`` from L2 instead of L3/memory.  Rows are independent, so the order
     does not change the result.
     """
-    n_rows, n = W.shape
-    r = n_rows
-    while r % 4:
+    r = r1
+    while (r - r0) % 4:
         r -= 1
-        w0 = W[r]
-        s0 = 0.0
-        for j in range(n):
-            s0 += w0[j] * x[j]
-        out[r] = base[r] + s0
-    while r >= 4:
+        out[r] = base[r] + _dot1(W[r], x)
+    while r >= r0 + 4:
         r -= 4
-        w0, w1, w2, w3 = W[r], W[r + 1], W[r + 2], W[r + 3]
-        s0 = s1 = s2 = s3 = 0.0
-        for j in range(n):
-            xj = x[j]
-            s0 += w0[j] * xj
-            s1 += w1[j] * xj
-            s2 += w2[j] * xj
-            s3 += w3[j] * xj
+        s0, s1, s2, s3 = _dot4(W[r], W[r + 1], W[r + 2], W[r + 3], x)
         out[r], out[r + 1], out[r + 2], out[r + 3] = base[r] + s0, base[r + 1] + s1, base[r + 2] + s2, base[r + 3] + s3
 
 
 @njit(cache=True, nogil=True)
-def laplacian_matvec(weights, dims, zoff, aoff, mask, J, yhat_off, v, out, work):
-    """``out = delta^T (delta v)``; ``work`` (same length as ``v``) receives ``delta v``."""
-    k = dims.shape[0] - 2
-    z = zoff[1]
-    for i in range(dims[1]):
-        work[z + i] = v[z + i]
-    for l in range(1, k + 1):
-        n, z, a, z2 = dims[l], zoff[l], aoff[l], zoff[l + 1]
-        for i in range(n):
-            work[a + i] = v[a + i] - mask[z + i] * v[z + i]
-            out[z + i] = work[z + i] - mask[z + i] * work[a + i]
-        W = weights[l]
-        oa = out[a:a + n]
-        _residual_and_transpose(W, v[a:a + n], v[z2:z2 + dims[l + 1]], work[z2:z2 + dims[l + 1]],
-                                oa, -1.0)
-        for i in range(n):
-            oa[i] += work[a + i]
-    zk, nk = zoff[k + 1], dims[k + 1]
-    for i in range(nk):
-        out[zk + i] = work[zk + i]
-    if yhat_off >= 0:
-        for r in range(nk):
-            s = v[yhat_off + r]
-            for j in range(nk):
-                s -= J[r, j] * v[zk + j]
-            work[yhat_off + r] = s
-            out[yhat_off + r] = s
-        for r in range(nk):
-            s = work[yhat_off + r]
-            for j in range(nk):
-                out[zk + j] -= J[r, j] * s
+def _half(m, t):
+    """Rows of half ``t`` (0 or 1) of ``m`` rows: ``[r0, r1)``, split at a multiple of 4."""
+    h = min(m, 4 * ((m + 7) // 8))
+    return (0, h) if t == 0 else (h, m)
 
 
 @njit(cache=True, nogil=True)
-def backward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, v, out):
-    """``out = delta^{-T} v`` (solve ``delta^T out = v``, last block first)."""
-    k = dims.shape[0] - 2
-    zk, nk = zoff[k + 1], dims[k + 1]
-    for i in range(nk):
-        out[zk + i] = v[zk + i]
-    if yhat_off >= 0:
-        for r in range(nk):
-            out[yhat_off + r] = v[yhat_off + r]
-        for r in range(nk):
-            s = out[yhat_off + r]
-            for j in range(nk):
-                out[zk + j] += J[r, j] * s
-    for l in range(k, 0, -1):
-        n, z, a, z2 = dims[l], zoff[l], aoff[l], zoff[l + 1]
-        W = weights[l]
-        _transpose_product(W, out[z2:z2 + dims[l + 1]], v[a:a + n], out[a:a + n])
-        for i in range(n):
-            out[z + i] = v[z + i] + mask[z + i] * out[a + i]
+def _output_map_residual(J, v, zk, nk, yhat_off, out, dv):
+    """The ``yhat`` edge of ``L v``: ``dv[yhat] = v[yhat] - J v[zk]``, its share of ``out``."""
+    for r in range(nk):
+        s = v[yhat_off + r]
+        for j in range(nk):
+            s -= J[r, j] * v[zk + j]
+        dv[yhat_off + r] = s
+        out[yhat_off + r] = s
+    for r in range(nk):
+        s = dv[yhat_off + r]
+        for j in range(nk):
+            out[zk + j] -= J[r, j] * s
 
 
 @njit(cache=True, nogil=True)
-def forward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, w, out):
-    """``out = delta^{-1} w`` (solve ``delta out = w``, first block first)."""
-    k = dims.shape[0] - 2
-    z = zoff[1]
-    for i in range(dims[1]):
-        out[z + i] = w[z + i]
-    for l in range(1, k + 1):
-        n, z, a, z2 = dims[l], zoff[l], aoff[l], zoff[l + 1]
-        for i in range(n):
-            out[a + i] = w[a + i] + mask[z + i] * out[z + i]
-        W = weights[l]
-        m = dims[l + 1]
-        _product(W, out[a:a + n], w[z2:z2 + m], out[z2:z2 + m])
+def _backward_start(J, w, zk, nk, yhat_off, y):
+    """Last blocks of ``y = delta^{-T} w``: ``z(k+1)`` and ``yhat``."""
+    for i in range(nk):
+        y[zk + i] = w[zk + i]
     if yhat_off >= 0:
-        zk, nk = zoff[k + 1], dims[k + 1]
+        for r in range(nk):
+            y[yhat_off + r] = w[yhat_off + r]
+        for r in range(nk):
+            s = y[yhat_off + r]
+            for j in range(nk):
+                y[zk + j] += J[r, j] * s
+
+
+@njit(cache=True, nogil=True)
+def _forward_end(J, w, zk, nk, yhat_off, x):
+    """Last block of ``x = delta^{-1} w``: ``x[yhat] = w[yhat] + J x[zk]``."""
+    if yhat_off >= 0:
         for r in range(nk):
             s = w[yhat_off + r]
             for j in range(nk):
-                s += J[r, j] * out[zk + j]
-            out[yhat_off + r] = s
+                s += J[r, j] * x[zk + j]
+            x[yhat_off + r] = s
 
 
 @njit(cache=True, nogil=True)
-def laplacian_solve(weights, dims, zoff, aoff, mask, J, yhat_off, v, out, work):
-    """``out = L^{-1} v = delta^{-1} (delta^{-T} v)``; ``work`` receives ``delta^{-T} v``."""
-    backward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, v, work)
-    forward_substitution(weights, dims, zoff, aoff, mask, J, yhat_off, work, out)
+def _backward_half(W, va, vz, dz, yz, p, q, do_L, do_inv, m, t):
+    """Half ``t`` of the rows of one backward pass (see :func:`_laplacian_pair`)."""
+    r0, r1 = _half(m, t)
+    if do_L:
+        p[:] = 0.0
+    if do_inv:
+        q[:] = 0.0
+    _backward_rows(W, va, vz, dz, p, yz, q, do_L, do_inv, r0, r1)
+
+
+@njit(cache=True, nogil=True)
+def _forward_half(W, xa, yz, xz, m, t):
+    """Half ``t`` of the rows of one forward pass."""
+    r0, r1 = _half(m, t)
+    _product_rows(W, xa, yz, xz, r0, r1)
+
+
+def _backward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, v, Lv, dv, w, y, P, Q, parallel_min):
+    """``Lv = L v`` and ``y = delta^{-T} w`` in shared passes, last layer first.
+
+    ``v``/``w`` of length 0 skip ``L v``/``delta^{-T} w``.  Work arrays:
+    ``dv`` receives ``delta v``; ``P`` and ``Q``, shape ``(2, max hidden
+    width)``, hold the two row halves' ``W^T`` accumulations.  Weight
+    matrices with fewer than ``parallel_min`` entries are not split over
+    threads (see :data:`PARALLEL_MIN`).
+    """
+    k = dims.shape[0] - 2
+    do_L = v.shape[0] > 0
+    do_inv = w.shape[0] > 0
+    zk, nk = zoff[k + 1], dims[k + 1]
+    if do_L:
+        z = zoff[1]
+        for i in range(dims[1]):
+            dv[z + i] = v[z + i]
+        for l in range(1, k + 1):
+            n, z, a = dims[l], zoff[l], aoff[l]
+            for i in range(n):
+                dv[a + i] = v[a + i] - mask[z + i] * v[z + i]
+    if do_inv:
+        _backward_start(J, w, zk, nk, yhat_off, y)
+    for l in range(k, 0, -1):
+        n, z, a, z2, m = dims[l], zoff[l], aoff[l], zoff[l + 1], dims[l + 1]
+        W = weights[l]
+        va, vz, dz, yz = v[a:a + n], v[z2:z2 + m], dv[z2:z2 + m], y[z2:z2 + m]
+        if m * n >= parallel_min:
+            for t in prange(2):
+                _backward_half(W, va, vz, dz, yz, P[t, :n], Q[t, :n], do_L, do_inv, m, t)
+        else:
+            for t in range(2):
+                _backward_half(W, va, vz, dz, yz, P[t, :n], Q[t, :n], do_L, do_inv, m, t)
+        for i in range(n):
+            if do_L:
+                Lv[a + i] = dv[a + i] + (P[0, i] + P[1, i])
+            if do_inv:
+                y[a + i] = w[a + i] + (Q[0, i] + Q[1, i])
+                y[z + i] = w[z + i] + mask[z + i] * y[a + i]
+    if do_L:
+        for l in range(1, k + 1):
+            n, z, a = dims[l], zoff[l], aoff[l]
+            for i in range(n):
+                Lv[z + i] = dv[z + i] - mask[z + i] * dv[a + i]
+        for i in range(nk):
+            Lv[zk + i] = dv[zk + i]
+        if yhat_off >= 0:
+            _output_map_residual(J, v, zk, nk, yhat_off, Lv, dv)
+
+
+def _forward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, y, x, parallel_min):
+    """``x = delta^{-1} y``, first layer first (rows split as in :func:`_backward_sweep`)."""
+    k = dims.shape[0] - 2
+    z = zoff[1]
+    for i in range(dims[1]):
+        x[z + i] = y[z + i]
+    for l in range(1, k + 1):
+        n, z, a, z2, m = dims[l], zoff[l], aoff[l], zoff[l + 1], dims[l + 1]
+        for i in range(n):
+            x[a + i] = y[a + i] + mask[z + i] * x[z + i]
+        W = weights[l]
+        xa, yz, xz = x[a:a + n], y[z2:z2 + m], x[z2:z2 + m]
+        if m * n >= parallel_min:
+            for t in prange(2):
+                _forward_half(W, xa, yz, xz, m, t)
+        else:
+            for t in range(2):
+                _forward_half(W, xa, yz, xz, m, t)
+    _forward_end(J, y, zoff[k + 1], dims[k + 1], yhat_off, x)
+
+
+# Each sweep is compiled twice from one source: serially (prange runs as
+# range), and with the two row halves on two threads.  Same split, same results.
+backward_sweep = njit(cache=True, nogil=True)(renamed(_backward_sweep, "backward_sweep"))
+backward_sweep_parallel = njit(cache=True, nogil=True, parallel=True)(
+    renamed(_backward_sweep, "backward_sweep_parallel"))
+forward_sweep = njit(cache=True, nogil=True)(renamed(_forward_sweep, "forward_sweep"))
+forward_sweep_parallel = njit(cache=True, nogil=True, parallel=True)(
+    renamed(_forward_sweep, "forward_sweep_parallel"))
+
+
