@@ -31,6 +31,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numba
 import numpy as np
 import scipy.sparse as sp
 from numba.typed import List
@@ -64,6 +65,23 @@ THREADS_MIN_DENSE = 2_000_000
 # installed) aborts if two parallel kernels run at once: spectra computed from
 # several Python threads take turns in the two-thread kernel.
 _PARALLEL_LOCK = threading.Lock()
+# GNU OpenMP cannot start threads in a child forked from a process whose
+# OpenMP threads already ran (numba then kills the child): such a child uses
+# the serial kernels, which give the same results.
+_PARALLEL_FORBIDDEN = False
+
+
+def _after_fork_in_child():
+    global _PARALLEL_FORBIDDEN
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel ran before the fork
+        return
+    _PARALLEL_FORBIDDEN = layer == "omp"
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class SpectrumConvergenceError(RuntimeError):
@@ -165,7 +183,7 @@ class CoboundaryOperator:
             self._count("n_solve")
         # fresh scratch per call (cheap): the operator may be used from several threads
         dv, y = np.empty(self.n), np.empty(self.n)
-        if self.threads > 1:
+        if self.threads > 1 and not _PARALLEL_FORBIDDEN:
             with _PARALLEL_LOCK:
                 self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
         else:
@@ -629,8 +647,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         batch over two threads.  Default: 2 on a machine with two cores when
         the work is large enough to pay for it.  The results do not depend on
         it.  The two-thread kernels use numba's threading layer (OpenMP when
-        installed): a process that forks after using them should not use them
-        in the child (GNU OpenMP is not fork-safe); ``threads=1`` never starts them.
+        installed); a child forked after they ran uses the serial kernels
+        (GNU OpenMP cannot start threads there).
     progress : bool
         Progress bar over the samples (ARPACK path).
     pins, soft_pins, reluctance : optional

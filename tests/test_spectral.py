@@ -6,6 +6,7 @@ ReLU edge ``a_l - R_l z_l``, output edge ``yhat - J z(k+1)``, then
 ``L[Omega, Omega] = delta_Omega^T delta_Omega``.
 """
 
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -472,3 +473,27 @@ def test_arpack_non_convergence_is_reported_with_the_residual():
     assert err.tol == 1e-14
     assert np.isfinite(err.residual) and err.residual > 1e-14
     assert f"{err.residual:.3e}" in str(err)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_falls_back_to_the_serial_kernels():
+    # GNU OpenMP cannot start threads in a child forked after its threads ran:
+    # numba would kill the child; the child uses the serial kernels instead
+    net = sl.Network.random([2, 300, 300, 1], seed=0)
+    x = np.ones((1, 2))
+    parent = sl.spectrum(net, x, method="arpack", threads=2, progress=False)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        try:
+            child = sl.spectrum(net, x, method="arpack", threads=2, progress=False)
+            os.write(write, child.lambda_min.tobytes() + child.lambda_max.tobytes())
+        finally:
+            os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    data = os.read(read, 16)
+    os.close(read)
+    assert status == 0
+    np.testing.assert_array_equal(np.frombuffer(data, dtype=np.float64),
+                                  np.r_[parent.lambda_min, parent.lambda_max])
