@@ -165,22 +165,20 @@ class CoboundaryOperator:
         with self._count_lock:
             setattr(self, name, getattr(self, name) + 1)
 
-    def apply_pair(self, v, Lv, w, Linv):
-        """``Lv[:] = L v`` and ``Linv[:] = L^{-1} w`` in shared passes over the weights.
+    def apply_pair(self, a, b):
+        """``y = L x`` for request ``a = (x, y)`` and ``y = L^{-1} x`` for request ``b``.
 
-        Either pair may be ``None`` (skipped).  With ``threads=2`` the rows of
-        every big weight matrix are split over two threads; the results are
-        the same bit for bit (see :mod:`sheaflinalg.kernels.substitution`).
+        Either request may be ``None`` (skipped); the two share their passes
+        over the weights (the protocol of
+        :func:`sheaflinalg.arpack_pair.largest_pair`).  Every ``x`` and ``y``
+        is a contiguous float64 vector of length ``n``.  With ``threads=2``
+        the rows of every big weight matrix are split over two threads; the
+        results are the same bit for bit (see
+        :mod:`sheaflinalg.kernels.substitution`).
         """
         empty = np.empty(0)
-        if v is None:
-            v = Lv = empty
-        else:
-            self._count("n_matvec")
-        if w is None:
-            w = Linv = empty
-        else:
-            self._count("n_solve")
+        v, Lv = self._request(a, "n_matvec") if a is not None else (empty, empty)
+        w, Linv = self._request(b, "n_solve") if b is not None else (empty, empty)
         # fresh scratch per call (cheap): the operator may be used from several threads
         dv, y = np.empty(self.n), np.empty(self.n)
         if self.threads > 1 and not _PARALLEL_FORBIDDEN:
@@ -188,6 +186,18 @@ class CoboundaryOperator:
                 self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
         else:
             self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
+
+    def _request(self, request, counter):
+        # the kernels do not check bounds: a wrong vector must not reach them
+        x, y = request
+        for arr in (x, y):
+            if not (isinstance(arr, np.ndarray) and arr.dtype == np.float64 and arr.shape == (self.n,)
+                    and arr.flags.c_contiguous):
+                raise ValueError(f"apply_pair needs contiguous float64 vectors of length {self.n}")
+        if not y.flags.writeable:
+            raise ValueError("apply_pair: the output vector is read-only")
+        self._count(counter)
+        return x, y
 
     def _sweeps(self, backward, forward, v, Lv, dv, w, Linv, y):
         """The backward sweep (``L v``, ``y = delta^{-T} w``), then ``Linv = delta^{-1} y``."""
@@ -205,13 +215,13 @@ class CoboundaryOperator:
     def laplacian_matvec(self, v):
         """``delta^T (delta v)``."""
         out = np.empty(self.n)
-        self.apply_pair(self._vector(v), out, None, None)
+        self.apply_pair((self._vector(v), out), None)
         return out
 
     def laplacian_solve(self, v):
         """``L^{-1} v = delta^{-1} (delta^{-T} v)`` (two block substitutions)."""
         out = np.empty(self.n)
-        self.apply_pair(None, None, self._vector(v), out)
+        self.apply_pair(None, (self._vector(v), out))
         return out
 
     def solve(self, w):
@@ -426,6 +436,17 @@ def _distinct_patterns(masks, M):
     keys = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
+
+
+def _choose_method(method, full, N, k, dense_max):
+    """``"dense"`` or ``"arpack"`` for ``method`` (``"auto"``: dense up to ``dense_max``), or a clear error."""
+    if full and method == "arpack":
+        raise ValueError("full=True needs the dense method (method='dense' or 'auto')")
+    if method == "auto":
+        method = "dense" if (N <= dense_max or full) else "arpack"
+    if method == "arpack" and k >= N:
+        raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
+    return method
 
 
 def _fix_signs(V):
@@ -696,12 +717,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     layout = Layout(net.dims, reduced=reduced)
     N = layout.n_free
     k = _check_k(k, N)
-    if full and method == "arpack":
-        raise ValueError("full=True needs the dense method (method='dense' or 'auto')")
-    if method == "auto":
-        method = "dense" if (N <= dense_max or full) else "arpack"
-    if method == "arpack" and k >= N:
-        raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
+    method = _choose_method(method, full, N, k, dense_max)
     if threads not in (None, 1, 2):
         raise ValueError(f"threads must be 1 or 2, got {threads!r}")
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
@@ -763,11 +779,7 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
         for u in _progress(range(U), U, progress, "spectrum"):
             op = CoboundaryOperator(net, [m[u] for m in masks],
                                     None if reduced else jacobians[u], weights=weights, threads=threads)
-
-            def apply_pair(a, b, op=op):
-                op.apply_pair(*(a or (None, None)), *(b or (None, None)))
-
-            a, Va, b, Vb, res = _arpack_pair(apply_pair, op.laplacian_matvec, op.laplacian_solve, N, k,
+            a, Va, b, Vb, res = _arpack_pair(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, N, k,
                                              tol, maxiter, ncv, int(first[u]))
             ws[u], wl[u] = a, b
             residuals[u] = res
@@ -831,12 +843,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
     if solver == "substitution" and not square:
         raise ValueError("solver='substitution' needs a square delta_free of an unpinned network system; "
                          "use 'cholmod' or 'superlu'")
-    if full and method == "arpack":
-        raise ValueError("full=True needs the dense method (method='dense' or 'auto')")
-    if method == "auto":
-        method = "dense" if (N <= dense_max or full) else "arpack"
-    if method == "arpack" and k >= N:
-        raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
+    method = _choose_method(method, full, N, k, dense_max)
     layout = getattr(system, "layout", None)
     if augmented:
         blocks = _augmented_blocks(layout, np.asarray(system.layout_free_index))

@@ -36,7 +36,7 @@ ops = [CoboundaryOperator(net, ms, threads=t) for t in (1, 2)]
 v = np.ones(ops[0].n)
 for op in ops:  # the serial kernel compiles (and is cached) first
     op.parallel_min = 0
-    op.apply_pair(v, np.empty_like(v), v, np.empty_like(v))
+    op.apply_pair((v, np.empty_like(v)), (v, np.empty_like(v)))
 print(numba.threading_layer())  # raises unless the parallel code ran
 """
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))

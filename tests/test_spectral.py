@@ -195,7 +195,7 @@ def test_substitution_kernels_against_dense_delta(case, system):
             op_t = CoboundaryOperator(net, ms, J, threads=threads)
             op_t.parallel_min = 0
             Lv, Linv = np.full(D.shape[0], np.nan), np.full(D.shape[0], np.nan)
-            op_t.apply_pair(v, Lv, w, Linv)
+            op_t.apply_pair((v, Lv), (w, Linv))
             np.testing.assert_allclose(Lv, L @ v, rtol=1e-12, atol=1e-12 * np.abs(v).max())
             np.testing.assert_allclose(L @ Linv, w, rtol=1e-9, atol=1e-9 * max(1.0, np.abs(L).max() * np.abs(Linv).max()))
             outs.append((Lv, Linv))
@@ -461,6 +461,21 @@ def test_bad_input():
         sl.spectrum(net, np.ones(2), full=True, method="arpack")
     with pytest.raises(ValueError, match="threads"):
         sl.spectrum(net, np.ones(2), threads=3)
+    # the kernels do not check bounds: the operator refuses vectors that would overrun them
+    op = CoboundaryOperator(net, net.activation_pattern(np.ones(2)))
+    v = np.ones(op.n)
+    for bad in ((v, np.empty(op.n - 1)), (v[:-1], np.empty(op.n)), (v, np.empty(op.n, dtype=np.float32)),
+                (v, np.empty(2 * op.n)[::2])):
+        with pytest.raises(ValueError, match="contiguous float64 vectors"):
+            op.apply_pair(bad, None)
+        with pytest.raises(ValueError, match="contiguous float64 vectors"):
+            op.apply_pair(None, bad)
+    frozen = np.empty(op.n)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        op.apply_pair((v, frozen), None)
+    with pytest.raises(ValueError, match="length"):
+        op.laplacian_matvec(np.ones(op.n + 1))
 
 
 def test_arpack_non_convergence_is_reported_with_the_residual():

@@ -50,7 +50,7 @@ from . import renamed
 # Reassociation lets LLVM vectorise the dot products (a fixed SIMD summation
 # order: deterministic on a given machine); no other fast-math flag is used.
 _FM = {"reassoc", "contract"}
-# Default ``parallel_min`` of :func:`laplacian_pair_parallel`: weight matrices
+# Default ``parallel_min`` of the ``*_parallel`` sweeps: weight matrices
 # with fewer entries are not split over two threads (waking the second thread
 # costs more than half of a small pass).
 PARALLEL_MIN = 65_536
