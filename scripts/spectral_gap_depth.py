@@ -27,7 +27,7 @@ import sys
 
 import numpy as np
 
-from sheaflinalg.atomic import write_text
+from sheaflinalg._common.atomic import write_text
 
 ARCHS = ([2, 30, 1], [2, 10, 8, 1], [2, 8, 6, 4, 1])
 FIGURE_ARCHS = ([2, 30, 1], [2, 12, 8, 6, 1])

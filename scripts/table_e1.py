@@ -29,7 +29,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from tqdm.auto import tqdm
 
-from sheaflinalg.atomic import write_text
+from sheaflinalg._common.atomic import write_text
 
 SHEAF_TOL, SGD_TOL = 1e-8, 1e-6
 

@@ -3,31 +3,43 @@
 Bosca & Ghrist's construction: a feedforward ReLU network is a cellular sheaf
 whose restricted coboundary ``delta_Omega`` is block unit lower triangular;
 the forward pass is its harmonic extension.
-"""
 
-from .assembly import SheafSystem, assemble
-from .harmonic import HarmonicExtension, harmonic_extension
-from .layout import Block, Layout
-from .network import Network
-from .verify import VerificationReport, verify
-from .assembly import AugmentedSheafSystem
-from .dynamics import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
-from .pins import Reluctance, SoftPins
-from .clamping import Completion, NonUniqueCompletionError, complete
-from . import discord
-from . import tasks
-from .baseline import sgd
-from .history import DivergenceWarning, History, Regularization, TrainingInfo
-from .training import TrainResult, train
+Subpackages, bottom to top (imports point down only): ``kernels`` (numba) and
+``network``; ``sheaf``; ``dynamics``, ``training`` and ``spectral``; then
+``tasks``, ``plotting`` and ``commands``.
+"""
 
 __version__ = "0.1.0"
 
-__all__ = ["Network", "Layout", "Block", "SheafSystem", "assemble", "HarmonicExtension",
-           "harmonic_extension", "VerificationReport", "verify", "__version__"]
-__all__ += ["train", "sgd", "tasks", "TrainResult", "History", "TrainingInfo", "Regularization",
-            "DivergenceWarning"]
-__all__ += ["AugmentedSheafSystem", "heat", "HeatResult", "HeatHistory", "NonFiniteStateError",
-            "lambda_max_bound", "SoftPins", "Reluctance", "discord", "complete", "Completion",
-            "NonUniqueCompletionError"]
+# network
+from .network import Network
+# sheaf
+from .sheaf import (AugmentedSheafSystem, Block, HarmonicExtension, Layout, Reluctance, SheafSystem, SoftPins,
+                    VerificationReport, assemble, harmonic_extension, verify)
+# dynamics
+from .dynamics import (Completion, HeatHistory, HeatResult, NonFiniteStateError, NonUniqueCompletionError,
+                       complete, discord, heat, lambda_max_bound)
+# training
+from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
+# spectral
 from .spectral import SpectralTracker, SpectrumConvergenceError, SpectrumResult, spectrum, spectrum_of_system
-__all__ += ["spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError"]
+# the paper's tasks and recorded experiments
+from . import tasks
+
+__all__ = [
+    "__version__",
+    # network
+    "Network",
+    # sheaf
+    "Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",
+    "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance",
+    # dynamics
+    "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete", "Completion",
+    "NonUniqueCompletionError", "discord",
+    # training
+    "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
+    # spectral
+    "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
+    # experiments
+    "tasks",
+]

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .network import Network
+from .network.model import Network
+from .training import sgd, train
 
 TASKS = ("paraboloid", "saddle", "circular", "blobs")
 OUTPUTS = {"paraboloid": "identity", "saddle": "identity", "circular": "sigmoid", "blobs": "softmax"}
@@ -203,9 +204,6 @@ class Experiment:
 
         See :meth:`run` (which returns only the history).
         """
-        from .baseline import sgd
-        from .training import train
-
         m = self.meta
         steps = int(m["n_steps"]) if steps is None else steps
         if method == "sheaf":
@@ -225,7 +223,7 @@ class Experiment:
     def run(self, steps=None, method="sheaf", progress=False, **kwargs):
         """Run the experiment's protocol for ``steps`` Euler steps / SGD epochs (default: all).
 
-        Returns the :class:`~sheaflinalg.history.History`; its ``train_loss``
+        Returns the :class:`~sheaflinalg.training.history.History`; its ``train_loss``
         and ``test_loss`` line up with the file's curves (a prefix of them
         when ``steps`` is smaller).  Extra keyword arguments go to
         :func:`~sheaflinalg.train` / :func:`~sheaflinalg.sgd`.

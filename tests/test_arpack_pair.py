@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse.linalg as spla
 
-from sheaflinalg import arpack_pair
-from sheaflinalg.arpack_pair import ArpackNotConverged, largest_pair
+from sheaflinalg.spectral import arpack_pair
+from sheaflinalg.spectral.arpack_pair import ArpackNotConverged, largest_pair
 
 
 def spd(n, seed, spread=1.0):

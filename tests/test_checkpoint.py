@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from sheaflinalg.checkpoint import TrainingCheckpoint
+from sheaflinalg.training.checkpoint import TrainingCheckpoint
 
 
 class Interrupt(Exception):

@@ -1,19 +1,35 @@
-"""Docstring examples of the public modules run as doctests."""
+"""Docstring examples of every module of the package run as doctests."""
 
 import doctest
 import importlib
+import pkgutil
 
 import pytest
 
-MODULES = [
-    "sheaflinalg.activations", "sheaflinalg.validation", "sheaflinalg.network", "sheaflinalg.layout",
-    "sheaflinalg.sparse_blocks", "sheaflinalg.assembly", "sheaflinalg.harmonic", "sheaflinalg.factor",
-    "sheaflinalg.verify", "sheaflinalg.state", "sheaflinalg.atomic", "sheaflinalg.checkpoint",
+import sheaflinalg
+
+ALL_MODULES = sorted(m.name for m in pkgutil.walk_packages(sheaflinalg.__path__, "sheaflinalg."))
+# Modules whose docstrings must carry examples (the API a user reads first).
+WITH_EXAMPLES = [
+    "sheaflinalg.network.activations", "sheaflinalg._common.validation", "sheaflinalg.network.model",
+    "sheaflinalg.sheaf.layout", "sheaflinalg.sheaf.sparse_blocks", "sheaflinalg.sheaf.assembly",
+    "sheaflinalg.sheaf.harmonic", "sheaflinalg.sheaf.factor", "sheaflinalg.sheaf.verify", "sheaflinalg.sheaf.state",
+    "sheaflinalg._common.atomic", "sheaflinalg.training.checkpoint", "sheaflinalg.spectral.drivers",
+    "sheaflinalg.spectral.operators", "sheaflinalg.spectral.result", "sheaflinalg.spectral.tracker",
+    "sheaflinalg.plotting.spectral", "sheaflinalg.training.joint", "sheaflinalg.training.sgd",
+    "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
+    "sheaflinalg.tasks", "sheaflinalg.plotting.training",
 ]
 
 
-@pytest.mark.parametrize("name", MODULES)
+def test_every_listed_module_exists():
+    assert set(WITH_EXAMPLES) <= set(ALL_MODULES)
+
+
+@pytest.mark.parametrize("name", ALL_MODULES)
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted > 0 and result.failed == 0
+    assert result.failed == 0
+    if name in WITH_EXAMPLES:
+        assert result.attempted > 0

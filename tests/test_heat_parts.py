@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from sheaflinalg import heat_parts
+from sheaflinalg.dynamics import parts as heat_parts
 
 
 def run(threads, **kw):

@@ -11,8 +11,10 @@ import naive
 import sheaflinalg as sl
 from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
 from sheaflinalg.kernels.training import train_steps
-from sheaflinalg.parameter_sheaf import parameter_sheaf
-from sheaflinalg.training import KERNEL_LOSS, effective_spectral_gap
+from sheaflinalg.training.parameter_sheaf import parameter_sheaf
+from sheaflinalg.training import stagnation
+from sheaflinalg.training.joint import KERNEL_LOSS
+from sheaflinalg.training.stagnation import effective_spectral_gap
 from strategies import networks
 
 LOSS_PARAM = {"mse": 0.0, "l1": 0.0, "pnorm": 1.7, "huber": 0.3, "cross_entropy": 0.0}
@@ -310,7 +312,7 @@ def test_stagnation_ingredients_match_dense_definitions(monkeypatch):
     assert st_["B_omega"] >= max(fit.history.state_norm)
     assert st_["max_displacement"] == max(fit.history.weight_displacement)
     assert st_["holds"] == (st_["max_displacement"] <= st_["bound"])
-    monkeypatch.setattr(sl.training, "_DENSE_GAP_MAX", 0)
+    monkeypatch.setattr(stagnation, "DENSE_GAP_MAX", 0)
     sparse_gap = effective_spectral_gap(net, np.repeat(X, 40, axis=0), np.repeat(
         np.concatenate([init, Y], axis=1), 40, axis=0), sl.Layout(net.dims))
     assert sparse_gap == pytest.approx(lam_min, rel=1e-8)

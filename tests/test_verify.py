@@ -6,9 +6,9 @@ import scipy.sparse as sp
 from hypothesis import given
 
 import sheaflinalg as sl
-from sheaflinalg import factor
+from sheaflinalg.sheaf import factor
 from sheaflinalg.cli import main
-from sheaflinalg.verify import unit_lower_triangular_certificate
+from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
 from strategies import networks
 
 

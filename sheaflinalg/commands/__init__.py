@@ -1,4 +1,6 @@
-"""Subcommands of the ``sheaflinalg`` command line; one module per subcommand.
+"""Subcommands of the ``sheaflinalg`` command line; one module per subcommand (``cli.py`` dispatches).
+
+The top layer: may import the package root (``import sheaflinalg as sl``) and any subpackage.
 
 Each module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int`` (the exit status).
@@ -23,7 +25,7 @@ def network_from_args(args):
 
     Also checks ``--samples`` (at least 1) before any work.
     """
-    from ..network import Network
+    from ..network.model import Network
 
     if args.samples < 1:
         raise ValueError("--samples must be at least 1")

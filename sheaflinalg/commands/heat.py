@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from ..atomic import save_npz
+from .._common.atomic import save_npz
 from . import network_from_args
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"

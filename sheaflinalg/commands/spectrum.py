@@ -23,7 +23,7 @@ def add_arguments(parser):
     parser.add_argument("-k", type=int, default=1, help="smallest and largest eigenpairs per input (default: 1)")
     parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack"),
                         help="auto: dense for small systems, ARPACK otherwise (default: auto)")
-    from ..spectral import TOL
+    from ..spectral.drivers import TOL
 
     parser.add_argument("--tol", type=float, default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
     parser.add_argument("--per-sample", action="store_true", help="also print one line per input")
@@ -43,8 +43,9 @@ def inputs(n_features, samples, seed):
 
 def run(args):
     import sheaflinalg as sl
-    from sheaflinalg.layout import Layout
-    from sheaflinalg.spectral import DENSE_MAX
+
+    from ..sheaf.layout import Layout
+    from ..spectral.drivers import DENSE_MAX
 
     net = network_from_args(args)
     if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
@@ -65,7 +66,7 @@ def run(args):
             print(f"{s:>6}{res.lambda_min[s]:>14.6g}{res.lambda_max[s]:>14.6g}{res.condition[s]:>14.6g}  "
                   f"{res.block_names[int(np.argmax(E[s]))]}")
     if args.plot:
-        from sheaflinalg.plotting.spectral import spectra_figure
+        from ..plotting.spectral import spectra_figure
 
         spectra_figure(res, args.plot)
         print(f"wrote {args.plot}")

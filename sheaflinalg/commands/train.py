@@ -3,7 +3,7 @@
 import csv
 import os
 
-from ..atomic import atomic_path
+from .._common.atomic import atomic_path
 from . import parse_arch
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"

@@ -1,4 +1,6 @@
-"""numba-compiled kernels (no Python API here; see dynamics.py and training.py).
+"""numba-compiled kernels: the one force routine, products, the heat and training loops, block
+substitutions.  No Python API here (``dynamics``, ``training`` and ``spectral`` drive them); bottom
+layer: imports nothing else of the package.
 
 numba's on-disk cache (``cache=True``) is keyed on each kernel's own source
 file, not on the files it calls into: after an edit of ``force.py`` alone, a

@@ -4,7 +4,7 @@ Internal layout (samples are columns, so inner loops over samples vectorise):
 
 * ``X``: (n_0, M) inputs.
 * ``S``: (n_rows, M) free cochain, rows in the layout's free order
-  ``z1, a1, ..., ak, z(k+1)[, yhat]`` (offsets from :class:`~sheaflinalg.layout.Layout`).
+  ``z1, a1, ..., ak, z(k+1)[, yhat]`` (offsets from :class:`~sheaflinalg.sheaf.layout.Layout`).
 * ``theta``: flat parameters, ``W_l`` row-major at ``woff[l]``, ``b_l`` at ``boff[l]``.
 * ``E``: (n_rows, M) edge discrepancies ``(delta omega_bar)_e``.  Edge ``e_i``
   pairs with free block ``i`` (the unit-triangular structure), so ``E`` uses

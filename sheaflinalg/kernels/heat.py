@@ -29,8 +29,8 @@ can call it in chunks (for a progress bar) without changing the result.
 import numpy as np
 from numba import njit
 
-from .force import (compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows,
-                    stored_forces, tile_width)
+from .force import (compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows, stored_forces,
+                    tile_width)
 
 STATUS_RUNNING = 0
 STATUS_CONVERGED = 1

@@ -38,7 +38,7 @@ row in the ``W^T`` products.
 Every kernel releases the GIL (``nogil``).  Shared arguments: ``weights`` a
 ``numba.typed.List`` of the weight matrices (``weights[l - 1]`` is ``W_l``,
 C-contiguous, no copy), ``dims``, ``zoff``, ``aoff`` (from
-:meth:`sheaflinalg.layout.Layout.kernel_offsets`), ``mask`` (free-vector
+:meth:`sheaflinalg.sheaf.layout.Layout.kernel_offsets`), ``mask`` (free-vector
 length; the ReLU mask ``R_l`` sits at the rows of ``z_l``), ``J`` the
 (n_out, n_out) linearised output map and ``yhat_off`` (``-1`` when reduced).
 """

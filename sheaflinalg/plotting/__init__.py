@@ -1,1 +1,5 @@
-"""Matplotlib figures, one module per topic (imported lazily: matplotlib is optional at import time)."""
+"""matplotlib figures, one module per topic (heat, training, spectra); matplotlib is imported lazily.
+
+May import every layer below it (``spectral``, ``training``, ``dynamics``, ``sheaf``, ``network``,
+``_common``), never ``commands``.
+"""

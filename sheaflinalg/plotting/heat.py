@@ -3,7 +3,7 @@ appendix E.1)."""
 
 import numpy as np
 
-from ..atomic import save_figure
+from .._common.atomic import save_figure
 
 
 def _plt():

@@ -105,6 +105,6 @@ def plot_learned_outputs(rows, path=None):
 
 def save_figure(fig, path):
     """Save ``fig`` atomically (temporary file in the same directory, then ``os.replace``)."""
-    from ..atomic import save_figure as _save_atomic
+    from .._common.atomic import save_figure as _save_atomic
 
     _save_atomic(fig, path, dpi=120)

@@ -3,12 +3,13 @@
 Two sources give the same numbers: the kernels' ``E`` array (edge
 discrepancies in the free-row order, see :mod:`sheaflinalg.kernels.force`)
 and an assembled system (``delta_free @ omega + delta_boundary @ u +
-edge_offset``).  Labels come from the :class:`~sheaflinalg.layout.Layout`.
+edge_offset``).  Labels come from the :class:`~sheaflinalg.sheaf.layout.Layout`.
 """
 
 import numpy as np
 
-from .validation import as_float64
+from .._common.validation import as_float64
+from ..sheaf.assembly import AugmentedSheafSystem
 
 
 def edge_discrepancies(system, free):
@@ -59,8 +60,6 @@ def discord_by_block(system, free):
     >>> sorted(discord_by_block(s, np.zeros((1, 7))))
     ['e_a1', 'e_z1', 'e_z2']
     """
-    from .assembly import AugmentedSheafSystem
-
     e = edge_discrepancies(system, free)
     lay = system.layout
     out = {b.name: 0.5 * (e[:, b.slice] ** 2).sum(axis=1) for b in lay.edge_blocks}
@@ -133,5 +132,5 @@ def group(values, labels, by="type"):
 
 
 def group_history(history, by="type"):
-    """Group a :class:`~sheaflinalg.dynamics.HeatHistory`'s discord columns (see :func:`group`)."""
+    """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (see :func:`group`)."""
     return group(history.discord, history.labels, by)

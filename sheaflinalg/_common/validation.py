@@ -72,3 +72,19 @@ def check_positive(value, name):
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def check_int(value, name, minimum=1):
+    """Return ``value`` as an int, or raise ValueError unless it is an integer ``>= minimum``.
+
+    Booleans and floats are refused (``2.0`` is not a step count).
+
+    Examples
+    --------
+    >>> check_int(3, "steps")
+    3
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return int(value)

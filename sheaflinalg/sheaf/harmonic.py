@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import activations
+from .._common.validation import as_samples
+from ..network import activations
 from .layout import Layout
-from .validation import as_samples
+from .patterns import normalise_pattern
 
 
 @dataclass
@@ -76,8 +77,6 @@ def harmonic_extension(net, X, pattern=None):
     >>> bool(np.allclose(h.output, net.forward(X), rtol=1e-12, atol=0))
     True
     """
-    from .assembly import normalise_pattern
-
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     if pattern is not None:

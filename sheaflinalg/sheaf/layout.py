@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..network.model import parameter_offsets
+
 
 @dataclass(frozen=True)
 class Block:
@@ -247,19 +249,12 @@ class Layout:
             zoff[l] = self._free[f"z{l}"].offset
             if l <= k:
                 aoff[l] = self._free[f"a{l}"].offset
-        woff = np.full(k + 2, -1, dtype=np.int64)
-        boff = np.full(k + 2, -1, dtype=np.int64)
-        off = 0
-        for l in range(1, k + 2):
-            woff[l] = off
-            off += self.dims[l] * self.dims[l - 1]
-            boff[l] = off
-            off += self.dims[l]
+        woff, boff, n_parameters = parameter_offsets(self.dims)
         return {
             "dims": np.asarray(self.dims, dtype=np.int64),
             "zoff": zoff, "aoff": aoff,
             "yhat_off": -1 if self.reduced else self._free["yhat"].offset,
-            "woff": woff, "boff": boff, "n_parameters": off,
+            "woff": woff, "boff": boff, "n_parameters": n_parameters,
             "edge_offsets": np.asarray([b.offset for b in self.edge_blocks], dtype=np.int64),
             "edge_sizes": np.asarray([b.size for b in self.edge_blocks], dtype=np.int64),
         }

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from .layout import Layout
-from .state import to_columns
-from .validation import as_float64, as_samples
+from .._common.validation import as_float64, as_samples
+from ..sheaf.layout import Layout
+from ..sheaf.state import to_columns
 
 
 @dataclass
@@ -80,7 +80,7 @@ def parameter_sheaf(net, X, state):
     Examples
     --------
     >>> import numpy as np, sheaflinalg as sl
-    >>> from sheaflinalg.parameter_sheaf import parameter_sheaf
+    >>> from sheaflinalg.training.parameter_sheaf import parameter_sheaf
     >>> net = sl.Network.random([2, 3, 1], seed=0)
     >>> X = np.ones((4, 2))
     >>> h = parameter_sheaf(net, X, sl.harmonic_extension(net, X).free)

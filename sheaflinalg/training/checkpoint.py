@@ -13,7 +13,7 @@ import zipfile
 
 import numpy as np
 
-from .atomic import save_npz
+from .._common.atomic import save_npz
 
 _FORMAT = "sheaflinalg.train-checkpoint/1"
 

@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import heat_parts as _parts
-from . import pins as _pins
-from .kernels import force as _force
-from .kernels import heat as _kheat
-from .layout import Layout
-from .state import initial_state, to_rows
-from .validation import as_samples, check_choice, check_positive
+from .._common.progress import progress_bar
+from .._common.validation import as_samples, check_choice, check_int, check_positive
+from ..kernels import force as _force
+from ..kernels import heat as _kheat
+from ..sheaf import pins as _pins
+from ..sheaf.layout import Layout
+from ..sheaf.state import initial_state, to_rows
+from . import parts as _parts
+from .discord import group_history
 
 OUTPUT_FORCES = ("adjoint", "discrepancy")
 
@@ -104,14 +106,10 @@ class HeatHistory:
 
     def by_type(self):
         """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``."""
-        from .discord import group_history
-
         return group_history(self, "type")
 
     def by_layer(self):
         """``{layer: (n_rec,) discord}`` (layer of each edge block; ``pin``/``reluctance`` kept apart)."""
-        from .discord import group_history
-
         return group_history(self, "layer")
 
 
@@ -178,12 +176,6 @@ class HeatResult:
         return self.state[:, self.layout.free(name)]
 
 
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random", seed=None,
          pins=None, soft_pins=None, reluctance=None, record_every=0, record_states=None,
          output_force="adjoint", reduced=None, crossings=True, max_crossings=100_000,
@@ -204,12 +196,12 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     tol : float
         Stop when the largest change of any free coordinate in one step is below ``tol``.
     init : {"random", "zeros", "forward"} or array_like
-        Initial free stalks (see :func:`sheaflinalg.state.initial_state`);
+        Initial free stalks (see :func:`sheaflinalg.sheaf.state.initial_state`);
         an array has shape (n_samples, n_free) in the layout's free order.
     seed : int, optional
         Seed of ``init="random"``.
     pins : dict, optional
-        Hard pins ``{selector: values}`` (:mod:`sheaflinalg.pins`), e.g.
+        Hard pins ``{selector: values}`` (:mod:`sheaflinalg.sheaf.pins`), e.g.
         ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels).
     soft_pins : SoftPins or (targets, gamma), optional
         Penalty edges ``gamma/2 (s_j - p_j)^2``.
@@ -243,7 +235,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         GIL); default 2 on a machine with two or more cores.  Parts have at
         least 32 samples.  The result is that of one run (steps, stopping
         step, states, crossings); recorded discord totals are sums over the
-        parts, equal up to the order of the sum (:mod:`sheaflinalg.heat_parts`).
+        parts, equal up to the order of the sum (:mod:`sheaflinalg.dynamics.parts`).
 
     Returns
     -------
@@ -261,14 +253,14 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     M = X.shape[0]
     alpha = check_positive(alpha, "alpha")
     dt = check_positive(dt, "dt")
-    max_steps = _check_int(max_steps, "max_steps", 0)
+    max_steps = check_int(max_steps, "max_steps", 0)
     tol = float(tol)
     if not tol >= 0:
         raise ValueError(f"tol must be a number >= 0, got {tol!r}")
-    record_every = _check_int(record_every, "record_every", 0)
-    max_crossings = _check_int(max_crossings, "max_crossings", 0)
-    sliding_window = _check_int(sliding_window, "sliding_window", 1)
-    sliding_min_flips = _check_int(sliding_min_flips, "sliding_min_flips", 2)
+    record_every = check_int(record_every, "record_every", 0)
+    max_crossings = check_int(max_crossings, "max_crossings", 0)
+    sliding_window = check_int(sliding_window, "sliding_window", 1)
+    sliding_min_flips = check_int(sliding_min_flips, "sliding_min_flips", 2)
     check_choice(output_force, OUTPUT_FORCES, "output_force")
     if reduced is None:
         reduced = net.output == "identity" and not (_pins.spec_mentions_output(pins)
@@ -346,16 +338,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
              for lo, hi in zip(cuts[:-1], cuts[1:])]
 
     chunk = max_steps if (not progress or max_steps < 20_000) else max(10_000, max_steps // 100)
-    bar = None
-    if progress and max_steps >= 20_000:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_steps, desc="heat", unit="step", leave=False)
-    try:
-        status = _parts.run_parts(parts, max_steps, chunk, None if bar is None else bar.update)
-    finally:
-        if bar is not None:
-            bar.close()
+    with progress_bar(max_steps, progress and max_steps >= 20_000, "heat", unit="step") as bar:
+        status = _parts.run_parts(parts, max_steps, chunk, None if bar.disable else bar.update)
     if status == _kheat.STATUS_NONFINITE:
         step = _parts.nonfinite_step(parts)
         raise NonFiniteStateError(

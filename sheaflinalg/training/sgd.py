@@ -2,13 +2,15 @@
 
 import numpy as np
 
+from .._common.progress import progress_bar
+from .._common.threads import blas_limit, check_blas_threads
+from .._common.validation import check_int, check_positive
+from ..kernels.force import PHI_CODES
+from ..kernels.training import gd_steps
+from ..sheaf.layout import Layout
+from ..sheaf.state import to_columns
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
-from .kernels.force import PHI_CODES
-from .kernels.training import gd_steps
-from .layout import Layout
-from .state import to_columns
-from .training import TrainResult, _positive_int, _Problem, _progress, _check_threads, blas_limit
-from .validation import check_positive
+from .problem import Problem, TrainResult
 
 GD_LOSS = {"mse": 0, "cross_entropy": 1, "l1": 2, "pnorm": 3, "huber": 4}
 
@@ -42,7 +44,7 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
         Epochs between history records; default ``max(1, epochs // 100)``.
     progress : bool
     callback : callable, optional
-        ``callback(info)`` (:class:`~sheaflinalg.history.TrainingInfo`,
+        ``callback(info)`` (:class:`~sheaflinalg.training.history.TrainingInfo`,
         ``state=None``) after every epoch that is a multiple of
         ``callback_every`` (default ``record_every``).
     blas_threads : int or None
@@ -61,18 +63,19 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
     True
     """
-    prob = _Problem(net, X, Y, X_test, Y_test, loss, loss_param)
+    prob = Problem(net, X, Y, X_test, Y_test, loss, loss_param)
     if lr is None:
         lr = 0.01 if net.output in ("sigmoid", "softmax") else 0.005
     lr = check_positive(lr, "lr")
-    epochs = _positive_int(epochs, "epochs")
-    record_every = max(1, epochs // 100) if record_every is None else _positive_int(record_every, "record_every")
-    callback_every = record_every if callback_every is None else _positive_int(callback_every, "callback_every")
+    epochs = check_int(epochs, "epochs")
+    record_every = max(1, epochs // 100) if record_every is None else check_int(record_every, "record_every")
+    callback_every = record_every if callback_every is None else check_int(callback_every, "callback_every")
     if callback is not None and not callable(callback):
         raise TypeError("callback must be callable")
     reg = Regularization.coerce(reg)
     if reg.lam > 0:
         raise ValueError("the SGD baseline has no state to regularise: reg.lam must be 0 (use mu)")
+    check_blas_threads(blas_threads)
 
     off = Layout(net.dims).kernel_offsets()
     M = prob.X.shape[0]
@@ -88,11 +91,8 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
     rec.record(0, 0, theta)
     chunk = int(np.gcd(record_every, callback_every)) if callback is not None else record_every
-    _check_threads(blas_threads)
-    bar = _progress(epochs, progress, "gradient descent")
     done = 0
-    limit = blas_limit(blas_threads)
-    try:
+    with blas_limit(blas_threads), progress_bar(epochs, progress, "gradient descent", unit="epoch") as bar:
         while done < epochs:
             n = min(chunk, epochs - done)
             theta_prev = theta.copy()
@@ -104,8 +104,7 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
             if finite and (done % record_every == 0 or done == epochs):
                 tr = rec.record(done, done, theta)
                 if not np.isfinite(tr):
-                    for key in history.keys():
-                        getattr(history, key).pop()
+                    history.drop_last()
                     finite = False
             if not finite:
                 theta[:] = theta_prev
@@ -114,7 +113,4 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
             bar.update(n)
             if callback is not None and done % callback_every == 0:
                 callback(TrainingInfo("sgd", done, done, rec.network(theta), prob.X, None, history))
-    finally:
-        limit.__exit__(None, None, None)
-        bar.close()
     return TrainResult(rec.network(theta), history)

@@ -22,6 +22,8 @@ for identity output).  Cross-entropy needs a sigmoid (binary, labels in
 
 import numpy as np
 
+from .._common.validation import as_float64
+
 LOSSES = ("mse", "l1", "pnorm", "huber", "cross_entropy")
 _ALIASES = {"squared": "mse", "l2": "mse", "ce": "cross_entropy", "bce": "cross_entropy",
             "binary_cross_entropy": "cross_entropy", "p-norm": "pnorm"}
@@ -71,8 +73,6 @@ def check_targets(Y, n_samples, n_out, output, loss, name="Y"):
     A 1-D ``Y`` is one target per sample (``n_out == 1``), or integer class
     labels for a softmax output (converted to one-hot rows).
     """
-    from .validation import as_float64
-
     Y = as_float64(Y, name)
     if Y.ndim == 1:
         if n_out == 1:

@@ -24,11 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import pins as _pins
-from .assembly import assemble
-from .factor import cholesky
-from .layout import Layout
-from .validation import as_samples, check_choice
+from .._common.validation import as_samples, check_choice
+from ..sheaf import pins as _pins
+from ..sheaf.assembly import assemble
+from ..sheaf.factor import cholesky
+from ..sheaf.layout import Layout
+from ..sheaf.patterns import normalise_pattern
 
 NONUNIQUE = ("error", "minimum_norm")
 
@@ -147,7 +148,7 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
         values here only seed the initial activation pattern).
     clamp : dict, optional
         Hard clamps ``{selector: values}`` on hidden coordinates and outputs,
-        in the pin format of :mod:`sheaflinalg.pins` (e.g. ``{"a1[2]": 0.0}``,
+        in the pin format of :mod:`sheaflinalg.sheaf.pins` (e.g. ``{"a1[2]": 0.0}``,
         ``{"yhat": Y}``).
     soft_pins : SoftPins or (targets, gamma), optional
         Soft clamps (penalty edges).
@@ -196,8 +197,6 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     _pins.check_disjoint(hard, soft)
     _pins.resolve_reluctance(lay, reluctance, M)
     fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
-    from .assembly import normalise_pattern
-
     frozen = pattern is not None
     if frozen:
         pat = normalise_pattern(net, pattern, M)

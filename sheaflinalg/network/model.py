@@ -1,14 +1,44 @@
 """Feedforward ReLU networks: weights, biases, output activation, forward pass, I/O."""
 
 import json
+import os
 import zipfile
 
 import numpy as np
 
+from .._common.atomic import save_npz
+from .._common.validation import as_float64, as_samples
 from . import activations
-from .validation import as_float64, as_samples
+from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 
 _FORMAT = "sheaflinalg.network/1"
+
+
+def parameter_offsets(dims):
+    """Offsets of ``W_l`` and ``b_l`` in the flat parameter vector of :meth:`Network.parameters`.
+
+    Returns
+    -------
+    woff, boff : ndarray of int64, shape (len(dims) + 1,)
+        Index ``l = 1 .. k+1``; entry 0 and the last entry are ``-1``.
+    n_parameters : int
+
+    Examples
+    --------
+    >>> woff, boff, n = parameter_offsets([2, 3, 1])
+    >>> woff[1:3].tolist(), boff[1:3].tolist(), n
+    ([0, 9], [6, 12], 13)
+    """
+    n_layers = len(dims) - 1
+    woff = np.full(n_layers + 2, -1, dtype=np.int64)
+    boff = np.full(n_layers + 2, -1, dtype=np.int64)
+    off = 0
+    for l in range(1, n_layers + 1):
+        woff[l] = off
+        off += dims[l] * dims[l - 1]
+        boff[l] = off
+        off += dims[l]
+    return woff, boff, off
 
 
 class Network:
@@ -156,8 +186,6 @@ class Network:
         The file is written to a temporary name and renamed, so an interrupted
         save never leaves a half-written file.
         """
-        from .atomic import save_npz
-
         arrays = {"format": np.array(_FORMAT), "output": np.array(self.output)}
         for l, (W, b) in enumerate(zip(self.weights, self.biases), start=1):
             arrays[f"W{l}"] = W
@@ -173,8 +201,6 @@ class Network:
         ValueError
             If the file is corrupt, truncated, needs pickle or lacks arrays.
         """
-        import os
-
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no such network file")
         if not zipfile.is_zipfile(path):
@@ -208,22 +234,20 @@ class Network:
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
 
-        Offsets are ``Layout(dims).kernel_offsets()["woff"/"boff"]``.
+        Offsets are :func:`parameter_offsets`.
         """
         return np.concatenate([np.concatenate([W.ravel(), b]) for W, b in zip(self.weights, self.biases)])
 
     @classmethod
     def from_parameters(cls, theta, dims, output="identity"):
         """Inverse of :meth:`parameters`."""
-        from .layout import Layout
-
-        off = Layout(dims).kernel_offsets()
+        woff, boff, n_parameters = parameter_offsets(dims)
         theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (off["n_parameters"],):
-            raise ValueError(f"expected {off['n_parameters']} parameters for dims {list(dims)}, got shape {theta.shape}")
-        weights = [theta[off["woff"][l]:off["woff"][l] + dims[l] * dims[l - 1]].reshape(dims[l], dims[l - 1])
+        if theta.shape != (n_parameters,):
+            raise ValueError(f"expected {n_parameters} parameters for dims {list(dims)}, got shape {theta.shape}")
+        weights = [theta[woff[l]:woff[l] + dims[l] * dims[l - 1]].reshape(dims[l], dims[l - 1])
                    for l in range(1, len(dims))]
-        biases = [theta[off["boff"][l]:off["boff"][l] + dims[l]] for l in range(1, len(dims))]
+        biases = [theta[boff[l]:boff[l] + dims[l]] for l in range(1, len(dims))]
         return cls(weights, biases, output)
 
     def to_dict(self):
@@ -245,8 +269,6 @@ class Network:
         softmax -> softmax.  For a binary classifier the network's single output
         is ``predict_proba(X)[:, 1]``.
         """
-        from .importers import network_arrays_from_sklearn
-
         return cls(*network_arrays_from_sklearn(model))
 
     @classmethod
@@ -256,6 +278,4 @@ class Network:
         An optional final ``Sigmoid``, ``Tanh`` or ``Softmax`` (over the last
         dimension) becomes the output activation.  Weights are converted to float64.
         """
-        from .importers import network_arrays_from_torch
-
         return cls(*network_arrays_from_torch(module))

@@ -6,8 +6,8 @@ free order; kernels use the transpose ``(n_free, n_samples)``, C-contiguous.
 
 import numpy as np
 
+from .._common.validation import as_float64
 from .harmonic import harmonic_extension
-from .validation import as_float64
 
 INITS = ("random", "zeros", "forward")
 

@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
+from .._common.validation import as_samples
 from .assembly import assemble
 from .factor import cholesky
 from .harmonic import harmonic_extension
-from .validation import as_samples
 
 
 def unit_lower_triangular_certificate(matrix):

@@ -4,7 +4,7 @@ The pin format (shared by :func:`sheaflinalg.heat`, :func:`sheaflinalg.assemble`
 and :func:`sheaflinalg.complete`)
 ----------------------------------------------------------------------------------
 
-A *selector* names free coordinates of the layout (see :class:`~sheaflinalg.layout.Layout`):
+A *selector* names free coordinates of the layout (see :class:`~sheaflinalg.sheaf.layout.Layout`):
 
 * a block name: ``"z1"``, ``"a2"``, ``"yhat"`` (the whole block);
 * one coordinate: ``"a1[3]"``;
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import as_float64
+from .._common.validation import as_float64
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@0-9]+?)\s*(?:\[([^\]]*)\])?\s*$")
 
@@ -122,7 +122,7 @@ def parse_selector(layout, selector):
 
     Examples
     --------
-    >>> from sheaflinalg.layout import Layout
+    >>> from sheaflinalg.sheaf.layout import Layout
     >>> parse_selector(Layout([2, 3, 1]), "a1[0,2]").tolist()
     [3, 5]
     """

@@ -2,7 +2,7 @@
 
 Each edge contributes one block row ``(delta x)_e = F_down x_down - F_up x_up``;
 the matrices are written straight from those blocks (see
-:mod:`sheaflinalg.sparse_blocks`), so assembly time and memory grow with the
+:mod:`sheaflinalg.sheaf.sparse_blocks`), so assembly time and memory grow with the
 number of weights, never with ``N**2``.
 """
 
@@ -11,35 +11,13 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from . import activations
+from .._common.validation import as_samples
+from ..network import activations
+from . import pins as _pins
+from .harmonic import harmonic_extension
 from .layout import Layout
+from .patterns import normalise_pattern, output_jacobian
 from .sparse_blocks import csr_from_blocks, transpose_times
-from .validation import as_samples
-
-
-def normalise_pattern(net, pattern, n_samples):
-    """Validate an activation pattern and return it as a list of (n_samples, n_l) bool arrays.
-
-    ``pattern`` is a sequence with one entry per hidden layer; each entry has
-    shape ``(n_l,)`` (shared by every sample) or ``(n_samples, n_l)``.
-    Values must be boolean or 0/1.
-    """
-    k = net.n_hidden
-    if len(pattern) != k:
-        raise ValueError(f"pattern needs one mask per hidden layer ({k}), got {len(pattern)}")
-    out = []
-    for l, (mask, n) in enumerate(zip(pattern, net.dims[1:-1]), start=1):
-        m = np.asarray(mask)
-        if m.dtype != bool:
-            if m.dtype.kind not in "iuf" or not np.all((m == 0) | (m == 1)):
-                raise ValueError(f"pattern layer {l} must be boolean (or 0/1)")
-            m = m.astype(bool)
-        if m.ndim == 1:
-            m = np.broadcast_to(m, (n_samples, m.size))
-        if m.shape != (n_samples, n):
-            raise ValueError(f"pattern layer {l} has shape {np.shape(mask)}; expected ({n},) or ({n_samples}, {n})")
-        out.append(np.ascontiguousarray(m))
-    return out
 
 
 def coboundary_rows(net, mask_row, out_jacobian, reduced):
@@ -61,15 +39,6 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     if not reduced:
         rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
     return rows
-
-
-def output_jacobian(output, z):
-    """Linearised output restriction map at ``z``: diagonal (1-D) or dense for softmax."""
-    if output == "softmax":
-        return activations.jacobian(output, z)
-    if output == "identity":
-        return np.ones(z.size)
-    return np.diag(activations.jacobian(output, z)).copy()
 
 
 class SheafSystem:
@@ -96,8 +65,6 @@ class SheafSystem:
     """
 
     def __init__(self, net, X, pattern, reduced=False):
-        from .harmonic import harmonic_extension
-
         self.network = net
         self.X = X
         self.n_samples = X.shape[0]
@@ -231,7 +198,7 @@ class AugmentedSheafSystem(SheafSystem):
     """A neural sheaf with hard pins, soft-pin edges, reluctance edges and/or freed inputs.
 
     Built by :func:`assemble` when ``pins``, ``soft_pins``, ``reluctance`` or
-    ``free_inputs`` is given (pin format: :mod:`sheaflinalg.pins`).  Per sample:
+    ``free_inputs`` is given (pin format: :mod:`sheaflinalg.sheaf.pins`).  Per sample:
 
     * the 0-cochain is the layout's full cochain followed by the soft-pin
       stubborn vertices (one coordinate per soft pin) and the reluctance
@@ -436,7 +403,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     reduced : bool
         Assemble the reduced sheaf without ``v_y`` and ``e_y``.
     pins : dict, optional
-        Hard pins ``{selector: values}`` (format: :mod:`sheaflinalg.pins`):
+        Hard pins ``{selector: values}`` (format: :mod:`sheaflinalg.sheaf.pins`):
         the selected coordinates move from ``Omega`` to ``U``.
     soft_pins : SoftPins or (targets, gamma), optional
         Soft-pin (penalty) edges of strength ``gamma`` (paper eq. pinning-maps).
@@ -476,8 +443,6 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     if pins is None and soft_pins is None and reluctance is None and free_inputs is None \
             and linearise_at is None:
         return SheafSystem(net, X, pattern, reduced=reduced)
-    from . import pins as _pins
-
     lay = Layout(net.dims, reduced=reduced)
     M = X.shape[0]
     hard = _pins.resolve(lay, pins, M, what="pins")

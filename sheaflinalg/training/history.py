@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..kernels.training import REG_CODES
+from ..network.model import Network
 from .losses import accuracy, loss_value
 
 
@@ -73,8 +75,6 @@ class Regularization:
 
     def code(self, which):
         """Kernel code of the state (``"lam"``) or weight (``"mu"``) regulariser (0 when off)."""
-        from .kernels.training import REG_CODES
-
         return REG_CODES[self.kind] if getattr(self, which) > 0 else 0
 
 
@@ -170,6 +170,11 @@ class History:
         return ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
                 "discord_by_edge", "weight_norms", "weight_displacement", "state_norm", "wall_time"]
 
+    def drop_last(self):
+        """Remove the last record from every series (a record that turned out non-finite)."""
+        for key in self.keys():
+            getattr(self, key).pop()
+
     def last_finite_loss(self):
         """The last finite training loss recorded (None if there is none)."""
         for v in reversed(self.train_loss):
@@ -190,8 +195,6 @@ class Recorder:
         self.t0 = time.perf_counter()
 
     def network(self, theta):
-        from .network import Network
-
         return Network.from_parameters(theta, self.net.dims, self.net.output)
 
     def losses(self, net):

@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .kernels import force as _force
-from .kernels import heat as _kheat
+from ..kernels import force as _force
+from ..kernels import heat as _kheat
 
 # Below this many samples per part, a second thread costs more than it saves.
 MIN_SAMPLES_PER_PART = 32

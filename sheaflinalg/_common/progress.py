@@ -1,0 +1,17 @@
+"""Progress bars (tqdm), one style for every long-running loop of the package."""
+
+
+def progress_bar(total, enabled, desc, unit="it"):
+    """A tqdm bar of ``total`` units, disabled (but still usable) when ``enabled`` is false."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit=unit, leave=False)
+
+
+def progress_iter(iterable, total, enabled, desc):
+    """``iterable`` wrapped in a tqdm bar when ``enabled`` and there are at least two items."""
+    if not enabled or total < 2:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, leave=False)

@@ -1,0 +1,9 @@
+"""The network: weights, biases, output activation, forward pass, He initialisation, ``.npz``
+I/O without pickle, importers from scikit-learn and PyTorch.
+
+Bottom layer: imports only ``_common``.
+"""
+
+from .model import Network, parameter_offsets
+
+__all__ = ["Network", "parameter_offsets"]

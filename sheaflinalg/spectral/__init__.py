@@ -1,0 +1,15 @@
+"""Spectral diagnostics of the restricted Laplacian: the coboundary as an operator, ARPACK's two
+ends in lockstep, the dense path for small systems, the result object, the drivers
+(``spectrum``, ``spectrum_of_system``) and the training tracker.
+
+May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
+"""
+
+from .arpack import SpectrumConvergenceError
+from .drivers import DENSE_MAX, TOL, spectrum, spectrum_of_system
+from .operators import CoboundaryOperator
+from .result import SpectrumResult
+from .tracker import SpectralTracker
+
+__all__ = ["spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
+           "CoboundaryOperator", "DENSE_MAX", "TOL"]

@@ -1,0 +1,387 @@
+"""Spectral diagnostics of the restricted Laplacian ``L[Omega, Omega]`` (paper section 6.3, appendix E.3).
+
+Per sample (each with its own activation pattern) :func:`spectrum` computes
+``lambda_min`` (the paper's spectral gap ``lambda_1``), ``lambda_max``, the
+condition number, optionally the ``k`` smallest / largest eigenpairs, and
+from the eigenvectors the energy per block, per-neuron contributions and the
+stability of the eigenvectors across samples.
+
+Methods (``method="auto"`` picks the first that applies):
+
+* ``"dense"``: small systems (``N <= dense_max``) are assembled as dense
+  ``N x N`` matrices and diagonalised in one batched ``numpy.linalg.eigh``.
+* ``"arpack"``: ARPACK (SciPy's, as in ``scipy.sparse.linalg.eigsh``) on
+  linear operators, never an ``N x N`` matrix.  ``lambda_max``: Lanczos on
+  ``v -> delta^T (delta v)``.  ``lambda_min``: Lanczos on
+  ``L^{-1} = delta^{-1} delta^{-T}`` (shift-invert at 0), one block backward
+  and one block forward substitution with the pattern's masks
+  (:mod:`sheaflinalg.kernels.substitution`): no factorisation.  The two
+  Lanczos runs advance in lockstep (:mod:`sheaflinalg.spectral.arpack_pair`), so that
+  one kernel call serves both at every step
+  (:meth:`CoboundaryOperator.apply_pair`).
+* Systems whose ``delta_Omega`` is not square (pins, soft pins, reluctance
+  edges; see :func:`spectrum_of_system`) use a sparse Cholesky factor of
+  ``L[Omega, Omega]`` (:func:`sheaflinalg.sheaf.factor.cholesky`: CHOLMOD, SuperLU
+  fallback) for the shift-invert.
+"""
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._common.progress import progress_iter
+from .._common.threads import blas_limit
+from .._common.validation import as_samples, check_choice, check_positive
+from ..sheaf.assembly import assemble
+from ..sheaf.factor import cholesky
+from ..sheaf.harmonic import harmonic_extension
+from ..sheaf.layout import Layout
+from ..sheaf.patterns import normalise_pattern, output_jacobian
+from .arpack import arpack_extremes, pair_of
+from .dense import dense_extremes, dense_laplacians
+from .operators import CoboundaryOperator, typed_weights
+from .result import SpectrumResult, fix_signs
+
+SYSTEMS = ("reduced", "free")
+METHODS = ("auto", "dense", "arpack")
+SOLVERS = ("auto", "substitution", "cholmod", "superlu")
+DENSE_MAX = 200
+# Default ARPACK tolerance on the relative Ritz residuals.  The eigenvalue error
+# is of the order of the squared residual over the spectral gap, so 1e-8 gives
+# eigenvalues far below 1e-9 relative (the tests check 1e-9 against dense eigh)
+# for about 20% fewer operator applications than 1e-10.  The achieved residuals
+# of ``L`` are reported in ``SpectrumResult.residuals``; for the smallest
+# eigenpairs (Lanczos on ``L^{-1}``) that residual can exceed ``tol`` by up to
+# the condition number.
+TOL = 1e-8
+# Networks with this many weights use the two-thread operator kernels by default
+# (which split only matrices of at least ``kernels.substitution.PARALLEL_MIN``
+# entries); dense batches with M * N**3 above THREADS_MIN_DENSE are split over two threads.
+THREADS_MIN_WEIGHTS = 100_000
+THREADS_MIN_DENSE = 2_000_000
+
+
+def _augmented_blocks(layout, layout_free_index):
+    """Blocks of an augmented system's free coordinates: the layout's blocks minus hard
+    pins (as index arrays), and ``"x"`` for freed inputs."""
+    blocks = []
+    freed = np.flatnonzero(layout_free_index < 0)
+    if freed.size:
+        blocks.append(("x", freed))
+    for b in layout.free_blocks:
+        idx = np.flatnonzero((layout_free_index >= b.offset) & (layout_free_index < b.offset + b.size))
+        if idx.size:
+            blocks.append((b.name, idx))
+    return blocks
+
+
+def _distinct_patterns(masks, M):
+    """``(first, inverse)``: one representative sample per distinct pattern, and each sample's pattern."""
+    if M == 1:
+        return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    keys = np.packbits(np.concatenate([m.reshape(M, -1) for m in masks] + [np.ones((M, 1), bool)], axis=1),
+                       axis=1)
+    keys = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
+def _choose_method(method, full, N, k, dense_max):
+    """``"dense"`` or ``"arpack"`` for ``method`` (``"auto"``: dense up to ``dense_max``), or a clear error."""
+    if full and method == "arpack":
+        raise ValueError("full=True needs the dense method (method='dense' or 'auto')")
+    if method == "auto":
+        method = "dense" if (N <= dense_max or full) else "arpack"
+    if method == "arpack" and k >= N:
+        raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
+    return method
+
+
+def _check_k(k, n):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"k must be an integer, got {type(k).__name__}")
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if k > n:
+        raise ValueError(f"k={k} is larger than the system allows: L[Omega, Omega] has N={n} eigenvalues")
+    return int(k)
+
+
+def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="auto",
+             full=False, tol=TOL, maxiter=None, ncv=None, dense_max=DENSE_MAX, threads=None,
+             progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto"):
+    """Extreme eigenvalues of ``L[Omega, Omega]`` of every sample's activation pattern.
+
+    Parameters
+    ----------
+    net : Network
+    X : array_like, shape (n_samples, n_0) or (n_0,)
+    k : int
+        Number of smallest and of largest eigenpairs per sample.
+    vectors : bool
+        Also return the eigenvectors (needed by the energy and stability diagnostics).
+    system : {"reduced", "free"}
+        ``"reduced"``: the block-tridiagonal Laplacian of appendix A on
+        ``z1, a1, ..., z(k+1)`` (the paper's choice for identity output; it
+        does not depend on phi).  ``"free"``: the unreduced ``L[Omega, Omega]``
+        with ``yhat`` and the output edge, linearised at the pattern's
+        harmonic extension for a nonlinear output (``-J_phi`` in ``e_y``).
+    pattern : sequence of array_like, optional
+        Frozen activation pattern (see :func:`sheaflinalg.assemble`);
+        default: each sample's forward-pass pattern.
+    method : {"auto", "dense", "arpack"}
+        ``"auto"``: dense for ``N <= dense_max`` (or ``full=True``), ARPACK otherwise.
+    full : bool
+        Also return the whole spectrum (dense method only).
+    tol : float
+        ARPACK relative tolerance on the Ritz residuals (default 1e-8, see
+        :data:`TOL`; the achieved residuals of ``L`` are in ``residuals``).
+    maxiter, ncv : int, optional
+        ARPACK iteration limit and Krylov subspace size (scipy's defaults).
+    dense_max : int
+        Largest ``N`` the automatic choice diagonalises densely.
+    threads : {1, 2}, optional
+        ARPACK path: split the rows of every big weight matrix over two
+        threads in the operator kernels (2) or not (1); dense path: split the
+        batch over two threads.  Default: 2 on a machine with two cores when
+        the work is large enough to pay for it.  The results do not depend on
+        it.  The two-thread kernels use numba's threading layer (OpenMP when
+        installed); a child forked after they ran uses the serial kernels
+        (GNU OpenMP cannot start threads there).
+    progress : bool
+        Progress bar over the samples (ARPACK path).
+    pins, soft_pins, reluctance : optional
+        Hard pins, soft pins and reluctance edges (format:
+        :mod:`sheaflinalg.sheaf.pins`).  With any of them the system is assembled
+        (:func:`sheaflinalg.assemble`) and handed to
+        :func:`spectrum_of_system`: ``delta_Omega`` is then tall and the
+        shift-invert uses a sparse Cholesky factor.
+    solver : {"auto", "cholmod", "superlu"}
+        Factorisation of the augmented systems (see :func:`spectrum_of_system`).
+
+    Returns
+    -------
+    SpectrumResult
+
+    Raises
+    ------
+    SpectrumConvergenceError
+        ARPACK did not converge; the message gives the achieved residual.
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 30, 1], seed=42)
+    >>> X = np.random.default_rng(0).uniform(-2, 2, size=(10, 2))
+    >>> sp = sl.spectrum(net, X)
+    >>> bool(np.all(sp.lambda_min <= 1.0) and np.all(sp.condition >= 1.0))
+    True
+    >>> sp.block_names
+    ['z1', 'a1', 'z2']
+    """
+    X, _ = as_samples(X, net.dims[0])
+    check_choice(system, SYSTEMS, "system")
+    check_choice(method, METHODS, "method")
+    tol = 0.0 if tol == 0 else check_positive(tol, "tol")
+    reduced = system == "reduced"
+    if pins is not None or soft_pins is not None or reluctance is not None:
+        check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
+        s = assemble(net, X, pattern=pattern, reduced=reduced, pins=pins, soft_pins=soft_pins,
+                     reluctance=reluctance)
+        return spectrum_of_system(s, k=k, vectors=vectors, solver=solver, method=method, full=full,
+                                  tol=tol, maxiter=maxiter, ncv=ncv, dense_max=dense_max, progress=progress)
+    layout = Layout(net.dims, reduced=reduced)
+    N = layout.n_free
+    k = _check_k(k, N)
+    method = _choose_method(method, full, N, k, dense_max)
+    if threads not in (None, 1, 2):
+        raise ValueError(f"threads must be 1 or 2, got {threads!r}")
+    # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
+    # nothing from threads, and OpenBLAS's idle threads spin for a while after
+    # a threaded call, taking the core the kernels' second thread needs.
+    with blas_limit(1):
+        return _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
+                                     threads, progress, layout)
+
+
+def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads,
+                          progress, layout):
+    """:func:`spectrum` after validation."""
+    N = layout.n_free
+    two_cores = (os.cpu_count() or 1) >= 2
+    M = X.shape[0]
+    if pattern is None:
+        zs, _ = net.forward_states(X)
+        masks = [z >= 0 for z in zs[:-1]]
+        zout = zs[-1]
+    else:
+        masks = normalise_pattern(net, pattern, M)
+        zout = None
+        if not reduced and net.output != "identity":
+            zout = harmonic_extension(net, X, pattern=masks).preactivations[-1]
+    if reduced:
+        jacobians = None
+    elif net.output == "identity":
+        jacobians = [np.ones(net.dims[-1])] * M
+    else:
+        jacobians = [output_jacobian(net.output, z) for z in zout]
+    blocks = [(b.name, b.slice) for b in layout.free_blocks]
+
+    # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
+    if reduced or net.output == "identity":
+        first, inverse = _distinct_patterns(masks, M)
+    else:
+        first, inverse = np.arange(M), np.arange(M)
+    masks = [m[first] for m in masks]
+    if jacobians is not None:
+        jacobians = [jacobians[i] for i in first]
+    U = first.size
+
+    if method == "dense":
+        L = dense_laplacians(net, masks, jacobians, layout, U)
+        if threads is None:
+            threads = 2 if (two_cores and U * N ** 3 >= THREADS_MIN_DENSE) else 1
+        out = dense_extremes(L, k, vectors, full, threads)
+        n_op = 0
+    else:
+        if threads is None:
+            threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
+        weights = typed_weights(net)
+        ws, wl = np.empty((U, k)), np.empty((U, k))
+        Vs = np.empty((U, k, N)) if vectors else None
+        Vl = np.empty((U, k, N)) if vectors else None
+        residuals = np.empty((U, 2))
+        n_op = 0
+        for u in progress_iter(range(U), U, progress, "spectrum"):
+            op = CoboundaryOperator(net, [m[u] for m in masks],
+                                    None if reduced else jacobians[u], weights=weights, threads=threads)
+            a, Va, b, Vb, res = arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, N, k,
+                                             tol, maxiter, ncv, int(first[u]))
+            ws[u], wl[u] = a, b
+            residuals[u] = res
+            n_op += op.n_matvec + op.n_solve
+            if vectors:
+                Vs[u] = fix_signs(Va.T)
+                Vl[u] = fix_signs(Vb.T)
+        out = (ws, wl, Vs, Vl, None, residuals)
+    ws, wl, Vs, Vl, full_w, residuals = (None if a is None else a[inverse] for a in out)
+    return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, method,
+                          "reduced" if reduced else "free", n_op, U)
+
+
+def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", full=False,
+                       tol=TOL, maxiter=None, ncv=None, dense_max=DENSE_MAX, progress=True):
+    """Extreme eigenvalues of ``L[Omega, Omega]`` of an assembled :class:`~sheaflinalg.SheafSystem`.
+
+    Works for any system whose ``laplacian_free`` is block diagonal over the
+    samples with equal blocks, including augmented systems (pins, soft pins,
+    reluctance edges) whose ``delta_free`` is tall.
+
+    Parameters
+    ----------
+    system : SheafSystem (or any object with ``delta_free``, ``laplacian_free``, ``n_samples``)
+    solver : {"auto", "substitution", "cholmod", "superlu"}
+        Shift-invert for ``lambda_min``: ``"substitution"`` (block
+        substitutions; needs a square, unpinned ``delta_free`` of a network),
+        or a sparse Cholesky factor of each sample's ``L[Omega, Omega]``.
+        ``"auto"``: substitution when possible, else CHOLMOD (SuperLU fallback).
+    Other parameters as in :func:`spectrum`.
+
+    Returns
+    -------
+    SpectrumResult
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 8, 1], seed=0)
+    >>> s = sl.assemble(net, np.ones((3, 2)), reduced=True)
+    >>> sp = spectrum_of_system(s, method="arpack", solver="superlu", progress=False)
+    >>> sp.method, sp.lambda_min.shape
+    ('superlu', (3,))
+    """
+    check_choice(solver, SOLVERS, "solver")
+    check_choice(method, METHODS, "method")
+    tol = 0.0 if tol == 0 else check_positive(tol, "tol")
+    D = sp.csr_matrix(system.delta_free)
+    M = int(system.n_samples)
+    if M < 1:
+        raise ValueError("the system has no samples")
+    if D.shape[1] % M:
+        raise ValueError(f"delta_free has {D.shape[1]} columns, not a multiple of {M} samples")
+    N = D.shape[1] // M
+    k = _check_k(k, N)
+    augmented = hasattr(system, "layout_free_index")
+    square = (D.shape[0] == D.shape[1] and not augmented
+              and getattr(system, "network", None) is not None and getattr(system, "pattern", None) is not None)
+    if solver == "substitution" and not square:
+        raise ValueError("solver='substitution' needs a square delta_free of an unpinned network system; "
+                         "use 'cholmod' or 'superlu'")
+    method = _choose_method(method, full, N, k, dense_max)
+    layout = getattr(system, "layout", None)
+    if augmented:
+        blocks = _augmented_blocks(layout, np.asarray(system.layout_free_index))
+    elif layout is not None and layout.n_free == N:
+        blocks = [(b.name, b.slice) for b in layout.free_blocks]
+    else:
+        layout, blocks = None, [("free", slice(0, N))]
+    if solver == "auto" and method == "arpack" and square:
+        net = system.network
+        reduced = system.reduced
+        X = system.X
+        pattern = system.pattern
+        return spectrum(net, X, k=k, vectors=vectors, system="reduced" if reduced else "free",
+                        pattern=pattern, method="arpack", tol=tol, maxiter=maxiter, ncv=ncv,
+                        progress=progress)
+    Lfull = sp.csr_matrix(system.laplacian_free)
+    if method == "dense":
+        L = np.stack([Lfull[s * N:(s + 1) * N, s * N:(s + 1) * N].toarray() for s in range(M)])
+        ws, wl, Vs, Vl, full_w, residuals = dense_extremes(L, k, vectors, full)
+        return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense",
+                              "reduced" if getattr(system, "reduced", False) else "free", 0, M)
+    ws = np.empty((M, k))
+    wl = np.empty((M, k))
+    Vs = np.empty((M, k, N)) if vectors else None
+    Vl = np.empty((M, k, N)) if vectors else None
+    residuals = np.empty((M, 2))
+    Dc = D.tocsc()
+    used = solver
+    n_op = 0
+    for s in progress_iter(range(M), M, progress, "spectrum"):
+        cols = slice(s * N, (s + 1) * N)
+        Ds = Dc[:, cols].tocsr()
+        Ds = Ds[np.diff(Ds.indptr) > 0]
+        DsT = Ds.T.tocsr()
+        Ls = Lfull[cols, cols]
+        counter = [0]
+
+        def apply_L(v, Ds=Ds, DsT=DsT):
+            counter[0] += 1
+            return DsT @ (Ds @ v)
+
+        if solver == "substitution":
+            net = system.network
+            op = CoboundaryOperator(net, [m[s] for m in system.pattern], None if system.reduced else
+                                    output_jacobian(net.output, system.linearisation_point[s]))
+            apply_inv = op.laplacian_solve
+            used = "arpack"
+        else:
+            backend = "auto" if solver == "auto" else solver
+            f = cholesky(Ls, backend=backend)
+            used = f.backend
+
+            def apply_inv(v, f=f):
+                counter[0] += 1
+                return f.solve(v)
+
+        a, Va, b, Vb, res = arpack_extremes(pair_of(apply_L, apply_inv), apply_L, apply_inv, N, k, tol,
+                                         maxiter, ncv, s)
+        ws[s], wl[s] = a, b
+        residuals[s] = res
+        n_op += counter[0]
+        if vectors:
+            Vs[s] = fix_signs(Va.T)
+            Vl[s] = fix_signs(Vb.T)
+    return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, used,
+                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M)

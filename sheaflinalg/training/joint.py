@@ -1,0 +1,374 @@
+"""Training by joint dynamics of the state and the restriction maps (paper section 5.2).
+
+The output vertex is pinned to the target, the input vertex to the data;
+the free cochain and the weights evolve together by forward Euler, every
+force taken from the old state and the old weights (see
+:mod:`sheaflinalg.kernels.training`); the whole loop of an epoch runs in
+compiled code on the shared force routine of the heat equation.
+
+:func:`train` reads as its steps: validate the settings (:class:`_Settings`),
+set up the run (:class:`_JointRun`: layout, buffers, initial state, history),
+resume from a checkpoint or record the initial state, run the epoch loop
+(:func:`_epoch_loop`), and close the stagnation bound (:mod:`.stagnation`).
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._common.progress import progress_bar
+from .._common.threads import blas_limit, check_blas_threads
+from .._common.validation import check_int, check_positive
+from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
+                             discord_by_edge_block)
+from ..kernels.training import train_steps
+from ..network.model import Network
+from ..sheaf.layout import Layout
+from ..sheaf.state import INITS, initial_state, to_columns, to_rows
+from . import stagnation as _stagnation
+from .checkpoint import TrainingCheckpoint, fingerprint
+from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
+from .problem import Problem, TrainResult
+from .stagnation import effective_spectral_gap
+
+KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LOSS_CODES["pnorm"],
+               "huber": LOSS_CODES["huber"], "cross_entropy": LOSS_CODES["squared"]}
+
+
+def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
+          init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
+          record_every=1, seed=None, progress=True, callback=None, callback_every=None,
+          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10):
+    """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
+
+    Parameters
+    ----------
+    net : Network
+        Initial weights (not modified).
+    X : array_like, shape (n_samples, n_0)
+    Y : array_like, shape (n_samples, n_out)
+        Targets; 1-D for one output, or integer labels for a softmax output.
+    X_test, Y_test : array_like, optional
+        Held-out data for the test loss.
+    alpha, beta : float
+        Rates of the state and weight dynamics; ``beta=None`` is ``1 / n_samples``.
+    dt : float
+        Euler step.
+    steps : int
+        Total number of Euler steps.
+    init : {"random", "forward", "zeros"} or array_like
+        Initial free stalks: N(0, 1) draws, the forward pass, zeros, or an
+        explicit ``(n_samples, n_free)`` array in the order ``z1, a1, ..., z(k+1)``
+        (optionally followed by ``yhat``, which is overwritten by the targets).
+    warm_start : bool
+        Keep the stalks across epochs.  When False every epoch after the first
+        restarts from ``init`` (from ``"forward"`` when ``init`` is an array);
+        the paper's classification runs use ``init="forward", warm_start=False``.
+    epoch_steps : int
+        Steps per epoch (the unit of records, callbacks and restarts).
+    loss : {"mse", "l1", "pnorm", "huber", "cross_entropy"}, optional
+        Default: cross-entropy for sigmoid/softmax outputs, else mean squared error.
+    loss_param : float, optional
+        ``p`` of the p-norm loss (default 1.5) or ``tau`` of the Huber loss (default 1).
+    reg : Regularization or dict, optional
+        State/weight regularisation (``lam``, ``mu``, ``kind``, ``l1_ratio``, ``anchor``).
+    record_every : int
+        Record the history every this many epochs (and after the last one).
+    seed : int, optional
+        Seed of the random stalks.
+    progress : bool
+        Show a tqdm progress bar over epochs.
+    callback : callable, optional
+        ``callback(info)`` with a :class:`~sheaflinalg.training.history.TrainingInfo`
+        after every epoch whose end step is a multiple of ``callback_every``
+        (default ``epoch_steps``).
+    stagnation : {"auto", True, False}
+        Record the structural stagnation bound's spectral gap (an eigenvalue
+        solve at the initial state); "auto" does it for batches of at most
+        400k moving coordinates.
+    blas_threads : int or None
+        BLAS threads during training (large layer products); default 1, which
+        is fastest when other work shares the cores; None leaves BLAS as is.
+    checkpoint : str or path-like, optional
+        ``.npz`` file for resumable runs.  If it exists (written by an earlier,
+        possibly interrupted call with the same network, data and settings), the
+        run continues from it exactly as if it had never stopped; it is
+        (re)written atomically every ``checkpoint_every`` epochs and at the end.
+        A checkpoint of a different run is refused.
+    checkpoint_every : int
+        Epochs between checkpoints.
+
+    Returns
+    -------
+    TrainResult
+        ``.network``, ``.history`` (unpacks as ``network, history``), ``.state``.
+
+    Raises
+    ------
+    ValueError
+        Bad shapes, NaN, targets that do not fit the output activation,
+        ``beta``/``dt``/``alpha <= 0``, or an unstable step size.
+
+    Notes
+    -----
+    If the run diverges, training stops at that epoch with a
+    :class:`~sheaflinalg.training.history.DivergenceWarning` naming the epoch and the
+    last finite loss; the weights of the last finite epoch are returned and
+    ``history.diverged`` is True.
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> X, Y = sl.tasks.paraboloid(100, seed=0)
+    >>> net = sl.Network.random([2, 16, 1], seed=0)
+    >>> fit = sl.train(net, X, Y, steps=2000, progress=False)
+    >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
+    True
+    """
+    prob = Problem(net, X, Y, X_test, Y_test, loss, loss_param)
+    cfg = _Settings.check(prob, alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start,
+                          epoch_steps=epoch_steps, reg=reg, record_every=record_every, seed=seed,
+                          callback=callback, callback_every=callback_every, stagnation=stagnation,
+                          blas_threads=blas_threads, checkpoint_every=checkpoint_every)
+    run = _JointRun(prob, cfg)
+    ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
+    resumed = ckpt.load() if ckpt is not None else None
+    first_epoch = run.resume(resumed) if resumed is not None else run.begin()
+    _epoch_loop(run, first_epoch, ckpt, callback, progress)
+    _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
+    return TrainResult(run.rec.network(run.theta), run.history, to_rows(run.S), run.layout)
+
+
+@dataclass
+class _Settings:
+    """Validated settings of one :func:`train` call (names as in its signature)."""
+
+    alpha: float
+    beta: float
+    dt: float
+    steps: int
+    init: object
+    warm_start: bool
+    epoch_steps: int
+    reg: Regularization
+    record_every: int
+    seed: object
+    callback_every: int
+    stagnation: object
+    blas_threads: object
+    checkpoint_every: int
+
+    @classmethod
+    def check(cls, prob, *, alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
+              callback, callback_every, stagnation, blas_threads, checkpoint_every):
+        """Every setting checked before any work; errors name the parameter."""
+        M = prob.X.shape[0]
+        alpha = check_positive(alpha, "alpha")
+        beta = 1.0 / M if beta is None else check_positive(beta, "beta")
+        dt = check_positive(dt, "dt")
+        steps = check_int(steps, "steps")
+        epoch_steps = check_int(epoch_steps, "epoch_steps")
+        record_every = check_int(record_every, "record_every")
+        callback_every = epoch_steps if callback_every is None else check_int(callback_every, "callback_every")
+        if callback is not None and not callable(callback):
+            raise TypeError("callback must be callable")
+        if stagnation not in ("auto", True, False):
+            raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
+        reg = Regularization.coerce(reg)
+        check_step_size(prob.net, alpha, dt)
+        check_blas_threads(blas_threads)
+        checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
+        if init is None or (isinstance(init, str) and init not in INITS):
+            n_move = Layout(prob.net.dims).kernel_offsets()["yhat_off"]
+            raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
+                             f"shape ({M}, {n_move})")
+        return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
+                   callback_every, stagnation, blas_threads, checkpoint_every)
+
+    @property
+    def restart(self):
+        """Initial state of the epochs after the first when ``warm_start`` is False."""
+        return self.init if isinstance(self.init, str) else "forward"
+
+    @property
+    def n_epochs(self):
+        return -(-self.steps // self.epoch_steps)
+
+
+class _JointRun:
+    """The state of one training run: weights ``theta``, stalks ``S``, kernel buffers, history."""
+
+    def __init__(self, prob, cfg):
+        net, X, Y = prob.net, prob.X, prob.Y
+        self.prob, self.cfg, self.net = prob, cfg, net
+        M = X.shape[0]
+        self.layout = layout = Layout(net.dims)
+        self.off = off = layout.kernel_offsets()
+        self.n_move = off["yhat_off"]
+        self.rng = np.random.default_rng(cfg.seed)
+        self.theta = net.parameters()
+        self.S = self.start_state(cfg.init)
+        self.loss_kind = KERNEL_LOSS[prob.loss]
+        self.loss_param = float(prob.loss_param)
+        self.Xc = to_columns(X)
+        self.F, self.E = np.zeros_like(self.S), np.zeros_like(self.S)
+        self.phi_buf = np.zeros((net.dims[-1], M))
+        self.work = np.zeros((max(net.dims), M))
+        self.grad = np.zeros_like(self.theta)
+        self.by_edge = np.zeros((len(layout.edge_blocks), M))
+        reg = cfg.reg
+        self.theta_anchor = self.theta.copy() if reg.anchor == "initial" else np.zeros_like(self.theta)
+        if reg.lam == 0:
+            self.S_anchor = np.zeros((1, 1))          # never read by the kernel
+        else:
+            self.S_anchor = self.S.copy() if reg.anchor == "initial" else np.zeros_like(self.S)
+        n_ones = M * sum(b.size for b in layout.boundary_blocks if b.kind == "ones")
+        self.fixed_sq = float(np.sum(X * X) + np.sum(Y * Y) + n_ones)
+        out_mode = OUTPUT_EDGE_DISCREPANCY if prob.loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
+        self.kern = (off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], off["yhat_off"],
+                     out_mode, PHI_CODES[net.output], self.loss_kind, self.loss_param)
+        self.history = History(method="sheaf", loss=prob.loss, edge_names=[b.name for b in layout.edge_blocks])
+        self.rec = Recorder(self.history, net, X, Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param,
+                            self.theta)
+        self.step = 0
+
+    def start_state(self, method):
+        """Free stalks ``(n_free, M)`` from an init name or array, with ``yhat`` pinned to the targets."""
+        X, Y, layout = self.prob.X, self.prob.Y, self.layout
+        if isinstance(method, str) and method == "random":
+            S = self.rng.standard_normal((layout.n_free, X.shape[0]))
+        elif isinstance(method, str):
+            S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
+                              method)
+        else:
+            arr = np.asarray(method, dtype=np.float64) if not isinstance(method, np.ndarray) else method
+            if arr.ndim == 2 and arr.shape == (X.shape[0], self.n_move):
+                arr = np.concatenate([arr, Y], axis=1)
+            S = initial_state(self.net, X, layout, arr)
+        S[layout.free("yhat")] = Y.T
+        return np.ascontiguousarray(S)
+
+    def diagnose(self):
+        """Total/per-edge discord, edge-vector norm and extended-cochain norm of the current state."""
+        off = self.off
+        compute_forces(self.Xc, self.S, self.theta, *self.kern, self.F, self.E, self.phi_buf, self.work)
+        discord_by_edge_block(self.E, off["edge_offsets"], off["edge_sizes"], off["yhat_off"],
+                              self.loss_kind, self.loss_param, self.by_edge)
+        per_edge = self.by_edge.sum(axis=1)
+        state_norm = math.sqrt(float(np.sum(self.S[:self.n_move] ** 2)) + self.fixed_sq)
+        return float(per_edge.sum()), per_edge, float(np.linalg.norm(self.E)), state_norm
+
+    def fingerprint(self):
+        """Identity of this run for its checkpoint: the data, the initial weights and every setting."""
+        cfg, prob, net = self.cfg, self.prob, self.net
+        settings = dict(dims=net.dims, output=net.output, alpha=cfg.alpha, beta=cfg.beta, dt=cfg.dt,
+                        steps=cfg.steps, init=cfg.init if isinstance(cfg.init, str) else "array",
+                        warm_start=cfg.warm_start, epoch_steps=cfg.epoch_steps, loss=prob.loss,
+                        loss_param=self.loss_param, reg=vars(cfg.reg), record_every=cfg.record_every,
+                        seed=cfg.seed)
+        arrays = [prob.X, prob.Y, self.theta]
+        arrays += [] if isinstance(cfg.init, str) else [np.asarray(cfg.init, dtype=np.float64)]
+        arrays += [] if prob.X_test is None else [prob.X_test, prob.Y_test]
+        return fingerprint(arrays, settings)
+
+    def begin(self):
+        """Record the initial state and the stagnation bound's inputs; returns the first epoch (1)."""
+        total, per_edge, disagreement, state_norm = self.diagnose()
+        self.rec.record(0, 0, self.theta, total, per_edge, state_norm)
+        cfg = self.cfg
+        stag = self.history.stagnation
+        _stagnation.start(stag, cfg.alpha, cfg.beta, disagreement, state_norm)
+        if _stagnation.wanted(cfg.stagnation, self.prob.X.shape[0] * self.n_move):
+            stag["lambda_eff"] = effective_spectral_gap(self.net, self.prob.X, to_rows(self.S), self.layout)
+        return 1
+
+    def resume(self, resumed):
+        """Continue from a checkpoint's ``(arrays, meta)``; returns the first epoch still to run."""
+        saved, meta = resumed
+        self.theta[:] = saved["theta"]
+        self.S = np.ascontiguousarray(saved["S"])
+        if self.cfg.reg.lam > 0:
+            self.S_anchor = np.ascontiguousarray(saved["S_anchor"])
+        for key, value in meta["history"].items():
+            setattr(self.history, key, value)
+        self.rng.bit_generator.state = meta["rng"]
+        self.step = meta["step"]
+        self.rec.t0 -= self.history.wall_time[-1]
+        return meta["epoch"] + 1
+
+    def save(self, ckpt, epoch):
+        ckpt.save({"theta": self.theta, "S": self.S, "S_anchor": self.S_anchor},
+                  {"epoch": epoch, "step": self.step, "rng": self.rng.bit_generator.state,
+                   "history": dataclasses.asdict(self.history)})
+
+    def run_epoch(self, epoch):
+        """One epoch of compiled steps, recorded when due; False (state rolled back) if it diverged."""
+        cfg, reg = self.cfg, self.cfg.reg
+        n = min(cfg.epoch_steps, cfg.steps - self.step)
+        if epoch > 1 and not cfg.warm_start:
+            self.S = self.start_state(cfg.restart)
+            if reg.anchor == "initial" and reg.lam > 0:
+                self.S_anchor = self.S.copy()
+        theta_prev, S_prev = self.theta.copy(), self.S.copy()
+        done = train_steps(self.Xc, self.S, self.theta, *self.kern, cfg.alpha, cfg.beta, cfg.dt, n, self.n_move,
+                           reg.code("lam"), reg.lam, reg.l1_ratio, self.S_anchor,
+                           reg.code("mu"), reg.mu, reg.l1_ratio, self.theta_anchor,
+                           self.F, self.E, self.phi_buf, self.work, self.grad)
+        self.step += done
+        finite = done == n and np.all(np.isfinite(self.theta)) and np.all(np.isfinite(self.S[:self.n_move]))
+        if finite and (epoch % cfg.record_every == 0 or epoch == cfg.n_epochs):
+            finite = self.record(epoch)
+        if not finite:
+            self.theta[:], self.S = theta_prev, S_prev
+            stop_diverged(self.history, epoch, self.step)
+        return finite
+
+    def record(self, epoch):
+        """Append one history record; False (and the record dropped) if the loss or discord is not finite."""
+        total, per_edge, _, state_norm = self.diagnose()
+        train_loss = self.rec.record(epoch, self.step, self.theta, total, per_edge, state_norm)
+        stag = self.history.stagnation
+        stag["B_omega"] = max(stag["B_omega"], state_norm)
+        if np.isfinite(train_loss) and np.isfinite(total):
+            return True
+        self.history.drop_last()
+        return False
+
+
+def _epoch_loop(run, first_epoch, ckpt, callback, progress):
+    """Epochs ``first_epoch .. n_epochs`` with progress bar, callbacks and checkpoints; stops on divergence."""
+    cfg = run.cfg
+    with blas_limit(cfg.blas_threads), progress_bar(cfg.n_epochs, progress, "sheaf training", unit="epoch") as bar:
+        bar.update(first_epoch - 1)
+        for epoch in range(first_epoch, cfg.n_epochs + 1):
+            if not run.run_epoch(epoch):
+                break
+            bar.update(1)
+            bar.set_postfix(loss=f"{run.history.train_loss[-1]:.4g}", refresh=False)
+            if callback is not None and run.step % cfg.callback_every == 0:
+                callback(TrainingInfo("sheaf", epoch, run.step, run.rec.network(run.theta), run.prob.X,
+                                      to_rows(run.S), run.history, run.layout))
+            if ckpt is not None and (epoch % cfg.checkpoint_every == 0 or epoch == cfg.n_epochs):
+                run.save(ckpt, epoch)
+
+
+def check_step_size(net, alpha, dt):
+    """Cheap stability check of the state step (the weights are checked at the start only).
+
+    The restricted coboundary of the training sheaf is ``I - N`` with ``N``
+    block-subdiagonal, one block per block row and column, so
+    ``1 + max_l ||W_l||^2 <= lambda_max(L) <= (1 + max(1, max_l ||W_l||))^2``
+    over ``l >= 2`` (``W_1`` acts on the pinned input).  Raises ValueError when
+    the lower bound already makes ``alpha dt lambda_max > 2`` (forward Euler
+    certainly unstable); returns the upper-bound product otherwise.
+    """
+    norms = [np.linalg.norm(W, 2) for W in net.weights[1:]]
+    top = max(norms) if norms else 0.0
+    lower = max(1.0 + top * top, 2.0 if net.output == "identity" else 1.0)
+    if alpha * dt * lower > 2.0:
+        raise ValueError(f"unstable step size: alpha * dt * lambda_max >= {alpha * dt * lower:.3g} > 2 "
+                         f"(lambda_max >= {lower:.4g} from the weights); forward Euler diverges, "
+                         f"use dt < {2.0 / (alpha * lower):.3g}")
+    return alpha * dt * (1.0 + max(1.0, top)) ** 2
