@@ -24,11 +24,11 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from sheaflinalg import process_pool
 from sheaflinalg._common.atomic import write_text
 
 SHEAF_TOL, SGD_TOL = 1e-8, 1e-6
@@ -81,7 +81,7 @@ def run_all(names, steps=None, jobs=2, out=None, resume=False, progress=True):
     work = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
                   key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
     n = len(work)
-    with ProcessPoolExecutor(jobs) as pool:
+    with process_pool(jobs) as pool:   # one kernel thread and one BLAS thread per worker
         runs = pool.map(run_cached, [j[0] for j in work], [j[1] for j in work], [steps] * n, [out] * n,
                         [resume] * n)
         done = {(r["name"], r["method"]): r

@@ -11,6 +11,8 @@ Subpackages, bottom to top (imports point down only): ``kernels`` (numba) and
 
 __version__ = "0.1.0"
 
+# threads (one policy for the whole package)
+from ._common.threads import get_num_threads, num_threads, process_pool, set_num_threads
 # network
 from .network import Network
 # sheaf
@@ -28,6 +30,8 @@ from . import tasks
 
 __all__ = [
     "__version__",
+    # threads
+    "set_num_threads", "get_num_threads", "num_threads", "process_pool",
     # network
     "Network",
     # sheaf

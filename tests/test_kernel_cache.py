@@ -35,7 +35,7 @@ ms = net.activation_pattern(np.ones(2))
 ops = [CoboundaryOperator(net, ms, threads=t) for t in (1, 2)]
 v = np.ones(ops[0].n)
 for op in ops:  # the serial kernel compiles (and is cached) first
-    op.parallel_min = 0
+    op.block_entries = 1
     op.apply_pair((v, np.empty_like(v)), (v, np.empty_like(v)))
 print(numba.threading_layer())  # raises unless the parallel code ran
 """

@@ -187,13 +187,13 @@ def test_substitution_kernels_against_dense_delta(case, system):
         np.testing.assert_allclose(op.solve(v), np.linalg.solve(D, v), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(op.solve_transpose(v), np.linalg.solve(D.T, v), rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(D @ op.laplacian_solve(v), np.linalg.solve(D.T, v), rtol=1e-9, atol=1e-9)
-        # L v and L^{-1} w in one call, serially and with every matrix split over two threads
+        # L v and L^{-1} w in one call, serially and with every matrix split into row blocks for two threads
         w = np.random.default_rng(s + 100).standard_normal(D.shape[0])
         L = D.T @ D
         outs = []
         for threads in (1, 2):
             op_t = CoboundaryOperator(net, ms, J, threads=threads)
-            op_t.parallel_min = 0
+            op_t.block_entries = 1
             Lv, Linv = np.full(D.shape[0], np.nan), np.full(D.shape[0], np.nan)
             op_t.apply_pair((v, Lv), (w, Linv))
             np.testing.assert_allclose(Lv, L @ v, rtol=1e-12, atol=1e-12 * np.abs(v).max())
@@ -459,8 +459,9 @@ def test_bad_input():
         sl.spectrum(net, [np.nan, 1.0])
     with pytest.raises(ValueError, match="full=True"):
         sl.spectrum(net, np.ones(2), full=True, method="arpack")
-    with pytest.raises(ValueError, match="threads"):
-        sl.spectrum(net, np.ones(2), threads=3)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="threads"):
+            sl.spectrum(net, np.ones(2), threads=bad)
     # the kernels do not check bounds: the operator refuses vectors that would overrun them
     op = CoboundaryOperator(net, net.activation_pattern(np.ones(2)))
     v = np.ones(op.n)

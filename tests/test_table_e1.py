@@ -44,7 +44,7 @@ def _script():
 
 def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, capsys):
     script = _script()
-    monkeypatch.setattr(script, "ProcessPoolExecutor", _InlinePool)  # the module is not importable by workers
+    monkeypatch.setattr(script, "process_pool", _InlinePool)  # the module is not importable by workers
     out = tmp_path / "t"
     argv = ["--out", str(out), "--only", "paraboloid_1H", "--steps", "1000", "--jobs", "1", "--no-figure"]
     assert script.main(argv) == 0

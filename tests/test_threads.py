@@ -1,10 +1,19 @@
-"""The compiled loops release the GIL: runs in parallel threads give exactly the sequential results."""
+"""Threads: the package's thread policy, bitwise-equal results for any thread count, process-pool
+workers on one thread, Ctrl-C in long compiled loops, and runs in parallel Python threads."""
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
+import time
 
 import numpy as np
+import pytest
 
 import sheaflinalg as sl
+from sheaflinalg._common import threads as policy
 
 
 def _in_threads(fns):
@@ -44,3 +53,132 @@ def test_training_runs_in_threads_equal_sequential_runs():
     for a, b in zip(sequential, parallel):
         np.testing.assert_array_equal(a.network.parameters(), b.network.parameters())
         assert a.history.train_loss == b.history.train_loss
+
+
+# ------------------------------------------------------------ thread policy
+
+
+def _python(code, env=None, timeout=300):
+    """Run ``code`` in a fresh interpreter; returns its stdout (fails on a non-zero exit)."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                         env=dict(os.environ, **(env or {})), timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_set_num_threads_and_the_context_manager():
+    default = sl.get_num_threads()
+    assert default == policy.default_num_threads() >= 1
+    try:
+        sl.set_num_threads(5)
+        assert sl.get_num_threads() == 5
+        with sl.num_threads(3):
+            assert sl.get_num_threads() == 3
+            seen = []
+            worker = threading.Thread(target=lambda: seen.append(sl.get_num_threads()))
+            worker.start()
+            worker.join()
+            assert seen == [5]          # the context manager is the calling thread's
+        assert sl.get_num_threads() == 5
+    finally:
+        sl.set_num_threads(None)
+    assert sl.get_num_threads() == default
+    for bad in (0, -2, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            sl.set_num_threads(bad)
+        with pytest.raises(ValueError, match="must be a positive integer"):
+            with sl.num_threads(bad):
+                pass
+
+
+def test_the_environment_lowers_the_default():
+    code = "import sheaflinalg as sl; print(sl.get_num_threads())"
+    cores = policy.available_cores()
+    assert int(_python(code, {"SHEAFLINALG_NUM_THREADS": "1"})) == 1
+    assert int(_python(code, {"SHEAFLINALG_NUM_THREADS": "64"})) == cores
+    assert int(_python(code, {"SHEAFLINALG_NUM_THREADS": "", "NUMBA_NUM_THREADS": "1"})) == 1
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, SHEAFLINALG_NUM_THREADS="two"))
+    assert bad.returncode != 0 and "SHEAFLINALG_NUM_THREADS" in bad.stderr
+
+
+def _worker_threads_seen(_):
+    """Kernel and BLAS threads of the calling process."""
+    from threadpoolctl import threadpool_info
+
+    blas = [info["num_threads"] for info in threadpool_info() if info["user_api"] == "blas"]
+    return sl.get_num_threads(), blas
+
+
+def test_process_pool_workers_run_one_thread_each():
+    with policy.process_pool(2) as pool:
+        for kernels, blas in pool.map(_worker_threads_seen, range(2)):
+            assert kernels == 1 and blas and all(n == 1 for n in blas)
+
+
+def test_results_are_bitwise_equal_for_1_to_8_threads_with_more_threads_than_cores():
+    # numba's pool has 8 threads here whatever the machine has: 3, 4 and 8 threads really run
+    code = """
+        import numba, numpy as np, sheaflinalg as sl
+        from sheaflinalg.kernels import substitution as sub
+        from sheaflinalg.spectral import CoboundaryOperator
+        assert numba.config.NUMBA_NUM_THREADS == 8
+        net = sl.Network.random([3, 40, 36, 28, 2], seed=3)
+        X = np.random.default_rng(0).uniform(-2, 2, size=(300, 3))
+        masks = [m[0] for m in net.activation_pattern(X[:1])]
+        op = CoboundaryOperator(net, masks)
+        op.block_entries = 16                       # every matrix in 8 row blocks
+        rng = np.random.default_rng(1)
+        v, w = rng.standard_normal(op.n), rng.standard_normal(op.n)
+        out = {}
+        for t in (1, 2, 3, 4, 8):
+            numba.set_num_threads(t)
+            Lv, y, Linv = np.empty(op.n), np.empty(op.n), np.empty(op.n)
+            P, Q = op._partials()
+            kern = sub.backward_sweep if t == 1 else sub.backward_sweep_parallel
+            kern(*op._args(), v, Lv, np.empty(op.n), w, y, P, Q, op.block_entries)
+            (sub.forward_sweep if t == 1 else sub.forward_sweep_parallel)(*op._args(), y, Linv, op.block_entries)
+            big = sl.Network.random([3, 300, 260, 2], seed=1)
+            sp = sl.spectrum(big, X[:2], k=2, method="arpack", threads=t, progress=False)
+            dense = sl.spectrum(net, X[:120], k=2, method="dense", threads=t, progress=False)
+            heat = sl.heat(net, X, seed=0, max_steps=3000, record_every=100, threads=t, progress=False)
+            out[t] = [Lv, Linv, sp.smallest, sp.largest, sp.vectors_smallest, dense.smallest,
+                      dense.vectors_largest, heat.state, heat.history.discord]
+        for t in (2, 3, 4, 8):
+            for a, b in zip(out[1], out[t]):
+                assert np.array_equal(a, b), t
+        print("ok")
+    """
+    assert _python(code, {"NUMBA_NUM_THREADS": "8"}).strip() == "ok"
+
+
+@pytest.mark.parametrize("call", [
+    "sl.heat(sl.Network.random([2, 4, 1], seed=0), [0.5, -1.0], tol=0.0, max_steps=10**9, progress=False)",
+    "sl.train(sl.Network.random([2, 8, 1], seed=0), *sl.tasks.paraboloid(50, seed=0), steps=10**9, "
+    "epoch_steps=10**9, progress=False)",
+])
+def test_ctrl_c_stops_a_long_compiled_loop(call):
+    code = f"""
+        import sys, time, sheaflinalg as sl
+        sl.heat(sl.Network.random([2, 4, 1], seed=0), [0.5, -1.0], max_steps=10, progress=False)  # compile
+        print("started", flush=True)
+        try:
+            {call}
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(0)
+        sys.exit(3)
+    """
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(1.5)
+        child.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        out, err = child.communicate(timeout=30)
+        waited = time.monotonic() - sent
+    finally:
+        child.kill()
+    assert child.returncode == 0 and "interrupted" in out, err
+    assert waited < 5.0

@@ -1,10 +1,125 @@
-"""BLAS/LAPACK thread limits (threadpoolctl), shared by every part that calls BLAS."""
+"""How many threads the package uses: one policy, BLAS limits, process-pool workers.
+
+The default is the number of cores this process may run on
+(``os.sched_getaffinity``), lowered by ``NUMBA_NUM_THREADS`` and by the
+package's own ``SHEAFLINALG_NUM_THREADS``; :func:`set_num_threads` changes it
+for the process and :func:`num_threads` for a block of code in the calling
+thread.  Results never depend on the thread count: every parallel part of the
+package splits its work into a fixed number of blocks and reduces them in a
+fixed order, so threads only change who computes which block.
+"""
 
 import contextlib
+import os
+import threading
 
 import numpy as np
 
+ENV_VAR = "SHEAFLINALG_NUM_THREADS"
 _CONTROLLER = None
+_setting = None                 # set_num_threads(); None: the environment's default
+_local = threading.local()      # num_threads() overrides, per calling thread
+# GNU OpenMP cannot start threads in a child forked from a process whose
+# OpenMP threads already ran (numba then kills the child): such a child runs
+# the serial kernels, which give the same results.
+_parallel_forbidden = False
+
+
+def _positive_int(value, name):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def available_cores():
+    """Cores this process may run on (its CPU affinity; ``os.cpu_count()`` where that is unknown)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _env_limit(name):
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be a positive integer, got {text!r}") from None
+    return _positive_int(value, f"environment variable {name}")
+
+
+def default_num_threads():
+    """The environment's default: available cores, lowered by ``NUMBA_NUM_THREADS`` and ``SHEAFLINALG_NUM_THREADS``."""
+    n = available_cores()
+    for name in ("NUMBA_NUM_THREADS", ENV_VAR):
+        limit = _env_limit(name)
+        if limit is not None:
+            n = min(n, limit)
+    return n
+
+
+def get_num_threads():
+    """Threads the package uses now (the innermost :func:`num_threads`, else :func:`set_num_threads`, else the default).
+
+    Examples
+    --------
+    >>> with num_threads(3):
+    ...     get_num_threads()
+    3
+    """
+    override = getattr(_local, "value", None)
+    if override is not None:
+        return override
+    return _setting if _setting is not None else default_num_threads()
+
+
+def set_num_threads(n):
+    """Use ``n`` threads from now on in this process (``None``: back to the environment's default).
+
+    Any positive integer is accepted, also more than the cores; the results
+    do not depend on it.
+    """
+    global _setting
+    _setting = None if n is None else _positive_int(n, "n")
+
+
+@contextlib.contextmanager
+def num_threads(n):
+    """Context manager: use ``n`` threads in the calling thread inside the ``with`` block."""
+    n = _positive_int(n, "n")
+    previous = getattr(_local, "value", None)
+    _local.value = n
+    try:
+        yield n
+    finally:
+        _local.value = previous
+
+
+def resolve_threads(threads, name="threads"):
+    """The thread count of a ``threads=`` argument: ``None`` -> :func:`get_num_threads`, else a positive integer."""
+    return get_num_threads() if threads is None else _positive_int(threads, name)
+
+
+def parallel_allowed():
+    """False in a child forked after GNU OpenMP threads ran (the kernels then run serially)."""
+    return not _parallel_forbidden
+
+
+def _after_fork_in_child():
+    global _parallel_forbidden
+    import numba
+
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel ran before the fork
+        return
+    _parallel_forbidden = layer == "omp"
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _controller():
@@ -22,11 +137,7 @@ def _controller():
 
 def check_blas_threads(threads, name="blas_threads"):
     """``threads`` if it is None or a positive integer, else ValueError naming ``name``."""
-    if threads is None:
-        return None
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"{name} must be None or a positive integer, got {threads!r}")
-    return int(threads)
+    return None if threads is None else _positive_int(threads, name)
 
 
 def blas_limit(threads):
@@ -47,3 +158,114 @@ def blas_limit(threads):
     if not controller:
         return contextlib.nullcontext()
     return controller.limit(limits=threads, user_api="blas")
+
+
+def worker_init(threads=1):
+    """Initializer of a process-pool worker: ``threads`` threads for the kernels and for BLAS.
+
+    Pass it as ``initializer=`` of a ``ProcessPoolExecutor`` (see :func:`process_pool`), so that
+    ``jobs`` workers never run more than ``jobs * threads`` threads.
+    """
+    threads = _positive_int(threads, "threads")
+    os.environ[ENV_VAR] = str(threads)
+    set_num_threads(threads)
+    controller = _controller()
+    if controller:
+        controller.limit(limits=threads, user_api="blas")
+
+
+def process_pool(jobs, threads_per_worker=1, mp_context=None):
+    """A ``ProcessPoolExecutor`` of ``jobs`` workers, each running ``threads_per_worker`` threads.
+
+    Examples
+    --------
+    >>> with process_pool(2) as pool:
+    ...     sorted(pool.map(abs, [-1, -2]))
+    [1, 2]
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = _positive_int(jobs, "jobs")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context, initializer=worker_init,
+                               initargs=(_positive_int(threads_per_worker, "threads_per_worker"),))
+
+
+def numba_threads(threads):
+    """Threads to hand numba for ``threads`` requested: at most its pool size (``NUMBA_NUM_THREADS``)."""
+    import numba
+
+    return max(1, min(int(threads), numba.config.NUMBA_NUM_THREADS))
+
+
+class SerialOrParallel:
+    """Chooses, call by call, between a serial and a parallel code path that give identical results.
+
+    Fine-grained parallel regions wait at every barrier for all their
+    threads; when other processes take the cores, one descheduled thread
+    makes each region wait a time slice and the parallel path becomes many
+    times slower than the serial one.  Both paths are timed (moving
+    averages); the faster one runs, and the other is tried again after an
+    interval that doubles each time it loses (from ``probe_every`` up to
+    ``max_interval`` calls), so a machine that becomes idle again is noticed.
+    The results do not depend on the choice, only the time does.
+
+    Examples
+    --------
+    >>> choice = SerialOrParallel()
+    >>> parallel = choice.choose()          # first call: parallel
+    >>> choice.record(parallel, 5e-3)
+    >>> choice.record(choice.choose(), 1e-3)  # second call: serial, faster
+    >>> choice.choose()
+    False
+    """
+
+    def __init__(self, probe_every=8, max_interval=512, weight=0.3):
+        self.mean = {True: None, False: None}
+        self.weight = weight
+        self.probe_every = self.interval = probe_every
+        self.max_interval = max_interval
+        self.calls = 0
+        self.next_probe = probe_every
+        self._lock = threading.Lock()
+
+    def _faster(self):
+        return self.mean[True] <= self.mean[False]
+
+    def choose(self):
+        """True to run the parallel path now."""
+        with self._lock:
+            self.calls += 1
+            for side in (True, False):
+                if self.mean[side] is None:
+                    return side
+            best = self._faster()
+            if self.calls >= self.next_probe:
+                self.next_probe = self.calls + self.interval
+                return not best
+            return best
+
+    def record(self, parallel, seconds):
+        """Time of one call of the path ``parallel``."""
+        with self._lock:
+            before = self._faster() if None not in self.mean.values() else None
+            old = self.mean[parallel]
+            self.mean[parallel] = seconds if old is None else (1 - self.weight) * old + self.weight * seconds
+            if before is not None and parallel != before:   # a probe of the slower path
+                if self._faster() == before:
+                    self.interval = min(2 * self.interval, self.max_interval)
+                else:
+                    self.interval = self.probe_every
+                self.next_probe = self.calls + self.interval
+
+
+_CHOICES = {}
+_CHOICES_LOCK = threading.Lock()
+
+
+def serial_or_parallel(key):
+    """The process-wide :class:`SerialOrParallel` of one kind of work (``key``: its shape and threads)."""
+    with _CHOICES_LOCK:
+        choice = _CHOICES.get(key)
+        if choice is None:
+            choice = _CHOICES[key] = SerialOrParallel()
+        return choice

@@ -35,7 +35,7 @@ def add_arguments(parser):
     parser.add_argument("--save-history", metavar="FILE.npz",
                         help="write steps, discord by edge block, outputs, crossings and sliding episodes")
     parser.add_argument("--threads", type=int, default=None,
-                        help="parts of the batch run in threads (default: 2 for 64 inputs or more on 2+ cores)")
+                        help="threads (default: the cores this process may use; SHEAFLINALG_NUM_THREADS lowers it)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 

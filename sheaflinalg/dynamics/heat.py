@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._common.progress import progress_bar
+from .._common.threads import resolve_threads
 from .._common.validation import as_samples, check_choice, check_int, check_positive
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
@@ -141,6 +142,8 @@ class HeatResult:
     sliding : ndarray of int, shape (n, 6)
         Sliding episodes ``(sample, layer, neuron, first_step, last_step, n_flips)``,
         sorted by (first step, layer, neuron, sample).
+    sliding_total : int
+        Number of sliding episodes (more than ``len(sliding)`` if the buffer filled).
     layout : Layout
     pinned : list of str
         Labels of the hard-pinned coordinates.
@@ -161,6 +164,7 @@ class HeatResult:
     crossings_total: int
     sliding: np.ndarray
     layout: Layout
+    sliding_total: int = 0
     pinned: list = field(default_factory=list)
     lambda_max_bound: float = float("nan")
     dt: float = float("nan")
@@ -169,7 +173,7 @@ class HeatResult:
     def __repr__(self):
         return (f"HeatResult(steps={self.steps}, converged={self.converged}, "
                 f"final_change={self.final_change:.3g}, n_samples={self.state.shape[0]}, "
-                f"crossings={self.crossings_total}, sliding_episodes={len(self.sliding)})")
+                f"crossings={self.crossings_total}, sliding_episodes={self.sliding_total})")
 
     def block(self, name):
         """Final values of free block ``name`` (e.g. ``"a1"``), shape (n_samples, size)."""
@@ -231,11 +235,12 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     progress : bool
         tqdm progress bar for runs of more than 20000 steps.
     threads : int, optional
-        Run the batch in this many parts, in threads (the kernel releases the
-        GIL); default 2 on a machine with two or more cores.  Parts have at
-        least 32 samples.  The result is that of one run (steps, stopping
-        step, states, crossings); recorded discord totals are sums over the
-        parts, equal up to the order of the sum (:mod:`sheaflinalg.dynamics.parts`).
+        Threads that share the batch's parts (the kernel releases the GIL);
+        any positive integer, default :func:`sheaflinalg.get_num_threads`.
+        A batch is cut into parts of at least 128 samples (at most 16 parts)
+        by its size alone, so the result is the same bit for bit for any
+        number of threads, and it is that of one run (stopping step, states,
+        crossings, records; see :mod:`sheaflinalg.dynamics.parts`).
 
     Returns
     -------
@@ -261,6 +266,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     max_crossings = check_int(max_crossings, "max_crossings", 0)
     sliding_window = check_int(sliding_window, "sliding_window", 1)
     sliding_min_flips = check_int(sliding_min_flips, "sliding_min_flips", 2)
+    threads = resolve_threads(threads)
     check_choice(output_force, OUTPUT_FORCES, "output_force")
     if reduced is None:
         reduced = net.output == "identity" and not (_pins.spec_mentions_output(pins)
@@ -329,17 +335,18 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         hid_layer=np.asarray(hid_layer, dtype=np.int64), hid_neuron=np.asarray(hid_neuron, dtype=np.int64),
         sliding_window=sliding_window, sliding_min_flips=sliding_min_flips)
     columns = (("Xc", X.T), ("S", S), ("soft_targets", soft_targets), ("rel_anchor", rel_anchor))
-    n_rec = (max_steps // record_every + 2) if record_every > 0 else 0
+    n_rec = 2 if record_every > 0 else 0     # grown with the run (HeatPart.reserve_records)
     max_episodes = max(1000, max_crossings // 4) if crossings else 0
-    n_parts = _parts.part_count(threads, M)
+    n_parts = _parts.part_count(M)
     cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
     parts = [_parts.HeatPart(lo, hi, shared, columns, rec_samples, n_rec, n_blocks,
                              max_crossings if crossings else 0, max_episodes, len(hid_rows), max(net.dims))
              for lo, hi in zip(cuts[:-1], cuts[1:])]
 
-    chunk = max_steps if (not progress or max_steps < 20_000) else max(10_000, max_steps // 100)
-    with progress_bar(max_steps, progress and max_steps >= 20_000, "heat", unit="step") as bar:
-        status = _parts.run_parts(parts, max_steps, chunk, None if bar.disable else bar.update)
+    show = progress and max_steps >= 20_000
+    with progress_bar(max_steps, show, "heat", unit="step") as bar:
+        status = _parts.run_parts(parts, max_steps, threads, record_every,
+                                  max(10_000, max_steps // 100) if show else None, bar.update if show else None)
     if status == _kheat.STATUS_NONFINITE:
         step = _parts.nonfinite_step(parts)
         raise NonFiniteStateError(
@@ -377,9 +384,10 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
                 np.concatenate([p.rec_output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
             states=states, state_samples=rec_samples, layout=lay)
     cross, n_cross = _parts.merged_crossings(parts, max_crossings if crossings else 0)
+    sliding, n_sliding = _parts.merged_episodes(parts, max_episodes)
     return HeatResult(
         state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
         converged=status == _kheat.STATUS_CONVERGED, final_change=final_change, discord=disc,
         edge_discrepancy=to_rows(E), history=history, crossings=cross, crossings_total=n_cross,
-        sliding=_parts.merged_episodes(parts, max_episodes), layout=lay,
+        sliding=sliding, sliding_total=n_sliding, layout=lay,
         pinned=list(hard.labels), lambda_max_bound=bound, dt=dt, alpha=alpha)

@@ -2,8 +2,14 @@
 
 Samples are independent sheaves, so a batch can be cut into column ranges
 ("parts") that the kernel (:func:`sheaflinalg.kernels.heat.heat_run`, which
-releases the GIL) advances in separate threads.  What couples the samples is
-made exact here:
+releases the GIL) advances in a pool of threads.  The cut depends on the
+batch size only (:func:`part_count`), never on the thread count: threads only
+decide who advances which part, so the results are the same bit for bit for
+any number of threads, and more parts than threads balance the load when
+other processes take some of the cores.  The kernel is called in rounds of at
+most about :data:`~sheaflinalg._common.rounds.ROUND_SECONDS`, so that Ctrl-C is honoured and the record
+buffers grow with the run instead of being sized by ``max_steps``.  What
+couples the samples is made exact here:
 
 * Stopping: a run converges at the first step in which no free coordinate of
   any sample changed by ``tol`` or more.  Each part stops at its own first
@@ -12,32 +18,33 @@ made exact here:
   No step before the latest stop can be quiet for every part (the latest
   part was not quiet there), so the first step quiet for all is found.
 * A non-finite value: the earliest step at which any part became non-finite.
-* Records: discord totals are the sum of the parts' totals (equal to one
-  run's up to the order of that sum); per-sample records, states and the
+* Records: discord totals are the sum of the parts' totals in part order;
+  per-sample records, states and the
   crossing log are concatenated, the crossings in (step, layer, neuron,
   sample) order as one run writes them; sliding episodes are sorted by
   (first step, layer, neuron, sample) whatever the number of parts.
 """
 
-import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._common.rounds import Rounds
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
 
-# Below this many samples per part, a second thread costs more than it saves.
-MIN_SAMPLES_PER_PART = 32
+# Parts have at least this many samples, and there are at most MAX_PARTS of
+# them.  Every part costs about 1 us per Euler step whatever its size (its
+# row loops start over), 20% of a [2,30,1] x 300 step on one thread: parts
+# of 128+ samples keep that cost small when one thread runs them all.
+MIN_SAMPLES_PER_PART = 128
+MAX_PARTS = 16
 
 
-def part_count(threads, n_samples):
-    """Number of parts: ``threads`` (None: 2 when the batch and the machine allow it, else 1)."""
-    if threads is None:
-        threads = 2 if (os.cpu_count() or 1) >= 2 else 1
-    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
-        raise ValueError(f"threads must be None or an integer >= 1, got {threads!r}")
-    return int(max(1, min(threads, n_samples // MIN_SAMPLES_PER_PART)))
+def part_count(n_samples):
+    """Number of parts of a batch of ``n_samples`` (its size alone decides)."""
+    return int(max(1, min(MAX_PARTS, n_samples // MIN_SAMPLES_PER_PART)))
 
 
 class HeatPart:
@@ -65,6 +72,7 @@ class HeatPart:
         self.rec_sample_discord = np.zeros((n_rec, m))
         self.rec_output = np.zeros((n_rec, n_out, m))
         self.rec_states = np.zeros((n_rec, self.rec_samples.size, n_free))
+        self._record_buffers = ("rec_steps", "rec_discord", "rec_sample_discord", "rec_output", "rec_states")
         self.cross_buf = np.empty((max_crossings, 5), dtype=np.int64)   # written before read
         self.episode_buf = np.empty((max_episodes, 6), dtype=np.int64)
         self.last_cross = np.zeros((n_hidden_rows, m), dtype=np.int64)
@@ -84,6 +92,18 @@ class HeatPart:
         self.scale[shared["update_rows"]] = shared["adt"]
         tile = _force.tile_width(shared["dims"], n_free, m)
         self.blas = True if _force.uses_blas(shared["dims"], m, tile) else None
+
+    def reserve_records(self, n_rec):
+        """Grow the record buffers to at least ``n_rec`` records (kept records are copied)."""
+        have = self.rec_steps.shape[0]
+        if n_rec <= have:
+            return
+        n_rec = max(n_rec, 2 * have)
+        for name in self._record_buffers:
+            old = getattr(self, name)
+            new = np.zeros((n_rec,) + old.shape[1:], dtype=old.dtype)
+            new[:have] = old
+            setattr(self, name, new)
 
     @property
     def step(self):
@@ -130,7 +150,7 @@ class HeatPart:
 
 
 def _each(parts, fn, pool):
-    """``fn(part)`` for every part, in the pool's threads when there are several."""
+    """``fn(part)`` for every part, in the pool's threads when there is a pool."""
     if pool is None or len(parts) == 1:
         for p in parts:
             fn(p)
@@ -139,26 +159,37 @@ def _each(parts, fn, pool):
         f.result()
 
 
-def run_parts(parts, max_steps, chunk, on_progress=None):
+def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on_progress=None):
     """Advance all parts together until the run converges, reaches ``max_steps`` or goes non-finite.
 
-    Returns the final status (a ``STATUS_*`` of :mod:`sheaflinalg.kernels.heat`);
-    all parts end at the same step (for a non-finite run: at or after the
-    first non-finite step, see :func:`nonfinite_step`).
+    ``threads`` threads share the parts.  Each round advances every part by at
+    most one round length (about 0.1 s of work, and at most
+    ``progress_every`` steps when given); record buffers are grown before each
+    round for ``record_every``.  Returns the final status (a ``STATUS_*`` of
+    :mod:`sheaflinalg.kernels.heat`); all parts end at the same step (for a
+    non-finite run: at or after the first non-finite step, see
+    :func:`nonfinite_step`).
     """
-    pool = ThreadPoolExecutor(max_workers=len(parts)) if len(parts) > 1 else None
+    workers = min(threads, len(parts))
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    rounds = Rounds(progress_every or max_steps)
     try:
         while True:
             base = parts[0].step
             if base >= max_steps:
                 return _kheat.STATUS_MAX_STEPS
-            target = min(max_steps, base + chunk)
+            target = min(max_steps, base + rounds.steps)
+            if record_every > 0:
+                for p in parts:
+                    p.reserve_records(target // record_every + 2)
+            start = time.perf_counter()
             _each(parts, lambda p: p.run(target, True), pool)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
             latest = max(p.step for p in parts)
             behind = [p for p in parts if p.step < latest]
             _each(behind, lambda p: p.run(latest, False), pool)
+            rounds.update(target - base, time.perf_counter() - start)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
             if on_progress is not None:
@@ -171,7 +202,7 @@ def run_parts(parts, max_steps, chunk, on_progress=None):
                 p.counters[_kheat.C_STATUS] = _kheat.STATUS_RUNNING
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)
 
 
 def nonfinite_step(parts):
@@ -206,5 +237,6 @@ def merged_crossings(parts, limit):
 
 
 def merged_episodes(parts, limit):
-    """The parts' sliding episodes sorted by (first step, layer, neuron, sample), at most ``limit`` rows."""
-    return _merged_log(parts, "episode_buf", _kheat.C_NEP, 0, (3, 1, 2, 0), limit)[0]
+    """The parts' sliding episodes sorted by (first step, layer, neuron, sample), at most ``limit``
+    rows, and the number of episodes."""
+    return _merged_log(parts, "episode_buf", _kheat.C_NEP, 0, (3, 1, 2, 0), limit)

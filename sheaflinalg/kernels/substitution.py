@@ -25,9 +25,12 @@ another in the same passes, and :func:`forward_sweep` then finishes
 eigenvalues of ``L`` and of ``L^{-1}``) ask for at every step: the pass of
 ``L`` rides along with the backward pass of ``L^{-1}``, so the pair streams
 every weight matrix twice instead of three times (the passes are bound by
-memory bandwidth, not arithmetic).  The rows of every big matrix are split in
-two halves that two cores can take (``*_parallel``); the serial versions
-split the same way, so the results do not depend on the number of threads.
+memory bandwidth, not arithmetic).  The rows of every big matrix are split
+into a fixed number of blocks (:func:`row_blocks`, set by the matrix's size
+alone) that several cores can take (``*_parallel``); the ``W^T`` products
+accumulate one partial vector per block and add the partials in block order.
+The serial versions split the same way, so the results do not depend on the
+number of threads.
 
 The masks cannot prune ``W``: a dead neuron only removes the ``R_l``
 coupling.  In ``delta^{-1} w``, ``out[a_l] = w[a_l] + R_l out[z_l]`` equals
@@ -50,10 +53,13 @@ from . import renamed
 # Reassociation lets LLVM vectorise the dot products (a fixed SIMD summation
 # order: deterministic on a given machine); no other fast-math flag is used.
 _FM = {"reassoc", "contract"}
-# Default ``parallel_min`` of the ``*_parallel`` sweeps: weight matrices
-# with fewer entries are not split over two threads (waking the second thread
-# costs more than half of a small pass).
-PARALLEL_MIN = 65_536
+# Row blocks of a weight matrix: one per BLOCK_ENTRIES entries, at most
+# MAX_BLOCKS.  Matrices with fewer than 2 * BLOCK_ENTRIES entries are one
+# block and run on one thread (waking a thread costs more than half a small
+# pass); MAX_BLOCKS bounds the partial vectors (and the cache they take).
+BLOCK_ENTRIES = 32_768
+MAX_BLOCKS = 8
+PARALLEL_MIN = 2 * BLOCK_ENTRIES
 
 
 # The row kernels below work on rows r0 <= r < r1 of W and take four rows at a
@@ -145,10 +151,17 @@ def _product_rows(W, x, base, out, r0, r1):
 
 
 @njit(cache=True, nogil=True)
-def _half(m, t):
-    """Rows of half ``t`` (0 or 1) of ``m`` rows: ``[r0, r1)``, split at a multiple of 4."""
-    h = min(m, 4 * ((m + 7) // 8))
-    return (0, h) if t == 0 else (h, m)
+def row_blocks(m, n, block_entries):
+    """Number of row blocks of an ``m x n`` weight matrix: one per ``block_entries`` entries, at most
+    :data:`MAX_BLOCKS` (it depends on the matrix's size, never on the thread count)."""
+    return max(1, min(MAX_BLOCKS, (m * n) // block_entries))
+
+
+@njit(cache=True, nogil=True)
+def _block_rows(m, blocks, t):
+    """Rows ``[r0, r1)`` of block ``t`` of ``blocks`` over ``m`` rows, cut at multiples of 4."""
+    per = 4 * ((m + 4 * blocks - 1) // (4 * blocks))
+    return min(m, t * per), min(m, (t + 1) * per)
 
 
 @njit(cache=True, nogil=True)
@@ -192,9 +205,9 @@ def _forward_end(J, w, zk, nk, yhat_off, x):
 
 
 @njit(cache=True, nogil=True)
-def _backward_half(W, va, vz, dz, yz, p, q, do_L, do_inv, m, t):
-    """Half ``t`` of the rows of one backward pass (see :func:`_laplacian_pair`)."""
-    r0, r1 = _half(m, t)
+def _backward_block(W, va, vz, dz, yz, p, q, do_L, do_inv, m, blocks, t):
+    """Block ``t`` of the rows of one backward pass, into its own partials ``p`` and ``q``."""
+    r0, r1 = _block_rows(m, blocks, t)
     if do_L:
         p[:] = 0.0
     if do_inv:
@@ -203,20 +216,20 @@ def _backward_half(W, va, vz, dz, yz, p, q, do_L, do_inv, m, t):
 
 
 @njit(cache=True, nogil=True)
-def _forward_half(W, xa, yz, xz, m, t):
-    """Half ``t`` of the rows of one forward pass."""
-    r0, r1 = _half(m, t)
+def _forward_block(W, xa, yz, xz, m, blocks, t):
+    """Block ``t`` of the rows of one forward pass."""
+    r0, r1 = _block_rows(m, blocks, t)
     _product_rows(W, xa, yz, xz, r0, r1)
 
 
-def _backward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, v, Lv, dv, w, y, P, Q, parallel_min):
+def _backward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, v, Lv, dv, w, y, P, Q, block_entries):
     """``Lv = L v`` and ``y = delta^{-T} w`` in shared passes, last layer first.
 
     ``v``/``w`` of length 0 skip ``L v``/``delta^{-T} w``.  Work arrays:
-    ``dv`` receives ``delta v``; ``P`` and ``Q``, shape ``(2, max hidden
-    width)``, hold the two row halves' ``W^T`` accumulations.  Weight
-    matrices with fewer than ``parallel_min`` entries are not split over
-    threads (see :data:`PARALLEL_MIN`).
+    ``dv`` receives ``delta v``; ``P`` and ``Q``, shape ``(MAX_BLOCKS, max
+    hidden width)``, hold the row blocks' ``W^T`` partial sums, added in
+    block order.  ``block_entries``: see :func:`row_blocks` (normally
+    :data:`BLOCK_ENTRIES`; tests lower it to split small matrices).
     """
     k = dims.shape[0] - 2
     do_L = v.shape[0] > 0
@@ -236,17 +249,23 @@ def _backward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, v, Lv, dv, w, 
         n, z, a, z2, m = dims[l], zoff[l], aoff[l], zoff[l + 1], dims[l + 1]
         W = weights[l]
         va, vz, dz, yz = v[a:a + n], v[z2:z2 + m], dv[z2:z2 + m], y[z2:z2 + m]
-        if m * n >= parallel_min:
-            for t in prange(2):
-                _backward_half(W, va, vz, dz, yz, P[t, :n], Q[t, :n], do_L, do_inv, m, t)
+        blocks = row_blocks(m, n, block_entries)
+        if blocks > 1:
+            for t in prange(blocks):
+                _backward_block(W, va, vz, dz, yz, P[t, :n], Q[t, :n], do_L, do_inv, m, blocks, t)
         else:
-            for t in range(2):
-                _backward_half(W, va, vz, dz, yz, P[t, :n], Q[t, :n], do_L, do_inv, m, t)
+            _backward_block(W, va, vz, dz, yz, P[0, :n], Q[0, :n], do_L, do_inv, m, 1, 0)
         for i in range(n):
             if do_L:
-                Lv[a + i] = dv[a + i] + (P[0, i] + P[1, i])
+                s = P[0, i]
+                for t in range(1, blocks):
+                    s += P[t, i]
+                Lv[a + i] = dv[a + i] + s
             if do_inv:
-                y[a + i] = w[a + i] + (Q[0, i] + Q[1, i])
+                s = Q[0, i]
+                for t in range(1, blocks):
+                    s += Q[t, i]
+                y[a + i] = w[a + i] + s
                 y[z + i] = w[z + i] + mask[z + i] * y[a + i]
     if do_L:
         for l in range(1, k + 1):
@@ -259,7 +278,7 @@ def _backward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, v, Lv, dv, w, 
             _output_map_residual(J, v, zk, nk, yhat_off, Lv, dv)
 
 
-def _forward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, y, x, parallel_min):
+def _forward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, y, x, block_entries):
     """``x = delta^{-1} y``, first layer first (rows split as in :func:`_backward_sweep`)."""
     k = dims.shape[0] - 2
     z = zoff[1]
@@ -271,17 +290,17 @@ def _forward_sweep(weights, dims, zoff, aoff, mask, J, yhat_off, y, x, parallel_
             x[a + i] = y[a + i] + mask[z + i] * x[z + i]
         W = weights[l]
         xa, yz, xz = x[a:a + n], y[z2:z2 + m], x[z2:z2 + m]
-        if m * n >= parallel_min:
-            for t in prange(2):
-                _forward_half(W, xa, yz, xz, m, t)
+        blocks = row_blocks(m, n, block_entries)
+        if blocks > 1:
+            for t in prange(blocks):
+                _forward_block(W, xa, yz, xz, m, blocks, t)
         else:
-            for t in range(2):
-                _forward_half(W, xa, yz, xz, m, t)
+            _forward_block(W, xa, yz, xz, m, 1, 0)
     _forward_end(J, y, zoff[k + 1], dims[k + 1], yhat_off, x)
 
 
 # Each sweep is compiled twice from one source: serially (prange runs as
-# range), and with the two row halves on two threads.  Same split, same results.
+# range), and with the row blocks on numba's threads.  Same split, same results.
 backward_sweep = njit(cache=True, nogil=True)(renamed(_backward_sweep, "backward_sweep"))
 backward_sweep_parallel = njit(cache=True, nogil=True, parallel=True)(
     renamed(_backward_sweep, "backward_sweep_parallel"))

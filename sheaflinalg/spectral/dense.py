@@ -35,16 +35,24 @@ def dense_laplacians(net, masks, jacobians, layout, M):
     return L
 
 
+# The batch is cut into chunks of this many matrices whatever the thread count
+# (every matrix is diagonalised on its own, so the cut does not change results).
+CHUNK = 16
+
+
 def dense_extremes(L, k, vectors, full, threads=1):
-    """Batched dense eigensolver; with ``threads=2`` the two halves of the batch run in parallel
-    (LAPACK releases the GIL), each with a serial BLAS."""
+    """Batched dense eigensolver; with ``threads > 1`` chunks of the batch run in a thread pool
+    (LAPACK releases the GIL), each with a serial BLAS.
+
+    Returns ``(smallest, largest, vectors_smallest, vectors_largest, eigenvalues, residuals)``.
+    """
     with blas_limit(1):
-        if threads < 2 or L.shape[0] < 8:
+        chunks = [L[i:i + CHUNK] for i in range(0, L.shape[0], CHUNK)]
+        if threads < 2 or len(chunks) < 2:
             return _dense_extremes_serial(L, k, vectors, full)
-        h = L.shape[0] // 2
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            parts = list(pool.map(lambda A: _dense_extremes_serial(A, k, vectors, full), (L[:h], L[h:])))
-    return tuple(None if a is None else np.concatenate([a, b]) for a, b in zip(*parts))
+        with ThreadPoolExecutor(max_workers=min(threads, len(chunks))) as pool:
+            parts = list(pool.map(lambda A: _dense_extremes_serial(A, k, vectors, full), chunks))
+    return tuple(None if parts[0][i] is None else np.concatenate([p[i] for p in parts]) for i in range(6))
 
 
 def _dense_extremes_serial(L, k, vectors, full):

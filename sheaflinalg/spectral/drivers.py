@@ -25,13 +25,11 @@ Methods (``method="auto"`` picks the first that applies):
   fallback) for the shift-invert.
 """
 
-import os
-
 import numpy as np
 import scipy.sparse as sp
 
 from .._common.progress import progress_iter
-from .._common.threads import blas_limit
+from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_choice, check_positive
 from ..sheaf.assembly import assemble
 from ..sheaf.factor import cholesky
@@ -55,9 +53,10 @@ DENSE_MAX = 200
 # eigenpairs (Lanczos on ``L^{-1}``) that residual can exceed ``tol`` by up to
 # the condition number.
 TOL = 1e-8
-# Networks with this many weights use the two-thread operator kernels by default
-# (which split only matrices of at least ``kernels.substitution.PARALLEL_MIN``
-# entries); dense batches with M * N**3 above THREADS_MIN_DENSE are split over two threads.
+# Work below these sizes runs on one thread by default: networks with fewer
+# weights (the operator kernels split only matrices of at least
+# ``kernels.substitution.PARALLEL_MIN`` entries anyway), dense batches with
+# M * N**3 below THREADS_MIN_DENSE.
 THREADS_MIN_WEIGHTS = 100_000
 THREADS_MIN_DENSE = 2_000_000
 
@@ -141,14 +140,16 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         ARPACK iteration limit and Krylov subspace size (scipy's defaults).
     dense_max : int
         Largest ``N`` the automatic choice diagonalises densely.
-    threads : {1, 2}, optional
-        ARPACK path: split the rows of every big weight matrix over two
-        threads in the operator kernels (2) or not (1); dense path: split the
-        batch over two threads.  Default: 2 on a machine with two cores when
-        the work is large enough to pay for it.  The results do not depend on
-        it.  The two-thread kernels use numba's threading layer (OpenMP when
-        installed); a child forked after they ran uses the serial kernels
-        (GNU OpenMP cannot start threads there).
+    threads : int, optional
+        Any positive integer.  ARPACK path: the row blocks of every big weight
+        matrix are shared among this many threads in the operator kernels
+        (when that is measured to be faster than one thread: on a busy
+        machine it is not); dense path: chunks of the batch run in this many
+        threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
+        is large enough to pay for it, else 1.  The results do not depend on
+        it, bit for bit.  The parallel kernels use numba's threading layer
+        (OpenMP when installed); a child forked after they ran uses the
+        serial kernels (GNU OpenMP cannot start threads there).
     progress : bool
         Progress bar over the samples (ARPACK path).
     pins, soft_pins, reluctance : optional
@@ -195,8 +196,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     N = layout.n_free
     k = _check_k(k, N)
     method = _choose_method(method, full, N, k, dense_max)
-    if threads not in (None, 1, 2):
-        raise ValueError(f"threads must be 1 or 2, got {threads!r}")
+    threads = None if threads is None else resolve_threads(threads)
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
@@ -209,7 +209,7 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
                           progress, layout):
     """:func:`spectrum` after validation."""
     N = layout.n_free
-    two_cores = (os.cpu_count() or 1) >= 2
+    cores = get_num_threads()
     M = X.shape[0]
     if pattern is None:
         zs, _ = net.forward_states(X)
@@ -241,12 +241,12 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
     if method == "dense":
         L = dense_laplacians(net, masks, jacobians, layout, U)
         if threads is None:
-            threads = 2 if (two_cores and U * N ** 3 >= THREADS_MIN_DENSE) else 1
+            threads = cores if U * N ** 3 >= THREADS_MIN_DENSE else 1
         out = dense_extremes(L, k, vectors, full, threads)
         n_op = 0
     else:
         if threads is None:
-            threads = 2 if (two_cores and net.n_parameters >= THREADS_MIN_WEIGHTS) else 1
+            threads = cores if net.n_parameters >= THREADS_MIN_WEIGHTS else 1
         weights = typed_weights(net)
         ws, wl = np.empty((U, k)), np.empty((U, k))
         Vs = np.empty((U, k, N)) if vectors else None

@@ -5,37 +5,21 @@ The Laplacian ``L = delta^T delta`` and its inverse
 :mod:`sheaflinalg.kernels.substitution` and the sample's activation masks.
 """
 
-import os
 import threading
+import time
 
 import numba
 import numpy as np
 from numba.typed import List
 
+from .._common import threads as _threads
 from ..kernels import substitution as _sub
 from ..sheaf.layout import Layout
 
 # numba's fallback threading layer (workqueue, when neither OpenMP nor TBB is
 # installed) aborts if two parallel kernels run at once: spectra computed from
-# several Python threads take turns in the two-thread kernel.
+# several Python threads take turns in the parallel kernels.
 _PARALLEL_LOCK = threading.Lock()
-# GNU OpenMP cannot start threads in a child forked from a process whose
-# OpenMP threads already ran (numba then kills the child): such a child uses
-# the serial kernels, which give the same results.
-_PARALLEL_FORBIDDEN = False
-
-
-def _after_fork_in_child():
-    global _PARALLEL_FORBIDDEN
-    try:
-        layer = numba.threading_layer()
-    except ValueError:  # no parallel kernel ran before the fork
-        return
-    _PARALLEL_FORBIDDEN = layer == "omp"
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 # ---------------------------------------------------------------- operators
@@ -52,8 +36,8 @@ class CoboundaryOperator:
         reduced system.
     weights : numba.typed.List, optional
         :func:`typed_weights` of ``net``, when the caller already has them.
-    threads : {1, 2}
-        Threads of the kernels (see :meth:`apply_pair`).
+    threads : int
+        Threads of the kernels (see :meth:`apply_pair`); any positive integer.
 
     Examples
     --------
@@ -86,11 +70,18 @@ class CoboundaryOperator:
             J = np.diag(J) if J.ndim == 1 else np.ascontiguousarray(J)
         self._J = J
         self._width = max(net.dims[1:-1], default=1)
-        #: Weight matrices with fewer entries run on one thread even with ``threads=2``.
-        self.parallel_min = _sub.PARALLEL_MIN
+        #: Entries per row block of a weight matrix (:func:`~sheaflinalg.kernels.substitution.row_blocks`).
+        self.block_entries = _sub.BLOCK_ENTRIES
+        self._shapes = [W.shape for W in net.weights[1:]]
         self.n_matvec = 0
         self.n_solve = 0
         self._count_lock = threading.Lock()
+
+    @property
+    def splits(self):
+        """Whether some weight matrix has several row blocks for the threads to share."""
+        return self.threads > 1 and any(_sub.row_blocks.py_func(m, n, self.block_entries) > 1
+                                        for m, n in self._shapes)
 
     def _args(self):
         return (self._weights, self._dims, self._zoff, self._aoff, self._mask, self._J, self._yhat)
@@ -105,9 +96,11 @@ class CoboundaryOperator:
         Either request may be ``None`` (skipped); the two share their passes
         over the weights (the protocol of
         :func:`sheaflinalg.spectral.arpack_pair.largest_pair`).  Every ``x`` and ``y``
-        is a contiguous float64 vector of length ``n``.  With ``threads=2``
-        the rows of every big weight matrix are split over two threads; the
-        results are the same bit for bit (see
+        is a contiguous float64 vector of length ``n``.  With ``threads > 1``
+        the row blocks of every big weight matrix are shared among the
+        threads when that is faster: serial and parallel calls are timed and
+        the faster runs (:class:`~sheaflinalg._common.threads.SerialOrParallel`);
+        the results are the same bit for bit either way (see
         :mod:`sheaflinalg.kernels.substitution`).
         """
         empty = np.empty(0)
@@ -115,11 +108,19 @@ class CoboundaryOperator:
         w, Linv = self._request(b, "n_solve") if b is not None else (empty, empty)
         # fresh scratch per call (cheap): the operator may be used from several threads
         dv, y = np.empty(self.n), np.empty(self.n)
-        if self.threads > 1 and not _PARALLEL_FORBIDDEN:
+        if not (self.splits and _threads.parallel_allowed()):
+            self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
+            return
+        choice = _threads.serial_or_parallel((self.n, self.threads, v.size > 0, w.size > 0, self.block_entries))
+        parallel = choice.choose()
+        start = time.perf_counter()
+        if parallel:
             with _PARALLEL_LOCK:
+                numba.set_num_threads(_threads.numba_threads(self.threads))
                 self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
         else:
             self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
+        choice.record(parallel, time.perf_counter() - start)
 
     def _request(self, request, counter):
         # the kernels do not check bounds: a wrong vector must not reach them
@@ -135,10 +136,14 @@ class CoboundaryOperator:
 
     def _sweeps(self, backward, forward, v, Lv, dv, w, Linv, y):
         """The backward sweep (``L v``, ``y = delta^{-T} w``), then ``Linv = delta^{-1} y``."""
-        P, Q = np.empty((2, self._width)), np.empty((2, self._width))
-        backward(*self._args(), v, Lv, dv, w, y, P, Q, self.parallel_min)
+        P, Q = self._partials()
+        backward(*self._args(), v, Lv, dv, w, y, P, Q, self.block_entries)
         if w.size:
-            forward(*self._args(), y, Linv, self.parallel_min)
+            forward(*self._args(), y, Linv, self.block_entries)
+
+    def _partials(self):
+        """Scratch for the row blocks' partial sums of the ``W^T`` products."""
+        return np.empty((_sub.MAX_BLOCKS, self._width)), np.empty((_sub.MAX_BLOCKS, self._width))
 
     def _vector(self, v):
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1)
@@ -161,14 +166,14 @@ class CoboundaryOperator:
     def solve(self, w):
         """``delta^{-1} w`` (block forward substitution)."""
         out = np.empty(self.n)
-        _sub.forward_sweep(*self._args(), self._vector(w), out, self.parallel_min)
+        _sub.forward_sweep(*self._args(), self._vector(w), out, self.block_entries)
         return out
 
     def solve_transpose(self, v):
         """``delta^{-T} v`` (block backward substitution)."""
         out, empty = np.empty(self.n), np.empty(0)
-        P, Q = np.empty((2, self._width)), np.empty((2, self._width))
-        _sub.backward_sweep(*self._args(), empty, empty, empty, self._vector(v), out, P, Q, self.parallel_min)
+        P, Q = self._partials()
+        _sub.backward_sweep(*self._args(), empty, empty, empty, self._vector(v), out, P, Q, self.block_entries)
         return out
 
 

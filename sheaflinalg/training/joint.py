@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.progress import progress_bar
+from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads
 from .._common.validation import check_int, check_positive
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
@@ -233,6 +234,7 @@ class _JointRun:
         self.rec = Recorder(self.history, net, X, Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param,
                             self.theta)
         self.step = 0
+        self.rounds = Rounds(cfg.epoch_steps)   # an epoch in rounds of ~0.1 s: Ctrl-C is honoured
 
     def start_state(self, method):
         """Free stalks ``(n_free, M)`` from an init name or array, with ``yhat`` pinned to the targets."""
@@ -312,10 +314,10 @@ class _JointRun:
             if reg.anchor == "initial" and reg.lam > 0:
                 self.S_anchor = self.S.copy()
         theta_prev, S_prev = self.theta.copy(), self.S.copy()
-        done = train_steps(self.Xc, self.S, self.theta, *self.kern, cfg.alpha, cfg.beta, cfg.dt, n, self.n_move,
-                           reg.code("lam"), reg.lam, reg.l1_ratio, self.S_anchor,
-                           reg.code("mu"), reg.mu, reg.l1_ratio, self.theta_anchor,
-                           self.F, self.E, self.phi_buf, self.work, self.grad)
+        done = self.rounds.run(n, lambda k: train_steps(
+            self.Xc, self.S, self.theta, *self.kern, cfg.alpha, cfg.beta, cfg.dt, k, self.n_move,
+            reg.code("lam"), reg.lam, reg.l1_ratio, self.S_anchor, reg.code("mu"), reg.mu, reg.l1_ratio,
+            self.theta_anchor, self.F, self.E, self.phi_buf, self.work, self.grad))
         self.step += done
         finite = done == n and np.all(np.isfinite(self.theta)) and np.all(np.isfinite(self.S[:self.n_move]))
         if finite and (epoch % cfg.record_every == 0 or epoch == cfg.n_epochs):

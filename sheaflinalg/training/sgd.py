@@ -3,6 +3,7 @@
 import numpy as np
 
 from .._common.progress import progress_bar
+from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads
 from .._common.validation import check_int, check_positive
 from ..kernels.force import PHI_CODES
@@ -92,13 +93,15 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     rec.record(0, 0, theta)
     chunk = int(np.gcd(record_every, callback_every)) if callback is not None else record_every
     done = 0
+    rounds = Rounds(chunk)   # rounds of ~0.1 s of compiled steps: Ctrl-C is honoured
     with blas_limit(blas_threads), progress_bar(epochs, progress, "gradient descent", unit="epoch") as bar:
         while done < epochs:
             n = min(chunk, epochs - done)
             theta_prev = theta.copy()
-            k = gd_steps(Xc, Yc, theta, off["dims"], off["woff"], off["boff"], PHI_CODES[net.output],
-                         GD_LOSS[prob.loss], float(prob.loss_param), lr, n,
-                         reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor, Z, A, D, phi_buf, grad)
+            k = rounds.run(n, lambda m: gd_steps(
+                Xc, Yc, theta, off["dims"], off["woff"], off["boff"], PHI_CODES[net.output], GD_LOSS[prob.loss],
+                float(prob.loss_param), lr, m, reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor, Z, A, D,
+                phi_buf, grad))
             done += k
             finite = k == n and np.all(np.isfinite(theta))
             if finite and (done % record_every == 0 or done == epochs):
