@@ -18,7 +18,9 @@ WITH_EXAMPLES = [
     "sheaflinalg.spectral.operators", "sheaflinalg.spectral.result", "sheaflinalg.spectral.tracker",
     "sheaflinalg.plotting.spectral", "sheaflinalg.training.joint", "sheaflinalg.training.sgd",
     "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
-    "sheaflinalg.tasks", "sheaflinalg.plotting.training",
+    "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.dynamics.residuals",
+    "sheaflinalg.dynamics.pinned", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
+    "sheaflinalg._common.rounds",
 ]
 
 

@@ -4,12 +4,18 @@ Two sources give the same numbers: the kernels' ``E`` array (edge
 discrepancies in the free-row order, see :mod:`sheaflinalg.kernels.force`)
 and an assembled system (``delta_free @ omega + delta_boundary @ u +
 edge_offset``).  Labels come from the :class:`~sheaflinalg.sheaf.layout.Layout`.
+
+Also here (as ``sl.discord.residuals`` and ``sl.discord.pinned``): the
+per-coordinate residuals of any state (:mod:`sheaflinalg.dynamics.residuals`)
+and the pinned analysis of any network (:mod:`sheaflinalg.dynamics.pinned`).
 """
 
 import numpy as np
 
 from .._common.validation import as_float64
 from ..sheaf.assembly import AugmentedSheafSystem
+from .pinned import PinnedDiscord, pinned  # noqa: F401 (sl.discord.pinned)
+from .residuals import EdgeResiduals, residuals  # noqa: F401 (sl.discord.residuals)
 
 
 def edge_discrepancies(system, free):

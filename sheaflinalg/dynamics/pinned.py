@@ -1,0 +1,204 @@
+"""Pinned discord: how a network's error distributes backward when its output is pinned to the truth.
+
+Any network (sheaf-trained, SGD-trained, imported) is embedded as a sheaf,
+its output stalk is hard-pinned to the labels, and the heat equation's
+equilibrium is found exactly from the forward pass (paper section 6.3 and
+appendix E): :func:`~sheaflinalg.complete` solves the pinned system for an
+activation pattern and updates the pattern until it is consistent.  For an
+identity output the reduced sheaf is used and ``z(k+1)`` is the pinned stalk
+(edges ``W1, R1, W2, ...``); for sigmoid, tanh and softmax outputs ``yhat``
+is pinned (edges ``..., W(k+1), out``).
+
+An equilibrium may sit on a switching surface ``z_j = 0``: below it the
+weight edge pushes ``z_j`` up (``q_j = (W a + b)_j > 0``), above it the
+weight and activation edges together push it down (``q_j + a_j < 0``).  The
+pattern updates then cycle; the Filippov equilibrium keeps ``z_j = 0`` and
+is found by pinning those coordinates at 0.  Such samples are settled and
+their coordinates are listed in :attr:`PinnedDiscord.sliding`.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._common.validation import as_float64, as_samples
+from ..network.model import Network
+from .clamping import complete
+from .residuals import EdgeResiduals, residuals
+
+
+@dataclass
+class PinnedDiscord:
+    """Result of :func:`pinned`.
+
+    Attributes
+    ----------
+    state : ndarray, shape (n_samples, n_free)
+        Equilibrium free cochain in :attr:`layout`'s order (pinned stalk included).
+    layout : Layout
+    by_edge : ndarray, shape (n_samples, n_edges)
+        Discord ``1/2 ||residual||^2`` per sample and edge.
+    edge_names : list of str
+    residuals : EdgeResiduals
+        Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.dynamics.residuals`).
+    settled : ndarray of bool, shape (n_samples,)
+        The sample reached a consistent equilibrium (possibly on a switching surface).
+    sliding : list of list of (int, int)
+        Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``.
+    """
+
+    state: np.ndarray
+    layout: object
+    by_edge: np.ndarray
+    edge_names: list
+    residuals: EdgeResiduals
+    settled: np.ndarray
+    sliding: list = field(default_factory=list)
+
+    @property
+    def total(self):
+        """Total discord per sample."""
+        return self.by_edge.sum(axis=1)
+
+    def summary(self):
+        """``{edge: (mean, std)}`` over the samples, and ``"Total"``: (mean of the totals, its std)."""
+        out = {name: (float(self.by_edge[:, j].mean()), float(self.by_edge[:, j].std()))
+               for j, name in enumerate(self.edge_names)}
+        out["Total"] = (float(self.total.mean()), float(self.total.std()))
+        return out
+
+    def table(self, digits=4):
+        """The paper's pinned-discord table: mean +- std per edge over the samples, and the total."""
+        rows = [f"{'Edge':<8}{'discord (mean +- std)':>28}"]
+        for name, (mean, std) in self.summary().items():
+            rows.append(f"{name:<8}{mean:>18.{digits}f} +- {std:.{digits}f}")
+        unsettled = int((~self.settled).sum())
+        n_sliding = sum(1 for s in self.sliding if s)
+        rows.append(f"{self.state.shape[0]} samples; {n_sliding} on a switching surface; "
+                    f"{unsettled} not settled")
+        return "\n".join(rows)
+
+
+def _targets(net, Y, M):
+    """Labels as ``(M, n_out)`` float64; integer class labels for a softmax output become one-hot."""
+    n_out = net.dims[-1]
+    Y = np.asarray(Y)
+    if net.output == "softmax" and Y.ndim == 1 and n_out > 1:
+        if Y.dtype.kind not in "iu" or Y.shape[0] != M or Y.min() < 0 or Y.max() >= n_out:
+            raise ValueError(f"Y: class labels must be {M} integers in [0, {n_out})")
+        return np.eye(n_out)[Y]
+    Y = as_float64(Y, "Y")
+    if Y.ndim == 1 and n_out == 1:
+        Y = Y[:, None]
+    if Y.shape != (M, n_out):
+        raise ValueError(f"Y has shape {Y.shape}; expected ({M}, {n_out})")
+    return Y
+
+
+def pinned(net, X, Y, max_iter=100, backend="auto"):
+    """Pin the output stalk to the labels ``Y`` and find the heat equation's equilibrium.
+
+    Parameters
+    ----------
+    net : Network
+    X : array_like, shape (n_samples, n_0)
+    Y : array_like, shape (n_samples, n_out)
+        Labels (1-D for one output; class indices for a softmax output).
+    max_iter : int
+        Largest number of pattern updates (see :func:`sheaflinalg.complete`).
+    backend : {"auto", "cholmod", "superlu"}
+        Sparse Cholesky backend.
+
+    Returns
+    -------
+    PinnedDiscord
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 8, 1], seed=0)
+    >>> X, Y = sl.tasks.paraboloid(20, seed=0)
+    >>> pd = sl.discord.pinned(net, X, Y)
+    >>> pd.edge_names, bool(pd.settled.all())
+    (['W1', 'R1', 'W2'], True)
+    >>> bool(np.allclose(pd.by_edge.sum(axis=1), pd.total))
+    True
+    """
+    if not isinstance(net, Network):
+        raise TypeError(f"net must be a sheaflinalg.Network, got {type(net).__name__}")
+    X, _ = as_samples(X, net.dims[0])
+    Y = _targets(net, Y, X.shape[0])
+    k = net.n_hidden
+    output = f"z{k + 1}" if net.output == "identity" else "yhat"
+    c = complete(net, X, clamp={output: Y}, max_iter=max_iter, backend=backend)
+    state, settled = c.state.copy(), c.settled_samples.copy()
+    sliding = [[] for _ in range(X.shape[0])]
+    for s in np.flatnonzero(~settled):
+        found = _on_switching_surface(net, X[s], Y[s], output, c.pattern, s, max_iter, backend)
+        if found is not None:
+            state[s], sliding[s] = found
+            settled[s] = True
+    res = residuals(net, X, state, c.layout)
+    return PinnedDiscord(state=state, layout=c.layout, by_edge=res.by_edge(), edge_names=res.edge_names,
+                         residuals=res, settled=settled, sliding=sliding)
+
+
+def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
+    """``(state, [(layer, neuron), ...])`` of a Filippov equilibrium of sample ``s``, or None.
+
+    Frozen-pattern solves from the sample's last pattern: a pattern that comes
+    back (a cycle) pins the coordinates that flip in it at ``z = 0``; a
+    consistent solution is accepted when both sides push into the surface at
+    every pinned coordinate, and a pinned coordinate that fails the condition
+    is released to the side it is pushed to.
+    """
+    x, y = x[None, :], y[None, :]
+    pat = [m[s:s + 1].copy() for m in pattern]
+    surface, seen = set(), set()
+    for _ in range(max_iter):
+        c = complete(net, x, clamp=_clamp(output, y, surface), pattern=pat, backend=backend)
+        flips = {(l, int(j)) for l in range(1, net.n_hidden + 1)
+                 for j in np.flatnonzero((c.block(f"z{l}")[0] >= 0) != pat[l - 1][0])} - surface
+        if not flips:
+            released = _release(net, x[0], c, surface, pat)
+            if not released:
+                return c.state[0], sorted(surface)
+            surface -= released
+            continue
+        key = (b"".join(np.packbits(m).tobytes() for m in pat), frozenset(surface))
+        if key in seen:
+            surface |= flips            # the pattern cycles: the flipping coordinates slide
+            continue
+        seen.add(key)
+        for l, j in flips:
+            pat[l - 1][0, j] = not pat[l - 1][0, j]
+    return None
+
+
+def _clamp(output, y, surface):
+    """The clamp of :func:`~sheaflinalg.complete`: the output, and ``z_j = 0`` on ``surface``."""
+    clamp = {output: y}
+    for l in sorted({l for l, _ in surface}):
+        idx = sorted(j for m, j in surface if m == l)
+        clamp[f"z{l}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
+    return clamp
+
+
+def _release(net, x, completion, surface, pat):
+    """Pinned coordinates where Filippov's condition fails, set in ``pat`` to the side they are pushed to.
+
+    At ``z_j = 0`` the weight edge pushes with ``q_j = (W a + b)_j`` below the
+    surface and with ``q_j + a_j`` above it; the coordinate slides when
+    ``q_j >= 0`` and ``q_j + a_j <= 0``.
+    """
+    released = set()
+    a_prev = x
+    for l in range(1, net.n_hidden + 1):
+        q = net.weights[l - 1] @ a_prev + net.biases[l - 1]
+        a = completion.block(f"a{l}")[0]
+        for m, j in surface:
+            if m == l and not (q[j] >= 0.0 and q[j] + a[j] <= 0.0):
+                released.add((m, j))
+                pat[l - 1][0, j] = q[j] + a[j] > 0.0
+        a_prev = a
+    return released
