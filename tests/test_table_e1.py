@@ -3,6 +3,7 @@
 import pytest
 
 from sheaflinalg import tasks
+from sheaflinalg.reproduce import table_e1 as reproduce_table_e1
 
 ONE_HIDDEN = [f"{t}_1H" for t in tasks.TASKS]
 TWO_HIDDEN = [f"{t}_2H" for t in tasks.TASKS]
@@ -44,7 +45,7 @@ def _script():
 
 def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, capsys):
     script = _script()
-    monkeypatch.setattr(script, "process_pool", _InlinePool)  # the module is not importable by workers
+    monkeypatch.setattr(reproduce_table_e1, "process_pool", _InlinePool)  # keep the runs in this process
     out = tmp_path / "t"
     argv = ["--out", str(out), "--only", "paraboloid_1H", "--steps", "1000", "--jobs", "1", "--no-figure"]
     assert script.main(argv) == 0
@@ -55,7 +56,7 @@ def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, c
     def must_not_rerun(*args):
         raise AssertionError("a finished run was computed again")
 
-    monkeypatch.setattr(script, "run_one", must_not_rerun)
+    monkeypatch.setattr(reproduce_table_e1, "run_one", must_not_rerun)
     assert script.main(argv + ["--resume"]) == 0
     assert (out / "table_e1.md").read_text() == table
     with pytest.raises(AssertionError, match="computed again"):

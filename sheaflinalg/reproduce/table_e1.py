@@ -1,0 +1,132 @@
+"""Table E.1 of the paper replayed from its exact inputs, and the learned-output figure of appendix E.2.
+
+For each configuration in ``data/table_e1/`` the recorded protocol (initial
+weights, data and initial stalks from the file) is replayed with the sheaf
+dynamics and with the SGD baseline, and every recorded point of the file's
+curves is checked (sheaf to :data:`SHEAF_TOL`, SGD to :data:`SGD_TOL`
+relative).  ``scripts/table_e1.py`` is the command line.
+"""
+
+import csv
+import io
+import json
+import os
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .. import tasks
+from .._common.atomic import write_text
+from .._common.threads import process_pool
+from ..network.model import Network
+from ..plotting.training import plot_learned_outputs
+
+SHEAF_TOL, SGD_TOL = 1e-8, 1e-6
+
+
+def run_one(name, method, steps):
+    """Replay one configuration with one method; returns a JSON-ready dictionary."""
+    exp = tasks.table_e1(name)
+    t = time.perf_counter()
+    extra = {"stagnation": True} if method == "sheaf" else {}
+    fit = exp.fit(steps=steps, method=method, **extra)
+    h = fit.history
+    out = {"name": name, "method": method, "task": name.split("_")[0], "depth": name.split("_")[1],
+           "arch": exp.network.dims, "reference_seconds": exp.meta.get(f"{method}_seconds"),
+           "train": h.train_loss[-1], "test": h.test_loss[-1], "seconds": time.perf_counter() - t,
+           "max_rel_error": exp.max_relative_error(h, method), "records": len(h),
+           "parameters": fit.network.parameters().tolist()}
+    if method == "sheaf":
+        out["stagnation"] = dict(h.stagnation, weight_displacement=h.weight_displacement,
+                                 state_norm=h.state_norm, step=h.step)
+    return out
+
+
+def run_cached(name, method, steps, out, resume):
+    """:func:`run_one`, keeping its result in ``out/runs/``; with ``resume`` a finished run is reused.
+
+    Each finished run is written atomically as soon as it ends, so an
+    interrupted reproduction restarts only the runs that had not finished.
+    """
+    if out is None:
+        return run_one(name, method, steps)
+    path = os.path.join(out, "runs", f"{name}-{method}-{steps or 'protocol'}.json")
+    if resume and os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    result = run_one(name, method, steps)
+    write_text(path, json.dumps(result))
+    return result
+
+
+def run_all(names, steps=None, jobs=2, out=None, resume=False, progress=True):
+    """Sheaf and SGD runs of every configuration in ``names`` on ``jobs`` worker processes.
+
+    Returns one combined record per configuration, in the order of ``names``.
+    Results are kept in ``out/runs/`` when ``out`` is given (see :func:`run_cached`).
+    """
+    # Longest runs first (sheaf before SGD, two hidden layers, blobs), so the workers finish together.
+    work = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
+                  key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
+    n = len(work)
+    with process_pool(jobs) as pool:   # one kernel thread and one BLAS thread per worker
+        runs = pool.map(run_cached, [j[0] for j in work], [j[1] for j in work], [steps] * n, [out] * n,
+                        [resume] * n)
+        done = {(r["name"], r["method"]): r
+                for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run", disable=not progress)}
+    return [combine(done[name, "sheaf"], done[name, "sgd"]) for name in names]
+
+
+def combine(sheaf, sgd):
+    """One configuration's record: its sheaf and SGD runs side by side."""
+    keys = ("name", "task", "depth", "arch")
+    out = {k: sheaf[k] for k in keys}
+    out["reference_seconds"] = {"sheaf": sheaf["reference_seconds"], "sgd": sgd["reference_seconds"]}
+    for method, run in (("sheaf", sheaf), ("sgd", sgd)):
+        out[method] = {k: run[k] for k in ("train", "test", "seconds", "max_rel_error", "records", "parameters")}
+    out["stagnation"] = sheaf["stagnation"]
+    return out
+
+
+def tables(results):
+    head = ["Task", "Depth", "Sheaf Train", "SGD Train", "Sheaf Test", "SGD Test", "Ratio"]
+    rows = []
+    for r in results:
+        ratio = r["sheaf"]["test"] / r["sgd"]["test"]
+        rows.append([r["task"].capitalize(), r["depth"], f"{r['sheaf']['train']:.4f}", f"{r['sgd']['train']:.4f}",
+                     f"{r['sheaf']['test']:.4f}", f"{r['sgd']['test']:.4f}", f"{ratio:.1f}"])
+    md = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    md += ["| " + " | ".join(row[:-1] + [row[-1] + "x"]) + " |" for row in rows]
+    tex = ["\\begin{tabular}{llccccc}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+    tex += ["  " + " & ".join(row[:-1] + [row[-1] + "$\\times$"]) + " \\\\" for row in rows]
+    tex += ["\\bottomrule", "\\end{tabular}"]
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["task", "depth", "sheaf_train", "sgd_train", "sheaf_test", "sgd_test", "ratio",
+                "sheaf_max_rel_error", "sgd_max_rel_error", "sheaf_seconds", "sgd_seconds"])
+    for r in results:
+        w.writerow([r["task"], r["depth"], repr(r["sheaf"]["train"]), repr(r["sgd"]["train"]),
+                    repr(r["sheaf"]["test"]), repr(r["sgd"]["test"]), repr(r["sheaf"]["test"] / r["sgd"]["test"]),
+                    r["sheaf"]["max_rel_error"], r["sgd"]["max_rel_error"], round(r["sheaf"]["seconds"], 3),
+                    round(r["sgd"]["seconds"], 3)])
+    return "\n".join(md) + "\n", "\n".join(tex) + "\n", buf.getvalue()
+
+
+def figure(out_dir, results):
+    """The learned-output figure from the one-hidden-layer results (no re-training)."""
+    rows = []
+    for task in tasks.TASKS:
+        r = next((r for r in results if r["name"] == f"{task}_1H"), None)
+        if r is None:
+            continue
+        exp = tasks.table_e1(r["name"])
+        nets = {m: Network.from_parameters(np.array(r[m]["parameters"]), r["arch"], exp.network.output)
+                for m in ("sheaf", "sgd")}
+        target = (lambda X, t=task: tasks.target_function(t, X)) if task in ("paraboloid", "saddle") else None
+        rows.append({"task": task, "X": exp.X_train, "Y": exp.Y_train, "target": target, **nets})
+    if not rows:
+        return None
+    path = os.path.join(out_dir, "table_e1_outputs.png")
+    plot_learned_outputs(rows, path)
+    return path
