@@ -9,7 +9,7 @@ Subpackages, bottom to top (imports point down only): ``kernels`` (numba) and
 ``tasks``, ``plotting`` and ``commands``.
 """
 
-__version__ = "0.1.0"
+from ._common.version import VERSION as __version__  # noqa: E402 (first, before the layers)
 
 # threads (one policy for the whole package)
 from ._common.threads import get_num_threads, num_threads, process_pool, set_num_threads

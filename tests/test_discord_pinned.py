@@ -143,6 +143,8 @@ def test_nonlinear_outputs_pin_yhat_and_the_table():
     summary = pd.summary()
     assert list(summary) == ["W1", "R1", "W2", "out", "Total"]
     assert summary["Total"][0] == pytest.approx(sum(summary[e][0] for e in pd.edge_names))
+    energy = pd.summary("energy")
+    assert summary["R1"][0] == pytest.approx(2 * energy["R1"][0]) == pytest.approx(2 * pd.by_edge[:, 1].mean())
     assert f"{summary['Total'][0]:.4f}" in table and "20 samples" in table
 
 

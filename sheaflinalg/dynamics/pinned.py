@@ -37,7 +37,9 @@ class PinnedDiscord:
         Equilibrium free cochain in :attr:`layout`'s order (pinned stalk included).
     layout : Layout
     by_edge : ndarray, shape (n_samples, n_edges)
-        Discord ``1/2 ||residual||^2`` per sample and edge.
+        Discord ``1/2 ||residual||^2`` per sample and edge (the package's convention, whose
+        gradient is the heat equation's force; the paper's tables report ``||residual||^2``,
+        see :meth:`summary`).
     edge_names : list of str
     residuals : EdgeResiduals
         Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.dynamics.residuals`).
@@ -57,20 +59,35 @@ class PinnedDiscord:
 
     @property
     def total(self):
-        """Total discord per sample."""
+        """Total discord per sample (``1/2 ||delta omega||^2``, the package's convention)."""
         return self.by_edge.sum(axis=1)
 
-    def summary(self):
-        """``{edge: (mean, std)}`` over the samples, and ``"Total"``: (mean of the totals, its std)."""
-        out = {name: (float(self.by_edge[:, j].mean()), float(self.by_edge[:, j].std()))
+    def summary(self, convention="paper"):
+        """``{edge: (mean, std)}`` over the samples, and ``"Total"``: (mean of the totals, their std).
+
+        ``convention="paper"`` reports the paper's discord ``||residual||^2`` (twice
+        :attr:`by_edge`), so the numbers compare with its pinned-discord table;
+        ``"energy"`` reports :attr:`by_edge` itself, ``1/2 ||residual||^2``.  The
+        standard deviation is the sample one (``n - 1``), as in the paper.
+        """
+        if convention not in ("paper", "energy"):
+            raise ValueError(f"unknown convention {convention!r}; expected 'paper' or 'energy'")
+        values = self.by_edge * (2.0 if convention == "paper" else 1.0)
+        ddof = 1 if values.shape[0] > 1 else 0
+        out = {name: (float(values[:, j].mean()), float(values[:, j].std(ddof=ddof)))
                for j, name in enumerate(self.edge_names)}
-        out["Total"] = (float(self.total.mean()), float(self.total.std()))
+        total = values.sum(axis=1)
+        out["Total"] = (float(total.mean()), float(total.std(ddof=ddof)))
         return out
 
-    def table(self, digits=4):
-        """The paper's pinned-discord table: mean +- std per edge over the samples, and the total."""
-        rows = [f"{'Edge':<8}{'discord (mean +- std)':>28}"]
-        for name, (mean, std) in self.summary().items():
+    def table(self, digits=4, convention="paper"):
+        """The paper's pinned-discord table: mean +- std per edge over the samples, and the total.
+
+        By default in the paper's convention, discord ``||residual||^2`` (see :meth:`summary`).
+        """
+        head = "||r||^2" if convention == "paper" else "1/2 ||r||^2"
+        rows = [f"{'Edge':<8}{'discord ' + head + ' (mean +- std)':>34}"]
+        for name, (mean, std) in self.summary(convention).items():
             rows.append(f"{name:<8}{mean:>18.{digits}f} +- {std:.{digits}f}")
         unsettled = int((~self.settled).sum())
         n_sliding = sum(1 for s in self.sliding if s)

@@ -24,6 +24,7 @@ from ..spectral.drivers import spectrum
 
 RECORD = Path(__file__).resolve().parents[2] / "data" / "spectral_gap_depth.npz"
 TAGS = ("1H", "2H", "3H")
+ARCHS = ([2, 30, 1], [2, 10, 8, 1], [2, 8, 6, 4, 1])
 
 
 def load_record(path=RECORD):

@@ -1,0 +1,89 @@
+"""The list of every reproduced figure and table, with the paper's label, and the resumable runner."""
+
+import platform
+import time
+from dataclasses import dataclass
+
+from .._common.version import VERSION as __version__
+from .._common.atomic import write_text
+from .._common.progress import progress_iter
+from . import convergence, discord, spectra, table_e1, training
+from .output import Outputs
+
+
+@dataclass(frozen=True)
+class Item:
+    """One reproduction: ``run(outputs, quick[, jobs]) -> (paths, notes)``."""
+
+    key: str
+    paper: str          # the paper's figure / table labels
+    title: str
+    run: object
+    uses_jobs: bool = False
+
+
+ITEMS = (
+    Item("convergence", "Fig. `fig:convergence` (6.1), Fig. `fig:convergence-deep-sigmoid` (E.1)",
+         "heat equation converges to the forward pass: [2,4,1] and deep sigmoid [2,6,4,4,1]", convergence.convergence),
+    Item("phase_planes", "Fig. `fig:phase-planes` (E.1)", "phase planes with ReLU boundaries and crossings",
+         convergence.phase_planes),
+    Item("training", "Fig. `fig:training-results` (6.2)", "training curves and learned surfaces, sheaf vs SGD",
+         training.curves_and_surfaces),
+    Item("table_e1", "Table `tab:full-results`, Fig. `fig:all-training-outputs` (E.2)",
+         "Table E.1 replayed from the paper's inputs, learned outputs", table_e1.item, uses_jobs=True),
+    Item("gap_depth", "Table `tab:spectral-gap-depth`, Fig. `fig:eigvec-energy` (E.3)",
+         "spectral gap vs depth (the paper's networks), eigenvector energy by block", spectra.gap_vs_depth),
+    Item("tracking", "Fig. `fig:spectral-gap-tracking` (E.3)", "lambda_1 along sheaf and SGD training",
+         spectra.tracking),
+    Item("comparisons", "Fig. `fig:spectral-comparisons` (E.3)", "lambda_1, lambda_max, condition over training",
+         spectra.comparisons),
+    Item("histograms", "Fig. `fig:spectral-histograms` (E.3)", "lambda_1 over 100 inputs at three training stages",
+         spectra.histograms),
+    Item("initialisations", "(beyond the paper)", "lambda_1 over 100 random initialisations, three depths",
+         spectra.initialisations),
+    Item("discord", "Fig. `fig:discord-1H` (6.3), Fig. `fig:discord-3H` (E.3)",
+         "per-coordinate discord of sheaf-trained [2,30,1] and [2,12,8,6,1]", discord.per_coordinate),
+    Item("residual_stages", "Figs. `fig:discord-residuals-sheaf`, `fig:discord-residuals-sgd` (E.3)",
+         "discord residuals at three training stages, shared axes", discord.residual_stages),
+    Item("pinned_table", "Table `tab:pinned-discord` (E.3)", "per-edge pinned discord, sheaf vs SGD",
+         discord.pinned_table),
+)
+
+
+def run_items(out, quick=False, jobs=1, only=None, resume=True, progress=True, log=print):
+    """Run the items (``only``: their keys) into ``out``; finished items are kept when ``resume``.
+
+    Returns ``[(item, paths, notes, seconds, reused)]`` and writes ``out/index.md``.
+    """
+    items = [i for i in ITEMS if only is None or i.key in only]
+    unknown = set(only or ()) - {i.key for i in ITEMS}
+    if unknown:
+        raise ValueError(f"unknown items {sorted(unknown)}; expected some of {', '.join(i.key for i in ITEMS)}")
+    outputs = Outputs(out)
+    settings = {"quick": bool(quick), "version": __version__}
+    done = []
+    for item in progress_iter(items, len(items), progress, "reproduce"):
+        marker = outputs.finished(item.key, settings) if resume else None
+        if marker is not None:
+            done.append((item, marker["paths"], marker["notes"], marker["seconds"], True))
+            continue
+        start = time.perf_counter()
+        paths, notes = item.run(outputs, quick, jobs) if item.uses_jobs else item.run(outputs, quick)
+        seconds = time.perf_counter() - start
+        outputs.mark(item.key, settings, paths, seconds, notes)
+        done.append((item, paths, notes, seconds, False))
+        log(f"{item.key}: {seconds:.1f} s, {notes}")
+    write_text(outputs.path("index.md"), index(done, quick))
+    return done
+
+
+def index(done, quick):
+    """``index.md``: every output next to the paper's figure or table."""
+    lines = ["# Reproduction of the paper's figures and tables", "",
+             f"sheaflinalg {__version__}, {'quick' if quick else 'full'} mode, Python {platform.python_version()}.",
+             "", "| paper | what | outputs | seconds | notes |", "|---|---|---|---|---|"]
+    for item, paths, notes, seconds, reused in done:
+        links = ", ".join(f"[{p.split('/')[-1]}]({p})" for p in paths)
+        lines.append(f"| {item.paper} | {item.title} | {links} | {seconds:.1f}{' (kept)' if reused else ''} "
+                     f"| {notes} |")
+    return "\n".join(lines) + "\n"
