@@ -13,6 +13,7 @@ the paper's Table E.1 ship in ``data/table_e1/`` and replay with
 :func:`load_experiment` / :func:`table_e1`.
 """
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,7 +262,7 @@ def _is_int(v):
 
 
 def _is_number(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    return _is_int(v) or (isinstance(v, float) and math.isfinite(v))
 
 
 def load_experiment(path):

@@ -3,8 +3,10 @@
 A network file holds ``format`` (the text ``sheaflinalg.network/1``),
 ``output`` (the output activation) and ``W1, b1, ..., W{k+1}, b{k+1}``
 (float64, finite, shapes ``(n_l, n_{l-1})`` and ``(n_l,)`` that chain).
-``format`` and ``output`` may be absent (files written by hand with
-``numpy.savez``; the output is then the identity); anything else is refused.
+and ``digest``, the SHA-256 of the rest (:func:`~sheaflinalg._common.npzfile.content_digest`),
+so that a file edited after :meth:`~sheaflinalg.Network.save` wrote it is refused.
+``format``, ``output`` and ``digest`` may be absent (files written by hand
+with ``numpy.savez``; the output is then the identity); anything else is refused.
 """
 
 import re
@@ -12,7 +14,7 @@ import re
 import numpy as np
 
 from .._common.atomic import save_npz
-from .._common.npzfile import read_npz
+from .._common.npzfile import content_digest, read_npz
 from . import activations
 
 FORMAT = "sheaflinalg.network/1"
@@ -21,11 +23,12 @@ _LAYER_ENTRY = re.compile(r"[Wb][1-9][0-9]*")
 
 def write_network(path, weights, biases, output):
     """Write a network's arrays to exactly ``path`` (atomically; no extension is added)."""
-    arrays = {"format": np.array(FORMAT), "output": np.array(output)}
+    layers = {}
     for l, (W, b) in enumerate(zip(weights, biases), start=1):
-        arrays[f"W{l}"] = W
-        arrays[f"b{l}"] = b
-    save_npz(path, arrays)
+        layers[f"W{l}"] = W
+        layers[f"b{l}"] = b
+    digest = content_digest(layers, FORMAT + output)
+    save_npz(path, dict(layers, format=np.array(FORMAT), output=np.array(output), digest=np.array(digest)))
 
 
 def read_network(path):
@@ -46,10 +49,16 @@ def read_network(path):
     if "W1" not in f:
         raise f.error("is not a sheaflinalg network file (no array 'W1')")
     weights, biases = layer_arrays(f)
-    f.refuse_others(["format", "output"] + [f"{p}{l}" for l in range(1, len(weights) + 1) for p in "Wb"])
+    names = [f"{p}{l}" for l in range(1, len(weights) + 1) for p in "Wb"]
+    f.refuse_others(["format", "output", "digest"] + names)
     if "format" in f and f.text("format") != FORMAT:
         raise f.error(f"must be {FORMAT!r}, got {f.text('format')!r}", "format")
     output = f.text("output") if "output" in f else "identity"
+    if "digest" in f:
+        layers = dict(zip(names, [a for pair in zip(weights, biases) for a in pair]))
+        if f.text("digest") != content_digest(layers, FORMAT + output):
+            raise f.error("does not match the file's weights, biases and output: the file was edited after it "
+                          "was saved (remove the entry 'digest' to load an edited file on purpose)", "digest")
     if output not in activations.OUTPUTS:
         raise f.error(f"names an unknown output activation {output!r}; expected one of "
                       f"{', '.join(activations.OUTPUTS)}", "output")

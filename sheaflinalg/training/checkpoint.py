@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.atomic import prepare_target, save_npz
-from .._common.npzfile import read_npz
+from .._common.npzfile import content_digest, read_npz
 from .history import History
 
 _FORMAT = "sheaflinalg.train-checkpoint/2"
@@ -49,16 +49,6 @@ def fingerprint(arrays, settings):
         h.update(str(a.shape).encode())
         h.update(a.tobytes())
     h.update(to_json(settings).encode())
-    return h.hexdigest()
-
-
-def _digest(arrays, meta_text):
-    h = hashlib.sha256()
-    for name in sorted(arrays):
-        a = np.ascontiguousarray(arrays[name], dtype=np.float64)
-        h.update(f"{name}{a.shape}".encode())
-        h.update(a.tobytes())
-    h.update(meta_text.encode())
     return h.hexdigest()
 
 
@@ -143,7 +133,7 @@ class TrainingCheckpoint:
     def save(self, arrays, meta):
         """Write ``arrays`` (dict of float64 ndarrays) and ``meta`` (JSON-serialisable dict) atomically."""
         text = to_json(dict(meta, format=_FORMAT, run_id=self.run_id))
-        entries = dict(arrays, meta=np.array(text), digest=np.array(_digest(arrays, text)))
+        entries = dict(arrays, meta=np.array(text), digest=np.array(content_digest(arrays, text)))
         save_npz(self.path, entries, name="checkpoint")
 
     def load(self, expect=None):
@@ -172,12 +162,12 @@ class TrainingCheckpoint:
             raise f.error(f"is not a sheaflinalg training checkpoint of this version (format "
                           f"{meta.get('format')!r}, expected {_FORMAT!r})", "meta")
         if meta.get("run_id") != self.run_id:
-            raise f.error("this checkpoint belongs to another run (different data, initial weights, seed or "
-                          "settings); delete it or choose another checkpoint file")
+            raise f.error("field 'run_id': this checkpoint belongs to another run (different data, initial "
+                          "weights, seed or settings); delete it or choose another checkpoint file", "meta")
         names = sorted(f.names - {"meta", "digest"}) if expect is None else sorted(expect.arrays)
         f.refuse_others(names + ["meta", "digest"])
         arrays = {name: f.float_array(name, None if expect is None else expect.arrays[name]) for name in names}
-        if f.text("digest") != _digest(arrays, f.text("meta")):
+        if f.text("digest") != content_digest(arrays, f.text("meta")):
             raise f.error("does not match the checkpoint's content: the file was modified or corrupted after "
                           "it was written", "digest")
         if expect is not None:
