@@ -171,8 +171,8 @@ def atomic_file(path, mode="wb", name="path"):
         _active.add(tmp)
     replaced = False
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        with open(fd, mode, **({} if "b" in mode else {"newline": "", "encoding": "utf-8"})) as f:
+        # "x": created here or not at all (O_EXCL), with the usual permissions (0o666 less the umask)
+        with open(tmp, mode.replace("w", "x"), **({} if "b" in mode else {"newline": "", "encoding": "utf-8"})) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
