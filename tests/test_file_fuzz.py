@@ -353,3 +353,26 @@ def test_zip_with_a_foreign_member_is_refused(files):
         z.writestr("W1.npy", files["network"]["data"][:10])
         z.writestr("../evil.txt", b"x")
     _check(files, "network", _write(files, buf.getvalue()))
+
+
+@pytest.mark.parametrize("damage, named", [("truncate", "corrupt"), ("no dt", "field 'dt'"),
+                                           ("no z0_2", "missing entries ['z0_2']"),
+                                           ("short X_test", "entry 'Y_test' must have shape (2, 3)")])
+def test_train_command_refuses_a_damaged_experiment_in_one_line(files, damage, named):
+    entries = dict(files["experiment"]["entries"])
+    data = files["experiment"]["data"][:len(files["experiment"]["data"]) // 2]
+    if damage != "truncate":
+        if damage == "no dt":
+            entries["meta"] = np.array(json.dumps({k: v for k, v in json.loads(str(entries["meta"])).items()
+                                                   if k != "dt"}))
+        elif damage == "no z0_2":
+            del entries["z0_2"]
+        else:
+            entries["X_test"] = entries["X_test"][:, :3]
+        data = _savez_bytes(entries)
+    path = _write(files, data)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-m", "sheaflinalg.cli", "train", "--experiment", path, "--steps", "2",
+                           "--no-progress"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=TIMEOUT)
+    assert done.returncode == 2 and done.stdout == "", (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and path in done.stderr and named in done.stderr, done.stderr
