@@ -67,6 +67,8 @@ def read_npz(path, what):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"{path}: no such {what}")
     entry = None
+    with open(path, "rb") as fp:      # an unreadable file is an OSError (PermissionError, ...), not corrupt
+        fp.read(0)
     try:
         arrays = {}
         with zipfile.ZipFile(path) as archive:
@@ -181,8 +183,8 @@ class NpzEntries:
         """Raise when the file holds entries not in ``allowed``."""
         extra = sorted(self.names - set(allowed))
         if extra:
-            raise self.error(f"holds unexpected entries {extra} for a {self.what}: the file is crafted or of "
-                             "another kind")
+            raise self.error(f"holds unexpected entries {extra}: the file is crafted or not a sheaflinalg "
+                             f"{self.what}")
 
     def raw(self, name):
         """The entry as read (no checks beyond the archive's)."""
