@@ -13,13 +13,16 @@ the paper's Table E.1 ship in ``data/table_e1/`` and replay with
 :func:`load_experiment` / :func:`table_e1`.
 """
 
-import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._common.npzfile import read_npz
+from .network.activations import OUTPUTS as OUTPUT_ACTIVATIONS
+from .network.io import layer_arrays
 from .network.model import Network
 from .training import sgd, train
 
@@ -241,11 +244,44 @@ class Experiment:
         return float(max(errs))
 
 
+_CURVES = ("sheaf_train_curve", "sheaf_test_curve", "sgd_train_curve", "sgd_test_curve")
+_META_RULES = {  # field: (required, check, what it must be)
+    "n_steps": (True, lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "dt": (True, lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "beta": (True, lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "sgd_lr": (True, lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "alpha": (False, lambda v: _is_number(v) and v > 0, "a finite number > 0"),
+    "epoch_steps": (False, lambda v: _is_int(v) and v >= 1, "an integer >= 1"),
+    "warm_start": (False, lambda v: isinstance(v, bool), "true or false"),
+    "output_activation": (False, lambda v: v in OUTPUT_ACTIVATIONS, f"one of {', '.join(OUTPUT_ACTIVATIONS)}"),
+}
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v):
+    return _is_int(v) or (isinstance(v, float) and math.isfinite(v))
+
+
 def load_experiment(path):
     """Read a recorded experiment (the Table E.1 ``.npz`` format; columns are samples in the file).
 
     Arrays ``X_train, Y_train, X_test, Y_test`` (dim, n), ``W1..``/``b1..``,
-    ``z0_1..``/``a0_1..`` and a JSON ``meta``; read without pickle.
+    ``z0_1..``/``a0_1..``, optional recorded curves and a JSON ``meta``
+    (``n_steps``, ``dt``, ``beta``, ``sgd_lr``; optional ``alpha``,
+    ``epoch_steps``, ``warm_start``, ``output_activation``, ``arch``); read
+    without pickle, every entry checked before use.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Naming the file and the entry: the file is corrupt or truncated, an
+        entry is missing, unexpected, not finite float64, of the wrong shape,
+        or a ``meta`` field is missing or invalid.
 
     Examples
     --------
@@ -254,36 +290,45 @@ def load_experiment(path):
     ([2, 30, 1], 0.005)
     """
     path = Path(os.fspath(path))
+    f = read_npz(path, "experiment file")
+    f.require(["X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"])
+    meta = f.json("meta")
+    for name, (required, ok, what) in _META_RULES.items():
+        if (required or name in meta) and not (name in meta and ok(meta[name])):
+            raise f.error(f"field {name!r} must be {what}, got {meta.get(name, 'nothing')!r}", "meta")
+    weights, biases = layer_arrays(f)
     try:
-        with np.load(path, allow_pickle=False) as f:
-            files = set(f.files)
-            need = {"X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"}
-            missing = sorted(need - files)
-            if missing:
-                raise ValueError(f"{path}: not an experiment file, missing arrays {missing}")
-            meta = json.loads(str(f["meta"]))
-            n_layers = 1
-            while f"W{n_layers + 1}" in files:
-                n_layers += 1
-            output = meta.get("output_activation", "identity")
-            net = Network([f[f"W{l}"] for l in range(1, n_layers + 1)],
-                          [f[f"b{l}"] for l in range(1, n_layers + 1)], output)
-            X_train, Y_train = f["X_train"].T.copy(), f["Y_train"].T.copy()
-            X_test, Y_test = f["X_test"].T.copy(), f["Y_test"].T.copy()
-            blocks = []
-            for l in range(1, n_layers + 1):
-                blocks.append(f[f"z0_{l}"].T)
-                if l < n_layers:
-                    blocks.append(f[f"a0_{l}"].T)
-            init = np.ascontiguousarray(np.concatenate(blocks, axis=1))
-            reference = {k: f[k].copy() for k in ("sheaf_train_curve", "sheaf_test_curve",
-                                                   "sgd_train_curve", "sgd_test_curve") if k in files}
-    except KeyError as exc:
-        raise ValueError(f"{path}: missing array {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: meta is not valid JSON ({exc})") from exc
-    name = path.stem
-    return Experiment(name, net, X_train, Y_train, X_test, Y_test, init, meta, reference)
+        net = Network(weights, biases, meta.get("output_activation", "identity"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    dims = net.dims
+    if "arch" in meta and meta["arch"] != dims:
+        raise f.error(f"field 'arch' is {meta['arch']!r} but the weights have widths {dims}", "meta")
+    hidden = range(1, len(dims) - 1)
+    stalks = [f"z0_{l}" for l in range(1, len(dims))] + [f"a0_{l}" for l in hidden]
+    f.require(stalks)
+    f.refuse_others(["X_train", "Y_train", "X_test", "Y_test", "meta", *_CURVES, *stalks]
+                    + [f"{p}{l}" for l in range(1, len(dims)) for p in "Wb"])
+    X_train = f.float_array("X_train", (dims[0], None))
+    n = X_train.shape[1]
+    Y_train = f.float_array("Y_train", (dims[-1], n))
+    X_test = f.float_array("X_test", (dims[0], None))
+    Y_test = f.float_array("Y_test", (dims[-1], X_test.shape[1]))
+    for name, a in (("X_train", X_train), ("X_test", X_test)):
+        if a.shape[1] == 0:
+            raise f.error("holds no samples", name)
+    blocks = []
+    for l in range(1, len(dims)):
+        blocks.append(f.float_array(f"z0_{l}", (dims[l], n)).T)
+        if l < len(dims) - 1:
+            blocks.append(f.float_array(f"a0_{l}", (dims[l], n)).T)
+    init = np.ascontiguousarray(np.concatenate(blocks, axis=1))
+    reference = {k: f.float_array(k, ndim=1) for k in _CURVES if k in f}
+    empty = [k for k, v in reference.items() if v.size == 0]
+    if empty:
+        raise f.error("is an empty curve", empty[0])
+    return Experiment(path.stem, net, X_train.T.copy(), Y_train.T.copy(), X_test.T.copy(), Y_test.T.copy(),
+                      init, meta, reference)
 
 
 def table_e1(name):

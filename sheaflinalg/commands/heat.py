@@ -1,11 +1,8 @@
 """``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins."""
 
-
-import os
-
 import numpy as np
 
-from .._common.atomic import save_npz
+from .._common.atomic import prepare_target, save_npz
 from . import network_from_args
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
@@ -61,7 +58,7 @@ def save_history(res, path):
     if h is not None:
         arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
                       sample_discord=h.sample_discord, history_output=h.output)
-    save_npz(path, **arrays)
+    save_npz(path, arrays, name="--save-history")
 
 
 def run(args):
@@ -78,9 +75,7 @@ def run(args):
     else:
         X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
     if args.save_history:
-        d = os.path.dirname(os.path.abspath(args.save_history))
-        if not os.path.isdir(d):
-            raise ValueError(f"--save-history: directory {d} does not exist")
+        prepare_target(args.save_history, "--save-history")
     res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
                   init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
                   record_every=args.record_every, output_force=args.output_force,

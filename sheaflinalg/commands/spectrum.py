@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from .._common.atomic import prepare_target
 from . import network_from_args
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
@@ -50,6 +51,8 @@ def run(args):
     net = network_from_args(args)
     if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
         raise ValueError(f"--plot needs a .png, .pdf or .svg file name, got {args.plot!r}")
+    if args.plot:
+        prepare_target(args.plot, "--plot")
     X = inputs(net.dims[0], args.samples, args.seed)
     N = Layout(net.dims, reduced=args.system == "reduced").n_free
     full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX

@@ -1,9 +1,8 @@
 """``sheaflinalg train``: train a network on one of the paper's tasks (or replay a recorded experiment)."""
 
 import csv
-import os
 
-from .._common.atomic import atomic_path
+from .._common.atomic import atomic_file, prepare_target
 from . import parse_arch
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
@@ -38,7 +37,7 @@ def write_history(history, path):
     """Write the scalar per-record series of ``history`` as CSV (atomically)."""
     keys = ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
             "weight_displacement", "state_norm", "wall_time"]
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+    with atomic_file(path, "w", name="--history") as f:
         w = csv.writer(f)
         w.writerow(keys)
         for i in range(len(history)):
@@ -50,8 +49,8 @@ def run(args):
 
     for name in ("save", "history", "checkpoint"):
         path = getattr(args, name)
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(f"--{name}: directory of {path!r} does not exist")
+        if path:
+            prepare_target(path, f"--{name}")
     progress = not args.no_progress
     if args.experiment:
         exp = sl.tasks.load_experiment(args.experiment)

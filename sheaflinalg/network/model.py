@@ -2,17 +2,13 @@
 
 import json
 import os
-import zipfile
 
 import numpy as np
 
-from .._common.atomic import save_npz
 from .._common.validation import as_float64, as_samples
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
-
-_FORMAT = "sheaflinalg.network/1"
-
+from .io import read_network, write_network
 
 def parameter_offsets(dims):
     """Offsets of ``W_l`` and ``b_l`` in the flat parameter vector of :meth:`Network.parameters`.
@@ -181,55 +177,40 @@ class Network:
 
     # --------------------------------------------------------------------- I/O
     def save(self, path):
-        """Write the network to ``path`` as an ``.npz`` file readable without pickle.
+        """Write the network to exactly ``path`` (no extension is added) as an ``.npz`` file readable without pickle.
 
-        The file is written to a temporary name and renamed, so an interrupted
-        save never leaves a half-written file.
+        The directory is checked first; the file is written to a temporary
+        name beside it and renamed, so an interrupted save never leaves a
+        half-written file (see ``docs/errors.md``, *Files and writes*).
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "mynet")
+        >>> Network.random([2, 3, 1]).save(path)
+        >>> os.listdir(os.path.dirname(path)), Network.load(path).dims
+        (['mynet'], [2, 3, 1])
         """
-        arrays = {"format": np.array(_FORMAT), "output": np.array(self.output)}
-        for l, (W, b) in enumerate(zip(self.weights, self.biases), start=1):
-            arrays[f"W{l}"] = W
-            arrays[f"b{l}"] = b
-        save_npz(path, **arrays)
+        write_network(path, self.weights, self.biases, self.output)
 
     @classmethod
     def load(cls, path):
-        """Read a network written by :meth:`save` (never unpickles).
+        """Read a network written by :meth:`save` (never unpickles; every entry checked before use).
 
         Raises
         ------
+        FileNotFoundError
+            If there is no such file.
         ValueError
-            If the file is corrupt, truncated, needs pickle or lacks arrays.
+            Naming the file and the entry: corrupt or truncated file, arrays
+            that need pickle, missing or unexpected entries, entries that are
+            not finite float64 arrays or whose shapes do not chain.
         """
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path}: no such network file")
-        if not zipfile.is_zipfile(path):
-            raise ValueError(f"{path}: not an .npz (zip) archive: the file is corrupt or truncated")
+        weights, biases, output = read_network(path)
         try:
-            with np.load(path, allow_pickle=False) as f:
-                files = set(f.files)
-                if "W1" not in files:
-                    raise ValueError(f"{path}: not a sheaflinalg network file (no array 'W1')")
-                n = 1
-                while f"W{n + 1}" in files:
-                    n += 1
-                weights = [f[f"W{l}"] for l in range(1, n + 1)]
-                missing = [f"b{l}" for l in range(1, n + 1) if f"b{l}" not in files]
-                if missing:
-                    raise ValueError(f"{path}: missing bias arrays {missing}")
-                biases = [f[f"b{l}"] for l in range(1, n + 1)]
-                output = str(f["output"]) if "output" in files else "identity"
-        except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
-            raise ValueError(f"{path}: corrupt or truncated .npz file ({exc})") from exc
+            return cls(weights, biases, output)
         except ValueError as exc:
-            if "pickle" in str(exc):
-                raise ValueError(f"{path}: the file holds object arrays that need pickle; refusing to load it") from exc
-            if str(exc).startswith(str(path)):
-                raise
-            raise ValueError(f"{path}: corrupt or truncated .npz file ({exc})") from exc
-        return cls(weights, biases, output)
+            raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .

@@ -1,5 +1,7 @@
 """Training history, the per-epoch callback record, regularisation options and divergence handling."""
 
+import dataclasses
+import math
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -175,6 +177,59 @@ class History:
         for key in self.keys():
             getattr(self, key).pop()
 
+    @classmethod
+    def restore(cls, data, like, epochs, steps, n_layers, alpha, beta):
+        """The history saved in a checkpoint (``dataclasses.asdict`` of one), checked against the run.
+
+        Parameters
+        ----------
+        data : dict
+            The saved history.
+        like : History
+            The run's own (empty) history: ``method``, ``loss`` and ``edge_names`` must match.
+        epochs, steps : list of int
+            The records the run has made by the checkpoint's epoch.
+        n_layers : int
+            Number of weight matrices (entries of ``weight_norms``).
+        alpha, beta : float
+            The run's rates (recorded in ``stagnation``).
+
+        Raises
+        ------
+        ValueError
+            Naming the field: a missing or unknown field, a series whose length
+            or entries do not fit, counters other than the run's records.
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(data, dict) or set(data) != set(names):
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"must have exactly the fields {sorted(names)}, got {got}")
+        for name in ("method", "loss", "edge_names"):
+            if data[name] != getattr(like, name):
+                raise ValueError(f"{name} must be {getattr(like, name)!r} (the run's), got {data[name]!r}")
+        if data["epoch"] != epochs or data["step"] != steps:
+            raise ValueError(f"epoch and step must be the run's records {epochs} and {steps}, got "
+                             f"{data['epoch']!r} and {data['step']!r}")
+        n_edges = len(like.edge_names)
+        rules = {"train_loss": _finite, "test_loss": _number_or_none, "train_accuracy": _number_or_none,
+                 "test_accuracy": _number_or_none, "discord": _finite, "weight_displacement": _finite,
+                 "state_norm": _finite, "wall_time": _finite,
+                 "discord_by_edge": lambda v: isinstance(v, list) and len(v) == n_edges and all(map(_finite, v)),
+                 "weight_norms": lambda v: isinstance(v, list) and len(v) == n_layers and all(map(_finite, v))}
+        for name, ok in rules.items():
+            series = data[name]
+            if not isinstance(series, list) or len(series) != len(epochs):
+                raise ValueError(f"{name} must be a list of {len(epochs)} records (one per epoch record), "
+                                 f"got {_describe(series)}")
+            bad = [i for i, v in enumerate(series) if not ok(v)]
+            if bad:
+                raise ValueError(f"{name} has an invalid record {series[bad[0]]!r} at position {bad[0]}")
+        _check_stagnation(data["stagnation"], alpha, beta)
+        if data["diverged"] is not False or data["message"] != "":
+            raise ValueError("diverged must be false and message empty (a checkpoint is written only after "
+                             "finite epochs)")
+        return cls(**{name: data[name] for name in names})
+
     def last_finite_loss(self):
         """The last finite training loss recorded (None if there is none)."""
         for v in reversed(self.train_loss):
@@ -230,6 +285,40 @@ class Recorder:
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
         return tr
+
+
+def _finite(v):
+    return (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and math.isfinite(v))
+
+
+def _number_or_none(v):
+    return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _describe(value):
+    return f"a list of {len(value)}" if isinstance(value, list) else type(value).__name__
+
+
+_STAGNATION = {"alpha", "beta", "initial_disagreement", "B_omega", "lambda_eff", "bound", "max_displacement",
+               "holds"}
+
+
+def _check_stagnation(stag, alpha, beta):
+    """The stagnation-bound ingredients saved mid-run (the bound itself is closed at the end)."""
+    if not isinstance(stag, dict) or set(stag) != _STAGNATION:
+        raise ValueError(f"stagnation must have exactly the fields {sorted(_STAGNATION)}, got "
+                         f"{sorted(stag) if isinstance(stag, dict) else type(stag).__name__}")
+    if stag["alpha"] != alpha or stag["beta"] != beta:
+        raise ValueError(f"stagnation alpha and beta must be the run's {alpha!r} and {beta!r}, got "
+                         f"{stag['alpha']!r} and {stag['beta']!r}")
+    for name in ("initial_disagreement", "B_omega", "max_displacement"):
+        if not _finite(stag[name]) or stag[name] < 0:
+            raise ValueError(f"stagnation {name} must be a finite number >= 0, got {stag[name]!r}")
+    for name in ("lambda_eff", "bound"):
+        if stag[name] is not None and not _finite(stag[name]):
+            raise ValueError(f"stagnation {name} must be a finite number or null, got {stag[name]!r}")
+    if not (stag["holds"] is None or isinstance(stag["holds"], bool)):
+        raise ValueError(f"stagnation holds must be true, false or null, got {stag['holds']!r}")
 
 
 def stop_diverged(history, epoch, step):

@@ -29,7 +29,7 @@ from ..network.model import Network
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
-from .checkpoint import TrainingCheckpoint, fingerprint
+from .checkpoint import RunShape, TrainingCheckpoint, check_checkpoint_path, fingerprint
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .problem import Problem, TrainResult
 from .stagnation import effective_spectral_gap
@@ -133,9 +133,11 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
                           epoch_steps=epoch_steps, reg=reg, record_every=record_every, seed=seed,
                           callback=callback, callback_every=callback_every, stagnation=stagnation,
                           blas_threads=blas_threads, checkpoint_every=checkpoint_every)
+    if checkpoint is not None:
+        check_checkpoint_path(checkpoint)
     run = _JointRun(prob, cfg)
     ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
-    resumed = ckpt.load() if ckpt is not None else None
+    resumed = ckpt.load(run.expected()) if ckpt is not None else None
     first_epoch = run.resume(resumed) if resumed is not None else run.begin()
     _epoch_loop(run, first_epoch, ckpt, callback, progress)
     _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
@@ -209,6 +211,7 @@ class _JointRun:
         self.off = off = layout.kernel_offsets()
         self.n_move = off["yhat_off"]
         self.rng = np.random.default_rng(cfg.seed)
+        self.rng_start = self.rng.bit_generator.state     # the run's identity when seeded by a Generator
         self.theta = net.parameters()
         self.S = self.start_state(cfg.init)
         self.loss_kind = KERNEL_LOSS[prob.loss]
@@ -269,7 +272,7 @@ class _JointRun:
                         steps=cfg.steps, init=cfg.init if isinstance(cfg.init, str) else "array",
                         warm_start=cfg.warm_start, epoch_steps=cfg.epoch_steps, loss=prob.loss,
                         loss_param=self.loss_param, reg=vars(cfg.reg), record_every=cfg.record_every,
-                        seed=cfg.seed)
+                        seed=None if cfg.seed is None else self.rng_start)
         arrays = [prob.X, prob.Y, self.theta]
         arrays += [] if isinstance(cfg.init, str) else [np.asarray(cfg.init, dtype=np.float64)]
         arrays += [] if prob.X_test is None else [prob.X_test, prob.Y_test]
@@ -286,22 +289,34 @@ class _JointRun:
             stag["lambda_eff"] = effective_spectral_gap(self.net, self.prob.X, to_rows(self.S), self.layout)
         return 1
 
+    def expected(self):
+        """What a checkpoint of this run must hold (:class:`~sheaflinalg.training.checkpoint.RunShape`)."""
+        cfg = self.cfg
+        arrays = {"theta": self.theta.shape, "S": self.S.shape}
+        if cfg.reg.lam > 0:
+            arrays["S_anchor"] = self.S.shape
+        return RunShape(arrays, ("S", self.layout.free("yhat"), self.prob.Y.T), cfg.steps, cfg.epoch_steps,
+                        cfg.record_every, self.rng, self.history, len(self.net.weights), cfg.alpha, cfg.beta)
+
     def resume(self, resumed):
-        """Continue from a checkpoint's ``(arrays, meta)``; returns the first epoch still to run."""
+        """Continue from a checkpoint's ``(arrays, meta)`` checked by :meth:`TrainingCheckpoint.load` against
+        :meth:`expected`; returns the first epoch still to run."""
         saved, meta = resumed
         self.theta[:] = saved["theta"]
         self.S = np.ascontiguousarray(saved["S"])
         if self.cfg.reg.lam > 0:
             self.S_anchor = np.ascontiguousarray(saved["S_anchor"])
-        for key, value in meta["history"].items():
-            setattr(self.history, key, value)
+        self.history = self.rec.history = meta["history"]
         self.rng.bit_generator.state = meta["rng"]
         self.step = meta["step"]
         self.rec.t0 -= self.history.wall_time[-1]
         return meta["epoch"] + 1
 
     def save(self, ckpt, epoch):
-        ckpt.save({"theta": self.theta, "S": self.S, "S_anchor": self.S_anchor},
+        arrays = {"theta": self.theta, "S": self.S}
+        if self.cfg.reg.lam > 0:
+            arrays["S_anchor"] = self.S_anchor
+        ckpt.save(arrays,
                   {"epoch": epoch, "step": self.step, "rng": self.rng.bit_generator.state,
                    "history": dataclasses.asdict(self.history)})
 

@@ -1,0 +1,86 @@
+"""Network files (``.npz``, no pickle): the arrays of a network, written atomically and read with every entry checked.
+
+A network file holds ``format`` (the text ``sheaflinalg.network/1``),
+``output`` (the output activation) and ``W1, b1, ..., W{k+1}, b{k+1}``
+(float64, finite, shapes ``(n_l, n_{l-1})`` and ``(n_l,)`` that chain).
+and ``digest``, the SHA-256 of the rest (:func:`~sheaflinalg._common.npzfile.content_digest`),
+so that a file edited after :meth:`~sheaflinalg.Network.save` wrote it is refused.
+``format``, ``output`` and ``digest`` may be absent (files written by hand
+with ``numpy.savez``; the output is then the identity); anything else is refused.
+"""
+
+import re
+
+import numpy as np
+
+from .._common.atomic import save_npz
+from .._common.npzfile import content_digest, read_npz
+from . import activations
+
+FORMAT = "sheaflinalg.network/1"
+_LAYER_ENTRY = re.compile(r"[Wb][1-9][0-9]*")
+
+
+def write_network(path, weights, biases, output):
+    """Write a network's arrays to exactly ``path`` (atomically; no extension is added)."""
+    layers = {}
+    for l, (W, b) in enumerate(zip(weights, biases), start=1):
+        layers[f"W{l}"] = W
+        layers[f"b{l}"] = b
+    digest = content_digest(layers, FORMAT + output)
+    save_npz(path, dict(layers, format=np.array(FORMAT), output=np.array(output), digest=np.array(digest)))
+
+
+def read_network(path):
+    """``(weights, biases, output)`` of the network file ``path``, every entry checked.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    ValueError
+        Naming the file and the entry: corrupt or truncated file, an entry
+        that needs pickle, is not float64, has the wrong number of dimensions,
+        holds NaN/Inf, a missing or unexpected entry, an unknown ``format`` or
+        ``output``.  (Shapes that do not chain are refused by the
+        :class:`~sheaflinalg.network.model.Network` constructor, also named.)
+    """
+    f = read_npz(path, "network file")
+    if "W1" not in f:
+        raise f.error("is not a sheaflinalg network file (no array 'W1')")
+    weights, biases = layer_arrays(f)
+    names = [f"{p}{l}" for l in range(1, len(weights) + 1) for p in "Wb"]
+    f.refuse_others(["format", "output", "digest"] + names)
+    if "format" in f and f.text("format") != FORMAT:
+        raise f.error(f"must be {FORMAT!r}, got {f.text('format')!r}", "format")
+    output = f.text("output") if "output" in f else "identity"
+    if "digest" in f:
+        layers = dict(zip(names, [a for pair in zip(weights, biases) for a in pair]))
+        if f.text("digest") != content_digest(layers, FORMAT + output):
+            raise f.error("does not match the file's weights, biases and output: the file was edited after it "
+                          "was saved (remove the entry 'digest' to load an edited file on purpose)", "digest")
+    if output not in activations.OUTPUTS:
+        raise f.error(f"names an unknown output activation {output!r}; expected one of "
+                      f"{', '.join(activations.OUTPUTS)}", "output")
+    return weights, biases, output
+
+
+def layer_arrays(f):
+    """``W1, b1, W2, ...`` of the :class:`~sheaflinalg._common.npzfile.NpzEntries` ``f`` (2-D and 1-D float64, finite).
+
+    The layers are ``W1 .. Wn`` for the largest ``n`` with no gap; a weight
+    or bias numbered beyond it is refused, as is a missing bias.
+    """
+    n = 0
+    while f"W{n + 1}" in f:
+        n += 1
+    beyond = sorted(name for name in f.names if _LAYER_ENTRY.fullmatch(name) and int(name[1:]) > n)
+    if beyond:
+        raise f.error(f"holds layer entries {beyond} but no 'W{n + 1}': the layers must be numbered 1..{n} "
+                      "without gaps")
+    missing = [f"b{l}" for l in range(1, n + 1) if f"b{l}" not in f]
+    if missing:
+        raise f.error(f"missing bias arrays {missing}")
+    weights = [f.float_array(f"W{l}", ndim=2) for l in range(1, n + 1)]
+    biases = [f.float_array(f"b{l}", ndim=1) for l in range(1, n + 1)]
+    return weights, biases
