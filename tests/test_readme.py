@@ -1,21 +1,31 @@
-"""The README's Python examples run as written, in order, in one namespace."""
+"""The README's and the user guide's Python examples run as written, in order, in one namespace each."""
 
 import pathlib
 import re
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", ROOT / "docs" / "guide.md"]
 
 
-def python_blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def python_blocks(path):
+    return re.findall(r"```python\n(.*?)```", path.read_text(), flags=re.S)
 
 
-def test_readme_has_examples():
-    assert len(python_blocks()) >= 2
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_docs_have_examples(path):
+    assert len(python_blocks(path)) >= 2
 
 
-def test_readme_examples_run(tmp_path, monkeypatch):
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_examples_run(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    namespace = {"__name__": "__readme__"}
-    for i, block in enumerate(python_blocks()):
-        exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+    namespace = {"__name__": "__docs__"}
+    for i, block in enumerate(python_blocks(path)):
+        exec(compile(block, f"{path.name} python block {i}", "exec"), namespace)
+
+
+def test_readme_figures_exist():
+    for rel in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", (ROOT / "README.md").read_text()):
+        assert (ROOT / rel).stat().st_size > 1000, rel

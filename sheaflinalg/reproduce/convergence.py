@@ -33,6 +33,7 @@ def convergence(outputs, quick):
         err = float(np.abs(res.output - net.forward(X0)).max())
         fig = plot_convergence(res, forward=net.forward(X0))
         fig.suptitle(f"{dims}, {output} output: {res.steps} Euler steps, |output - forward pass| = {err:.1e}")
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
         paths += outputs.figure(fig, stem)
         notes.append(f"{dims}: converged={res.converged} in {res.steps} steps, output error {err:.1e}")
     return paths, "; ".join(notes)
