@@ -55,7 +55,7 @@ def test_computed_numbers_are_in_the_tables(quick_run):
 
 def test_a_second_run_keeps_finished_items_and_redoes_a_missing_one(quick_run):
     os.remove(quick_run / "figures" / "phase_planes.png")      # as if killed before the item finished
-    done = registry.run_items(quick_run, quick=True, progress=False, log=lambda *a: None)
+    done = registry.run_items(quick_run, quick=True, resume=True, progress=False, log=lambda *a: None)
     reused = {item.key for item, _, _, _, kept in done if kept}
     assert reused == {i.key for i in registry.ITEMS} - {"phase_planes"}
     assert (quick_run / "figures" / "phase_planes.png").exists()

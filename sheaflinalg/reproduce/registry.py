@@ -50,7 +50,7 @@ ITEMS = (
 )
 
 
-def run_items(out, quick=False, jobs=1, only=None, resume=True, progress=True, log=print):
+def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, log=print):
     """Run the items (``only``: their keys) into ``out``; finished items are kept when ``resume``.
 
     Returns ``[(item, paths, notes, seconds, reused)]`` and writes ``out/index.md``.
