@@ -27,6 +27,8 @@ from .training import DivergenceWarning, History, Regularization, TrainingInfo, 
 from .spectral import SpectralTracker, SpectrumConvergenceError, SpectrumResult, spectrum, spectrum_of_system
 # the paper's tasks and recorded experiments
 from . import tasks
+# parameter sweeps
+from . import sweep
 
 __all__ = [
     "__version__",
@@ -44,6 +46,6 @@ __all__ = [
     "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
     # spectral
     "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
-    # experiments
-    "tasks",
+    # experiments and sweeps
+    "tasks", "sweep",
 ]

@@ -345,3 +345,83 @@ def table_e1(name):
     if name not in TABLE_E1:
         raise ValueError(f"unknown Table E.1 experiment {name!r}; expected one of {', '.join(TABLE_E1)}")
     return load_experiment(DATA_DIR / f"{name}.npz")
+
+
+PAPER_SWEEPS = ("beta_scaling", "depth_T")
+
+
+@dataclass
+class SweepRecord:
+    """One group of a recorded paper sweep (``data/paper_sweeps/NAME.npz``): its initial network,
+    data and initial stalks, and the recorded runs of the group.
+
+    Attributes
+    ----------
+    name, group : str
+    network : Network
+    X_train, Y_train, X_test, Y_test : ndarray
+        Rows are samples.
+    init : ndarray
+        Initial free stalks ``(n_train, n_moving)`` in the order ``z1, a1, ..., z(k+1)``.
+    runs : dict
+        ``{key: run}``: the recorded protocol and final losses of each run of the group, with its
+        curves as ``run["train_curve"]``, ``run["test_curve"]`` (loss before training, then after
+        every epoch).
+    """
+
+    name: str
+    group: str
+    network: Network
+    X_train: np.ndarray
+    Y_train: np.ndarray
+    X_test: np.ndarray
+    Y_test: np.ndarray
+    init: np.ndarray
+    runs: dict
+
+
+def paper_sweep(name, group):
+    """Group ``group`` of the recorded paper sweep ``name`` (:data:`PAPER_SWEEPS`), every entry checked.
+
+    Examples
+    --------
+    >>> rec = paper_sweep("depth_T", "2H")
+    >>> rec.network.dims, len(rec.runs), rec.init.shape
+    ([2, 10, 8, 1], 7, (300, 37))
+    """
+    if name not in PAPER_SWEEPS:
+        raise ValueError(f"unknown paper sweep {name!r}; expected one of {', '.join(PAPER_SWEEPS)}")
+    path = DATA_DIR.parent / "paper_sweeps" / f"{name}.npz"
+    f = read_npz(path, "paper sweep record")
+    meta = f.json("meta")
+    runs = meta.get("runs")
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("key"), str) for r in runs):
+        raise f.error("field 'runs' must be a list of runs with a 'key'", "meta")
+    groups = sorted({r.get("group") for r in runs})
+    if group not in groups:
+        raise ValueError(f"{path}: no group {group!r}; the record has {', '.join(map(str, groups))}")
+    n = 0
+    while f"W{n + 1}_{group}" in f:
+        n += 1
+    weights = [f.float_array(f"W{l}_{group}", ndim=2) for l in range(1, n + 1)]
+    biases = [f.float_array(f"b{l}_{group}", ndim=1) for l in range(1, n + 1)]
+    try:
+        net = Network(weights, biases, "identity")
+    except ValueError as exc:
+        raise ValueError(f"{path}: group {group!r}: {exc}") from None
+    dims = net.dims
+    X_train = f.float_array("X_train", (dims[0], None))
+    m = X_train.shape[1]
+    data = (X_train.T.copy(), f.float_array("Y_train", (dims[-1], m)).T.copy())
+    X_test = f.float_array("X_test", (dims[0], None))
+    data += (X_test.T.copy(), f.float_array("Y_test", (dims[-1], X_test.shape[1])).T.copy())
+    blocks = []
+    for l in range(1, len(dims)):
+        blocks.append(f.float_array(f"z0_{l}_{group}", (dims[l], m)).T)
+        if l < len(dims) - 1:
+            blocks.append(f.float_array(f"a0_{l}_{group}", (dims[l], m)).T)
+    mine = {}
+    for r in (r for r in runs if r.get("group") == group):
+        curves = {c: f.float_array(f"{c}_{r['key']}", ndim=1) for c in ("train_curve", "test_curve")}
+        mine[r["key"]] = dict(r, **curves)
+    return SweepRecord(name, group, net, *data, np.ascontiguousarray(np.concatenate(blocks, axis=1)), mine)

@@ -2,7 +2,7 @@
 
 Layers, bottom to top: ``_common`` and ``kernels``; ``network``; ``sheaf``;
 ``dynamics``, ``training`` and ``spectral`` (side by side, none imports
-another); ``tasks``; ``plotting``; ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
+another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
 package root (which exports the API) and ``commands`` may import the root.
 """
 
@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sheaflinalg"
 RANK = {"_common": 0, "kernels": 0, "network": 1, "sheaf": 2, "dynamics": 3, "training": 3, "spectral": 3,
-        "tasks": 4, "plotting": 5, "reproduce": 6, "commands": 7, "cli": 8}
+        "tasks": 4, "sweep": 5, "plotting": 5, "reproduce": 6, "commands": 7, "cli": 8}
 
 
 def module_name(path):

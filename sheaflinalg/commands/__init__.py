@@ -6,7 +6,7 @@ Each module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int`` (the exit status).
 """
 
-NAMES = ("verify", "heat", "train", "spectrum", "discord")
+NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep")
 
 
 def parse_arch(text):

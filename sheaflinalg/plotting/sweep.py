@@ -1,0 +1,56 @@
+"""Figures of parameter sweeps: a metric against a parameter, one line per value of another."""
+
+import numpy as np
+
+from .training import _plt
+
+
+def plot_sweep(rows, x, y, hue=None, ax=None, logx=None, logy=None, mark=None):
+    """Mean and standard deviation of ``y`` over the runs that share ``x`` (and ``hue``).
+
+    Parameters
+    ----------
+    rows : list of dict
+        Runs with parameters and metrics as keys (``sl.sweep.load(db, records=False)`` without
+        pandas, or ``DataFrame.to_dict("records")``).
+    x, y, hue : str
+        Parameter on the x axis, metric on the y axis, parameter that separates the lines.
+    logx, logy : bool, optional
+        Log scales (default: when the values are positive and span more than a factor of 20).
+    mark : float, optional
+        Draw a dashed vertical line at this x (e.g. the default ``beta * M = 1``).
+
+    Examples
+    --------
+    >>> from sheaflinalg.plotting.sweep import plot_sweep
+    >>> rows = [{"beta": b, "n_train": m, "loss": b * m} for b in (0.1, 1.0) for m in (10, 20)]
+    >>> ax = plot_sweep(rows, "beta", "loss", hue="n_train")
+    >>> len(ax.lines)
+    2
+    """
+    rows = [r for r in rows if r.get(y) is not None and r.get(x) is not None and r.get("status", "done") == "done"]
+    if not rows:
+        raise ValueError(f"no finished run has both {x!r} and {y!r}")
+    plt = _plt()
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 4))
+    groups = sorted({r.get(hue) for r in rows}, key=lambda v: (v is None, v)) if hue else [None]
+    for i, g in enumerate(groups):
+        sel = [r for r in rows if hue is None or r.get(hue) == g]
+        xs = sorted({r[x] for r in sel})
+        vals = [np.array([r[y] for r in sel if r[x] == v], dtype=float) for v in xs]
+        mean, std = np.array([v.mean() for v in vals]), np.array([v.std() for v in vals])
+        label = f"{hue} = {g}" if hue else None
+        ax.errorbar(xs, mean, yerr=std, marker="o", ms=4, capsize=2, color=f"C{i}", label=label)
+    for axis, values, flag in (("x", [r[x] for r in rows], logx), ("y", [r[y] for r in rows], logy)):
+        v = np.asarray(values, dtype=float)
+        if flag or (flag is None and np.all(v > 0) and v.max() > 20 * v.min()):
+            getattr(ax, f"set_{axis}scale")("log")
+    if mark is not None:
+        ax.axvline(mark, color="k", linestyle="--", linewidth=1)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if hue:
+        ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return ax

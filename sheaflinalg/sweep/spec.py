@@ -1,0 +1,244 @@
+"""Sweep specifications: a TOML file (or its text, or a dict) checked whole, then expanded into runs.
+
+Sections: ``[sweep]`` (``function``, ``metrics``, optional ``name`` and ``labels``: parameters that
+are recorded with each run but not passed to the call, such as ``T`` or ``beta_M``), ``[fixed]`` (keyword arguments of
+every run), ``[grid]`` (the product of its axes), ``[zip]`` (axes varied together, equal lengths) and
+``[derived]`` (arithmetic over the other parameters, :mod:`sheaflinalg.sweep.expr`).  A value may be a
+range: ``{ logspace = [a, b, n] }`` (``10**a .. 10**b``), ``{ linspace = [a, b, n] }``,
+``{ range = [start, stop, step] }``.  Every problem is a :class:`SpecError` naming the key, raised before
+any run.
+"""
+
+import difflib
+import hashlib
+import itertools
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tasks import PAPER_SWEEPS
+from . import calls, expr
+
+SECTIONS = ("sweep", "fixed", "grid", "zip", "derived")
+SWEEP_KEYS = ("function", "metrics", "name", "labels")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class SpecError(ValueError):
+    """A sweep specification that cannot run; the message names the offending key."""
+
+
+@dataclass
+class Spec:
+    """A checked sweep: its function, metrics, parameters and the expanded runs.
+
+    Attributes
+    ----------
+    name, function : str
+    metrics : list of str
+    axes : list of str
+        Parameters that vary (grid and zip axes, derived values), in spec order.
+    runs : list of dict
+        Full parameters of every run, fixed and derived included.
+    text : str
+        The specification as JSON (stored with the sweep).
+    """
+
+    name: str
+    function: str
+    metrics: list
+    axes: list
+    runs: list
+    text: str
+    labels: tuple = ()
+
+    def run_ids(self):
+        return [run_id(self.function, p) for p in self.runs]
+
+
+def run_id(function, params):
+    """The identity of a run: SHA-256 of its function and full parameters (canonical JSON)."""
+    text = json.dumps({"function": function, "params": params}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def read(spec):
+    """The raw specification dict from a path, a TOML string or a dict."""
+    if isinstance(spec, dict):
+        return spec
+    if isinstance(spec, (str, os.PathLike)) and os.path.exists(spec):
+        try:
+            with open(spec, "rb") as f:
+                return tomllib.load(f)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"{os.fspath(spec)}: malformed TOML ({exc})") from None
+    if isinstance(spec, str) and ("\n" in spec or "[sweep]" in spec):
+        try:
+            return tomllib.loads(spec)
+        except tomllib.TOMLDecodeError as exc:
+            raise SpecError(f"malformed TOML ({exc})") from None
+    raise SpecError(f"no sweep specification file {spec!r}")
+
+
+def _suggest(name, choices):
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"; did you mean `{close[0]}`?" if close else f"; expected one of {', '.join(sorted(choices))}"
+
+
+def _values(key, value):
+    """The list of values of an axis (a list, or a range table)."""
+    if isinstance(value, list):
+        if not value:
+            raise SpecError(f"{key}: an axis needs at least one value")
+        return value
+    if isinstance(value, dict):
+        if len(value) != 1 or next(iter(value)) not in ("logspace", "linspace", "range"):
+            raise SpecError(f"{key}: a range is {{ logspace = [a, b, n] }}, {{ linspace = [a, b, n] }} or "
+                            f"{{ range = [start, stop, step] }}, got {value!r}")
+        kind, args = next(iter(value.items()))
+        if (not isinstance(args, list) or len(args) != 3
+                or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args)):
+            raise SpecError(f"{key}: {kind} needs three numbers, got {args!r}")
+        if kind == "range":
+            if not all(isinstance(a, int) for a in args) or args[2] == 0:
+                raise SpecError(f"{key}: range needs three integers with a non-zero step, got {args!r}")
+            out = list(range(*args))
+        else:
+            if not isinstance(args[2], int) or args[2] < 1:
+                raise SpecError(f"{key}: {kind} needs a positive integer count, got {args[2]!r}")
+            fn = np.logspace if kind == "logspace" else np.linspace
+            out = [float(v) for v in fn(args[0], args[1], args[2])]
+        if not out:
+            raise SpecError(f"{key}: the range {args!r} is empty")
+        return out
+    raise SpecError(f"{key}: an axis must be a list or a range table, got {type(value).__name__}")
+
+
+def _check_type(function, name, value, where, labels=()):
+    if name in labels:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise SpecError(f"{where}: label `{name}` must be a number or a string, got {value!r}")
+        return
+    types = calls.parameters(function)
+    if name not in types:
+        raise SpecError(f"{where}: `{name}` is not a parameter of {function}{_suggest(name, types)}")
+    want = types[name]
+    if value is None:
+        return
+    ok = {int: isinstance(value, int) and not isinstance(value, bool),
+          float: isinstance(value, (int, float)) and not isinstance(value, bool),
+          bool: isinstance(value, bool) or (name == "stagnation" and value == "auto"),
+          str: isinstance(value, str),
+          list: isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+                                                for v in value) and len(value) >= 2}[want]
+    if not ok:
+        what = "a list of at least two positive integers" if want is list else want.__name__
+        raise SpecError(f"{where}: `{name}` must be {what}, got {value!r}")
+
+
+def load(spec):
+    """Check a specification whole and expand it into its runs (:class:`Spec`)."""
+    raw = read(spec)
+    unknown = set(raw) - set(SECTIONS)
+    if unknown:
+        key = sorted(unknown)[0]
+        raise SpecError(f"unknown section [{key}]{_suggest(key, SECTIONS)}")
+    head = raw.get("sweep")
+    if not isinstance(head, dict):
+        raise SpecError("[sweep] is missing: it names the function and the metrics")
+    for key in head:
+        if key not in SWEEP_KEYS:
+            raise SpecError(f"[sweep]: unknown key `{key}`{_suggest(key, SWEEP_KEYS)}")
+    function = head.get("function")
+    if function not in calls.FUNCTIONS:
+        raise SpecError(f"[sweep] function: unknown function {function!r}; expected one of "
+                        f"{', '.join(calls.FUNCTIONS)}")
+    metrics = head.get("metrics")
+    if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+        raise SpecError("[sweep] metrics: a non-empty list of metric names is required")
+    for m in metrics:
+        if m not in calls.FUNCTIONS[function]["metrics"]:
+            raise SpecError(f"[sweep] metrics: unknown metric `{m}` of {function}"
+                            f"{_suggest(m, calls.FUNCTIONS[function]['metrics'])}")
+    labels = head.get("labels", [])
+    if not isinstance(labels, list) or not all(isinstance(x, str) and NAME.match(x) for x in labels):
+        raise SpecError("[sweep] labels: a list of parameter names (identifiers)")
+    for x in labels:
+        if x in calls.parameters(function):
+            raise SpecError(f"[sweep] labels: `{x}` is a parameter of {function}, not a label")
+    labels = tuple(labels)
+    sections = {s: raw.get(s, {}) for s in ("fixed", "grid", "zip", "derived")}
+    for s, table in sections.items():
+        if not isinstance(table, dict):
+            raise SpecError(f"[{s}] must be a table of `name = value` lines")
+    seen = {}
+    for s, table in sections.items():
+        for name in table:
+            if not NAME.match(name):
+                raise SpecError(f"[{s}] `{name}`: parameter names are identifiers")
+            if name in seen:
+                raise SpecError(f"[{s}] `{name}` is also set in [{seen[name]}]")
+            seen[name] = s
+    fixed = sections["fixed"]
+    for name, value in fixed.items():
+        _check_type(function, name, value, "[fixed]", labels)
+    grid = {name: _values(f"[grid] {name}", v) for name, v in sections["grid"].items()}
+    zipped = {name: _values(f"[zip] {name}", v) for name, v in sections["zip"].items()}
+    if len({len(v) for v in zipped.values()}) > 1:
+        raise SpecError(f"[zip]: the axes must have equal lengths, got "
+                        f"{', '.join(f'{k}: {len(v)}' for k, v in zipped.items())}")
+    for s, table in (("grid", grid), ("zip", zipped)):
+        for name, values in table.items():
+            for v in values:
+                _check_type(function, name, v, f"[{s}]", labels)
+    derived = {}
+    for name, text in sections["derived"].items():
+        tree, names = expr.parse(text, f"[derived] {name}")
+        for used in names:
+            if used not in seen or seen[used] == "derived" and used not in derived:
+                raise SpecError(f"[derived] {name}: `{used}` is not a parameter of this sweep"
+                                f"{_suggest(used, [k for k in seen if k != name])}")
+        derived[name] = tree
+    missing = [x for x in labels if x not in seen]
+    if missing:
+        raise SpecError(f"[sweep] labels: `{missing[0]}` is given no value in [fixed], [grid], [zip] or [derived]")
+    runs = _expand(function, fixed, grid, zipped, derived, labels)
+    for p in runs:
+        _check_setup(function, p, metrics)
+    axes = list(grid) + list(zipped) + list(derived)
+    name = head.get("name") or function
+    text = json.dumps(raw, sort_keys=True, default=str)
+    return Spec(str(name), function, list(metrics), axes, runs, text, labels)
+
+
+def _expand(function, fixed, grid, zipped, derived, labels):
+    zip_rows = [dict(zip(zipped, vals)) for vals in zip(*zipped.values())] if zipped else [{}]
+    runs = []
+    for combo in itertools.product(*grid.values()):
+        for z in zip_rows:
+            p = dict(fixed, **dict(zip(grid, combo)), **z)
+            for name, tree in derived.items():
+                value = expr.evaluate(tree, p, f"[derived] {name}")
+                _check_type(function, name, value, "[derived]", labels)
+                p[name] = value
+            runs.append(p)
+    return runs
+
+
+def _check_setup(function, p, metrics):
+    """Checks that need several parameters of a run (record and group go together, ...)."""
+    if ("record" in p) != ("group" in p):
+        raise SpecError("`record` and `group` go together (a recorded paper sweep and its group)")
+    if "lambda_min_median" in metrics and function in ("train", "sgd") and not p.get("track_every"):
+        raise SpecError("[sweep] metrics: `lambda_min_median` needs spectral tracking: set `track_every` "
+                        "(steps between spectra) in [fixed]")
+    if "max_rel_error_to_record" in metrics and "record" not in p:
+        raise SpecError("[sweep] metrics: `max_rel_error_to_record` needs `record` and `group`")
+    if "record" in p:
+        if p["record"] not in PAPER_SWEEPS:
+            raise SpecError(f"`record`: unknown paper sweep {p['record']!r}; expected one of "
+                            f"{', '.join(PAPER_SWEEPS)}")
