@@ -25,8 +25,8 @@ def plot_sweep(rows, x, y, hue=None, ax=None, logx=None, logy=None, mark=None):
     >>> from sheaflinalg.plotting.sweep import plot_sweep
     >>> rows = [{"beta": b, "n_train": m, "loss": b * m} for b in (0.1, 1.0) for m in (10, 20)]
     >>> ax = plot_sweep(rows, "beta", "loss", hue="n_train")
-    >>> len(ax.lines)
-    2
+    >>> [t.get_text() for t in ax.get_legend().get_texts()]
+    ['n_train = 10', 'n_train = 20']
     """
     rows = [r for r in rows if r.get(y) is not None and r.get(x) is not None and r.get("status", "done") == "done"]
     if not rows:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
-from . import convergence, discord, spectra, table_e1, training
+from . import convergence, discord, spectra, sweeps, table_e1, training
 from .output import Outputs
 
 
@@ -31,6 +31,10 @@ ITEMS = (
          training.curves_and_surfaces),
     Item("table_e1", "Table `tab:full-results`, Fig. `fig:all-training-outputs` (E.2)",
          "Table E.1 replayed from the paper's inputs, learned outputs", table_e1.item, uses_jobs=True),
+    Item("beta_scaling", "Fig. `fig:beta-scaling` (6.2)", "beta scaling, replayed from the paper's records",
+         sweeps.beta_scaling, uses_jobs=True),
+    Item("integration_time", "Fig. `fig:depth-T-sweep` (6.2, E.4)", "integration time x depth, replayed",
+         sweeps.integration_time, uses_jobs=True),
     Item("gap_depth", "Table `tab:spectral-gap-depth`, Fig. `fig:eigvec-energy` (E.3)",
          "spectral gap vs depth (the paper's networks), eigenvector energy by block", spectra.gap_vs_depth),
     Item("tracking", "Fig. `fig:spectral-gap-tracking` (E.3)", "lambda_1 along sheaf and SGD training",

@@ -142,7 +142,13 @@ def _check_type(function, name, value, where, labels=()):
 
 def load(spec):
     """Check a specification whole and expand it into its runs (:class:`Spec`)."""
-    raw = read(spec)
+    try:
+        return _load(read(spec))
+    except expr.ExpressionError as exc:
+        raise SpecError(str(exc)) from None
+
+
+def _load(raw):
     unknown = set(raw) - set(SECTIONS)
     if unknown:
         key = sorted(unknown)[0]
