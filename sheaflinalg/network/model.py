@@ -7,11 +7,20 @@ import zipfile
 import numpy as np
 
 from .._common.atomic import save_npz
-from .._common.validation import as_float64, as_samples
+from .._common.validation import as_float64, as_samples, check_dims, check_seed
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 
 _FORMAT = "sheaflinalg.network/1"
+
+
+class NetworkOverflowError(FloatingPointError, ValueError):
+    """The forward pass overflows (a pre-activation is not a finite float64); the message names the layer."""
+
+
+def _read_only(array):
+    array.flags.writeable = False
+    return array
 
 
 def parameter_offsets(dims):
@@ -57,6 +66,10 @@ class Network:
     -----
     Arrays are copied to C-contiguous float64 (integers and float32 are
     converted); NaN/Inf, empty layers and shape mismatches raise ValueError.
+    A network is immutable: ``weights`` and ``biases`` are tuples of
+    read-only arrays (``net.weights[1]`` reads as an ndarray), so it cannot
+    drift out of shape after it was checked; :meth:`replace` returns a new,
+    re-validated network with some of them changed.
 
     Examples
     --------
@@ -92,9 +105,63 @@ class Network:
             bs.append(b.copy())
         if output == "softmax" and Ws[-1].shape[0] < 2:
             raise ValueError("softmax output needs at least 2 output neurons")
-        self.weights = Ws
-        self.biases = bs
-        self.output = output
+        # Private writable storage (the compiled kernels' array type; nothing writes it), public read-only views.
+        self._weights = tuple(Ws)
+        self._biases = tuple(bs)
+        self._views = (tuple(_read_only(W.view()) for W in Ws), tuple(_read_only(b.view()) for b in bs))
+        self._output = output
+
+    @property
+    def weights(self):
+        """Weight matrices ``(W_1, ..., W_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        return self._views[0]
+
+    @property
+    def biases(self):
+        """Bias vectors ``(b_1, ..., b_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        return self._views[1]
+
+    @property
+    def output(self):
+        """Output activation phi."""
+        return self._output
+
+    def replace(self, weights=None, biases=None, output=None, **layers):
+        """A new network with some weights, biases or the output changed (re-validated like the constructor).
+
+        Parameters
+        ----------
+        weights, biases : sequence of array_like, optional
+            All the weight matrices / bias vectors.
+        output : str, optional
+        **layers
+            Single layers by name: ``W2=...``, ``b1=...`` (1-based, as in the paper).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> net = Network([np.eye(2), np.ones((1, 2))], [np.zeros(2), np.zeros(1)])
+        >>> net.replace(W2=2 * np.ones((1, 2))).forward(np.array([1.0, 1.0]))
+        array([4.])
+        >>> net.replace(W2=np.ones((1, 7)))
+        Traceback (most recent call last):
+        ...
+        ValueError: W2 takes 7 inputs but layer 1 has 2 neurons
+        """
+        Ws = list(self._weights if weights is None else weights)
+        bs = list(self._biases if biases is None else biases)
+        for key, value in layers.items():
+            kind, index = key[:1], key[1:]
+            target = {"W": Ws, "b": bs}.get(kind)
+            if target is None or not index.isdigit() or not 1 <= int(index) <= len(target):
+                raise TypeError(f"replace() got an unexpected layer {key!r}; expected W1..W{len(Ws)} "
+                                f"or b1..b{len(bs)}")
+            target[int(index) - 1] = value
+        return Network(Ws, bs, self._output if output is None else output)
+
+    def with_weights(self, weights):
+        """:meth:`replace` with all the weight matrices changed."""
+        return self.replace(weights=weights)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -129,11 +196,9 @@ class Network:
         >>> Network.random([2, 30, 1], seed=0).dims
         [2, 30, 1]
         """
-        dims = [int(d) for d in dims]
-        if len(dims) < 2:
-            raise ValueError(f"dims needs at least an input and an output width, got {dims}")
-        if min(dims) < 1:
-            raise ValueError(f"every layer needs at least one neuron, got dims {dims}")
+        dims = check_dims(dims)
+        check_seed(seed)
+        activations.check_output(output)
         rng = np.random.default_rng(seed)
         weights = [rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_out, n_in))
                    for n_in, n_out in zip(dims[:-1], dims[1:])]
@@ -150,12 +215,24 @@ class Network:
             ``zs[l-1]`` has shape (n_samples, n_l), for ``l = 1..k+1``.
         hidden : list of ndarray
             ``hidden[l-1] = relu(zs[l-1])`` for the hidden layers ``l = 1..k``.
+
+        Raises
+        ------
+        NetworkOverflowError
+            A pre-activation overflows float64 (the message names the layer).
         """
         X, _ = as_samples(X, self.dims[0])
         zs, hidden = [], []
         a = X
-        for l, (W, b) in enumerate(zip(self.weights, self.biases)):
-            z = a @ W.T + b
+        for l, (W, b) in enumerate(zip(self._weights, self._biases)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                z = a @ W.T + b
+            if not np.all(np.isfinite(z)):
+                s = int(np.argwhere(~np.isfinite(z))[0, 0])
+                raise NetworkOverflowError(
+                    f"the forward pass overflows at layer {l + 1} (z{l + 1} = W{l + 1} a{l} + b{l + 1} is not "
+                    f"finite for sample {s}; largest |W{l + 1}| = {np.abs(W).max():.3g}, largest input "
+                    f"|a{l}| = {np.abs(a).max():.3g}): rescale the weights or the inputs")
             zs.append(z)
             if l < self.n_hidden:
                 a = np.where(z >= 0, z, 0.0)
