@@ -12,7 +12,8 @@ Subpackages, bottom to top (imports point down only): ``kernels`` (numba) and
 __version__ = "0.1.0"
 
 # network
-from .network import Network
+from ._common.memory import InsufficientMemoryError
+from .network import Network, NetworkOverflowError
 # sheaf
 from .sheaf import (AugmentedSheafSystem, Block, HarmonicExtension, Layout, Reluctance, SheafSystem, SoftPins,
                     VerificationReport, assemble, harmonic_extension, verify)
@@ -22,14 +23,15 @@ from .dynamics import (Completion, HeatHistory, HeatResult, NonFiniteStateError,
 # training
 from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
 # spectral
-from .spectral import SpectralTracker, SpectrumConvergenceError, SpectrumResult, spectrum, spectrum_of_system
+from .spectral import (IllConditionedSpectrumError, SpectralTracker, SpectrumConvergenceError, SpectrumResult,
+                       spectrum, spectrum_of_system)
 # the paper's tasks and recorded experiments
 from . import tasks
 
 __all__ = [
     "__version__",
     # network
-    "Network",
+    "Network", "NetworkOverflowError", "InsufficientMemoryError",
     # sheaf
     "Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",
     "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance",
@@ -40,6 +42,7 @@ __all__ = [
     "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
     # spectral
     "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
+    "IllConditionedSpectrumError",
     # experiments
     "tasks",
 ]

@@ -33,7 +33,7 @@ import numpy as np
 from .._common.validation import as_samples, check_choice
 from ..sheaf import pins as _pins
 from ..sheaf.assembly import assemble
-from ..sheaf.factor import cholesky
+from ..sheaf.factor import BACKENDS, cholesky
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern
 from ..sheaf.verify import unit_lower_triangular_certificate
@@ -235,6 +235,7 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
+    check_choice(backend, BACKENDS, "backend")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     reduced = net.output == "identity" and not (_pins.spec_mentions_output(clamp)

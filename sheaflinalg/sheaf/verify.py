@@ -241,7 +241,8 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     n = float(D.shape[0])
     eps = np.finfo(np.float64).eps
     # A check that failed is inconclusive when its rounding-error bound exceeds its tolerance.
-    undecided_logdet = n * eps * condition ** 2 > logdet_tol
+    with np.errstate(over="ignore"):
+        undecided_logdet = n * eps * condition ** 2 > logdet_tol
     undecided_solve = n * eps * condition > tol
     inconclusive = {"log|det delta_Omega| ~ 0": ~(np.abs(logabs) <= logdet_tol) & (n * eps * condition > logdet_tol),
                     "log det L[Omega,Omega] ~ 0": ~(np.abs(logdet) <= logdet_tol) & undecided_logdet,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._common.validation import check_choice
+from .._common.validation import as_float64, check_choice, check_int, check_tol
 from .drivers import METHODS, SYSTEMS, TOL, spectrum
 
 
@@ -37,12 +37,15 @@ class SpectralTracker:
     """
 
     def __init__(self, X=None, every=1, k=1, system="reduced", method="auto", tol=TOL):
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
+        every = check_int(every, "every")
+        k = check_int(k, "k")
+        tol = check_tol(tol, "tol")
         check_choice(system, SYSTEMS, "system")
         check_choice(method, METHODS, "method")
-        self.X = None if X is None else np.asarray(X, dtype=np.float64)
-        self.every, self.k, self.system, self.method, self.tol = int(every), k, system, method, tol
+        self.X = None if X is None else as_float64(X, "X")
+        if self.X is not None and (self.X.ndim != 2 or self.X.shape[0] == 0):
+            raise ValueError(f"X must be a non-empty 2-D array (n_samples, n_features), got shape {self.X.shape}")
+        self.every, self.k, self.system, self.method, self.tol = every, k, system, method, tol
         self.records = []
 
     def __call__(self, info):

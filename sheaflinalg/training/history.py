@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._common.validation import check_real
+
 from ..kernels.training import REG_CODES
 from ..network.model import Network
 from .losses import accuracy, loss_value
@@ -48,12 +50,12 @@ class Regularization:
 
     def __post_init__(self):
         for name in ("lam", "mu"):
-            v = getattr(self, name)
+            v = check_real(getattr(self, name), name)
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"regularisation strength {name} must be a finite number >= 0, got {v!r}")
         if self.kind not in ("l2", "l1", "elastic"):
             raise ValueError(f"unknown regularisation kind {self.kind!r}; expected 'l2', 'l1' or 'elastic'")
-        if not 0.0 <= self.l1_ratio <= 1.0:
+        if not 0.0 <= check_real(self.l1_ratio, "l1_ratio") <= 1.0:
             raise ValueError(f"l1_ratio must lie in [0, 1], got {self.l1_ratio!r}")
         if self.anchor not in ("zero", "initial"):
             raise ValueError(f"unknown regularisation anchor {self.anchor!r}; expected 'zero' or 'initial'")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._common.progress import progress_bar
 from .._common.threads import blas_limit, check_blas_threads
-from .._common.validation import check_int, check_positive
+from .._common.validation import check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ..kernels.training import train_steps
@@ -180,6 +180,9 @@ class _Settings:
         check_step_size(prob.net, alpha, dt)
         check_blas_threads(blas_threads)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
+        check_seed(seed)
+        if not isinstance(warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         if init is None or (isinstance(init, str) and init not in INITS):
             n_move = Layout(prob.net.dims).kernel_offsets()["yhat_off"]
             raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
