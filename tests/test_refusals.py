@@ -42,6 +42,10 @@ API_CASES = [
     ("seed float", lambda: sl.Network.random([2, 3, 1], seed=1.5), TypeError, "seed"),
     ("seed negative", lambda: sl.Network.random([2, 3, 1], seed=-1), ValueError, "seed"),
     ("output unknown", lambda: sl.Network.random([2, 3, 1], output="relu"), ValueError, "output"),
+    ("weights not a sequence", lambda: sl.Network(3.0, [np.zeros(1)]), TypeError, "weights"),
+    ("from_parameters dims", lambda: sl.Network.from_parameters(np.zeros(13), [2, 3.0, 1]), TypeError, "dims[1]"),
+    ("from_parameters nan", lambda: sl.Network.from_parameters(np.full(13, np.nan), [2, 3, 1]), ValueError,
+     "theta"),
     ("replace bad shape", lambda: NET.replace(W2=np.ones((1, 7))), ValueError, "W2"),
     ("replace unknown layer", lambda: NET.replace(W9=np.ones((1, 4))), TypeError, "W9"),
     # heat
@@ -326,4 +330,4 @@ def test_memory_refusal_on_the_command_line():
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2, proc.stderr[-3000:]
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and "method='arpack'" in err[0] and "need about" in err[0]
+    assert len(err) == 1 and "method='arpack'" in err[0] and "needed" in err[0]

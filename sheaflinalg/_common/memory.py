@@ -60,7 +60,7 @@ def format_bytes(n):
     """
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.3g} {unit}" if unit != "B" else f"{int(n)} B"
+            return f"{int(n)} B" if unit == "B" else f"{n:.3g} {unit}" if n < 100 else f"{n:.0f} {unit}"
         n /= 1024.0
 
 
@@ -84,10 +84,10 @@ def check_memory(n_bytes, what, way_out, available=None):
     ...     check_memory(10 * 2**30, "the dense spectra", "use method='arpack'", available=2**30)
     ... except InsufficientMemoryError as exc:
     ...     print(exc)
-    the dense spectra need about 10 GiB but only 1 GiB of memory is available; use method='arpack'
+    the dense spectra: about 10 GiB needed but only 1 GiB of memory is available; use method='arpack'
     """
     avail = available_bytes() if available is None else available
     if avail is not None and n_bytes > SHARE * avail:
         raise InsufficientMemoryError(
-            f"{what} need about {format_bytes(n_bytes)} but only {format_bytes(avail)} of memory is "
+            f"{what}: about {format_bytes(n_bytes)} needed but only {format_bytes(avail)} of memory is "
             f"available; {way_out}")

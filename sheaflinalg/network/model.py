@@ -83,6 +83,9 @@ class Network:
 
     def __init__(self, weights, biases, output="identity"):
         activations.check_output(output)
+        for name, seq in (("weights", weights), ("biases", biases)):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+                raise TypeError(f"{name} must be a sequence of arrays (one per layer), got {type(seq).__name__}")
         if len(weights) == 0:
             raise ValueError("a network needs at least one layer (one weight matrix)")
         if len(weights) != len(biases):
@@ -318,8 +321,9 @@ class Network:
     @classmethod
     def from_parameters(cls, theta, dims, output="identity"):
         """Inverse of :meth:`parameters`."""
+        dims = check_dims(dims)
         woff, boff, n_parameters = parameter_offsets(dims)
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = as_float64(theta, "theta")
         if theta.shape != (n_parameters,):
             raise ValueError(f"expected {n_parameters} parameters for dims {list(dims)}, got shape {theta.shape}")
         weights = [theta[woff[l]:woff[l] + dims[l] * dims[l - 1]].reshape(dims[l], dims[l - 1])
