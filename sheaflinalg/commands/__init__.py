@@ -90,11 +90,21 @@ def network_from_args(args):
     return Network.random(parse_arch(arch), seed=args.seed, output=args.output or "identity")
 
 
+def _output_activation(text):
+    from ..network.activations import OUTPUTS
+
+    if text not in OUTPUTS:
+        raise argparse.ArgumentTypeError(f"--output: unknown output activation {text!r}; expected one of "
+                                         f"{', '.join(OUTPUTS)}")
+    return text
+
+
 def add_network_options(parser, default_arch):
     """``--arch``, ``--network`` and ``--output`` (the last one only for the random network)."""
     parser.add_argument("--arch", default=None,
                         help=f"layer widths of a He-initialised network (default: {default_arch})")
     parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
-    parser.add_argument("--output", default=None, choices=("identity", "sigmoid", "tanh", "softmax"),
-                        help="output activation of the random network (default: identity)")
+    parser.add_argument("--output", default=None, type=_output_activation,
+                        help="output activation of the random network: identity, sigmoid, tanh, softmax "
+                             "(default: identity)")
     parser.set_defaults(default_arch=default_arch)
