@@ -7,8 +7,10 @@ small ``RLIMIT_AS``.  Overflow and conditioning cases check what is reported
 instead of a wrong number.
 """
 
+import copy as copy_module
 import dataclasses
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -72,6 +74,8 @@ API_CASES = [
     ("complete max_iter", lambda: sl.complete(NET, X5, max_iter=0), ValueError, "max_iter"),
     ("complete nonunique", lambda: sl.complete(NET, X5, nonunique="x"), ValueError, "nonunique"),
     ("assemble ragged", lambda: sl.assemble(NET, [[1.0, 2.0], [3.0]]), ValueError, "x"),
+    ("assemble linearise_at nan", lambda: sl.assemble(mknet((2, 3, 1), output="sigmoid"), X5[:1],
+                                                        linearise_at=[np.nan]), ValueError, "linearise_at"),
     ("harmonic X inf", lambda: sl.harmonic_extension(NET, [[np.inf, 0.0]]), ValueError, "X"),
     ("discord free shape", lambda: edge_discrepancies(SYSTEM, np.zeros((2, 3))), ValueError, "free"),
     ("discord grouping", lambda: group(np.ones(3), ["e_z1", "e_a1", "e_z2"], by="x"), ValueError, "by"),
@@ -196,6 +200,9 @@ def test_networks_are_immutable():
     np.testing.assert_array_equal(changed.forward(X5), 2 * net.forward(X5))
     np.testing.assert_array_equal(net.weights[1], W)          # the original is untouched
     np.testing.assert_array_equal(net.with_weights(net.weights).forward(X5), net.forward(X5))
+    for twin in (copy_module.copy(net), copy_module.deepcopy(net), pickle.loads(pickle.dumps(net))):
+        assert not twin.weights[0].flags.writeable
+        np.testing.assert_array_equal(twin.forward(X5), net.forward(X5))
     source = np.ones((1, 4))
     copy = net.replace(W2=source)
     source[0, 0] = 99.0                                       # the network copied its input

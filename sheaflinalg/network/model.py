@@ -114,6 +114,10 @@ class Network:
         self._views = (tuple(_read_only(W.view()) for W in Ws), tuple(_read_only(b.view()) for b in bs))
         self._output = output
 
+    def __reduce__(self):
+        # copy, deepcopy and pickle rebuild through the constructor, keeping the views tied to the storage.
+        return (Network, (self._weights, self._biases, self._output))
+
     @property
     def weights(self):
         """Weight matrices ``(W_1, ..., W_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""

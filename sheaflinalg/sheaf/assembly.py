@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._common.memory import check_memory
-from .._common.validation import as_samples
+from .._common.validation import as_float64, as_samples
 from ..network import activations
 from . import pins as _pins
 from .harmonic import harmonic_extension
@@ -471,7 +471,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     lam, anchor = _pins.resolve_reluctance(lay, reluctance, M)
     fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
     if linearise_at is not None:
-        linearise_at = np.asarray(linearise_at, dtype=np.float64)
+        linearise_at = as_float64(linearise_at, "linearise_at")
         if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
             raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}), got {linearise_at.shape}")
     return AugmentedSheafSystem(net, X, pattern, reduced, hard, soft, lam, anchor, fi, linearise_at)
