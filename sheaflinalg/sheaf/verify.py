@@ -42,9 +42,9 @@ def unit_lower_triangular_certificate(matrix):
 
 def condition_estimate(D, lu):
     """1-norm condition number of the sparse square ``D`` (``lu`` its factorisation): exact up to
-    500 rows, else Higham's estimate (:func:`scipy.sparse.linalg.onenormest`)."""
+    100 rows, else Higham's estimate (:func:`scipy.sparse.linalg.onenormest`, a few solves with ``lu``)."""
     n = D.shape[0]
-    if n <= 500:
+    if n <= 100:
         with np.errstate(all="ignore"):
             return float(np.linalg.cond(D.toarray(), 1))
     inverse = spla.LinearOperator((n, n), matvec=lu.solve, rmatvec=lambda v: lu.solve(v, trans="T"),
