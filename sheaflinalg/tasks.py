@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._common.memory import FLOAT, check_memory
 from ._common.validation import check_choice, check_int, check_seed, check_tol
 from .network.model import Network
 from .training import sgd, train
@@ -34,7 +35,9 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "table_e1"
 
 
 def _check_n(n, minimum=1, name="n"):
-    return check_int(n, f"{name} (the number of samples)", minimum)
+    n = check_int(n, f"{name} (the number of samples)", minimum)
+    check_memory(16 * FLOAT * n, f"{n} samples", f"ask for fewer samples ({name})")
+    return n
 
 
 def _generator(seed, noise=0.0):

@@ -103,6 +103,9 @@ API_CASES = [
     ("make seed", lambda: sl.tasks.make("circular", 10, 3, seed=-1), ValueError, "seed"),
     ("paraboloid noise inf", lambda: sl.tasks.paraboloid(10, noise=np.inf), ValueError, "noise"),
     ("saddle seed str", lambda: sl.tasks.saddle(10, seed="abc"), TypeError, "seed"),
+    ("make too many", lambda: sl.tasks.make("paraboloid", 10**15, 3), sl.InsufficientMemoryError, "n_train"),
+    ("random too wide", lambda: sl.Network.random([2, 10**8, 10**8, 1]), sl.InsufficientMemoryError,
+     "smaller widths"),
     ("blobs n float", lambda: sl.tasks.blobs(8.0), TypeError, "n"),
     # training
     ("train seed", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10, seed="abc", progress=False),

@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 
 from .._common.atomic import save_npz
+from .._common.memory import FLOAT, check_memory
 from .._common.validation import as_float64, as_samples, check_dims, check_seed
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
@@ -206,6 +207,8 @@ class Network:
         dims = check_dims(dims)
         check_seed(seed)
         activations.check_output(output)
+        n_parameters = parameter_offsets(dims)[2]
+        check_memory(3 * FLOAT * n_parameters, f"a network of {n_parameters} parameters", "choose smaller widths")
         rng = np.random.default_rng(seed)
         weights = [rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_out, n_in))
                    for n_in, n_out in zip(dims[:-1], dims[1:])]
