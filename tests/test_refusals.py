@@ -58,6 +58,7 @@ API_CASES = [
     ("heat tol neg", lambda: sl.heat(NET, X5, tol=-1e-3), ValueError, "tol"),
     ("heat max_steps float", lambda: sl.heat(NET, X5, max_steps=2.5), TypeError, "max_steps"),
     ("heat max_steps bool", lambda: sl.heat(NET, X5, max_steps=True), TypeError, "max_steps"),
+    ("heat max_steps huge", lambda: sl.heat(NET, X5, max_steps=10**30), ValueError, "max_steps"),
     ("heat record_every neg", lambda: sl.heat(NET, X5, record_every=-1), ValueError, "record_every"),
     ("heat seed str", lambda: sl.heat(NET, X5, seed="abc"), TypeError, "seed"),
     ("heat threads float", lambda: sl.heat(NET, X5, threads=1.5), TypeError, "threads"),
@@ -87,6 +88,8 @@ API_CASES = [
     ("spectrum tol nan", lambda: sl.spectrum(NET30, X5, tol=np.nan), ValueError, "tol"),
     ("spectrum tol str", lambda: sl.spectrum(NET30, X5, tol="1e-8"), TypeError, "tol"),
     ("spectrum k float", lambda: sl.spectrum(NET30, X5, k=1.0), TypeError, "k"),
+    ("spectrum pattern scalar", lambda: sl.spectrum(NET30, X5, pattern=1.5), TypeError, "pattern"),
+    ("complete pattern ragged", lambda: sl.complete(NET, X5, pattern=[[[1, 0], [1]]]), ValueError, "pattern"),
     ("spectrum threads", lambda: sl.spectrum(NET30, X5, threads=3), ValueError, "threads"),
     ("spectrum dense_max", lambda: sl.spectrum(NET30, X5, dense_max=-1), ValueError, "dense_max"),
     ("spectrum_of_system maxiter", lambda: sl.spectrum_of_system(SYSTEM, method="arpack", maxiter=0,
@@ -230,8 +233,21 @@ def test_spectrum_refuses_what_float64_cannot_resolve():
     # ARPACK's shift-invert by substitution resolves it: positive, as L is SPD by structure
     assert np.all(sl.spectrum(big, X5, method="arpack", progress=False).lambda_min > 0)
     huge = mknet((2, 3, 1)).replace(W2=np.full((1, 3), 1e160))
-    with pytest.raises(ValueError, match="W2 is too large"):
+    with pytest.raises(sl.NetworkOverflowError, match="W2 is too large"):
         sl.spectrum(huge, X5, progress=False)
+
+
+def test_training_divergence_is_still_reported_not_refused():
+    """Weights that grow past float64 during a run end it as diverged (as before), and a spectral
+    tracker watching it notes the step instead of stopping the run."""
+    X, Y = sl.tasks.paraboloid(10, seed=0)
+    tracker = sl.SpectralTracker(X, every=1)
+    with pytest.warns(sl.DivergenceWarning):
+        fit = sl.sgd(mknet((2, 4, 1)), X, Y, lr=1.5, epochs=20, record_every=1, callback=tracker,
+                     callback_every=1, progress=False)
+    assert fit.history.diverged and "diverged during epoch" in fit.history.message
+    assert tracker.records and len(tracker.records) + len(tracker.skipped) >= 3
+    assert all("overflow" in msg or "ill-conditioned" in msg or "too large" in msg for _, msg in tracker.skipped)
 
 
 def _network_1_1e8():

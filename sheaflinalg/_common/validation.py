@@ -143,11 +143,16 @@ def check_tol(value, name="tol", zero=True):
     return value
 
 
-def check_int(value, name, minimum=1, maximum=None):
+#: Largest count accepted: the compiled loops count in int64.
+INT_MAX = 2 ** 62
+
+
+def check_int(value, name, minimum=1, maximum=INT_MAX):
     """Return ``value`` as an int, or raise unless it is an integer in ``[minimum, maximum]``.
 
     Booleans and floats are refused (``2.0`` is not a step count) with a
-    TypeError; integers out of range with a ValueError.
+    TypeError; integers out of range with a ValueError (``maximum`` defaults
+    to :data:`INT_MAX`, as the compiled loops count in int64).
 
     Examples
     --------
@@ -162,8 +167,8 @@ def check_int(value, name, minimum=1, maximum=None):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     if value < minimum or (maximum is not None and value > maximum):
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        if maximum is not None:
-            kind = f"an integer in [{minimum}, {maximum}]"
+        if maximum is not None and value > maximum:
+            kind = f"an integer <= {maximum}"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
     return int(value)
 

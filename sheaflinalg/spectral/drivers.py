@@ -30,10 +30,11 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from .._common.memory import FLOAT, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit
-from .._common.memory import FLOAT, check_memory
 from .._common.validation import as_samples, check_choice, check_int, check_optional_int, check_tol
+from ..network.model import NetworkOverflowError
 from ..sheaf.assembly import assemble
 from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
@@ -126,7 +127,7 @@ def _check_laplacian_range(weights):
         with np.errstate(over="ignore"):
             top = np.float64(np.abs(W).max()) ** 2 * W.shape[0]
         if not np.isfinite(top):
-            raise ValueError(f"W{l} is too large for the spectrum: its entries (largest {np.abs(W).max():.3g}) "
+            raise NetworkOverflowError(f"W{l} is too large for the spectrum: its entries (largest {np.abs(W).max():.3g}) "
                              f"squared overflow float64 in L[Omega,Omega] = delta^T delta; rescale the network")
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from .._common.validation import check_real
 
 from ..kernels.training import REG_CODES
-from ..network.model import Network
+from ..network.model import Network, NetworkOverflowError
 from .losses import accuracy, loss_value
 
 
@@ -203,12 +203,12 @@ class Recorder:
         """Train and test forward-pass losses and accuracies (test entries None without test data)."""
         out = net.output
         with np.errstate(over="ignore", invalid="ignore"):
-            P = net.forward(self.X)
+            P = _outputs(net, self.X)
             tr = loss_value(P, self.Y, self.loss, self.loss_param, out)
             acc = accuracy(P, self.Y, out)
             te = te_acc = None
             if self.X_test is not None:
-                Pt = net.forward(self.X_test)
+                Pt = _outputs(net, self.X_test)
                 te = loss_value(Pt, self.Y_test, self.loss, self.loss_param, out)
                 te_acc = accuracy(Pt, self.Y_test, out)
         return tr, te, acc, te_acc
@@ -232,6 +232,14 @@ class Recorder:
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
         return tr
+
+
+def _outputs(net, X):
+    """The forward pass, NaN where it overflows: a diverging run is detected by its non-finite loss."""
+    try:
+        return net.forward(X)
+    except NetworkOverflowError:
+        return np.full((X.shape[0], net.dims[-1]), np.nan)
 
 
 def stop_diverged(history, epoch, step):

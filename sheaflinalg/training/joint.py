@@ -24,7 +24,7 @@ from .._common.validation import check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ..kernels.training import train_steps
-from ..network.model import Network
+from ..network.model import Network, NetworkOverflowError
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
@@ -243,8 +243,11 @@ class _JointRun:
         if isinstance(method, str) and method == "random":
             S = self.rng.standard_normal((layout.n_free, X.shape[0]))
         elif isinstance(method, str):
-            S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
-                              method)
+            try:
+                S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
+                                  method)
+            except NetworkOverflowError:  # weights grown past float64: this epoch reports the divergence
+                S = np.full((layout.n_free, X.shape[0]), np.nan)
         else:
             arr = np.asarray(method, dtype=np.float64) if not isinstance(method, np.ndarray) else method
             if arr.ndim == 2 and arr.shape == (X.shape[0], self.n_move):
