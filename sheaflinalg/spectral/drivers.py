@@ -124,10 +124,11 @@ class IllConditionedSpectrumError(FloatingPointError, ValueError):
 def _check_laplacian_range(weights):
     """Refuse weights whose squares (the blocks ``W^T W`` of ``L[Omega, Omega]``) overflow float64."""
     for l, W in enumerate(weights, start=1):
+        largest = max(float(W.max()), -float(W.min()))  # no temporary |W| for big layers
         with np.errstate(over="ignore"):
-            top = np.float64(np.abs(W).max()) ** 2 * W.shape[0]
+            top = np.float64(largest) ** 2 * W.shape[0]
         if not np.isfinite(top):
-            raise NetworkOverflowError(f"W{l} is too large for the spectrum: its entries (largest {np.abs(W).max():.3g}) "
+            raise NetworkOverflowError(f"W{l} is too large for the spectrum: its entries (largest {largest:.3g}) "
                              f"squared overflow float64 in L[Omega,Omega] = delta^T delta; rescale the network")
 
 
