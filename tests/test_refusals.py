@@ -117,6 +117,8 @@ API_CASES = [
     ("train steps float", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10.0, progress=False), TypeError, "steps"),
     ("train warm_start", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10, warm_start="yes", progress=False),
      TypeError, "warm_start"),
+    ("train init dict", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10, init={"a": 1}, progress=False),
+     TypeError, "init"),
     ("train reg mu", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10, reg={"mu": "x"}, progress=False),
      TypeError, "mu"),
     ("sgd lr nan", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, lr=np.nan, progress=False), ValueError, "lr"),

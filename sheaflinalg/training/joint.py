@@ -20,7 +20,7 @@ import numpy as np
 
 from .._common.progress import progress_bar
 from .._common.threads import blas_limit, check_blas_threads
-from .._common.validation import check_int, check_positive, check_seed
+from .._common.validation import as_float64, check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ..kernels.training import train_steps
@@ -249,7 +249,7 @@ class _JointRun:
             except NetworkOverflowError:  # weights grown past float64: this epoch reports the divergence
                 S = np.full((layout.n_free, X.shape[0]), np.nan)
         else:
-            arr = np.asarray(method, dtype=np.float64) if not isinstance(method, np.ndarray) else method
+            arr = as_float64(method, "init")
             if arr.ndim == 2 and arr.shape == (X.shape[0], self.n_move):
                 arr = np.concatenate([arr, Y], axis=1)
             S = initial_state(self.net, X, layout, arr)
