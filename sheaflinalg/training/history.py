@@ -226,9 +226,10 @@ class Recorder:
         h.test_accuracy.append(te_acc)
         h.discord.append(discord)
         h.discord_by_edge.append(None if by_edge is None else [float(v) for v in by_edge])
-        h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
-                               for W, b in zip(net.weights, net.biases)])
-        h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run records inf, no warning
+            h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
+                                   for W, b in zip(net.weights, net.biases)])
+            h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
         return tr
