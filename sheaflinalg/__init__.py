@@ -14,7 +14,8 @@ from ._common.version import VERSION as __version__  # noqa: E402 (first, before
 # threads (one policy for the whole package)
 from ._common.threads import get_num_threads, num_threads, process_pool, set_num_threads
 # network
-from .network import Network
+from ._common.memory import InsufficientMemoryError
+from .network import Network, NetworkOverflowError
 # sheaf
 from .sheaf import (AugmentedSheafSystem, Block, HarmonicExtension, Layout, Reluctance, SheafSystem, SoftPins,
                     VerificationReport, assemble, harmonic_extension, verify)
@@ -24,7 +25,8 @@ from .dynamics import (Completion, HeatHistory, HeatResult, NonFiniteStateError,
 # training
 from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
 # spectral
-from .spectral import SpectralTracker, SpectrumConvergenceError, SpectrumResult, spectrum, spectrum_of_system
+from .spectral import (IllConditionedSpectrumError, SpectralTracker, SpectrumConvergenceError, SpectrumResult,
+                       spectrum, spectrum_of_system)
 # the paper's tasks and recorded experiments
 from . import tasks
 # parameter sweeps
@@ -35,7 +37,7 @@ __all__ = [
     # threads
     "set_num_threads", "get_num_threads", "num_threads", "process_pool",
     # network
-    "Network",
+    "Network", "NetworkOverflowError", "InsufficientMemoryError",
     # sheaf
     "Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",
     "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance",
@@ -46,6 +48,7 @@ __all__ = [
     "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
     # spectral
     "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
+    "IllConditionedSpectrumError",
     # experiments and sweeps
     "tasks", "sweep",
 ]

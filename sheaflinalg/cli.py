@@ -18,9 +18,24 @@ def _available_commands():
     return modules
 
 
+class UsageError(Exception):
+    """A command-line usage error found by the parser (printed as one line, exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (no usage block) and exit status 2 via :func:`main`."""
+
+    def error(self, message):
+        # "argument --dt: --dt must be ..." -> "--dt must be ..." (the option is already named).
+        head, sep, rest = message.partition(": ")
+        if head.startswith("argument ") and rest.startswith(head[len("argument "):].split("/")[0]):
+            message = rest
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
 def build_parser():
     """The argument parser of the ``sheaflinalg`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="sheaflinalg",
         description="Neural networks as cellular sheaves: exact linear algebra, heat-equation "
                     "inference, sheaf training and spectral diagnostics.")
@@ -36,11 +51,16 @@ def build_parser():
 def main(argv=None):
     """Entry point; returns the process exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     try:
         return int(args._run(args) or 0)
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"sheaflinalg {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
+        message = " ".join(str(exc).split())  # one line
+        print(f"sheaflinalg {args.command}: error: {message}", file=sys.stderr)
         return 2
 
 

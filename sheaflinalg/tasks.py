@@ -23,6 +23,8 @@ import numpy as np
 from ._common.npzfile import read_npz
 from .network.activations import OUTPUTS as OUTPUT_ACTIVATIONS
 from .network.io import layer_arrays
+from ._common.memory import FLOAT, check_memory
+from ._common.validation import check_choice, check_int, check_seed, check_tol
 from .network.model import Network
 from .training import sgd, train
 
@@ -35,10 +37,18 @@ TABLE_E1 = tuple(f"{t}_{d}" for d in ("1H", "2H") for t in TASKS)
 DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "table_e1"
 
 
-def _check_n(n, minimum=1):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
-        raise ValueError(f"the number of samples must be an integer >= {minimum}, got {n!r}")
-    return int(n)
+def _check_n(n, minimum=1, name="n"):
+    n = check_int(n, f"{name} (the number of samples)", minimum)
+    check_memory(16 * FLOAT * n, f"{n} samples", f"ask for fewer samples ({name})")
+    return n
+
+
+def _generator(seed, noise=0.0):
+    """The random generator of ``seed`` after checking ``seed`` and ``noise`` (a finite number >= 0)."""
+    check_seed(seed)
+    if noise is not None:
+        check_tol(noise, "noise")
+    return np.random.default_rng(seed)
 
 
 def target_function(task, X):
@@ -71,8 +81,9 @@ def paraboloid(n=300, seed=None, noise=0.02):
     >>> X.shape, Y.shape
     ((5, 2), (5, 1))
     """
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2.0, 2.0, size=(_check_n(n), 2))
+    n = _check_n(n)
+    rng = _generator(seed, noise)
+    X = rng.uniform(-2.0, 2.0, size=(n, 2))
     f = target_function("paraboloid", X)
     return X, (f + noise * rng.standard_normal(n))[:, None]
 
@@ -85,8 +96,9 @@ def saddle(n=300, seed=None, noise=0.02):
     >>> bool(saddle(3, seed=1)[0].min() >= 0)
     True
     """
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0.0, 2.0, size=(_check_n(n), 2))
+    n = _check_n(n)
+    rng = _generator(seed, noise)
+    X = rng.uniform(0.0, 2.0, size=(n, 2))
     f = target_function("saddle", X)
     return X, (f + noise * rng.standard_normal(n))[:, None]
 
@@ -103,8 +115,8 @@ def circular(n=300, seed=None, noise=0.1):
     >>> int(Y.sum())
     5
     """
-    rng = np.random.default_rng(seed)
     n = _check_n(n, 2)
+    rng = _generator(seed, noise)
     n0 = n // 2
     n1 = n - n0
     r0 = np.sqrt(rng.uniform(size=n0)) + noise * rng.standard_normal(n0)
@@ -128,8 +140,8 @@ def blobs(n=400, seed=None):
     >>> Y.sum(axis=0).tolist()
     [2.0, 2.0, 2.0, 2.0]
     """
-    rng = np.random.default_rng(seed)
     per = _check_n(n, 4) // 4
+    rng = _generator(seed)
     X = np.concatenate([rng.multivariate_normal(c, S, size=per) for c, S in zip(BLOB_CENTERS, BLOB_COVARIANCES)])
     Y = np.repeat(np.eye(4), per, axis=0)
     perm = rng.permutation(X.shape[0])
@@ -152,19 +164,33 @@ class Dataset:
         return OUTPUTS[self.task]
 
 
-def make(task, n_train=300, n_test=100, seed=0):
+def make(task, n_train=300, n_test=100, seed=0, noise=None):
     """One draw of ``n_train + n_test`` samples of ``task``, split in order into train and test.
+
+    Exactly ``n_train`` and ``n_test`` samples: ``blobs`` (which draws equal
+    blobs) draws the next multiple of 4 and drops the surplus from the
+    shuffled end.  ``noise`` (regression tasks and ``circular``) defaults to
+    the generator's.
 
     Examples
     --------
     >>> d = make("blobs", 300, 100, seed=0)
     >>> d.X_train.shape, d.Y_test.shape, d.output
     ((300, 2), (100, 4), 'softmax')
+    >>> make("blobs", 10, 3).X_test.shape
+    (3, 2)
     """
-    if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; expected one of {', '.join(TASKS)}")
-    X, Y = globals()[task](_check_n(n_train) + _check_n(n_test), seed=seed)
-    return Dataset(task, X[:n_train], Y[:n_train], X[n_train:], Y[n_train:])
+    check_choice(task, TASKS, "task")
+    n_train = _check_n(n_train, 1, "n_train")
+    n_test = _check_n(n_test, 1, "n_test")
+    n = n_train + n_test
+    if task == "blobs":
+        if noise is not None:
+            raise ValueError("noise does not apply to task 'blobs' (its spread is the blob covariances)")
+        X, Y = blobs(max(4, -(-n // 4) * 4), seed=seed)
+    else:
+        X, Y = globals()[task](n, seed=seed, **({} if noise is None else {"noise": noise}))
+    return Dataset(task, X[:n_train], Y[:n_train], X[n_train:n], Y[n_train:n])
 
 
 @dataclass

@@ -47,7 +47,8 @@ def test_frozen_pattern_completion_equals_dense_least_squares(case, seed, soft):
     keep = np.setdiff1d(np.arange(lay.n_free), hard_pos)
     np.testing.assert_allclose(c.state[0, keep], w, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(c.state[0, hard_pos], hard_vals)
-    assert c.unique and c.method == "cholesky" and c.iterations == 1
+    square = hard_pos.size == 0 and soft_pos.size == 0   # delta_Omega square unitriangular: substitution
+    assert c.unique and c.method == ("substitution" if square else "cholesky") and c.iterations == 1
 
 
 @pytest.mark.parametrize("output", ["identity", "sigmoid", "tanh", "softmax"])

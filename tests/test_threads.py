@@ -84,9 +84,9 @@ def test_set_num_threads_and_the_context_manager():
         sl.set_num_threads(None)
     assert sl.get_num_threads() == default
     for bad in (0, -2, 1.5, True, "4"):
-        with pytest.raises(ValueError, match="must be a positive integer"):
+        with pytest.raises((TypeError, ValueError), match="must be (a positive |an )?integer"):
             sl.set_num_threads(bad)
-        with pytest.raises(ValueError, match="must be a positive integer"):
+        with pytest.raises((TypeError, ValueError), match="must be (a positive |an )?integer"):
             with sl.num_threads(bad):
                 pass
 

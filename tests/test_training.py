@@ -253,7 +253,8 @@ def test_callback_hook_api():
     def cb(info):
         seen.append((info.method, info.epoch, info.step, info.state.shape, len(info.history)))
         assert isinstance(info.network, sl.Network) and info.X.shape == (30, 2)
-        info.network.weights[0][:] = 1e6   # a copy: must not disturb training
+        with pytest.raises(ValueError, match="read-only"):
+            info.network.weights[0][:] = 1e6   # networks are immutable: training cannot be disturbed
     fit = sl.train(net, X, Y, steps=500, epoch_steps=50, callback=cb, callback_every=200, progress=False)
     n_free = sl.Layout(net.dims).n_free
     assert seen == [("sheaf", 4, 200, (30, n_free), 5), ("sheaf", 8, 400, (30, n_free), 9)]

@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 
-import numpy as np
+from .validation import check_int
 
 ENV_VAR = "SHEAFLINALG_NUM_THREADS"
 _CONTROLLER = None
@@ -26,9 +26,8 @@ _parallel_forbidden = False
 
 
 def _positive_int(value, name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    """``value`` as an int >= 1 (TypeError for non-integers, ValueError below 1: the package's rule)."""
+    return check_int(value, name, 1)
 
 
 def available_cores():

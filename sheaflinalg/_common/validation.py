@@ -1,9 +1,16 @@
-"""Input checks shared by every public entry point.
+"""Input checks shared by every public entry point (the one validation layer).
 
-Conversion policy (documented in the README): integer, boolean and float32
-arrays are converted to float64; complex, object and string arrays are
-refused.  Every array must be finite.  These checks run before any work.
+Conversion policy (documented in the README and docs/errors.md): integer,
+boolean and float32 arrays are converted to float64; complex, object, string
+and ragged arrays are refused.  Every array must be finite.  Scalars are
+checked for their type before their value: a count is an ``int`` (``2.7`` and
+``2.0`` are refused, never truncated), a rate or a tolerance is a real number
+(``"0.01"`` is refused), a seed is an ``int >= 0`` or a ``numpy.random.Generator``.
+Every message names the parameter by its public name.  These checks run
+before any work.
 """
+
+import numbers
 
 import numpy as np
 
@@ -22,9 +29,22 @@ def as_float64(array, name):
     --------
     >>> as_float64([1, 2], "x").dtype
     dtype('float64')
+    >>> as_float64([[1, 2], [3]], "X")
+    Traceback (most recent call last):
+    ...
+    ValueError: X is ragged: its rows have different lengths (it must be a rectangular array of numbers)
     """
-    arr = np.asarray(array)
-    if arr.dtype == object or arr.dtype.kind in "USV":
+    try:
+        arr = np.asarray(array)
+    except ValueError:
+        raise ValueError(f"{name} is ragged: its rows have different lengths "
+                         "(it must be a rectangular array of numbers)") from None
+    if arr.dtype == object:
+        if any(isinstance(v, (list, tuple, np.ndarray)) for v in arr.ravel()):
+            raise ValueError(f"{name} is ragged: its rows have different lengths "
+                             "(it must be a rectangular array of numbers)")
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind in "USVMm":
         raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.dtype.kind == "c":
         raise TypeError(f"{name} must be real, got complex dtype {arr.dtype}")
@@ -62,29 +82,141 @@ def as_samples(X, n_features, name="X"):
 
 def check_choice(value, choices, name):
     """Raise ValueError unless ``value`` is one of ``choices``."""
-    if value not in choices:
+    try:
+        ok = value in choices
+    except TypeError:  # unhashable value
+        ok = False
+    if not ok:
         raise ValueError(f"unknown {name} {value!r}; expected one of {', '.join(map(repr, choices))}")
     return value
 
 
-def check_positive(value, name):
-    """Raise ValueError unless ``value`` is a finite number > 0."""
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+def check_real(value, name):
+    """Return ``value`` as a float if it is a real number (not a string, bool or array), else TypeError.
+
+    Examples
+    --------
+    >>> check_real(1, "alpha")
+    1.0
+    >>> check_real("0.01", "dt")
+    Traceback (most recent call last):
+    ...
+    TypeError: dt must be a real number, got str '0.01'
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     return float(value)
 
 
-def check_int(value, name, minimum=1):
-    """Return ``value`` as an int, or raise ValueError unless it is an integer ``>= minimum``.
+def check_positive(value, name):
+    """Return ``value`` as a float if it is a finite real number > 0, else raise.
 
-    Booleans and floats are refused (``2.0`` is not a step count).
+    Examples
+    --------
+    >>> check_positive(0.5, "dt")
+    0.5
+    """
+    value = check_real(value, name)
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return value
+
+
+def check_tol(value, name="tol", zero=True):
+    """Return a tolerance as a float: finite and ``>= 0`` (``> 0`` with ``zero=False``).
+
+    ``inf`` is refused: a run with ``tol=inf`` would stop after one step and
+    report convergence; ``nan`` and negative values would make every check fail.
+
+    Examples
+    --------
+    >>> check_tol(0, "tol")
+    0.0
+    >>> check_tol(float("inf"), "tol")
+    Traceback (most recent call last):
+    ...
+    ValueError: tol must be a finite number >= 0, got inf
+    """
+    value = check_real(value, name)
+    if not np.isfinite(value) or value < 0 or (not zero and value == 0):
+        raise ValueError(f"{name} must be a finite number {'>=' if zero else '>'} 0, got {value!r}")
+    return value
+
+
+#: Largest count accepted: the compiled loops count in int64.
+INT_MAX = 2 ** 62
+
+
+def check_int(value, name, minimum=1, maximum=INT_MAX):
+    """Return ``value`` as an int, or raise unless it is an integer in ``[minimum, maximum]``.
+
+    Booleans and floats are refused (``2.0`` is not a step count) with a
+    TypeError; integers out of range with a ValueError (``maximum`` defaults
+    to :data:`INT_MAX`, as the compiled loops count in int64).
 
     Examples
     --------
     >>> check_int(3, "steps")
     3
+    >>> check_int(2.7, "steps")
+    Traceback (most recent call last):
+    ...
+    TypeError: steps must be an integer, got float 2.7
     """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+    if value < minimum or (maximum is not None and value > maximum):
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        if maximum is not None and value > maximum:
+            kind = f"an integer <= {maximum}"
         raise ValueError(f"{name} must be {kind}, got {value!r}")
     return int(value)
+
+
+def check_optional_int(value, name, minimum=1):
+    """``None`` or :func:`check_int`."""
+    return None if value is None else check_int(value, name, minimum)
+
+
+def check_seed(seed, name="seed"):
+    """Return ``seed`` if it is ``None``, an ``int >= 0`` or a ``numpy.random.Generator``, else raise.
+
+    Examples
+    --------
+    >>> check_seed(3)
+    3
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: seed must be an integer >= 0 or a numpy.random.Generator, got -1
+    """
+    if seed is None or isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer >= 0 or a numpy.random.Generator, "
+                        f"got {type(seed).__name__} {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be an integer >= 0 or a numpy.random.Generator, got {seed!r}")
+    return int(seed)
+
+
+def check_dims(dims, name="dims"):
+    """Return layer widths as a list of ints ``>= 1`` (at least two), refusing non-integers.
+
+    Examples
+    --------
+    >>> check_dims((2, 30, 1))
+    [2, 30, 1]
+    >>> check_dims([2.7, 30.9, 1])
+    Traceback (most recent call last):
+    ...
+    TypeError: dims[0] must be an integer, got float 2.7
+    """
+    if isinstance(dims, (str, bytes)) or not hasattr(dims, "__len__"):
+        raise TypeError(f"{name} must be a sequence of layer widths such as [2, 30, 1], got {dims!r}")
+    out = [check_int(d, f"{name}[{i}]", minimum=-np.inf) for i, d in enumerate(dims)]
+    if len(out) < 2:
+        raise ValueError(f"{name} needs at least an input and an output width, got {list(dims)}")
+    if min(out) < 1:
+        raise ValueError(f"every layer needs at least one neuron, got {name} {out}")
+    return out

@@ -3,35 +3,38 @@
 import numpy as np
 
 from .._common.atomic import prepare_target, save_npz
-from . import network_from_args
+from . import add_network_options, network_from_args, number, refuse_ignored
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
 
 
 def add_arguments(parser):
-    parser.add_argument("--arch", default="2,4,1", help="layer widths of a He-initialised network (default 2,4,1)")
-    parser.add_argument("--output", default="identity", help="output activation: identity, sigmoid, tanh, softmax")
-    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the network, inputs and stalks (default 0)")
-    parser.add_argument("--samples", type=int, default=1, help="number of inputs, uniform on [-2,2]^n0 (default 1)")
+    add_network_options(parser, "2,4,1")
+    parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=0,
+                        help="seed of the network, inputs and stalks (default 0)")
+    parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=None,
+                        help="number of inputs, uniform on [-2,2]^n0 (default 1)")
     parser.add_argument("--input", metavar="X1,X2,...", help="one explicit input instead of random ones")
-    parser.add_argument("--dt", type=float, default=0.01, help="Euler step (default 0.01)")
-    parser.add_argument("--alpha", type=float, default=1.0, help="diffusion rate (default 1)")
-    parser.add_argument("--max-steps", type=int, default=100_000, help="step limit (default 100000)")
-    parser.add_argument("--tol", type=float, default=1e-12, help="stop when the largest change is below (default 1e-12)")
+    parser.add_argument("--dt", type=number("--dt", positive=True), default=0.01, help="Euler step (default 0.01)")
+    parser.add_argument("--alpha", type=number("--alpha", positive=True), default=1.0,
+                        help="diffusion rate (default 1)")
+    parser.add_argument("--max-steps", type=number("--max-steps", int, minimum=0), default=100_000,
+                        help="step limit (default 100000)")
+    parser.add_argument("--tol", type=number("--tol", minimum=0.0), default=1e-12,
+                        help="stop when the largest change is below (default 1e-12)")
     parser.add_argument("--init", default="random", choices=("random", "zeros", "forward"),
                         help="initial stalks (default random)")
     parser.add_argument("--pin", action="append", default=[], metavar="SEL=VALUE",
                         help="hard pin, e.g. 'a1[0]=0.5' or 'yhat=1' (repeatable)")
     parser.add_argument("--soft-pin", action="append", default=[], metavar="SEL=VALUE",
                         help="soft pin with strength --gamma (repeatable)")
-    parser.add_argument("--gamma", type=float, default=10.0, help="soft-pin strength (default 10)")
+    parser.add_argument("--gamma", type=number("--gamma", positive=True), default=10.0, help="soft-pin strength (default 10)")
     parser.add_argument("--output-force", default="adjoint", choices=("adjoint", "discrepancy"),
                         help="nonlinear output edge force (default adjoint)")
-    parser.add_argument("--record-every", type=int, default=100, help="history interval in steps (default 100)")
+    parser.add_argument("--record-every", type=number("--record-every", int, minimum=0), default=100, help="history interval in steps (default 100)")
     parser.add_argument("--save-history", metavar="FILE.npz",
                         help="write steps, discord by edge block, outputs, crossings and sliding episodes")
-    parser.add_argument("--threads", type=int, default=None,
+    parser.add_argument("--threads", type=number("--threads", int, minimum=1), default=None,
                         help="threads (default: the cores this process may use; SHEAFLINALG_NUM_THREADS lowers it)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
@@ -45,10 +48,24 @@ def parse_pins(items, option):
         sel, val = item.rsplit("=", 1)
         try:
             vals = [float(v) for v in val.split(",")]
+            if not all(np.isfinite(vals)):
+                raise ValueError
         except ValueError:
-            raise ValueError(f"{option} {item!r}: the value must be a number or comma-separated numbers") from None
+            raise ValueError(f"{option} {item!r}: the value must be a finite number or comma-separated "
+                             "finite numbers") from None
         out[sel.strip()] = vals[0] if len(vals) == 1 else np.array(vals)
     return out
+
+
+def parse_input(text):
+    """``--input "0.5,-1"`` -> array of shape (1, 2): finite numbers, no empty entries."""
+    try:
+        values = [float(v) for v in text.split(",")]
+        if not values or not all(np.isfinite(values)):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"--input must be comma-separated finite numbers like 0.5,-1, got {text!r}") from None
+    return np.array([values])
 
 
 def save_history(res, path):
@@ -66,16 +83,16 @@ def run(args):
 
     pins = parse_pins(args.pin, "--pin") or None
     soft = parse_pins(args.soft_pin, "--soft-pin")
-    net = network_from_args(args)
-    if args.input:
-        try:
-            X = np.array([[float(v) for v in args.input.split(",")]])
-        except ValueError:
-            raise ValueError(f"--input must be comma-separated numbers, got {args.input!r}") from None
-    else:
-        X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
+    if args.input is not None:
+        refuse_ignored(args, {"--samples": "samples"}, "--input (one explicit input)")
+        X = parse_input(args.input)
     if args.save_history:
         prepare_target(args.save_history, "--save-history")
+    net = network_from_args(args)
+    if args.input is None:
+        X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples or 1, net.dims[0]))
+    elif X.shape[1] != net.dims[0]:
+        raise ValueError(f"--input has {X.shape[1]} values but the network takes {net.dims[0]} inputs")
     res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
                   init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
                   record_every=args.record_every, output_force=args.output_force,

@@ -3,30 +3,26 @@
 import numpy as np
 
 from .._common.atomic import prepare_target
-from . import network_from_args
+from . import add_network_options, network_from_args, number
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
 
 
 def add_arguments(parser):
-    parser.add_argument("--arch", default="2,30,1",
-                        help="layer widths of a He-initialised network (default: 2,30,1)")
-    parser.add_argument("--seed", type=int, default=42,
+    add_network_options(parser, "2,30,1")
+    parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=42,
                         help="seed of the network and of the inputs (default: 42, as in appendix E.3)")
-    parser.add_argument("--samples", type=int, default=50,
+    parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
                         help="number of inputs: the first paraboloid training inputs for 2 input "
                              "features, else uniform on [-2,2]^n0 (default: 50)")
-    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
-    parser.add_argument("--output", default="identity",
-                        help="output activation of the random network: identity, sigmoid, tanh, softmax")
     parser.add_argument("--system", default="reduced", choices=("reduced", "free"),
                         help="reduced Laplacian of appendix A, or the unreduced L[Omega,Omega] (default: reduced)")
-    parser.add_argument("-k", type=int, default=1, help="smallest and largest eigenpairs per input (default: 1)")
+    parser.add_argument("-k", type=number("-k", int, minimum=1), default=1, help="smallest and largest eigenpairs per input (default: 1)")
     parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack"),
                         help="auto: dense for small systems, ARPACK otherwise (default: auto)")
     from ..spectral.drivers import TOL
 
-    parser.add_argument("--tol", type=float, default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
+    parser.add_argument("--tol", type=number("--tol", minimum=0.0), default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
     parser.add_argument("--per-sample", action="store_true", help="also print one line per input")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="write the spectra figure (spectra and eigenvector energy per block)")
@@ -48,11 +44,11 @@ def run(args):
     from ..sheaf.layout import Layout
     from ..spectral.drivers import DENSE_MAX
 
-    net = network_from_args(args)
     if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
         raise ValueError(f"--plot needs a .png, .pdf or .svg file name, got {args.plot!r}")
     if args.plot:
         prepare_target(args.plot, "--plot")
+    net = network_from_args(args)
     X = inputs(net.dims[0], args.samples, args.seed)
     N = Layout(net.dims, reduced=args.system == "reduced").n_free
     full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX

@@ -3,34 +3,55 @@
 import csv
 
 from .._common.atomic import atomic_file, prepare_target
-from . import parse_arch
+from .._common.validation import check_choice
+from . import number, parse_arch, refuse_ignored
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
 
 
 def add_arguments(parser):
-    parser.add_argument("--task", default="paraboloid", help="paraboloid, saddle, circular or blobs (default paraboloid)")
+    parser.add_argument("--task", default=None, help="paraboloid, saddle, circular or blobs (default paraboloid)")
     parser.add_argument("--arch", default=None,
                         help="hidden widths and output, e.g. 2,30,1 (default: 2,30,1; 4 outputs for blobs)")
     parser.add_argument("--experiment", metavar="FILE.npz",
                         help="replay a recorded experiment (Table E.1 format) instead of --task/--arch")
     parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd"), help="default: sheaf")
-    parser.add_argument("--steps", type=int, default=None,
+    parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="Euler steps / SGD epochs (default 100000, or the experiment's)")
-    parser.add_argument("--dt", type=float, default=0.005, help="Euler step (default 0.005)")
-    parser.add_argument("--alpha", type=float, default=1.0, help="state rate (default 1)")
-    parser.add_argument("--beta", type=float, default=None, help="weight rate (default 1/n_train)")
-    parser.add_argument("--lr", type=float, default=None, help="SGD learning rate (default 0.005 / 0.01)")
+    parser.add_argument("--dt", type=number("--dt", positive=True), default=None, help="Euler step (default 0.005)")
+    parser.add_argument("--alpha", type=number("--alpha", positive=True), default=None,
+                        help="state rate (default 1)")
+    parser.add_argument("--beta", type=number("--beta", positive=True), default=None,
+                        help="weight rate (default 1/n_train)")
+    parser.add_argument("--lr", type=number("--lr", positive=True), default=None,
+                        help="SGD learning rate (default 0.005 / 0.01)")
     parser.add_argument("--loss", default=None, help="mse, l1, pnorm, huber, cross_entropy (default by output)")
-    parser.add_argument("--loss-param", type=float, default=None, help="p of pnorm / tau of huber")
-    parser.add_argument("--n-train", type=int, default=300, help="training samples (default 300)")
-    parser.add_argument("--n-test", type=int, default=100, help="test samples (default 100)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of data, weights and stalks (default 0)")
+    parser.add_argument("--loss-param", type=number("--loss-param"), default=None,
+                        help="p of pnorm / tau of huber")
+    parser.add_argument("--n-train", type=number("--n-train", int, minimum=1), default=None,
+                        help="training samples (default 300)")
+    parser.add_argument("--n-test", type=number("--n-test", int, minimum=1), default=None,
+                        help="test samples (default 100)")
+    parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=None,
+                        help="seed of data, weights and stalks (default 0)")
     parser.add_argument("--save", metavar="NET.npz", help="write the trained network here")
     parser.add_argument("--history", metavar="HIST.csv", help="write the per-epoch history here")
     parser.add_argument("--checkpoint", metavar="RUN.npz",
                         help="sheaf runs: keep a checkpoint here every 10 epochs and resume from it if it exists")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def check_combinations(args):
+    """Refuse options the chosen run would ignore (before any work)."""
+    if args.method == "sgd":
+        refuse_ignored(args, {"--checkpoint": "checkpoint", "--dt": "dt", "--alpha": "alpha", "--beta": "beta"},
+                       "--method sgd (sheaf runs only)")
+    else:
+        refuse_ignored(args, {"--lr": "lr"}, "--method sheaf (the SGD learning rate)")
+    if args.experiment:
+        refuse_ignored(args, {"--task": "task", "--arch": "arch", "--n-train": "n_train", "--n-test": "n_test",
+                              "--seed": "seed", "--dt": "dt", "--alpha": "alpha", "--beta": "beta", "--lr": "lr"},
+                       "--experiment (the file fixes the data, the network and the protocol)")
 
 
 def write_history(history, path):
@@ -47,6 +68,9 @@ def write_history(history, path):
 def run(args):
     import sheaflinalg as sl
 
+    check_combinations(args)
+    if args.task is not None:
+        check_choice(args.task, sl.tasks.TASKS, "--task")
     for name in ("save", "history", "checkpoint"):
         path = getattr(args, name)
         if path:
@@ -55,26 +79,29 @@ def run(args):
     if args.experiment:
         exp = sl.tasks.load_experiment(args.experiment)
         kwargs = {"loss": args.loss} if args.loss else {}
-        if args.checkpoint and args.method == "sheaf":
+        if args.loss_param is not None:
+            kwargs["loss_param"] = args.loss_param
+        if args.checkpoint:
             kwargs["checkpoint"] = args.checkpoint
-        hist = exp.run(steps=args.steps, method=args.method, progress=progress, **kwargs)
-        net = None
+        net, hist = exp.fit(steps=args.steps, method=args.method, progress=progress, **kwargs)
         if exp.reference:
             print(f"max relative difference to the recorded {args.method} curves: "
                   f"{exp.max_relative_error(hist, args.method):.3e}")
     else:
-        if args.task not in sl.tasks.TASKS:
-            raise ValueError(f"unknown --task {args.task!r}; expected one of {', '.join(sl.tasks.TASKS)}")
-        data = sl.tasks.make(args.task, args.n_train, args.n_test, seed=args.seed)
-        default = "2,30,4" if args.task == "blobs" else "2,30,1"
-        net0 = sl.Network.random(parse_arch(args.arch or default), seed=args.seed, output=data.output)
+        task = args.task or "paraboloid"
+        seed = 0 if args.seed is None else args.seed
+        data = sl.tasks.make(task, args.n_train or 300, args.n_test or 100, seed=seed)
+        default = "2,30,4" if task == "blobs" else "2,30,1"
+        net0 = sl.Network.random(parse_arch(args.arch or default), seed=seed, output=data.output)
         steps = 100_000 if args.steps is None else args.steps
         common = dict(loss=args.loss, loss_param=args.loss_param, progress=progress)
         if args.method == "sheaf":
             warm = data.output == "identity"
-            fit = sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, alpha=args.alpha,
-                           beta=args.beta, dt=args.dt, steps=steps, init="random" if warm else "forward",
-                           warm_start=warm, seed=args.seed, checkpoint=args.checkpoint, **common)
+            fit = sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test,
+                           alpha=1.0 if args.alpha is None else args.alpha, beta=args.beta,
+                           dt=0.005 if args.dt is None else args.dt, steps=steps,
+                           init="random" if warm else "forward", warm_start=warm, seed=seed,
+                           checkpoint=args.checkpoint, **common)
         else:
             fit = sl.sgd(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, lr=args.lr, epochs=steps,
                          **common)
@@ -88,6 +115,6 @@ def run(args):
         print(hist.message)
     if args.history:
         write_history(hist, args.history)
-    if args.save and net is not None:
+    if args.save:
         net.save(args.save)
     return 1 if hist.diverged else 0

@@ -12,10 +12,16 @@ output vertex is handled by re-linearising ``phi`` at the current ``z(k+1)``
 in the same loop (Gauss-Newton), whose fixed points are the equilibria of
 the local-adjoint dynamics.
 
-Freed inputs (imputation) can leave the completion non-unique: more free
-coordinates than the edges constrain.  This is detected (a count, a failed
-factorisation, or a numerically zero smallest eigenvalue of
-``L[Omega,Omega]``) and reported; ``nonunique="minimum_norm"`` then returns
+Uniqueness is first decided from the structure: when every free coordinate
+keeps its defining edge (``e_z`` for ``z``, ``e_a`` for ``a``, ``e_y`` for
+``yhat``), those rows of ``delta_Omega`` form a square unit lower triangular
+matrix (checked exactly), so ``delta_Omega`` has full column rank and the
+completion is unique however ill-conditioned ``L[Omega,Omega]`` is.  With
+nothing clamped ``delta_Omega`` is that square matrix and the completion is a
+forward substitution.  Freed inputs (imputation) have no defining edge and
+can leave the completion non-unique: more free coordinates than the edges
+constrain.  This is then detected (a count, a failed factorisation, or a
+numerically zero smallest eigenvalue of ``L[Omega,Omega]``) and reported; ``nonunique="minimum_norm"`` then returns
 the minimum-norm least-squares completion (LSMR from zero), and
 ``reluctance=lam`` adds reluctance edges that make it unique.
 """
@@ -27,9 +33,10 @@ import numpy as np
 from .._common.validation import as_samples, check_choice
 from ..sheaf import pins as _pins
 from ..sheaf.assembly import assemble
-from ..sheaf.factor import cholesky
+from ..sheaf.factor import BACKENDS, cholesky
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern
+from ..sheaf.verify import unit_lower_triangular_certificate
 
 NONUNIQUE = ("error", "minimum_norm")
 
@@ -65,7 +72,10 @@ class Completion:
     unique : bool
         Whether the frozen-pattern problem has a unique solution.
     method : str
-        ``"cholesky"`` or ``"minimum_norm"``.
+        ``"substitution"`` (square unit lower triangular ``delta_Omega``),
+        ``"cholesky"`` (normal equations), ``"lsmr"`` (a structurally unique
+        completion whose normal equations are too ill-conditioned to factor)
+        or ``"minimum_norm"``.
     discord : ndarray, shape (n_samples,)
         Discord of the (linearised) augmented sheaf at the completion.
     layout : Layout
@@ -103,8 +113,52 @@ def _smallest_eigenvalue(factor, n, iters=30, seed=0):
     return 1.0 / mu
 
 
+def _defining_rows(system):
+    """Rows of ``delta_Omega`` holding each free coordinate's defining edge, or None (a freed input has none).
+
+    The layout's edges come first in every sample's rows, one per layout free
+    coordinate and in the same order (``e_z1 -> z1``, ``e_a1 -> a1``, ...).
+    """
+    lfi = np.asarray(system.layout_free_index)
+    if np.any(lfi < 0):
+        return None
+    shift = system.n_edges_sample * np.arange(system.n_samples)
+    return (shift[:, None] + lfi[None, :]).ravel()
+
+
+def _lstsq(system, n):
+    from scipy.sparse.linalg import lsmr
+
+    rhs = -(system.delta_boundary @ system.u + system.edge_offset)
+    return lsmr(system.delta_free, rhs, atol=1e-15, btol=1e-15, conlim=1e15, maxiter=20 * max(n, 10))[0]
+
+
+def _solve_structural(system, backend):
+    """(omega, method) when the structure proves the completion unique, else None."""
+    rows = _defining_rows(system)
+    if rows is None:
+        return None
+    D = system.delta_free
+    if not unit_lower_triangular_certificate(D[rows])[0]:
+        return None
+    if D.shape[0] == D.shape[1]:
+        # delta_Omega itself is unit lower triangular: forward substitution (LU with L = delta_Omega, U = I).
+        import scipy.sparse.linalg as spla
+
+        rhs = -(system.delta_boundary @ system.u + system.edge_offset)
+        lu = spla.splu(D.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0)
+        return lu.solve(rhs), "substitution"
+    try:
+        return cholesky(system.laplacian_free, backend=backend).solve(system.rhs()), "cholesky"
+    except np.linalg.LinAlgError:
+        return _lstsq(system, D.shape[1]), "lsmr"
+
+
 def _solve(system, nonunique, backend):
-    """Solve the normal equations of ``system``; returns (omega, unique, method)."""
+    """Solve for the free coordinates of ``system``; returns (omega, unique, method)."""
+    structural = _solve_structural(system, backend)
+    if structural is not None:
+        return structural[0], True, structural[1]
     A = system.laplacian_free
     b = system.rhs()
     n = A.shape[0]
@@ -128,12 +182,7 @@ def _solve(system, nonunique, backend):
             f"the completion is not unique: {reason}; the clamped coordinates do not determine the "
             "free ones (typically freed inputs). Pass nonunique='minimum_norm' for the minimum-norm "
             "completion, or reluctance=lam (e.g. 1e-6) to add reluctance edges that pick one")
-    from scipy.sparse.linalg import lsmr
-
-    D = system.delta_free
-    rhs = -(system.delta_boundary @ system.u + system.edge_offset)
-    sol = lsmr(D, rhs, atol=1e-15, btol=1e-15, conlim=1e15, maxiter=20 * max(n, 10))
-    return sol[0], False, "minimum_norm"
+    return _lstsq(system, n), False, "minimum_norm"
 
 
 def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
@@ -186,6 +235,7 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
+    check_choice(backend, BACKENDS, "backend")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     reduced = net.output == "identity" and not (_pins.spec_mentions_output(clamp)

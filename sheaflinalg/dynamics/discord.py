@@ -12,7 +12,7 @@ and the pinned analysis of any network (:mod:`sheaflinalg.dynamics.pinned`).
 
 import numpy as np
 
-from .._common.validation import as_float64
+from .._common.validation import as_float64, check_choice
 from ..sheaf.assembly import AugmentedSheafSystem
 from .pinned import PinnedDiscord, pinned  # noqa: F401 (sl.discord.pinned)
 from .residuals import EdgeResiduals, residuals  # noqa: F401 (sl.discord.residuals)
@@ -43,7 +43,12 @@ def edge_discrepancies(system, free):
     True
     """
     M = system.n_samples
-    free = as_float64(free, "free").reshape(M, -1)
+    n = system.delta_free.shape[1] // M
+    free = as_float64(free, "free")
+    if free.size != M * n or free.ndim > 2 or (free.ndim == 2 and free.shape != (M, n)):
+        raise ValueError(f"free must have shape ({M}, {n}) (n_samples, free coordinates per sample) for "
+                         f"this system, got {free.shape}")
+    free = free.reshape(M, n)
     e = system.delta_free @ free.ravel() + system.delta_boundary @ system.u + system.edge_offset
     return e.reshape(M, -1)
 
@@ -124,10 +129,9 @@ def group(values, labels, by="type"):
     >>> {k: float(v) for k, v in g.items()}
     {'weight': 4.0, 'activation': 2.0}
     """
-    if by not in ("type", "layer"):
-        raise ValueError(f"unknown grouping {by!r}; expected 'type' or 'layer'")
-    values = np.asarray(values)
-    if values.shape[-1] != len(labels):
+    check_choice(by, ("type", "layer"), "by")
+    values = as_float64(values, "values")
+    if values.ndim == 0 or values.shape[-1] != len(labels):
         raise ValueError(f"values have {values.shape[-1]} columns but {len(labels)} labels were given")
     key = edge_kind if by == "type" else edge_layer
     out = {}

@@ -14,7 +14,8 @@ import numpy as np
 
 from .._common.progress import progress_bar
 from .._common.threads import resolve_threads
-from .._common.validation import as_samples, check_choice, check_int, check_positive
+from .._common.validation import (as_samples, check_choice, check_int, check_optional_int, check_positive,
+                                  check_seed, check_tol)
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
 from ..sheaf import pins as _pins
@@ -259,9 +260,9 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     alpha = check_positive(alpha, "alpha")
     dt = check_positive(dt, "dt")
     max_steps = check_int(max_steps, "max_steps", 0)
-    tol = float(tol)
-    if not tol >= 0:
-        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    tol = check_tol(tol, "tol")
+    check_seed(seed)
+    threads = check_optional_int(threads, "threads")
     record_every = check_int(record_every, "record_every", 0)
     max_crossings = check_int(max_crossings, "max_crossings", 0)
     sliding_window = check_int(sliding_window, "sliding_window", 1)
@@ -288,7 +289,11 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         rec_samples = rec_samples.astype(np.int64)
         if rec_samples.size and record_every == 0:
             raise ValueError("record_states needs record_every > 0")
+    net.forward_states(X)  # refuses a network whose forward pass overflows, naming the layer
     bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
+    if not np.isfinite(bound):
+        raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
+                         f"({bound}); no dt is stable")
     if check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "

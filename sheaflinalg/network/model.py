@@ -5,10 +5,20 @@ import os
 
 import numpy as np
 
-from .._common.validation import as_float64, as_samples
+from .._common.memory import FLOAT, check_memory
+from .._common.validation import as_float64, as_samples, check_dims, check_seed
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 from .io import read_network, write_network
+
+class NetworkOverflowError(FloatingPointError, ValueError):
+    """The forward pass overflows (a pre-activation is not a finite float64); the message names the layer."""
+
+
+def _read_only(array):
+    array.flags.writeable = False
+    return array
+
 
 def parameter_offsets(dims):
     """Offsets of ``W_l`` and ``b_l`` in the flat parameter vector of :meth:`Network.parameters`.
@@ -53,6 +63,10 @@ class Network:
     -----
     Arrays are copied to C-contiguous float64 (integers and float32 are
     converted); NaN/Inf, empty layers and shape mismatches raise ValueError.
+    A network is immutable: ``weights`` and ``biases`` are tuples of
+    read-only arrays (``net.weights[1]`` reads as an ndarray), so it cannot
+    drift out of shape after it was checked; :meth:`replace` returns a new,
+    re-validated network with some of them changed.
 
     Examples
     --------
@@ -66,6 +80,9 @@ class Network:
 
     def __init__(self, weights, biases, output="identity"):
         activations.check_output(output)
+        for name, seq in (("weights", weights), ("biases", biases)):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
+                raise TypeError(f"{name} must be a sequence of arrays (one per layer), got {type(seq).__name__}")
         if len(weights) == 0:
             raise ValueError("a network needs at least one layer (one weight matrix)")
         if len(weights) != len(biases):
@@ -88,9 +105,67 @@ class Network:
             bs.append(b.copy())
         if output == "softmax" and Ws[-1].shape[0] < 2:
             raise ValueError("softmax output needs at least 2 output neurons")
-        self.weights = Ws
-        self.biases = bs
-        self.output = output
+        # Private writable storage (the compiled kernels' array type; nothing writes it), public read-only views.
+        self._weights = tuple(Ws)
+        self._biases = tuple(bs)
+        self._views = (tuple(_read_only(W.view()) for W in Ws), tuple(_read_only(b.view()) for b in bs))
+        self._output = output
+
+    def __reduce__(self):
+        # copy, deepcopy and pickle rebuild through the constructor, keeping the views tied to the storage.
+        return (Network, (self._weights, self._biases, self._output))
+
+    @property
+    def weights(self):
+        """Weight matrices ``(W_1, ..., W_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        return self._views[0]
+
+    @property
+    def biases(self):
+        """Bias vectors ``(b_1, ..., b_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        return self._views[1]
+
+    @property
+    def output(self):
+        """Output activation phi."""
+        return self._output
+
+    def replace(self, weights=None, biases=None, output=None, **layers):
+        """A new network with some weights, biases or the output changed (re-validated like the constructor).
+
+        Parameters
+        ----------
+        weights, biases : sequence of array_like, optional
+            All the weight matrices / bias vectors.
+        output : str, optional
+        **layers
+            Single layers by name: ``W2=...``, ``b1=...`` (1-based, as in the paper).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> net = Network([np.eye(2), np.ones((1, 2))], [np.zeros(2), np.zeros(1)])
+        >>> net.replace(W2=2 * np.ones((1, 2))).forward(np.array([1.0, 1.0]))
+        array([4.])
+        >>> net.replace(W2=np.ones((1, 7)))
+        Traceback (most recent call last):
+        ...
+        ValueError: W2 takes 7 inputs but layer 1 has 2 neurons
+        """
+        Ws = list(self._weights if weights is None else weights)
+        bs = list(self._biases if biases is None else biases)
+        for key, value in layers.items():
+            kind, index = key[:1], key[1:]
+            target = {"W": Ws, "b": bs}.get(kind)
+            if target is None or not index.isdigit() or not 1 <= int(index) <= len(target):
+                raise TypeError(f"replace() got an unexpected layer {key!r}; expected W1..W{len(Ws)} "
+                                f"or b1..b{len(bs)}")
+            target[int(index) - 1] = value
+        return Network(Ws, bs, self._output if output is None else output)
+
+    def with_weights(self, weights):
+        """:meth:`replace` with all the weight matrices changed."""
+        return self.replace(weights=weights)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -125,11 +200,11 @@ class Network:
         >>> Network.random([2, 30, 1], seed=0).dims
         [2, 30, 1]
         """
-        dims = [int(d) for d in dims]
-        if len(dims) < 2:
-            raise ValueError(f"dims needs at least an input and an output width, got {dims}")
-        if min(dims) < 1:
-            raise ValueError(f"every layer needs at least one neuron, got dims {dims}")
+        dims = check_dims(dims)
+        check_seed(seed)
+        activations.check_output(output)
+        n_parameters = parameter_offsets(dims)[2]
+        check_memory(3 * FLOAT * n_parameters, f"a network of {n_parameters} parameters", "choose smaller widths")
         rng = np.random.default_rng(seed)
         weights = [rng.normal(0.0, np.sqrt(2.0 / n_in), size=(n_out, n_in))
                    for n_in, n_out in zip(dims[:-1], dims[1:])]
@@ -146,12 +221,24 @@ class Network:
             ``zs[l-1]`` has shape (n_samples, n_l), for ``l = 1..k+1``.
         hidden : list of ndarray
             ``hidden[l-1] = relu(zs[l-1])`` for the hidden layers ``l = 1..k``.
+
+        Raises
+        ------
+        NetworkOverflowError
+            A pre-activation overflows float64 (the message names the layer).
         """
         X, _ = as_samples(X, self.dims[0])
         zs, hidden = [], []
         a = X
-        for l, (W, b) in enumerate(zip(self.weights, self.biases)):
-            z = a @ W.T + b
+        for l, (W, b) in enumerate(zip(self._weights, self._biases)):
+            with np.errstate(over="ignore", invalid="ignore"):
+                z = a @ W.T + b
+            if not np.all(np.isfinite(z)):
+                s = int(np.argwhere(~np.isfinite(z))[0, 0])
+                raise NetworkOverflowError(
+                    f"the forward pass overflows at layer {l + 1} (z{l + 1} = W{l + 1} a{l} + b{l + 1} is not "
+                    f"finite for sample {s}; largest |W{l + 1}| = {np.abs(W).max():.3g}, largest input "
+                    f"|a{l}| = {np.abs(a).max():.3g}): rescale the weights or the inputs")
             zs.append(z)
             if l < self.n_hidden:
                 a = np.where(z >= 0, z, 0.0)
@@ -222,8 +309,9 @@ class Network:
     @classmethod
     def from_parameters(cls, theta, dims, output="identity"):
         """Inverse of :meth:`parameters`."""
+        dims = check_dims(dims)
         woff, boff, n_parameters = parameter_offsets(dims)
-        theta = np.asarray(theta, dtype=np.float64)
+        theta = as_float64(theta, "theta")
         if theta.shape != (n_parameters,):
             raise ValueError(f"expected {n_parameters} parameters for dims {list(dims)}, got shape {theta.shape}")
         weights = [theta[woff[l]:woff[l] + dims[l] * dims[l - 1]].reshape(dims[l], dims[l - 1])

@@ -11,7 +11,8 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from .._common.validation import as_samples
+from .._common.memory import check_memory
+from .._common.validation import as_float64, as_samples
 from ..network import activations
 from . import pins as _pins
 from .harmonic import harmonic_extension
@@ -387,6 +388,23 @@ class AugmentedSheafSystem(SheafSystem):
         return -(self.delta_free.T @ (self.delta_boundary @ self.u + self.edge_offset))
 
 
+def system_bytes(net, n_samples):
+    """Estimate of the memory of an assembled batch: ``delta`` (with the temporaries of its
+    construction) and ``L[Omega, Omega]``, whose blocks ``W_l^T W_l`` are dense, in CSR (16 bytes an entry).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> system_bytes(sl.Network.random([2, 30, 1], seed=0), 1000) < 2**25
+    True
+    """
+    dims = net.dims
+    n_free = 2 * sum(dims[1:-1]) + 2 * dims[-1]
+    nnz_delta = net.n_parameters + 2 * n_free
+    nnz_laplacian = sum(n * n for n in dims[:-1]) + 2 * net.n_parameters + 3 * n_free
+    return 16 * n_samples * (3 * nnz_delta + nnz_laplacian)
+
+
 def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, reluctance=None,
              free_inputs=None, linearise_at=None):
     """Assemble the neural sheaf of ``net`` at input(s) ``x``.
@@ -436,6 +454,8 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     True
     """
     X, _ = as_samples(x, net.dims[0], name="x")
+    check_memory(system_bytes(net, X.shape[0]), f"the sparse sheaf system of {X.shape[0]} samples",
+                 "assemble fewer samples at a time (samples are independent blocks)")
     if pattern is None:
         pattern = [z >= 0 for z in net.forward_states(X)[0][:-1]]
     else:
@@ -451,7 +471,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     lam, anchor = _pins.resolve_reluctance(lay, reluctance, M)
     fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
     if linearise_at is not None:
-        linearise_at = np.asarray(linearise_at, dtype=np.float64)
+        linearise_at = as_float64(linearise_at, "linearise_at")
         if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
             raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}), got {linearise_at.shape}")
     return AugmentedSheafSystem(net, X, pattern, reduced, hard, soft, lam, anchor, fi, linearise_at)

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._common.validation import as_samples
 from ..network import activations
+from ..network.model import NetworkOverflowError
 from .layout import Layout
 from .patterns import normalise_pattern
 
@@ -89,8 +90,12 @@ def harmonic_extension(net, X, pattern=None):
     for l in range(1, k + 2):
         W, b = net.weights[l - 1], net.biases[l - 1]
         z = free[:, lay.free(f"z{l}")]
-        np.matmul(a, W.T, out=z)  # weight edge: z_l = W_l a_{l-1} + b_l
-        z += b
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.matmul(a, W.T, out=z)  # weight edge: z_l = W_l a_{l-1} + b_l
+            z += b
+        if not np.all(np.isfinite(z)):
+            raise NetworkOverflowError(f"the harmonic extension overflows at layer {l} (z{l} = W{l} a{l - 1} + "
+                                       f"b{l} is not finite): rescale the weights or the inputs")
         if l == k + 1:
             break
         mask = z >= 0 if pattern is None else pattern[l - 1]

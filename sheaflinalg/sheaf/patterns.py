@@ -17,11 +17,17 @@ def normalise_pattern(net, pattern, n_samples):
     Values must be boolean or 0/1.
     """
     k = net.n_hidden
+    if isinstance(pattern, (str, bytes)) or not hasattr(pattern, "__len__"):
+        raise TypeError(f"pattern must be a sequence of masks, one per hidden layer ({k}), "
+                        f"got {type(pattern).__name__}")
     if len(pattern) != k:
         raise ValueError(f"pattern needs one mask per hidden layer ({k}), got {len(pattern)}")
     out = []
     for l, (mask, n) in enumerate(zip(pattern, net.dims[1:-1]), start=1):
-        m = np.asarray(mask)
+        try:
+            m = np.asarray(mask)
+        except ValueError:
+            raise ValueError(f"pattern layer {l} is ragged") from None
         if m.dtype != bool:
             if m.dtype.kind not in "iuf" or not np.all((m == 0) | (m == 1)):
                 raise ValueError(f"pattern layer {l} must be boolean (or 0/1)")

@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .._common.validation import as_samples
+from .._common.validation import as_samples, check_choice, check_tol
 from .assembly import assemble
-from .factor import cholesky
+from .factor import BACKENDS, cholesky, cholmod_available
 from .harmonic import harmonic_extension
 
 
@@ -40,6 +40,18 @@ def unit_lower_triangular_certificate(matrix):
     return True, ""
 
 
+def condition_estimate(D, lu):
+    """1-norm condition number of the sparse square ``D`` (``lu`` its factorisation): exact up to
+    100 rows, else Higham's estimate (:func:`scipy.sparse.linalg.onenormest`, a few solves with ``lu``)."""
+    n = D.shape[0]
+    if n <= 100:
+        with np.errstate(all="ignore"):
+            return float(np.linalg.cond(D.toarray(), 1))
+    inverse = spla.LinearOperator((n, n), matvec=lu.solve, rmatvec=lambda v: lu.solve(v, trans="T"),
+                                  dtype=np.float64)
+    return float(spla.onenormest(D) * spla.onenormest(inverse))
+
+
 @dataclass
 class VerificationReport:
     """Per-sample results of :func:`verify`.
@@ -60,6 +72,14 @@ class VerificationReport:
     discord : ndarray
         ``||delta omega_bar||`` of the harmonic extension (0 for a global section).
     self_consistent : ndarray of bool
+    condition : ndarray
+        Estimate of the 1-norm condition number of ``delta_Omega``
+        (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square).
+    inconclusive : dict
+        ``{check name: per-sample bool array}``: the check failed but its
+        rounding-error bound (``n * eps * condition``) exceeds its tolerance, so
+        the conditioning, not the network, may be the cause.  By structure
+        (the exact certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
     """
 
     dims: list
@@ -77,6 +97,8 @@ class VerificationReport:
     tol: float
     logdet_tol: float
     notes: list = field(default_factory=list)
+    condition: np.ndarray = None
+    inconclusive: dict = field(default_factory=dict)
 
     @property
     def checks(self):
@@ -95,6 +117,17 @@ class VerificationReport:
     def passed(self):
         """True if every check passes for every sample."""
         return all(bool(np.all(v)) for v in self.checks.values())
+
+    @property
+    def status(self):
+        """``"PASSED"``; ``"INCONCLUSIVE"`` if every failure is one the conditioning can explain; else ``"FAILED"``."""
+        if self.passed:
+            return "PASSED"
+        for name, ok in self.checks.items():
+            undecided = self.inconclusive.get(name, np.zeros_like(ok))
+            if np.any(~ok & ~undecided):
+                return "FAILED"
+        return "INCONCLUSIVE"
 
     def __str__(self):
         lines = [f"sheaflinalg verify: network {self.dims}, output {self.output}, "
@@ -117,8 +150,14 @@ class VerificationReport:
         lines += [f"note: {n}" for n in self.notes]
         for s in np.flatnonzero(~self.det_certificate)[:5]:
             lines.append(f"sample {s}: certificate failed: {self.certificate_reason[s]}")
+        for name, undecided in self.inconclusive.items():
+            if np.any(undecided):
+                s = int(np.argmax(undecided))
+                lines.append(f"inconclusive: {name} for {int(undecided.sum())} sample(s): delta_Omega has "
+                             f"condition number ~ {self.condition[s]:.2e} (sample {s}), so rounding errors "
+                             f"can exceed the tolerance; det delta_Omega = 1 holds by structure")
         lines.append(f"tolerances: deviation {self.tol:g} (relative), log det {self.logdet_tol:g}")
-        lines.append("RESULT: " + ("PASSED" if self.passed else "FAILED"))
+        lines.append("RESULT: " + self.status)
         return "\n".join(lines)
 
 
@@ -138,9 +177,9 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     net : Network
     X : array_like, shape (n_samples, n_0) or (n_0,)
     tol : float
-        Relative tolerance for the deviations.
+        Relative tolerance for the deviations (finite, >= 0).
     logdet_tol : float
-        Tolerance for ``|log det|``.
+        Tolerance for ``|log det|`` (finite, >= 0).
     backend : {"auto", "cholmod", "superlu"}
         Sparse Cholesky backend.
 
@@ -157,6 +196,9 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     True
     """
     X, _ = as_samples(X, net.dims[0])
+    tol = check_tol(tol, "tol")
+    logdet_tol = check_tol(logdet_tol, "logdet_tol")
+    check_choice(backend, BACKENDS, "backend")
     M = X.shape[0]
     h = harmonic_extension(net, X)
     zs, hidden = net.forward_states(X)
@@ -168,16 +210,21 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     dev = np.zeros(M)
     lu_dev = np.zeros(M)
     discord = np.zeros(M)
-    backend_used = None
+    condition = np.zeros(M)
+    backend_used = "cholmod" if backend != "superlu" and cholmod_available() else "superlu"
     for s in range(M):
         system = assemble(net, X[s])
         D = system.delta_free
         cert[s], reasons[s] = unit_lower_triangular_certificate(D)
         lu = spla.splu(D.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0)
-        logabs[s] = np.sum(np.log(np.abs(lu.U.diagonal()))) + np.sum(np.log(np.abs(lu.L.diagonal())))
-        factor = cholesky(system.laplacian_free, backend=backend)
-        backend_used = factor.backend
-        logdet[s] = factor.logdet()
+        with np.errstate(divide="ignore"):
+            logabs[s] = np.sum(np.log(np.abs(lu.U.diagonal()))) + np.sum(np.log(np.abs(lu.L.diagonal())))
+        condition[s] = condition_estimate(D, lu)
+        try:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                logdet[s] = cholesky(system.laplacian_free, backend=backend).logdet()
+        except np.linalg.LinAlgError:
+            logdet[s] = np.nan  # the factorisation broke down: judged against the conditioning below
         rhs = -(system.delta_boundary @ system.u + system.edge_offset)
         omega_lu = lu.solve(rhs)
         reference = np.concatenate([np.concatenate([z[s], a[s]]) for z, a in zip(zs[:-1], hidden)]
@@ -191,8 +238,18 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     if net.output != "identity":
         notes.append(f"output {net.output} is nonlinear: the e_y block row uses the linearised map "
                      "-J_phi(z*) at the forward-pass pre-activation z*; delta_Omega stays unit lower triangular")
+    n = float(D.shape[0])
+    eps = np.finfo(np.float64).eps
+    # A check that failed is inconclusive when its rounding-error bound exceeds its tolerance.
+    with np.errstate(over="ignore"):
+        undecided_logdet = n * eps * condition ** 2 > logdet_tol
+    undecided_solve = n * eps * condition > tol
+    inconclusive = {"log|det delta_Omega| ~ 0": ~(np.abs(logabs) <= logdet_tol) & (n * eps * condition > logdet_tol),
+                    "log det L[Omega,Omega] ~ 0": ~(np.abs(logdet) <= logdet_tol) & undecided_logdet,
+                    "LU solve = forward": ~(lu_dev <= tol) & undecided_solve,
+                    "global section (discord ~ 0)": ~(discord <= tol * 10) & undecided_solve}
     return VerificationReport(
-        dims=net.dims, output=net.output, n_samples=M, det_certificate=cert,
+        condition=condition, inconclusive=inconclusive, dims=net.dims, output=net.output, n_samples=M, det_certificate=cert,
         certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
         self_consistent=h.self_consistent, factor_backend=backend_used, tol=tol,

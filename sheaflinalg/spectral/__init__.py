@@ -6,10 +6,10 @@ May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
 """
 
 from .arpack import SpectrumConvergenceError
-from .drivers import DENSE_MAX, TOL, spectrum, spectrum_of_system
+from .drivers import DENSE_MAX, TOL, IllConditionedSpectrumError, spectrum, spectrum_of_system
 from .operators import CoboundaryOperator
 from .result import SpectrumResult
 from .tracker import SpectralTracker
 
 __all__ = ["spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
-           "CoboundaryOperator", "DENSE_MAX", "TOL"]
+           "IllConditionedSpectrumError",            "CoboundaryOperator", "DENSE_MAX", "TOL"]

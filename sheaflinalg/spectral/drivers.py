@@ -28,9 +28,11 @@ Methods (``method="auto"`` picks the first that applies):
 import numpy as np
 import scipy.sparse as sp
 
+from .._common.memory import FLOAT, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
-from .._common.validation import as_samples, check_choice, check_positive
+from .._common.validation import as_samples, check_choice, check_int, check_optional_int, check_tol
+from ..network.model import NetworkOverflowError
 from ..sheaf.assembly import assemble
 from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
@@ -95,6 +97,53 @@ def _choose_method(method, full, N, k, dense_max):
     if method == "arpack" and k >= N:
         raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
     return method
+
+
+def _check_arpack_options(maxiter, ncv, k, n, method):
+    """``maxiter >= 1`` and ``k < ncv <= n`` (ARPACK's rules), checked before any work."""
+    maxiter = check_optional_int(maxiter, "maxiter")
+    ncv = check_optional_int(ncv, "ncv")
+    if ncv is not None and method == "arpack" and not min(k, n - 1) < ncv <= n:
+        raise ValueError(f"ncv must satisfy k < ncv <= N (k={min(k, n - 1)}, N={n}), got {ncv}")
+    return maxiter, ncv
+
+
+def _check_dense_memory(n_systems, N, vectors):
+    """Refuse a dense batch whose matrices, eigenvectors and LAPACK copies would not fit in memory."""
+    per = N * N * FLOAT * (3 if vectors else 2)
+    check_memory(n_systems * per, f"the dense spectra of {n_systems} distinct systems of size N={N}",
+                 "use method='arpack' (memory grows with N, not N**2), vectors=False, or fewer inputs "
+                 "at a time")
+
+
+class IllConditionedSpectrumError(FloatingPointError, ValueError):
+    """The smallest eigenvalues of ``L[Omega, Omega]`` are below the rounding level of the dense solver."""
+
+
+def _check_laplacian_range(weights):
+    """Refuse weights whose squares (the blocks ``W^T W`` of ``L[Omega, Omega]``) overflow float64."""
+    for l, W in enumerate(weights, start=1):
+        largest = max(float(W.max()), -float(W.min()))  # no temporary |W| for big layers
+        with np.errstate(over="ignore"):
+            top = np.float64(largest) ** 2 * W.shape[0]
+        if not np.isfinite(top):
+            raise NetworkOverflowError(f"W{l} is too large for the spectrum: its entries (largest {largest:.3g}) "
+                             f"squared overflow float64 in L[Omega,Omega] = delta^T delta; rescale the network")
+
+
+def _check_resolved(smallest, largest, N, method):
+    """A dense ``eigh`` resolves eigenvalues only down to about ``N eps lambda_max``; below that,
+    ``lambda_min`` (positive by structure) is rounding noise: refuse to report it."""
+    floor = N * np.finfo(np.float64).eps * largest[:, 0]
+    bad = smallest[:, 0] <= floor
+    if np.any(bad):
+        s = int(np.argmax(bad))
+        raise IllConditionedSpectrumError(
+            f"L[Omega,Omega] is too ill-conditioned for the {method} eigensolver: for input {s}, lambda_max = "
+            f"{largest[s, 0]:.3e} and the computed lambda_min = {smallest[s, 0]:.3e} lies below the rounding "
+            f"level N*eps*lambda_max = {floor[s]:.3e} ({int(bad.sum())} input(s) affected); the condition "
+            f"number exceeds 1/(N eps). Use method='arpack' (shift-invert by block substitution resolves "
+            f"small eigenvalues) or rescale the weights")
 
 
 def _check_k(k, n):
@@ -184,7 +233,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     X, _ = as_samples(X, net.dims[0])
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
-    tol = 0.0 if tol == 0 else check_positive(tol, "tol")
+    tol = check_tol(tol, "tol")
+    dense_max = check_int(dense_max, "dense_max", 0)
     reduced = system == "reduced"
     if pins is not None or soft_pins is not None or reluctance is not None:
         check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
@@ -195,7 +245,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     layout = Layout(net.dims, reduced=reduced)
     N = layout.n_free
     k = _check_k(k, N)
+    _check_laplacian_range(net.weights)
     method = _choose_method(method, full, N, k, dense_max)
+    maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     threads = None if threads is None else resolve_threads(threads)
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
@@ -239,10 +291,12 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
     U = first.size
 
     if method == "dense":
+        _check_dense_memory(U, N, vectors)
         L = dense_laplacians(net, masks, jacobians, layout, U)
         if threads is None:
             threads = cores if U * N ** 3 >= THREADS_MIN_DENSE else 1
         out = dense_extremes(L, k, vectors, full, threads)
+        _check_resolved(out[0], out[1], N, "dense")
         n_op = 0
     else:
         if threads is None:
@@ -303,7 +357,8 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
     """
     check_choice(solver, SOLVERS, "solver")
     check_choice(method, METHODS, "method")
-    tol = 0.0 if tol == 0 else check_positive(tol, "tol")
+    tol = check_tol(tol, "tol")
+    dense_max = check_int(dense_max, "dense_max", 0)
     D = sp.csr_matrix(system.delta_free)
     M = int(system.n_samples)
     if M < 1:
@@ -319,6 +374,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         raise ValueError("solver='substitution' needs a square delta_free of an unpinned network system; "
                          "use 'cholmod' or 'superlu'")
     method = _choose_method(method, full, N, k, dense_max)
+    maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     layout = getattr(system, "layout", None)
     if augmented:
         blocks = _augmented_blocks(layout, np.asarray(system.layout_free_index))
@@ -336,6 +392,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
                         progress=progress)
     Lfull = sp.csr_matrix(system.laplacian_free)
     if method == "dense":
+        _check_dense_memory(M, N, vectors)
         L = np.stack([Lfull[s * N:(s + 1) * N, s * N:(s + 1) * N].toarray() for s in range(M)])
         ws, wl, Vs, Vl, full_w, residuals = dense_extremes(L, k, vectors, full)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense",

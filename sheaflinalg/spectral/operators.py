@@ -179,4 +179,6 @@ class CoboundaryOperator:
 
 def typed_weights(net):
     """The network's weight matrices as a ``numba.typed.List`` (views, no copy)."""
-    return List([np.ascontiguousarray(W) for W in net.weights])
+    # The network's private storage: the public arrays are read-only views, a type the
+    # compiled kernels were not built for; the kernels only read them.
+    return List([np.ascontiguousarray(W) for W in net._weights])

@@ -2,8 +2,9 @@
 
 import numpy as np
 
-from .._common.validation import check_choice
-from .drivers import METHODS, SYSTEMS, TOL, spectrum
+from .._common.validation import as_float64, check_choice, check_int, check_tol
+from ..network.model import NetworkOverflowError
+from .drivers import METHODS, SYSTEMS, TOL, IllConditionedSpectrumError, spectrum
 
 
 class SpectralTracker:
@@ -13,7 +14,11 @@ class SpectralTracker:
     ``sl.sgd(..., callback=tracker)`` (attributes ``method``, ``epoch``,
     ``step``, ``network``, ``X``).  Every ``every`` steps it computes
     :func:`spectrum` of the current network on ``X`` (default: the training
-    inputs) and appends one record to :attr:`records`.
+    inputs) and appends one record to :attr:`records`.  When the weights
+    have grown past what float64 resolves (the forward pass overflows, or
+    the dense ``lambda_min`` is below rounding level) it appends
+    ``(step, message)`` to :attr:`skipped` instead, so that it never stops
+    the run it watches.
 
     Parameters
     ----------
@@ -37,21 +42,30 @@ class SpectralTracker:
     """
 
     def __init__(self, X=None, every=1, k=1, system="reduced", method="auto", tol=TOL):
-        if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every < 1:
-            raise ValueError(f"every must be a positive integer, got {every!r}")
+        every = check_int(every, "every")
+        k = check_int(k, "k")
+        tol = check_tol(tol, "tol")
         check_choice(system, SYSTEMS, "system")
         check_choice(method, METHODS, "method")
-        self.X = None if X is None else np.asarray(X, dtype=np.float64)
-        self.every, self.k, self.system, self.method, self.tol = int(every), k, system, method, tol
+        self.X = None if X is None else as_float64(X, "X")
+        if self.X is not None and (self.X.ndim != 2 or self.X.shape[0] == 0):
+            raise ValueError(f"X must be a non-empty 2-D array (n_samples, n_features), got shape {self.X.shape}")
+        self.every, self.k, self.system, self.method, self.tol = every, k, system, method, tol
         self.records = []
+        self.skipped = []
 
     def __call__(self, info):
         step = int(getattr(info, "step", 0))
         if self.records and step % self.every:
             return
         X = self.X if self.X is not None else info.X
-        sp_ = spectrum(info.network, X, k=self.k, vectors=True, system=self.system,
-                       method=self.method, tol=self.tol, progress=False)
+        try:
+            sp_ = spectrum(info.network, X, k=self.k, vectors=True, system=self.system,
+                           method=self.method, tol=self.tol, progress=False)
+        except (NetworkOverflowError, IllConditionedSpectrumError) as exc:
+            # A monitor does not stop the run it watches: weights past float64 are noted, not recorded.
+            self.skipped.append((step, str(exc)))
+            return
         rec = {"method": getattr(info, "method", None), "epoch": getattr(info, "epoch", None),
                "step": step}
         rec.update(sp_.summary())

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._common.validation import check_real
+
 from ..kernels.training import REG_CODES
-from ..network.model import Network
+from ..network.model import Network, NetworkOverflowError
 from .losses import accuracy, loss_value
 
 
@@ -50,12 +52,12 @@ class Regularization:
 
     def __post_init__(self):
         for name in ("lam", "mu"):
-            v = getattr(self, name)
+            v = check_real(getattr(self, name), name)
             if not np.isfinite(v) or v < 0:
                 raise ValueError(f"regularisation strength {name} must be a finite number >= 0, got {v!r}")
         if self.kind not in ("l2", "l1", "elastic"):
             raise ValueError(f"unknown regularisation kind {self.kind!r}; expected 'l2', 'l1' or 'elastic'")
-        if not 0.0 <= self.l1_ratio <= 1.0:
+        if not 0.0 <= check_real(self.l1_ratio, "l1_ratio") <= 1.0:
             raise ValueError(f"l1_ratio must lie in [0, 1], got {self.l1_ratio!r}")
         if self.anchor not in ("zero", "initial"):
             raise ValueError(f"unknown regularisation anchor {self.anchor!r}; expected 'zero' or 'initial'")
@@ -256,12 +258,12 @@ class Recorder:
         """Train and test forward-pass losses and accuracies (test entries None without test data)."""
         out = net.output
         with np.errstate(over="ignore", invalid="ignore"):
-            P = net.forward(self.X)
+            P = _outputs(net, self.X)
             tr = loss_value(P, self.Y, self.loss, self.loss_param, out)
             acc = accuracy(P, self.Y, out)
             te = te_acc = None
             if self.X_test is not None:
-                Pt = net.forward(self.X_test)
+                Pt = _outputs(net, self.X_test)
                 te = loss_value(Pt, self.Y_test, self.loss, self.loss_param, out)
                 te_acc = accuracy(Pt, self.Y_test, out)
         return tr, te, acc, te_acc
@@ -279,9 +281,10 @@ class Recorder:
         h.test_accuracy.append(te_acc)
         h.discord.append(discord)
         h.discord_by_edge.append(None if by_edge is None else [float(v) for v in by_edge])
-        h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
-                               for W, b in zip(net.weights, net.biases)])
-        h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run records inf, no warning
+            h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
+                                   for W, b in zip(net.weights, net.biases)])
+            h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
         return tr
@@ -319,6 +322,14 @@ def _check_stagnation(stag, alpha, beta):
             raise ValueError(f"stagnation {name} must be a finite number or null, got {stag[name]!r}")
     if not (stag["holds"] is None or isinstance(stag["holds"], bool)):
         raise ValueError(f"stagnation holds must be true, false or null, got {stag['holds']!r}")
+
+
+def _outputs(net, X):
+    """The forward pass, NaN where it overflows: a diverging run is detected by its non-finite loss."""
+    try:
+        return net.forward(X)
+    except NetworkOverflowError:
+        return np.full((X.shape[0], net.dims[-1]), np.nan)
 
 
 def stop_diverged(history, epoch, step):

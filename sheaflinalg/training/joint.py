@@ -21,11 +21,11 @@ import numpy as np
 from .._common.progress import progress_bar
 from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads
-from .._common.validation import check_int, check_positive
+from .._common.validation import as_float64, check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ..kernels.training import train_steps
-from ..network.model import Network
+from ..network.model import Network, NetworkOverflowError
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
@@ -183,6 +183,9 @@ class _Settings:
         check_step_size(prob.net, alpha, dt)
         check_blas_threads(blas_threads)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
+        check_seed(seed)
+        if not isinstance(warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         if init is None or (isinstance(init, str) and init not in INITS):
             n_move = Layout(prob.net.dims).kernel_offsets()["yhat_off"]
             raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
@@ -245,10 +248,13 @@ class _JointRun:
         if isinstance(method, str) and method == "random":
             S = self.rng.standard_normal((layout.n_free, X.shape[0]))
         elif isinstance(method, str):
-            S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
-                              method)
+            try:
+                S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
+                                  method)
+            except NetworkOverflowError:  # weights grown past float64: this epoch reports the divergence
+                S = np.full((layout.n_free, X.shape[0]), np.nan)
         else:
-            arr = np.asarray(method, dtype=np.float64) if not isinstance(method, np.ndarray) else method
+            arr = as_float64(method, "init")
             if arr.ndim == 2 and arr.shape == (X.shape[0], self.n_move):
                 arr = np.concatenate([arr, Y], axis=1)
             S = initial_state(self.net, X, layout, arr)

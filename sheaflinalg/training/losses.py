@@ -22,7 +22,7 @@ for identity output).  Cross-entropy needs a sigmoid (binary, labels in
 
 import numpy as np
 
-from .._common.validation import as_float64
+from .._common.validation import as_float64, check_real
 
 LOSSES = ("mse", "l1", "pnorm", "huber", "cross_entropy")
 _ALIASES = {"squared": "mse", "l2": "mse", "ce": "cross_entropy", "bce": "cross_entropy",
@@ -56,7 +56,7 @@ def resolve_loss(loss, loss_param, output):
         raise ValueError(f"cross_entropy needs a sigmoid or softmax output activation, "
                          f"the network has {output!r}")
     if loss in _DEFAULT_PARAM:
-        param = _DEFAULT_PARAM[loss] if loss_param is None else float(loss_param)
+        param = _DEFAULT_PARAM[loss] if loss_param is None else check_real(loss_param, "loss_param")
         if loss == "pnorm" and not (np.isfinite(param) and param > 1):
             raise ValueError(f"the p-norm loss needs p > 1, got loss_param={loss_param!r}")
         if loss == "huber" and not (np.isfinite(param) and param > 0):
