@@ -117,3 +117,15 @@ def test_record_buffers_grow_with_the_run_not_with_max_steps():
     res = sl.heat(net, np.ones((3, 2)), max_steps=10**8, record_every=1, tol=1e-10, seed=0, progress=False)
     assert res.converged and res.steps < 10_000
     assert len(res.history.steps) == res.steps + 1
+
+
+def test_memory_of_crossing_logs_and_growing_histories_is_estimated(monkeypatch):
+    net = sl.Network.random([2, 4, 1], seed=0)
+    with pytest.raises(MemoryError, match="max_crossings"):
+        sl.heat(net, [0.5, -1.0], max_crossings=2**40, progress=False)
+    from sheaflinalg._common import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 200_000)      # a history of ~2000 records
+    with pytest.raises(MemoryError, match="record_every"):
+        sl.heat(net, np.ones((3, 2)), tol=0.0, max_steps=10**7, record_every=1, max_crossings=100,
+                progress=False)

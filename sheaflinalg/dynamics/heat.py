@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._common.memory import check_memory
 from .._common.progress import progress_bar
 from .._common.threads import resolve_threads
 from .._common.validation import (as_samples, check_choice, check_int, check_optional_int, check_positive,
@@ -343,6 +344,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     n_rec = 2 if record_every > 0 else 0     # grown with the run (HeatPart.reserve_records)
     max_episodes = max(1000, max_crossings // 4) if crossings else 0
     n_parts = _parts.part_count(M)
+    log_bytes = n_parts * 8 * (5 * (max_crossings if crossings else 0) + 6 * max_episodes)
+    check_memory(log_bytes, f"the crossing logs of max_crossings={max_crossings}", "lower max_crossings")
     cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
     parts = [_parts.HeatPart(lo, hi, shared, columns, rec_samples, n_rec, n_blocks,
                              max_crossings if crossings else 0, max_episodes, len(hid_rows), max(net.dims))

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from .._common.memory import check_memory
 from .._common.rounds import Rounds
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
@@ -99,6 +100,9 @@ class HeatPart:
         if n_rec <= have:
             return
         n_rec = max(n_rec, 2 * have)
+        per_record = sum(getattr(self, name)[0].nbytes for name in self._record_buffers) if have else 8
+        check_memory(n_rec * per_record, f"the heat history ({n_rec} records)",
+                     "record less often (a larger record_every) or record fewer states")
         for name in self._record_buffers:
             old = getattr(self, name)
             new = np.zeros((n_rec,) + old.shape[1:], dtype=old.dtype)
