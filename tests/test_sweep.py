@@ -243,3 +243,17 @@ def test_sweep_command_end_to_end(tmp_path, capsys):
     assert len(table.read_text().splitlines()) == 3
     assert main(["sweep", "plot", str(db), "--x", "n_inputs", "--y", "lambda_min_median", "--out", str(out)]) == 0
     assert out.stat().st_size > 1000
+
+
+def test_the_readme_sweep_commands_run(tmp_path, monkeypatch):
+    import re
+
+    monkeypatch.chdir(tmp_path)
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^\.venv/bin/sheaflinalg (sweep .*)$", readme, flags=re.M)
+    assert [c.split()[1] for c in commands] == ["run", "status", "export", "plot"]
+    for command in commands:
+        argv = [str(ROOT / a) if a.startswith("sweeps/") else a for a in command.split()]
+        assert main(argv) == 0, command
+    assert len((tmp_path / "quick.csv").read_text().splitlines()) == 10
+    assert (tmp_path / "quick.png").stat().st_size > 1000
