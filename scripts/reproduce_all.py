@@ -4,8 +4,8 @@ Writes ``OUT/figures/*.png|pdf``, ``OUT/tables/*.md|tex|csv`` and ``OUT/index.md
 next to the paper's figure or table label).  Every finished item leaves a marker: with
 ``--resume`` an interrupted run keeps the finished items and redoes only the others (as
 ``scripts/table_e1.py --resume``).  ``--quick`` uses small step counts (about
-a minute here); the full mode uses the paper's settings (about 2 minutes on 2 cores, most of it
-the 16 runs of Table E.1).
+a minute here); the full mode uses the paper's settings (about 3 minutes on 2 cores, most of it
+the sweeps: beta scaling with three batch sizes, and the 16 runs of Table E.1).
 
 Usage: ``python scripts/reproduce_all.py --out results/paper [--quick] [--jobs 2] [--only KEY ...] [--resume]``
 """
@@ -29,7 +29,7 @@ def main(argv=None):
     if args.jobs < 1:
         parser.error("--jobs must be >= 1")
     print(f"reproducing {len(args.only or ITEMS)} items in {'quick' if args.quick else 'full'} mode "
-          f"into {args.out} ({'about a minute' if args.quick else 'about 2 minutes on 2 cores'})", flush=True)
+          f"into {args.out} ({'about a minute' if args.quick else 'about 3 minutes on 2 cores'})", flush=True)
     run_items(args.out, quick=args.quick, jobs=args.jobs, only=args.only, resume=args.resume,
               progress=not args.no_progress)
     print(f"index: {args.out}/index.md")

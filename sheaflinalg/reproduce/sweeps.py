@@ -18,7 +18,10 @@ SPECS = Path(__file__).resolve().parents[2] / "sweeps"
 def _spec(name, quick):
     with open(SPECS / f"{name}.toml", "rb") as f:
         raw = tomllib.load(f)
-    if quick and name == "beta_scaling":
+    if quick and name == "beta_scaling_batch":
+        raw["fixed"]["steps"] = 3000
+        raw["grid"].update(beta_M={"logspace": [-1, 1, 3]}, n_train=[100, 300], seed=[0])
+    elif quick and name == "beta_scaling":
         raw["fixed"]["steps"] = 3000
         raw["grid"]["beta"] = [0.001, 0.00333]
     elif quick:
@@ -33,21 +36,31 @@ def _rows(outputs, name, quick, jobs):
     sweep.run(raw, db, jobs=jobs, progress=False)
     rows = [dict(r["params"], **r["metrics"], status=r["status"]) for r in sweep.load(db, records=True)
             if r["sweep"] == raw["sweep"]["name"]]
+    if "max_rel_error_to_record" not in raw["sweep"]["metrics"]:
+        return rows, f"{len(rows)} runs"
     worst = max(r["max_rel_error_to_record"] for r in rows)
     return rows, f"{len(rows)} runs; largest relative deviation from the recorded curves {worst:.1e}"
 
 
 def beta_scaling(outputs, quick, jobs=1):
-    """``fig:beta-scaling``: final test loss against beta M (mean and std over three seeds), M = 300."""
+    """``fig:beta-scaling``: final test loss against beta M.  Left: the paper's sweep replayed (M = 300,
+    mean and std over its three seeds); right: batch sizes M = 100, 300, 1000 on the same beta M grid."""
     rows, notes = _rows(outputs, "beta_scaling", quick, jobs)
+    batch, batch_notes = _rows(outputs, "beta_scaling_batch", quick, jobs)
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
-    plot_sweep(rows, "beta_M", "final_test_loss", hue="n_train", ax=ax, mark=1.0)
-    ax.set_xlabel(r"$\beta M$ ($M = n_{\mathrm{train}}$; dashed: the default $\beta = 1/M$)")
-    ax.set_ylabel("final test loss (MSE)")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    plot_sweep(rows, "beta_M", "final_test_loss", hue="n_train", ax=axes[0], mark=1.0, logx=True)
+    plot_sweep(batch, "beta_M", "final_test_loss", hue="n_train", ax=axes[1], mark=1.0, logx=True)
+    axes[0].set_title("the paper's sweep, replayed from its record")
+    axes[1].set_title("three batch sizes (fresh data, two seeds)")
+    for ax in axes:
+        ax.set_xlabel(r"$\beta M$ ($M = n_{\mathrm{train}}$; dashed: the default $\beta = 1/M$)")
+    axes[0].set_ylabel("final test loss (MSE)")
+    axes[1].set_ylabel("")
+    fig.tight_layout()
     best = min(rows, key=lambda r: r["final_test_loss"])
-    return outputs.figure(fig, "beta_scaling"), f"{notes}; smallest test loss {best['final_test_loss']:.3f} " \
-                                                 f"at beta = {best['beta']:g}"
+    return outputs.figure(fig, "beta_scaling"), (f"{notes}; smallest test loss {best['final_test_loss']:.3f} at "
+                                                 f"beta = {best['beta']:g}; batch sizes: {batch_notes}")
 
 
 def integration_time(outputs, quick, jobs=1):
