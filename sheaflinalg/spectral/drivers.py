@@ -397,8 +397,17 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         ws, wl, Vs, Vl, full_w, residuals = dense_extremes(L, k, vectors, full)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense",
                               "reduced" if getattr(system, "reduced", False) else "free", 0, M)
-    ws = np.empty((M, k))
-    wl = np.empty((M, k))
+    ws, wl, Vs, Vl, residuals, used, n_op = _arpack_of_system(system, D, Lfull, M, N, k, vectors, solver, tol,
+                                                            maxiter, ncv, progress)
+    return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, used,
+                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M)
+
+
+def _arpack_of_system(system, D, Lfull, M, N, k, vectors, solver, tol, maxiter, ncv, progress):
+    """ARPACK on each sample's block of an assembled system: ``L v`` from its coboundary rows, the
+    shift-invert by block substitution or a sparse Cholesky factor.  Returns ``(smallest, largest,
+    vectors_smallest, vectors_largest, residuals, method used, operator applications)``."""
+    ws, wl = np.empty((M, k)), np.empty((M, k))
     Vs = np.empty((M, k, N)) if vectors else None
     Vl = np.empty((M, k, N)) if vectors else None
     residuals = np.empty((M, 2))
@@ -440,5 +449,4 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         if vectors:
             Vs[s] = fix_signs(Va.T)
             Vl[s] = fix_signs(Vb.T)
-    return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, used,
-                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M)
+    return ws, wl, Vs, Vl, residuals, used, n_op

@@ -149,6 +149,7 @@ def load(spec):
 
 
 def _load(raw):
+    """The steps of :func:`load`: the header, the parameter sections, the expansion, per-run checks."""
     unknown = set(raw) - set(SECTIONS)
     if unknown:
         key = sorted(unknown)[0]
@@ -156,6 +157,18 @@ def _load(raw):
     head = raw.get("sweep")
     if not isinstance(head, dict):
         raise SpecError("[sweep] is missing: it names the function and the metrics")
+    function, metrics, labels = _header(head)
+    fixed, grid, zipped, derived = _parameters(raw, function, labels)
+    runs = _expand(function, fixed, grid, zipped, derived, labels)
+    for p in runs:
+        _check_setup(function, p, metrics)
+    axes = list(grid) + list(zipped) + list(derived)
+    text = json.dumps(raw, sort_keys=True, default=str)
+    return Spec(str(head.get("name") or function), function, list(metrics), axes, runs, text, labels)
+
+
+def _header(head):
+    """``(function, metrics, labels)`` of the ``[sweep]`` table, checked."""
     for key in head:
         if key not in SWEEP_KEYS:
             raise SpecError(f"[sweep]: unknown key `{key}`{_suggest(key, SWEEP_KEYS)}")
@@ -166,23 +179,27 @@ def _load(raw):
     metrics = head.get("metrics")
     if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
         raise SpecError("[sweep] metrics: a non-empty list of metric names is required")
+    known = calls.FUNCTIONS[function]["metrics"]
     for m in metrics:
-        if m not in calls.FUNCTIONS[function]["metrics"]:
-            raise SpecError(f"[sweep] metrics: unknown metric `{m}` of {function}"
-                            f"{_suggest(m, calls.FUNCTIONS[function]['metrics'])}")
+        if m not in known:
+            raise SpecError(f"[sweep] metrics: unknown metric `{m}` of {function}{_suggest(m, known)}")
     labels = head.get("labels", [])
     if not isinstance(labels, list) or not all(isinstance(x, str) and NAME.match(x) for x in labels):
         raise SpecError("[sweep] labels: a list of parameter names (identifiers)")
     for x in labels:
         if x in calls.parameters(function):
             raise SpecError(f"[sweep] labels: `{x}` is a parameter of {function}, not a label")
-    labels = tuple(labels)
+    return function, metrics, tuple(labels)
+
+
+def _parameters(raw, function, labels):
+    """``(fixed, grid, zipped, derived)``: every parameter section checked, ranges expanded, derived
+    expressions parsed."""
     sections = {s: raw.get(s, {}) for s in ("fixed", "grid", "zip", "derived")}
+    seen = {}
     for s, table in sections.items():
         if not isinstance(table, dict):
             raise SpecError(f"[{s}] must be a table of `name = value` lines")
-    seen = {}
-    for s, table in sections.items():
         for name in table:
             if not NAME.match(name):
                 raise SpecError(f"[{s}] `{name}`: parameter names are identifiers")
@@ -212,13 +229,7 @@ def _load(raw):
     missing = [x for x in labels if x not in seen]
     if missing:
         raise SpecError(f"[sweep] labels: `{missing[0]}` is given no value in [fixed], [grid], [zip] or [derived]")
-    runs = _expand(function, fixed, grid, zipped, derived, labels)
-    for p in runs:
-        _check_setup(function, p, metrics)
-    axes = list(grid) + list(zipped) + list(derived)
-    name = head.get("name") or function
-    text = json.dumps(raw, sort_keys=True, default=str)
-    return Spec(str(name), function, list(metrics), axes, runs, text, labels)
+    return fixed, grid, zipped, derived
 
 
 def _expand(function, fixed, grid, zipped, derived, labels):
