@@ -102,7 +102,7 @@ class ExactHeatResult(HeatResult):
         ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
         if ts.ndim != 1 or not np.all(np.isfinite(ts)) or (ts.size and ts.min() < 0):
             raise ValueError(f"sol: t must be finite times >= 0, got {t!r}")
-        samples = range(self.state.shape[0]) if sample is None else [self._check_sample(sample)]
+        samples = range(self.state.shape[0]) if sample is None else [self.check_sample(sample)]
         out = np.empty((len(samples), self.state.shape[1], ts.size))
         for i, s in enumerate(samples):
             if not self.converged_samples[s] and ts.size and ts.max() > self.time[s] * (1 + 1e-15):
@@ -114,7 +114,12 @@ class ExactHeatResult(HeatResult):
         out = out[:, :, 0] if scalar else out
         return out[0] if sample is not None else out
 
-    def _check_sample(self, sample):
+    def segments_of(self, sample):
+        """Segments of one sample, in time order."""
+        return self._by_sample[self.check_sample(sample)]
+
+    def check_sample(self, sample):
+        """``sample`` as an int, or ValueError naming the valid range."""
         M = self.state.shape[0]
         if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or not 0 <= sample < M:
             raise ValueError(f"sample must be an integer in [0, {M}), got {sample!r}")
