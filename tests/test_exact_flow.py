@@ -176,3 +176,34 @@ def test_switch_statistics_table():
     table, summary = sl.switch_statistics(ex)
     assert summary["samples"] == 8 and summary["max_switches"] == ex.switches.max()
     assert "sliding episodes" in table
+
+
+def test_command_line_exact(tmp_path, capsys):
+    from sheaflinalg.cli import main
+
+    path = tmp_path / "h.npz"
+    assert main(["heat", "--method", "exact", "--arch", "2,6,1", "--samples", "3", "--no-progress",
+                 "--save-history", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "exact flow" in out and "events" in out
+    with np.load(path, allow_pickle=False) as f:
+        assert f["time"].shape == (3,) and np.all(np.diff(f["event_time"]) >= 0)
+
+
+def test_command_line_refuses_nonlinear_exact(capsys):
+    from sheaflinalg.cli import main
+
+    assert main(["heat", "--method", "exact", "--output", "sigmoid", "--no-progress"]) != 0
+    assert "method='exact'" in capsys.readouterr().err
+
+
+def test_exact_figures(tmp_path):
+    from sheaflinalg.plotting.exact import plot_exact_convergence, plot_exact_phase_plane
+
+    net = sl.Network.random([2, 5, 1], seed=10)
+    ex = sl.heat(net, [[0.2, 0.9]], method="exact", seed=1, pins={"yhat": 1.5})
+    plot_exact_phase_plane(ex, neurons=(1, 2), path=tmp_path / "pp.png")
+    plot_exact_convergence(ex, path=tmp_path / "cv.png")
+    assert (tmp_path / "pp.png").stat().st_size > 1000 and (tmp_path / "cv.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="neurons"):
+        plot_exact_phase_plane(ex, neurons=(1, 1))

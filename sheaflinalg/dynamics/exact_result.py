@@ -96,7 +96,7 @@ class ExactHeatResult(HeatResult):
         >>> net = sl.Network.random([2, 4, 1], seed=0)
         >>> ex = sl.heat(net, [0.5, -1.0], method="exact", seed=1)
         >>> ex.sol(0.5).shape, ex.sol([0.0, 1.0], sample=0).shape
-        ((1, 7), (7, 2))
+        ((1, 9), (9, 2))
         """
         scalar = np.ndim(t) == 0
         ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
