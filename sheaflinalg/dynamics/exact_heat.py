@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..sheaf.state import to_rows
+from .._common.threads import blas_limit
 from .affine import AffineField
 from .exact import EVENT_KINDS, integrate_sample
 from .exact_result import EVENT_DTYPE, ExactHeatResult
@@ -55,13 +55,14 @@ def heat_exact(net, X, S, lay, hard, soft, lam, alpha, tol, t_max, max_events):
     segments, events = [], []
     time, conv = np.zeros(M), np.zeros(M, dtype=bool)
     final = np.zeros((M, lay.n_free))
-    for s in range(M):
-        segs, evs, conv[s], time[s] = integrate_sample(field, cache, s, S[:, s].copy(), hard.index,
-                                                       alpha, t_max, tol, max_events)
-        segments += segs
-        events += evs
-        last = segs[-1]
-        final[s] = last.state(cache.by_key(last.key, last.active, last.sliding), [time[s]])[0]
+    with blas_limit(1):             # threaded BLAS only slows the small eigensolves down
+        for s in range(M):
+            segs, evs, conv[s], time[s] = integrate_sample(field, cache, s, S[:, s].copy(), hard.index,
+                                                           alpha, t_max, tol, max_events)
+            segments += segs
+            events += evs
+            last = segs[-1]
+            final[s] = last.state(cache.by_key(last.key, last.active, last.sliding), [time[s]])[0]
     return _result(net, field, cache, segments, events, time, conv, final, lay, hard, alpha)
 
 
@@ -84,18 +85,14 @@ def _result(net, field, cache, segments, events, time, conv, final, lay, hard, a
     ev = _event_table(field, events)
     rate, dist, t_last, active, sliding, star = _final_region_stats(field, cache, segments, M, alpha)
     cross, slide = _crossings_and_sliding(ev)
-    per = np.bincount(ev["sample"], minlength=M) if len(ev) else np.zeros(M, np.int64)
     kinds = ev["kind"]
     switches = np.bincount(ev["sample"][(kinds == "crossing_up") | (kinds == "crossing_down")], minlength=M)
     episodes = np.bincount(ev["sample"][kinds == "sliding_start"], minlength=M)
-    D = field.D0.shape[0]
-    E = np.zeros((M, D))
-    disc = np.zeros(M)
-    for s, sg in enumerate([segs[-1] for segs in _last_segments(segments, M)]):
-        e = cache.by_key(sg.key, sg.active, sg.sliding).D @ final[s] + field.e[s]
-        E[s], disc[s] = e, 0.5 * float(e @ e)
+    E = np.zeros((M, field.D0.shape[0]))
+    for sg in segments:              # the last segment of a sample comes last
+        E[sg.sample] = cache.by_key(sg.key, sg.active, sg.sliding).D @ final[sg.sample] + field.e[sg.sample]
+    disc = 0.5 * np.sum(E * E, axis=1)
     out = final[:, lay.free(lay.output_block)]
-    del per
     return ExactHeatResult(
         state=final, output=np.ascontiguousarray(out), steps=len(segments), converged=bool(conv.all()),
         final_change=float(np.max(dist * np.exp(-rate * (time - t_last)))) if M else 0.0,
@@ -107,9 +104,3 @@ def _result(net, field, cache, segments, events, time, conv, final, lay, hard, a
         decay_rate=rate, t_last=t_last, distance_last=dist, cache_hits=cache.hits,
         cache_misses=cache.misses, cache=cache)
 
-
-def _last_segments(segments, M):
-    by = [[] for _ in range(M)]
-    for sg in segments:
-        by[sg.sample].append(sg)
-    return by
