@@ -207,3 +207,22 @@ def test_exact_figures(tmp_path):
     assert (tmp_path / "pp.png").stat().st_size > 1000 and (tmp_path / "cv.png").stat().st_size > 1000
     with pytest.raises(ValueError, match="neurons"):
         plot_exact_phase_plane(ex, neurons=(1, 1))
+
+
+def test_sliding_matches_euler_chattering_limit():
+    # Euler chatters around a sliding surface; its error against the Filippov solution still shrinks with dt.
+    net = sl.Network.random([2, 30, 1], seed=0)
+    X = np.random.default_rng(0).uniform(-2, 2, size=(20, 2))
+    ex = sl.heat(net, X, method="exact", seed=1)
+    ev = ex.events
+    s = int(ev["sample"][ev["kind"] == "sliding_start"][0])
+    start = ev["time"][(ev["kind"] == "sliding_start") & (ev["sample"] == s)][0]
+    ex1 = sl.heat(net, X[s:s + 1], method="exact", init=ex.sol(0.0, sample=s)[None, :])
+    T = float(np.ceil((start + 0.5) * 100) / 100)
+    errs = []
+    for dt in (2e-3, 1e-3, 5e-4):
+        eu = sl.heat(net, X[s:s + 1], dt=dt, max_steps=int(round(T / dt)), tol=0.0, init=ex1.sol(0.0),
+                     progress=False)
+        errs.append(np.abs(eu.state[0] - ex1.sol(T, sample=0)).max())
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 2e-3
+    assert ex1.sliding_episodes[0] >= 1
