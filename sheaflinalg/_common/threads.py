@@ -9,8 +9,10 @@ package splits its work into a fixed number of blocks and reduces them in a
 fixed order, so threads only change who computes which block.
 """
 
+import collections
 import contextlib
 import os
+import statistics
 import threading
 
 from .validation import check_int
@@ -201,16 +203,21 @@ class SerialOrParallel:
 
     Fine-grained parallel regions wait at every barrier for all their
     threads; when other processes take the cores, one descheduled thread
-    makes each region wait a time slice and the parallel path becomes many
-    times slower than the serial one.  Both paths are timed (moving
-    averages); the faster one runs, and the other is tried again after an
-    interval that doubles each time it loses (from ``probe_every`` up to
+    makes each region wait a time slice and the parallel path becomes slower
+    than the serial one.  Both paths are timed: the first ``warmup`` calls of
+    each alternate (the very first call of each is not counted), then the
+    parallel path runs when the mean of its last ``window`` times is below
+    ``margin`` times the serial one's, else the serial path, and the other is tried again after an interval
+    that doubles each time it loses (from ``probe_every`` up to
     ``max_interval`` calls), so a machine that becomes idle again is noticed.
-    The results do not depend on the choice, only the time does.
+    Means, not medians: on a busy machine most parallel calls are fast and a
+    few wait a whole time slice, and those few decide the total.  The results do not depend on the choice, only the
+    time does.
 
     Examples
     --------
-    >>> choice = SerialOrParallel()
+    >>> choice = SerialOrParallel(warmup=1)
+    >>> choice.first = {True: False, False: False}   # count the first calls too
     >>> parallel = choice.choose()          # first call: parallel
     >>> choice.record(parallel, 5e-3)
     >>> choice.record(choice.choose(), 1e-3)  # second call: serial, faster
@@ -218,25 +225,34 @@ class SerialOrParallel:
     False
     """
 
-    def __init__(self, probe_every=8, max_interval=512, weight=0.3):
-        self.mean = {True: None, False: None}
-        self.weight = weight
+    def __init__(self, probe_every=8, max_interval=64, window=8, warmup=2, margin=0.85):
+        self.margin = margin
+        self.times = {True: collections.deque(maxlen=window), False: collections.deque(maxlen=window)}
+        self.first = {True: True, False: True}
+        self.warmup = warmup
         self.probe_every = self.interval = probe_every
         self.max_interval = max_interval
         self.calls = 0
         self.next_probe = probe_every
         self._lock = threading.Lock()
 
+    def _mean(self, side):
+        return statistics.fmean(self.times[side])
+
     def _faster(self):
-        return self.mean[True] <= self.mean[False]
+        # The parallel path must win clearly: when the two are close (a busy machine), the serial
+        # path is the one that cannot collapse.
+        return self._mean(True) < self.margin * self._mean(False)
+
+    def _warm(self):
+        return all(len(t) >= self.warmup for t in self.times.values())
 
     def choose(self):
         """True to run the parallel path now."""
         with self._lock:
             self.calls += 1
-            for side in (True, False):
-                if self.mean[side] is None:
-                    return side
+            if not self._warm():
+                return len(self.times[True]) <= len(self.times[False])
             best = self._faster()
             if self.calls >= self.next_probe:
                 self.next_probe = self.calls + self.interval
@@ -246,9 +262,11 @@ class SerialOrParallel:
     def record(self, parallel, seconds):
         """Time of one call of the path ``parallel``."""
         with self._lock:
-            before = self._faster() if None not in self.mean.values() else None
-            old = self.mean[parallel]
-            self.mean[parallel] = seconds if old is None else (1 - self.weight) * old + self.weight * seconds
+            if self.first[parallel]:        # a thread pool starting, code being loaded: not the path's speed
+                self.first[parallel] = False
+                return
+            before = self._faster() if self._warm() else None
+            self.times[parallel].append(seconds)
             if before is not None and parallel != before:   # a probe of the slower path
                 if self._faster() == before:
                     self.interval = min(2 * self.interval, self.max_interval)

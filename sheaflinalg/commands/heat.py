@@ -15,6 +15,10 @@ def add_arguments(parser):
     parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=None,
                         help="number of inputs, uniform on [-2,2]^n0 (default 1)")
     parser.add_argument("--input", metavar="X1,X2,...", help="one explicit input instead of random ones")
+    parser.add_argument("--method", default="euler", choices=("euler", "exact"),
+                        help="forward Euler (default) or the exact piecewise-affine flow (identity output)")
+    parser.add_argument("--t-max", type=number("--t-max", positive=True), default=None,
+                        help="--method exact: stop at this time")
     parser.add_argument("--dt", type=number("--dt", positive=True), default=0.01, help="Euler step (default 0.01)")
     parser.add_argument("--alpha", type=number("--alpha", positive=True), default=1.0,
                         help="diffusion rate (default 1)")
@@ -72,6 +76,10 @@ def save_history(res, path):
     """Write the run's history and boundary crossings to ``path`` (.npz, atomically, no pickle)."""
     h = res.history
     arrays = {"crossings": res.crossings, "sliding": res.sliding, "state": res.state, "output": res.output}
+    if getattr(res, "events", None) is not None:
+        ev = res.events
+        arrays.update(event_time=ev["time"], event_sample=ev["sample"], event_layer=ev["layer"],
+                      event_neuron=ev["neuron"], event_kind=ev["kind"], event_active=ev["active"], time=res.time)
     if h is not None:
         arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
                       sample_discord=h.sample_discord, history_output=h.output)
@@ -95,10 +103,16 @@ def run(args):
         raise ValueError(f"--input has {X.shape[1]} values but the network takes {net.dims[0]} inputs")
     res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
                   init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
-                  record_every=args.record_every, output_force=args.output_force,
-                  progress=not args.no_progress, threads=args.threads)
-    print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={args.dt:g}, alpha={args.alpha:g}")
-    print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
+                  record_every=args.record_every if args.method == "euler" else 0,
+                  output_force=args.output_force, progress=not args.no_progress, threads=args.threads,
+                  method=args.method, t_max=args.t_max)
+    if args.method == "exact":
+        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), exact flow, alpha={args.alpha:g}")
+        print(f"segments: {res.steps}  events: {len(res.events)}  converged: {res.converged}  "
+              f"time: max {res.time.max():.6g}  slowest decay rate: {res.decay_rate.min():.4g}")
+    else:
+        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={args.dt:g}, alpha={args.alpha:g}")
+        print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
     print(f"final total discord: {res.discord.sum():.3e}")
     if pins is None and not soft:
         err = np.abs(res.output - net.forward(X)).max()

@@ -7,6 +7,9 @@ May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
 from . import discord
 from .clamping import Completion, NonUniqueCompletionError, complete
 from .heat import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
+from .exact_result import ExactHeatResult
+from .exact_study import ConvergenceStudy, convergence_study, switch_statistics
 
 __all__ = ["heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete",
-           "Completion", "NonUniqueCompletionError", "discord"]
+           "Completion", "NonUniqueCompletionError", "discord", "ExactHeatResult", "ConvergenceStudy",
+           "convergence_study", "switch_statistics"]

@@ -26,6 +26,7 @@ from . import parts as _parts
 from .discord import group_history
 
 OUTPUT_FORCES = ("adjoint", "discrepancy")
+METHODS = ("euler", "exact")
 
 
 class NonFiniteStateError(FloatingPointError, ValueError):
@@ -182,11 +183,20 @@ class HeatResult:
         return self.state[:, self.layout.free(name)]
 
 
+def _initial_columns(net, X, lay, init, seed, hard):
+    """Initial free cochain (columns layout), hard pins set."""
+    # Copy: for one free row or one sample the columns view can alias the caller's init array.
+    S = np.array(initial_state(net, X, lay, init, seed), dtype=np.float64, order="C", copy=True)
+    S[hard.index] = hard.values.T
+    return S
+
+
 def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random", seed=None,
          pins=None, soft_pins=None, reluctance=None, record_every=0, record_states=None,
          output_force="adjoint", reduced=None, crossings=True, max_crossings=100_000,
-         sliding_window=5, sliding_min_flips=3, check_stability=True, progress=True, threads=None):
-    """Run the restricted sheaf heat equation by forward Euler until it settles.
+         sliding_window=5, sliding_min_flips=3, check_stability=True, progress=True, threads=None,
+         method="euler", t_max=None, max_events=10_000):
+    """Run the restricted sheaf heat equation by forward Euler (or exactly) until it settles.
 
     Parameters
     ----------
@@ -243,10 +253,23 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         by its size alone, so the result is the same bit for bit for any
         number of threads, and it is that of one run (stopping step, states,
         crossings, records; see :mod:`sheaflinalg.dynamics.parts`).
+    method : {"euler", "exact"}
+        ``"exact"`` integrates the continuous flow exactly, segment by segment
+        between ReLU switches, with Filippov sliding on switching surfaces
+        (:mod:`sheaflinalg.dynamics.exact`); identity output only (a nonlinear
+        output is not piecewise affine and is refused).  It uses ``alpha``,
+        ``tol`` (stop within ``tol`` of an equilibrium, Euclidean distance),
+        ``init``, ``seed``, pins, soft pins, reluctance, ``reduced``, ``t_max``
+        and ``max_events``; ``dt`` and the Euler-only options are ignored.
+    t_max : float, optional
+        ``method="exact"``: stop at this time (default: run to the equilibrium).
+    max_events : int
+        ``method="exact"``: largest number of events per sample (then it stops, not converged).
 
     Returns
     -------
     HeatResult
+        :class:`~sheaflinalg.dynamics.exact_result.ExactHeatResult` for ``method="exact"``.
 
     Examples
     --------
@@ -270,6 +293,13 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     sliding_min_flips = check_int(sliding_min_flips, "sliding_min_flips", 2)
     threads = resolve_threads(threads)
     check_choice(output_force, OUTPUT_FORCES, "output_force")
+    check_choice(method, METHODS, "method")
+    if method == "exact":
+        from .exact_heat import check_affine
+
+        check_affine(net, reduced)
+        t_max = np.inf if t_max is None else check_positive(t_max, "t_max")
+        max_events = check_int(max_events, "max_events", 1)
     if reduced is None:
         reduced = net.output == "identity" and not (_pins.spec_mentions_output(pins)
                                                     or _pins.spec_mentions_output(soft_pins))
@@ -295,15 +325,18 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
                          f"({bound}); no dt is stable")
+    if method == "exact":
+        from .exact_heat import heat_exact
+
+        return heat_exact(net, X, _initial_columns(net, X, lay, init, seed, hard), lay, hard, soft, lam,
+                          alpha, tol, t_max, max_events)
     if check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "
             f"lambda_max(L[Omega,Omega]) <= {bound:.6g} (norm bound (1 + max(1, ||W_l||_2))^2 "
             f"+ max gamma + lambda, valid for every activation pattern); the largest stable dt "
             f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
-    # Copy: for one free row or one sample the columns view can alias the caller's init array.
-    S = np.array(initial_state(net, X, lay, init, seed), dtype=np.float64, order="C", copy=True)
-    S[hard.index] = hard.values.T
+    S = _initial_columns(net, X, lay, init, seed, hard)
     off = lay.kernel_offsets()
     k = lay.n_hidden
     theta = net.parameters()

@@ -1,0 +1,138 @@
+"""Result of the exact heat flow: :class:`ExactHeatResult` (a :class:`HeatResult` with the trajectory)."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .exact import EVENT_KINDS
+from .heat import HeatResult
+
+EVENT_DTYPE = np.dtype([("time", "f8"), ("sample", "i8"), ("layer", "i8"), ("neuron", "i8"),
+                        ("kind", "U13"), ("active", "?")])
+
+
+@dataclass(repr=False)
+class ExactHeatResult(HeatResult):
+    """Result of ``heat(..., method="exact")``: the exact piecewise-affine flow.
+
+    Besides :class:`HeatResult`'s fields (``steps`` counts segments, ``crossings`` holds
+    ``(event index, sample, layer, neuron, new_active)`` of every crossing, ``sliding``
+    ``(sample, layer, neuron, start event, end event or -1, 0)``):
+
+    Attributes
+    ----------
+    time : ndarray, shape (n_samples,)
+        Where each sample stopped: within ``tol`` of its equilibrium, or ``t_max``.
+    events : structured ndarray
+        ``time, sample, layer, neuron, kind, active`` sorted by time (then sample);
+        ``kind`` is ``crossing_up``, ``crossing_down``, ``sliding_start`` or
+        ``sliding_end``; ``active`` is the unit's mask after the event.
+    segments : list of Segment
+        Every sample's segments in time order (sample-major).
+    final_pattern, final_sliding : list of ndarray of bool, (n_samples, n_l) per hidden layer
+        Region of the last segment (a sliding unit sits at ``z = 0``: active by the ``z >= 0`` rule).
+    switches, sliding_episodes : ndarray of int, shape (n_samples,)
+        Crossings, and sliding episodes, of each sample.
+    fixed_point : ndarray, shape (n_samples, n_free)
+        Fixed point of the last region (the equilibrium when ``converged_samples``).
+    converged_samples : ndarray of bool
+    decay_rate : ndarray, shape (n_samples,)
+        ``alpha lambda_1(L_final)`` of the last region's ``L_FF``.
+    t_last : ndarray, shape (n_samples,)
+        Time of the last event (0 without events).
+    distance_last : ndarray, shape (n_samples,)
+        ``||omega(t_last) - omega*||``: with ``decay_rate`` the certificate (:meth:`certificate`).
+    cache_hits, cache_misses : int
+        Region decompositions reused / computed.
+    """
+
+    time: np.ndarray = None
+    events: np.ndarray = None
+    segments: list = field(default_factory=list)
+    final_pattern: list = field(default_factory=list)
+    final_sliding: list = field(default_factory=list)
+    switches: np.ndarray = None
+    sliding_episodes: np.ndarray = None
+    fixed_point: np.ndarray = None
+    converged_samples: np.ndarray = None
+    decay_rate: np.ndarray = None
+    t_last: np.ndarray = None
+    distance_last: np.ndarray = None
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cache: object = None
+
+    def __repr__(self):
+        return (f"ExactHeatResult(n_samples={self.state.shape[0]}, converged={self.converged}, "
+                f"time_max={float(self.time.max()):.6g}, segments={len(self.segments)}, "
+                f"events={len(self.events)}, switches={int(self.switches.sum())}, "
+                f"sliding_episodes={int(self.sliding_episodes.sum())})")
+
+    def __post_init__(self):
+        self._by_sample = {}
+        for sg in self.segments:
+            self._by_sample.setdefault(sg.sample, []).append(sg)
+        self._starts = {s: np.array([sg.start for sg in segs]) for s, segs in self._by_sample.items()}
+
+    def _segment_at(self, sample, t):
+        segs = self._by_sample[sample]
+        return segs[max(int(np.searchsorted(self._starts[sample], t, side="right")) - 1, 0)]
+
+    def sol(self, t, sample=None):
+        """Exact state at time(s) ``t`` (scipy ``solve_ivp`` dense-output convention: time last).
+
+        Parameters
+        ----------
+        t : float or array_like
+            Times in ``[0, time]``; beyond ``time`` only for converged samples (the
+            last region's flow, valid forever).
+        sample : int, optional
+            One sample: shape ``(n_free,)`` or ``(n_free, n_t)``.  Default every
+            sample: ``(n_samples, n_free)`` or ``(n_samples, n_free, n_t)``.
+
+        Examples
+        --------
+        >>> import numpy as np, sheaflinalg as sl
+        >>> net = sl.Network.random([2, 4, 1], seed=0)
+        >>> ex = sl.heat(net, [0.5, -1.0], method="exact", seed=1)
+        >>> ex.sol(0.5).shape, ex.sol([0.0, 1.0], sample=0).shape
+        ((1, 9), (9, 2))
+        """
+        scalar = np.ndim(t) == 0
+        ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        if ts.ndim != 1 or not np.all(np.isfinite(ts)) or (ts.size and ts.min() < 0):
+            raise ValueError(f"sol: t must be finite times >= 0, got {t!r}")
+        samples = range(self.state.shape[0]) if sample is None else [self.check_sample(sample)]
+        out = np.empty((len(samples), self.state.shape[1], ts.size))
+        for i, s in enumerate(samples):
+            if not self.converged_samples[s] and ts.size and ts.max() > self.time[s] * (1 + 1e-15):
+                raise ValueError(f"sol: sample {s} stopped at t={self.time[s]:.6g} without converging; "
+                                 f"t={ts.max():.6g} is beyond its end")
+            for j, tj in enumerate(ts):
+                sg = self._segment_at(s, tj)
+                out[i, :, j] = sg.state(self.cache.by_key(sg.key, sg.active, sg.sliding), [tj])[0]
+        out = out[:, :, 0] if scalar else out
+        return out[0] if sample is not None else out
+
+    def segments_of(self, sample):
+        """Segments of one sample, in time order."""
+        return self._by_sample[self.check_sample(sample)]
+
+    def check_sample(self, sample):
+        """``sample`` as an int, or ValueError naming the valid range."""
+        M = self.state.shape[0]
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or not 0 <= sample < M:
+            raise ValueError(f"sample must be an integer in [0, {M}), got {sample!r}")
+        return int(sample)
+
+    def certificate(self, t):
+        """Bound ``||omega(t) - omega*|| <= ||omega(t_last) - omega*|| exp(-decay_rate (t - t_last))``.
+
+        Valid for ``t >= t_last`` (after the last event); returns shape (n_samples,) for scalar ``t``.
+        """
+        t = np.asarray(t, dtype=np.float64)
+        return self.distance_last * np.exp(-self.decay_rate * (t - self.t_last))
+
+    def event_kind_counts(self):
+        """``{kind: number of events}``."""
+        return {k: int(np.sum(self.events["kind"] == k)) for k in EVENT_KINDS}
