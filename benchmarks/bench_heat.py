@@ -5,8 +5,9 @@ Run: ``.venv/bin/python benchmarks/bench_heat.py [--quick]``
 Workloads (reference PyTorch library on a 2-core machine, per step):
   [2,4,1], one input, 10^4 steps            186 us   goal < 0.2 us
   [2,30,1], 300 inputs                      338 us   goal < 10 us
-sl.heat splits a batch of 64 samples or more into two parts run in threads
-(same result as one run); the one-thread time is printed as well.
+sl.heat cuts a batch of 256 samples or more into parts (by its size alone)
+that the package's threads share (same result for any thread count); the
+one-thread time is printed as well.
 The numpy baseline is the obvious vectorised step (samples as columns, one
 matrix product per edge), run here, so the ratio does not depend on the machine.
 """

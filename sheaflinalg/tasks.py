@@ -343,18 +343,24 @@ def load_experiment(path):
     for name, a in (("X_train", X_train), ("X_test", X_test)):
         if a.shape[1] == 0:
             raise f.error("holds no samples", name)
-    blocks = []
-    for l in range(1, len(dims)):
-        blocks.append(f.float_array(f"z0_{l}", (dims[l], n)).T)
-        if l < len(dims) - 1:
-            blocks.append(f.float_array(f"a0_{l}", (dims[l], n)).T)
-    init = np.ascontiguousarray(np.concatenate(blocks, axis=1))
+    init = _initial_stalks(f, dims, n)
     reference = {k: f.float_array(k, ndim=1) for k in _CURVES if k in f}
     empty = [k for k, v in reference.items() if v.size == 0]
     if empty:
         raise f.error("is an empty curve", empty[0])
     return Experiment(path.stem, net, X_train.T.copy(), Y_train.T.copy(), X_test.T.copy(), Y_test.T.copy(),
                       init, meta, reference)
+
+
+def _initial_stalks(f, dims, n, suffix=""):
+    """Initial free stalks ``(n, n_moving)`` in the order ``z1, a1, ..., z(k+1)`` from the checked entries
+    ``z0_l{suffix}`` (every layer) and ``a0_l{suffix}`` (hidden layers), each ``(n_l, n)`` in the file."""
+    blocks = []
+    for l in range(1, len(dims)):
+        blocks.append(f.float_array(f"z0_{l}{suffix}", (dims[l], n)).T)
+        if l < len(dims) - 1:
+            blocks.append(f.float_array(f"a0_{l}{suffix}", (dims[l], n)).T)
+    return np.ascontiguousarray(np.concatenate(blocks, axis=1))
 
 
 def table_e1(name):
@@ -441,13 +447,9 @@ def paper_sweep(name, group):
     data = (X_train.T.copy(), f.float_array("Y_train", (dims[-1], m)).T.copy())
     X_test = f.float_array("X_test", (dims[0], None))
     data += (X_test.T.copy(), f.float_array("Y_test", (dims[-1], X_test.shape[1])).T.copy())
-    blocks = []
-    for l in range(1, len(dims)):
-        blocks.append(f.float_array(f"z0_{l}_{group}", (dims[l], m)).T)
-        if l < len(dims) - 1:
-            blocks.append(f.float_array(f"a0_{l}_{group}", (dims[l], m)).T)
+    init = _initial_stalks(f, dims, m, f"_{group}")
     mine = {}
     for r in (r for r in runs if r.get("group") == group):
         curves = {c: f.float_array(f"{c}_{r['key']}", ndim=1) for c in ("train_curve", "test_curve")}
         mine[r["key"]] = dict(r, **curves)
-    return SweepRecord(name, group, net, *data, np.ascontiguousarray(np.concatenate(blocks, axis=1)), mine)
+    return SweepRecord(name, group, net, *data, init, mine)

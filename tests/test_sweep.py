@@ -257,3 +257,15 @@ def test_the_readme_sweep_commands_run(tmp_path, monkeypatch):
         assert main(argv) == 0, command
     assert len((tmp_path / "quick.csv").read_text().splitlines()) == 10
     assert (tmp_path / "quick.png").stat().st_size > 1000
+
+
+def test_a_database_that_is_not_a_sweep_store_is_refused(tmp_path):
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as con:
+        con.execute("CREATE TABLE runs (x INTEGER)")
+    with pytest.raises(ValueError, match="not a sweep database"):
+        sl.sweep.run(VERIFY, other, jobs=1, progress=False)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(ValueError, match="not a sweep database"):
+        sl.sweep.status(junk)

@@ -104,6 +104,8 @@ def residuals(net, X, state, layout=None):
     if layout is None:
         full = Layout(net.dims)
         layout = full if state.shape[-1] == full.n_free else Layout(net.dims, reduced=True)
+    if list(layout.dims) != list(net.dims):
+        raise ValueError(f"layout is of a network with widths {list(layout.dims)}, not {net.dims}")
     if state.shape != (X.shape[0], layout.n_free):
         raise ValueError(f"state has shape {state.shape}; expected ({X.shape[0]}, {layout.n_free}) "
                          f"(n_samples, free coordinates of {'the reduced' if layout.reduced else 'the'} layout)")

@@ -78,8 +78,12 @@ class Store:
             self.db.execute("PRAGMA journal_mode = WAL")
             self.db.execute("PRAGMA synchronous = NORMAL")
             self.db.executescript(SCHEMA)
+            missing = {"run_id", "sweep", "function", "params", "status", "metrics"} - self._columns()
         except sqlite3.DatabaseError as exc:
             raise ValueError(f"{self.path}: not a sweep database ({exc})") from None
+        if missing:
+            self.db.close()
+            raise ValueError(f"{self.path}: not a sweep database (its table runs has no {sorted(missing)})")
         self.artifacts = self.path + ".artifacts"
 
     def close(self):
