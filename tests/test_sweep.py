@@ -203,6 +203,7 @@ def test_two_sweeps_writing_one_database_at_once(tmp_path):
         seed = { range = [0, 40, 1] }
     """))
     db = tmp_path / "r.db"
+    sl.sweep.run(spec, tmp_path / "warm.db", jobs=1, progress=False)   # everything imported and cached once
     children = [_sweep_child(spec, db) for _ in range(2)]
     for c in children:
         _, err = c.communicate(timeout=300)

@@ -33,8 +33,12 @@ def drop_stale_numba_cache(here=os.path.dirname(os.path.abspath(__file__))):
         for path in glob.glob(os.path.join(cache_dir, "*.nb[ic]")):
             os.remove(path)
         os.makedirs(cache_dir, exist_ok=True)
-        with open(stamp, "w") as f:
+        # Written aside and renamed: a process importing at the same moment must never read a
+        # half-written stamp (it would take the cache for stale and delete it under the others).
+        tmp = f"{stamp}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
             f.write(digest.hexdigest())
+        os.replace(tmp, stamp)
     except OSError:  # read-only installation: nothing cached there either
         pass
 
