@@ -7,7 +7,7 @@ Cases (the issue's):
 
 For each case: the default thread count (:func:`sheaflinalg.get_num_threads`), and ``threads`` =
 1 .. the available cores (and one more than the cores, to show nothing assumes their number),
-``--runs`` runs each, min / median / max.  Then the same with one and with two busy processes
+``--runs`` runs each (interleaved round by round), min / median / max.  Then the same with one and with two busy processes
 (pure-Python spinning loops that this script starts and stops itself, each killed after
 ``--load-seconds`` at the latest): the claim is the ratio of the default's median (and worst run)
 to ``threads=1`` in the same conditions, measured in the same run (goal: median within 1.3x,
@@ -43,13 +43,19 @@ def busy_processes(n, seconds):
             p.wait()
 
 
-def timings(fn, runs):
-    ts = []
+def timings(fns, runs):
+    """Times of every function of ``fns`` (a dict), ``runs`` each, interleaved round by round.
+
+    Interleaving puts each variant in the same conditions: on a busy machine the load drifts,
+    and timing one variant after the other would compare different moments.
+    """
+    ts = {key: [] for key in fns}
     for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return np.array(ts)
+        for key, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            ts[key].append(time.perf_counter() - t)
+    return {key: np.array(v) for key, v in ts.items()}
 
 
 def cases(quick):
@@ -96,8 +102,7 @@ def main(argv=None):
         for load in (0, 1, 2):
             counts = sorted({1, default} | (set(range(2, cores + 2)) if load == 0 else set()))
             with busy_processes(load, args.load_seconds) if load else contextlib.nullcontext():
-                res = {t: timings(make(t), args.runs) for t in counts}
-                res["default"] = timings(make(None), args.runs)
+                res = timings({**{t: make(t) for t in counts}, "default": make(None)}, args.runs)
             for t in counts + ["default"]:
                 print(f"{name:<42}{load:>6}{str(t):>9} {fmt(res[t], scale)}")
             med = np.median(res["default"]) / np.median(res[1])

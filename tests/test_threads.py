@@ -182,3 +182,77 @@ def test_ctrl_c_stops_a_long_compiled_loop(call):
         child.kill()
     assert child.returncode == 0 and "interrupted" in out, err
     assert waited < 5.0
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_load_probe_lowers_threads_to_the_cores_other_work_leaves():
+    readings = iter([1, 3, 3, 3, 3, 3])
+    clock = _Clock()
+    probe = policy.LoadProbe(interval=0.01, memory=2, read=lambda: next(readings), clock=clock)
+    assert probe.usable(8, cores=4) == 4            # only the caller runs
+    clock.now = 0.011
+    assert probe.usable(8, cores=4) == 4            # two others for one reading: a blip, not load
+    clock.now = 0.022
+    assert probe.usable(8, cores=4) == 2            # they stay: two cores left
+    assert probe.usable(8, own=2, cores=4) == 2     # no new reading within the interval
+    clock.now = 0.033
+    assert probe.usable(8, own=2, cores=4) == 4     # two of them are the caller's: less load counts at once
+    assert probe.usable(1, cores=4) == 1 and probe.usable(8, cores=2) == 2
+    clock.now = 0.044
+    probe.usable(8, cores=2)
+    clock.now = 0.055
+    assert probe.usable(8, cores=2) == 1            # two others for two readings: never fewer than one thread
+
+
+def test_load_probe_forgets_stale_readings_and_trusts_nothing_unknown():
+    values = {"v": 5}
+    clock = _Clock()
+    probe = policy.LoadProbe(interval=0.01, memory=3, read=lambda: values["v"], clock=clock)
+    assert probe.usable(4, cores=4) == 1
+    values["v"], clock.now = 1, 1.0                 # long after: the old reading is forgotten
+    assert probe.usable(4, cores=4) == 4
+    values["v"], clock.now = None, 2.0              # unreadable: nothing is lowered
+    assert probe.usable(3, cores=4) == 3
+    assert policy._runnable_tasks() is None or policy._runnable_tasks() >= 1
+
+
+def test_helpers_of_a_parallel_call_that_just_ended_are_not_other_work(monkeypatch):
+    monkeypatch.setattr(policy, "_LOAD", policy.LoadProbe(interval=0.0, memory=1, read=lambda: 3))
+    monkeypatch.setattr(policy, "available_cores", lambda: 3)
+    monkeypatch.setattr(policy, "_last_parallel", (float("-inf"), 1))
+    assert policy.usable_threads(3) == 1            # two other runnable tasks
+    policy.parallel_done(3)                         # ... which are this call's two helpers
+    assert policy.usable_threads(3) == 3
+
+
+def test_spectrum_kernels_run_serially_while_the_machine_is_full(monkeypatch):
+    from sheaflinalg.kernels import substitution as sub
+    from sheaflinalg.spectral import CoboundaryOperator
+
+    net = sl.Network.random([3, 40, 36, 2], seed=3)
+    masks = [m[0] for m in net.activation_pattern(np.ones((1, 3)))]
+    calls = []
+    for name in ("backward_sweep_parallel", "forward_sweep_parallel"):
+        kernel = getattr(sub, name)
+        monkeypatch.setattr(sub, name, lambda *a, _k=kernel: calls.append(1) or _k(*a))
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal(sum(net.dims[1:-1]) * 2 + net.dims[-1])
+    results = {}
+    for runnable in (1, 64):                        # idle, then 63 other runnable tasks
+        monkeypatch.setattr(policy, "_LOAD", policy.LoadProbe(interval=0.0, memory=1, read=lambda r=runnable: r))
+        monkeypatch.setattr(policy, "_last_parallel", (float("-inf"), 1))
+        monkeypatch.setattr(policy, "available_cores", lambda: 2)
+        op = CoboundaryOperator(net, masks, threads=2)
+        op.block_entries = 16
+        calls.clear()
+        results[runnable] = [op.laplacian_matvec(v[:op.n]) for _ in range(6)]
+        assert (len(calls) > 0) == (runnable == 1)
+    for a, b in zip(results[1], results[64]):
+        assert np.array_equal(a, b)

@@ -191,6 +191,104 @@ def process_pool(jobs, threads_per_worker=1, mp_context=None):
                                initargs=(_positive_int(threads_per_worker, "threads_per_worker"),))
 
 
+class LoadProbe:
+    """How many cores other work leaves free, from the machine's count of runnable tasks.
+
+    On Linux the fourth field of ``/proc/loadavg`` counts the tasks (processes
+    and threads) that are running or ready to run at this instant, the caller
+    included.  Every other runnable task takes a core the package's threads
+    would otherwise wait for at each barrier, so :meth:`usable` lowers a thread
+    count to the cores left over.  The caller's own helper threads may still
+    be spinning after a parallel region (OpenMP threads spin a while before
+    they sleep): ``own`` of them are not counted as other work.  The file is
+    read at most every ``interval`` seconds (about 10 us a read); where it
+    cannot be read, nothing is lowered.  The count is a snapshot, so the
+    timing chooser (:class:`SerialOrParallel`) still watches what the parallel
+    path really costs.  Short-lived tasks (a shell command, a kernel worker)
+    should not stop the parallel path: the count used is the smallest of the
+    last ``memory`` readings, so only work that stays runnable for about
+    ``memory * interval`` seconds lowers the threads.
+
+    Examples
+    --------
+    >>> probe = LoadProbe(read=lambda: 3, interval=0)   # the caller and two other runnable tasks
+    >>> probe.usable(8, cores=4)
+    2
+    >>> probe.usable(8, cores=2)               # never fewer than one thread
+    1
+    >>> LoadProbe(read=lambda: 3).usable(8, own=1, cores=4)   # one of them is the caller's
+    3
+    """
+
+    def __init__(self, interval=0.01, memory=3, read=None, clock=None):
+        import time
+
+        self.interval = interval
+        self.stale = memory * interval          # older readings say nothing about now
+        self._read = read if read is not None else _runnable_tasks
+        self._clock = clock if clock is not None else time.monotonic
+        self._when = None
+        self._recent = collections.deque(maxlen=memory)
+
+    def others(self, own=0):
+        """Runnable tasks besides the caller and ``own`` of its threads (None where unknown)."""
+        now = self._clock()
+        if self._when is None or now - self._when >= self.interval:
+            runnable = self._read()
+            if runnable is None or (self._when is not None and now - self._when > self.stale):
+                self._recent.clear()
+            if runnable is not None:
+                self._recent.append(max(0, runnable - 1 - own))
+            self._when = now
+        return min(self._recent) if self._recent else None
+
+    def usable(self, threads, own=0, cores=None):
+        """``threads`` lowered to the cores the other runnable tasks leave free (at least 1)."""
+        others = self.others(own)
+        if others is None:
+            return threads
+        cores = available_cores() if cores is None else cores
+        return max(1, min(threads, cores - others))
+
+
+def _runnable_tasks():
+    try:
+        with open("/proc/loadavg", "rb") as fh:
+            return int(fh.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_LOAD = LoadProbe()
+# OpenMP threads spin a few milliseconds after a parallel region before they sleep.
+SPIN_SECONDS = 0.01
+_last_parallel = (float("-inf"), 1)     # (time.monotonic() at its end, threads) of the last parallel call
+
+
+def parallel_done(threads):
+    """Note that a parallel call on ``threads`` threads just ended (its helpers may still spin)."""
+    import time
+
+    global _last_parallel
+    _last_parallel = (time.monotonic(), threads)
+
+
+def usable_threads(threads):
+    """``threads`` lowered to the cores that the machine's other runnable tasks leave free now.
+
+    For fine-grained parallel regions (a barrier every fraction of a
+    millisecond), which wait a whole time slice whenever one of their threads
+    is descheduled.  Helper threads of a parallel call that ended less than
+    :data:`SPIN_SECONDS` ago (see :func:`parallel_done`) are the package's own,
+    not other work.  Results never depend on it.
+    """
+    import time
+
+    end, last = _last_parallel
+    own = last - 1 if time.monotonic() - end < SPIN_SECONDS else 0
+    return _LOAD.usable(threads, own)
+
+
 def numba_threads(threads):
     """Threads to hand numba for ``threads`` requested: at most its pool size (``NUMBA_NUM_THREADS``)."""
     import numba

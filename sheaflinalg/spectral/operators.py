@@ -98,8 +98,10 @@ class CoboundaryOperator:
         :func:`sheaflinalg.spectral.arpack_pair.largest_pair`).  Every ``x`` and ``y``
         is a contiguous float64 vector of length ``n``.  With ``threads > 1``
         the row blocks of every big weight matrix are shared among the
-        threads when that is faster: serial and parallel calls are timed and
-        the faster runs (:class:`~sheaflinalg._common.threads.SerialOrParallel`);
+        threads when that is faster: no more threads than the cores other
+        runnable tasks leave free (:func:`~sheaflinalg._common.threads.usable_threads`),
+        and serial and parallel calls are timed and the faster runs
+        (:class:`~sheaflinalg._common.threads.SerialOrParallel`);
         the results are the same bit for bit either way (see
         :mod:`sheaflinalg.kernels.substitution`).
         """
@@ -108,16 +110,18 @@ class CoboundaryOperator:
         w, Linv = self._request(b, "n_solve") if b is not None else (empty, empty)
         # fresh scratch per call (cheap): the operator may be used from several threads
         dv, y = np.empty(self.n), np.empty(self.n)
-        if not (self.splits and _threads.parallel_allowed()):
+        threads = _threads.usable_threads(self.threads) if self.splits else 1
+        if threads == 1 or not _threads.parallel_allowed():
             self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
             return
-        choice = _threads.serial_or_parallel((self.n, self.threads, v.size > 0, w.size > 0, self.block_entries))
+        choice = _threads.serial_or_parallel((self.n, threads, v.size > 0, w.size > 0, self.block_entries))
         parallel = choice.choose()
         start = time.perf_counter()
         if parallel:
             with _PARALLEL_LOCK:
-                numba.set_num_threads(_threads.numba_threads(self.threads))
+                numba.set_num_threads(_threads.numba_threads(threads))
                 self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
+            _threads.parallel_done(threads)
         else:
             self._sweeps(_sub.backward_sweep, _sub.forward_sweep, v, Lv, dv, w, Linv, y)
         choice.record(parallel, time.perf_counter() - start)
