@@ -19,6 +19,8 @@ region's fixed point and that fixed point is consistent with the region
 (then it is the equilibrium).
 """
 
+import warnings
+
 import numpy as np
 from scipy.optimize import brentq
 
@@ -172,3 +174,17 @@ def integrate_sample(field, cache, s, omega0, pins, alpha, t_max, tol, max_event
         events.append((t, s, u, kind, bool(active[u])))
         if len(events) >= max_events:
             return segments, events, False, t
+
+
+def warn_max_events(event_samples, n_samples, max_events):
+    """Samples stopped by ``max_events`` (a sample stops at its ``max_events``-th event), with a warning.
+
+    Returns a bool mask of shape (n_samples,); a ``RuntimeWarning`` names ``max_events`` and
+    how many samples it stopped.
+    """
+    stopped = np.bincount(np.asarray(event_samples, dtype=np.int64), minlength=n_samples) >= max_events
+    if stopped.any():
+        warnings.warn(f"max_events={max_events} stopped {int(stopped.sum())} of {n_samples} samples before "
+                      "they converged (their trajectories end there); raise max_events to follow them further",
+                      RuntimeWarning, stacklevel=3)
+    return stopped

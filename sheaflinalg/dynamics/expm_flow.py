@@ -117,7 +117,8 @@ class ExpmSums:
         return w, dw, b1, b2
 
     def one(self, j, t):
-        return self.c[j] + self.A[j] @ self.flow.at(t)
+        lo, hi = self.A.indptr[j], self.A.indptr[j + 1]
+        return self.c[j] + self.A.data[lo:hi] @ self.flow.at(t)[self.A.indices[lo:hi]]
 
     def never_again(self, T):
         """True if no ``w_j`` can be negative at any time ``>= T``."""

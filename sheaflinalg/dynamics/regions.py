@@ -18,7 +18,7 @@ import scipy.sparse.linalg as spla
 
 WATCH_Z, WATCH_P, WATCH_Q = 0, 1, 2
 # Largest number of coordinates for the dense path (see docs/performance.md, "width scaling").
-DENSE_MAX_N = 1000
+DENSE_MAX_N = 400
 
 
 def watch_rows(field, active, sliding, held):
