@@ -19,32 +19,43 @@ region's fixed point and that fixed point is consistent with the region
 (then it is the equilibrium).
 """
 
+import warnings
+
 import numpy as np
 from scipy.optimize import brentq
 
 from .events import ExponentialSums, first_event
-from .regions import WATCH_P, WATCH_Q, WATCH_Z
+from .expm_flow import ExpmSums, Flow
+from .expm_flow import convergence_time as expm_convergence_time
+from .regions import WATCH_P, WATCH_Q, WATCH_Z, SparseRegion
 
 CROSSING_UP, CROSSING_DOWN, SLIDING_START, SLIDING_END = 0, 1, 2, 3
 EVENT_KINDS = ("crossing_up", "crossing_down", "sliding_start", "sliding_end")
 
 
-class Segment:
-    """One piece of a sample's trajectory: ``[start, end]`` in one region.
+class _SegmentBase:
+    """One piece of a sample's trajectory: ``[start, end]`` in one region (``key`` in ``cache``)."""
 
-    ``omega(t) = star + Q (exp(-alpha lam (t - start)) * beta)`` on the region's free coordinates.
-    """
+    __slots__ = ("sample", "start", "end", "key", "active", "sliding", "star", "beta", "alpha", "cache")
 
-    __slots__ = ("sample", "start", "end", "key", "active", "sliding", "star", "beta", "alpha")
-
-    def __init__(self, sample, start, key, region, star, beta, alpha):
+    def __init__(self, sample, start, key, region, star, beta, alpha, cache=None):
         self.sample, self.start, self.end, self.key = sample, start, start, key
         self.active, self.sliding = region.active, region.sliding
-        self.star, self.beta, self.alpha = star, beta, alpha
+        self.star, self.beta, self.alpha, self.cache = star, beta, alpha, cache
 
     def __repr__(self):
-        return (f"Segment(sample={self.sample}, start={self.start:.6g}, end={self.end:.6g}, "
+        return (f"{type(self).__name__}(sample={self.sample}, start={self.start:.6g}, end={self.end:.6g}, "
                 f"active={int(self.active.sum())}, sliding={int(self.sliding.sum())})")
+
+    def states(self, t):
+        """Full states at times ``t`` (1-D array), shape (n_t, n); the region is taken from the cache."""
+        return self.state(self.cache.by_key(self.key, self.active, self.sliding), t)
+
+
+class Segment(_SegmentBase):
+    """A dense segment: ``omega(t) = star + Q (exp(-alpha lam (t - start)) * beta)`` on the free coordinates."""
+
+    __slots__ = ()
 
     def state(self, region, t):
         """States at times ``t`` (1-D array), shape (n_t, n)."""
@@ -52,6 +63,42 @@ class Segment:
         out = np.repeat(self.star[None, :], E.shape[0], axis=0)
         out[:, region.free] += (E * self.beta) @ region.Q.T
         return out
+
+    def first_step(self, region):
+        mu = self.alpha * region.lam
+        return 0.25 / mu.max() if mu.size else 1.0
+
+    def convergence_time(self, region, tol, limit):
+        return convergence_time(self.beta, self.alpha * region.lam, tol)
+
+    def sums(self, region, c):
+        return ExponentialSums(c, region.AQ * self.beta, self.alpha * region.lam)
+
+
+class ExpmSegment(_SegmentBase):
+    """A segment of the ``expm_multiply`` path: ``omega_F(t) = star_F + exp(-alpha L (t - start)) beta``
+    (``beta = r_0`` itself: the free part of ``omega(start) - star``)."""
+
+    __slots__ = ()
+
+    def state(self, region, t):
+        """States at times ``t`` (1-D array, any order), shape (n_t, n)."""
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64)) - self.start
+        order = np.argsort(t, kind="stable")
+        out = np.repeat(self.star[None, :], t.size, axis=0)
+        if t.size:
+            R = Flow(region, self.alpha, self.beta).states(np.maximum(t[order], 0.0), remember=False)
+            out[order[:, None], region.free[None, :]] += R
+        return out
+
+    def first_step(self, region):
+        return 0.25 / (self.alpha * region.lam_bound) if region.lam_bound > 0 else 1.0
+
+    def convergence_time(self, region, tol, limit):
+        return expm_convergence_time(Flow(region, self.alpha, self.beta), tol, limit, self.first_step(region))
+
+    def sums(self, region, c):
+        return ExpmSums(c, Flow(region, self.alpha, self.beta))
 
 
 def convergence_time(beta, mu, tol):
@@ -86,6 +133,15 @@ def _classify(field, region, row, omega, s, active, sliding):
     return SLIDING_END, u
 
 
+def _open_segment(field, cache, s, t, key, region, omega, alpha):
+    """The segment of sample ``s`` starting at time ``t`` from ``omega`` in ``region``."""
+    star = region.fixed_point(omega, field.e[s])
+    r0 = omega[region.free] - star[region.free]
+    if isinstance(region, SparseRegion):
+        return ExpmSegment(s, t, key, region, star, r0, alpha, cache)
+    return Segment(s, t, key, region, star, region.Q.T @ r0, alpha, cache)
+
+
 def integrate_sample(field, cache, s, omega0, pins, alpha, t_max, tol, max_events):
     """Integrate sample ``s`` from ``omega0`` (full free vector, pins set).
 
@@ -102,16 +158,12 @@ def integrate_sample(field, cache, s, omega0, pins, alpha, t_max, tol, max_event
     t, segments, events = 0.0, [], []
     while True:
         key, region = cache.get(active, sliding)
-        star = region.fixed_point(omega, field.e[s])
-        beta = region.Q.T @ (omega[region.free] - star[region.free])
-        seg = Segment(s, t, key, region, star, beta, alpha)
+        seg = _open_segment(field, cache, s, t, key, region, omega, alpha)
         segments.append(seg)
-        mu = alpha * region.lam
-        f = ExponentialSums(region.A @ star + region.constants(field.p0[s]), region.AQ * beta, mu)
+        f = seg.sums(region, region.A_sparse @ seg.star + region.constants(field.p0[s]))
         consistent = bool(np.all(f.c >= -f.roundoff))
-        t_conv = convergence_time(beta, mu, tol) if consistent else np.inf
-        h0 = 0.25 / mu.max() if mu.size else 1.0
-        found = first_event(f, min(t_max - t, t_conv), h0) if f.c.size else None
+        t_conv = seg.convergence_time(region, tol, t_max - t) if consistent else np.inf
+        found = first_event(f, min(t_max - t, t_conv), seg.first_step(region)) if f.c.size else None
         if found is None:
             seg.end = t + min(t_max - t, t_conv)
             return segments, events, consistent and t_conv <= t_max - t, seg.end
@@ -122,3 +174,17 @@ def integrate_sample(field, cache, s, omega0, pins, alpha, t_max, tol, max_event
         events.append((t, s, u, kind, bool(active[u])))
         if len(events) >= max_events:
             return segments, events, False, t
+
+
+def warn_max_events(event_samples, n_samples, max_events):
+    """Samples stopped by ``max_events`` (a sample stops at its ``max_events``-th event), with a warning.
+
+    Returns a bool mask of shape (n_samples,); a ``RuntimeWarning`` names ``max_events`` and
+    how many samples it stopped.
+    """
+    stopped = np.bincount(np.asarray(event_samples, dtype=np.int64), minlength=n_samples) >= max_events
+    if stopped.any():
+        warnings.warn(f"max_events={max_events} stopped {int(stopped.sum())} of {n_samples} samples before "
+                      "they converged (their trajectories end there); raise max_events to follow them further",
+                      RuntimeWarning, stacklevel=3)
+    return stopped

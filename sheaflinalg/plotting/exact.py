@@ -3,7 +3,7 @@ the certificate, and Euler's convergence to the exact flow."""
 
 import numpy as np
 
-from .heat import _plt, _save
+from .heat import _finish, _plt, check_phase_neurons, phase_axes
 
 
 def _segment_times(sg, end, n=60):
@@ -22,12 +22,7 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     >>> ax = plot_exact_phase_plane(ex, neurons=(0, 2))
     """
     lay = result.layout
-    if not 1 <= layer <= lay.n_hidden:
-        raise ValueError(f"layer must be a hidden layer in 1..{lay.n_hidden}, got {layer}")
-    size = lay.free_block(f"z{layer}").size
-    i, j = neurons
-    if not (0 <= i < size and 0 <= j < size) or i == j:
-        raise ValueError(f"neurons must be two distinct indices in [0, {size}), got {neurons}")
+    i, j = check_phase_neurons(lay, layer, neurons)
     s = result.check_sample(sample)
     zi, zj = lay.free(f"z{layer}").start + i, lay.free(f"z{layer}").start + j
     end = result.time[s] if t_end is None else float(t_end)
@@ -52,14 +47,7 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     ax.plot([], [], color="tab:orange", linewidth=2.5, label="sliding (Filippov)")
     final = result.sol(end, sample=s)
     ax.scatter([final[zi]], [final[zj]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-    ax.axhline(0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel(f"z{layer}[{i}]")
-    ax.set_ylabel(f"z{layer}[{j}]")
-    ax.legend(loc="best", fontsize=8)
-    if path is not None:
-        _save(ax.figure, path)
-    return ax
+    return phase_axes(ax, layer, i, j, path)
 
 
 def _unit(result, layer, neuron):
@@ -89,10 +77,7 @@ def plot_exact_convergence(result, sample=0, ax=None, path=None, n=400):
         ax.axvline(e["time"], color="tab:red", alpha=0.3, linewidth=0.8, label="events" if k == 0 else None)
     ax.set_xlabel("time")
     ax.set_title(f"exact heat flow, sample {s}")
-    ax.legend(fontsize=8)
-    if path is not None:
-        _save(ax.figure, path)
-    return ax
+    return _finish(ax, path)
 
 
 def plot_convergence_study(study, ax=None, path=None):
@@ -114,7 +99,4 @@ def plot_convergence_study(study, ax=None, path=None):
     ax.set_xlabel("Euler dt")
     ax.set_ylabel("max |Euler - exact|")
     ax.set_title(f"Euler vs the exact flow (slope {study.slope:.2f})")
-    ax.legend(fontsize=8)
-    if path is not None:
-        _save(ax.figure, path)
-    return ax
+    return _finish(ax, path)

@@ -20,6 +20,34 @@ def _save(fig, path):
     save_figure(fig, path, dpi=150, bbox_inches="tight")
 
 
+def _finish(ax, path, **legend):
+    """Legend (small font), write the figure to ``path`` if given; returns ``ax``."""
+    ax.legend(fontsize=8, **legend)
+    if path is not None:
+        _save(ax.figure, path)
+    return ax
+
+
+def check_phase_neurons(lay, layer, neurons):
+    """``(i, j)`` of two distinct neurons of hidden ``layer``, or ValueError naming ``layer`` / ``neurons``."""
+    if not 1 <= layer <= lay.n_hidden:
+        raise ValueError(f"layer must be a hidden layer in 1..{lay.n_hidden}, got {layer}")
+    size = lay.free_block(f"z{layer}").size
+    i, j = neurons
+    if not (0 <= i < size and 0 <= j < size) or i == j:
+        raise ValueError(f"neurons must be two distinct indices in [0, {size}), got {neurons}")
+    return i, j
+
+
+def phase_axes(ax, layer, i, j, path):
+    """The ReLU boundaries ``z = 0``, axis labels, legend and file of a phase plane; returns ``ax``."""
+    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
+    ax.axhline(0, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel(f"z{layer}[{i}]")
+    ax.set_ylabel(f"z{layer}[{j}]")
+    return _finish(ax, path, loc="best")
+
+
 def _floor(y):
     return np.maximum(y, 1e-300)
 
@@ -105,12 +133,7 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
     if h is None or sample not in list(h.state_samples):
         raise ValueError(f"plot_phase_plane needs record_every > 0 and record_states including sample {sample}")
     lay = result.layout
-    if not 1 <= layer <= lay.n_hidden:
-        raise ValueError(f"layer must be a hidden layer in 1..{lay.n_hidden}, got {layer}")
-    i, j = neurons
-    size = lay.free_block(f"z{layer}").size
-    if not (0 <= i < size and 0 <= j < size) or i == j:
-        raise ValueError(f"neurons must be two distinct indices in [0, {size}), got {neurons}")
+    i, j = check_phase_neurons(lay, layer, neurons)
     plt = _plt()
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 5))
@@ -122,17 +145,10 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
     c = np.log1p(steps) / max(np.log1p(steps[-1]), 1e-300)
     ax.scatter(x, y, c=c, cmap="Blues", vmin=-0.4, vmax=1.0, s=6, zorder=2)
     ax.plot(x, y, color="tab:blue", alpha=0.3, linewidth=0.8, zorder=1)
-    ax.axvline(0, color="grey", linestyle="--", linewidth=1)
-    ax.axhline(0, color="grey", linestyle="--", linewidth=1)
     cr = result.crossings
     sel = (cr[:, 1] == sample) & (cr[:, 2] == layer) & np.isin(cr[:, 3], [i, j]) if len(cr) else []
     if len(cr) and np.any(sel):
         idx = np.searchsorted(h.steps, cr[sel, 0]).clip(0, len(h.steps) - 1)
         ax.scatter(x[idx], y[idx], marker="x", color="red", s=30, zorder=3, label="boundary crossings")
     ax.scatter([x[-1]], [y[-1]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    ax.set_xlabel(f"z{layer}[{i}]")
-    ax.set_ylabel(f"z{layer}[{j}]")
-    ax.legend(loc="best", fontsize=8)
-    if path is not None:
-        _save(ax.figure, path)
-    return ax
+    return phase_axes(ax, layer, i, j, path)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
-from . import convergence, discord, spectra, sweeps, table_e1, training
+from . import convergence, discord, exact_flow, spectra, sweeps, table_e1, training
 from .output import Outputs
 
 
@@ -27,6 +27,9 @@ ITEMS = (
          "heat equation converges to the forward pass: [2,4,1] and deep sigmoid [2,6,4,4,1]", convergence.convergence),
     Item("phase_planes", "Fig. `fig:phase-planes` (E.1)", "phase planes with ReLU boundaries and crossings",
          convergence.phase_planes),
+    Item("exact_flow", "(beyond the paper: issue 13)",
+         "exact continuous-time flow: phase plane with Filippov sliding, certificate, Euler's first order",
+         exact_flow.exact_flow),
     Item("training", "Fig. `fig:training-results` (6.2)", "training curves and learned surfaces, sheaf vs SGD",
          training.curves_and_surfaces),
     Item("table_e1", "Table `tab:full-results`, Fig. `fig:all-training-outputs` (E.2)",
