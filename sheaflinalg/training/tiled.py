@@ -71,7 +71,10 @@ class TiledSteps:
         done = 0
         while done < n:
             parallel = self.choice.choose()
-            k = n - done if not parallel else min(n - done, self.parallel_steps)
+            # The serial path runs the rest of the round when it is the one preferred; a probe of it while
+            # the parallel path is preferred, and every parallel stretch, runs a stretch.
+            settled = not parallel and not self.choice.prefers_parallel()
+            k = n - done if settled else min(n - done, self.parallel_steps)
             start = time.perf_counter()
             if parallel:
                 with _threads.PARALLEL_LOCK:
