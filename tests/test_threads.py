@@ -209,16 +209,18 @@ _FORCED_PARALLEL = """
 
 
 def test_training_and_harmonic_extension_are_bitwise_equal_for_1_to_8_threads():
-    # numba's pool has 8 threads whatever the machine has; batches of 1, 2 (ragged), 3 (ragged) and 16
-    # (ragged) tiles, and of 1 and 4 (ragged) harmonic blocks.
+    # numba's pool has 8 threads whatever the machine has: training batches of 1, 2 and 3 tiles (the
+    # last ragged) and tiles that call BLAS; harmonic extensions of 1 and 4 (ragged) blocks.
     code = _FORCED_PARALLEL + """
     from sheaflinalg.kernels.training import train_tiles
     assert numba.config.NUMBA_NUM_THREADS == 8
-    net = sl.Network.random([2, 6, 5, 1], seed=4, output="sigmoid")
+    net = sl.Network.random([2, 8, 1], seed=4, output="sigmoid")
     wide = sl.Network.random([2, 100, 100, 1], seed=1)
-    for M in (300, 600, 1000, 4100):
+    for M in (300, 13000, 20000):
         X, Y = sl.tasks.circular(M, seed=M)
-        bounds = train_tiles(np.array(net.dims), 24, M)[0]
+        bounds = train_tiles(np.array(net.dims), 18, M)[0]
+        assert len(bounds) - 1 == {300: 1, 13000: 2, 20000: 3}[M]
+        assert M == 300 or bounds[-1] - bounds[-2] < bounds[1]            # the last tile ragged
         out = {}
         for t in (1, 2, 3, 4, 8):
             del seen[:]
@@ -232,6 +234,18 @@ def test_training_and_harmonic_extension_are_bitwise_equal_for_1_to_8_threads():
         for t in (2, 3, 4, 8):
             for a, b in zip(out[1], out[t]):
                 assert np.array_equal(a, b), (M, t)
+    # Tiles whose layer products go to BLAS (one BLAS thread, as train's default).
+    X, Y = sl.tasks.paraboloid(700, seed=1)
+    bounds, _, blas = train_tiles(np.array(wide.dims), 402, 700)
+    assert blas and len(bounds) == 3
+    out = {}
+    for t in (1, 2, 3, 8):
+        del seen[:]
+        fit = sl.train(wide, X, Y, steps=6, epoch_steps=3, seed=0, stagnation=False, progress=False, threads=t)
+        out[t] = (fit.network.parameters(), fit.state)
+        assert (set(seen) == {t}) if t > 1 else not seen
+    for t in (2, 3, 8):
+        assert all(np.array_equal(a, b) for a, b in zip(out[1], out[t])), t
     for M in (300, 601):
         X = np.random.default_rng(M).uniform(-2, 2, size=(M, 2))
         blocks = harmonic.sample_blocks(wide.dims, M)
@@ -252,9 +266,10 @@ def test_training_and_harmonic_extension_follow_the_thread_policy():
     code = _FORCED_PARALLEL + """
     import contextlib
     assert sl.get_num_threads() == 1                     # SHEAFLINALG_NUM_THREADS
-    net = sl.Network.random([2, 6, 1], seed=0)
-    X, Y = sl.tasks.paraboloid(600, seed=0)
+    net = sl.Network.random([2, 40, 1], seed=0)
+    X, Y = sl.tasks.paraboloid(3000, seed=0)
     wide = sl.Network.random([2, 100, 100, 1], seed=1)
+    assert len(tiled.train_tiles(np.array(net.dims), 82, 3000)[0]) > 2
     runs = {}
     for label, ctx in (("env", contextlib.nullcontext()), ("with", sl.num_threads(3))):
         del seen[:], workers[:]
@@ -317,8 +332,8 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
     """A slow parallel path runs only short probes; a fast one takes most steps (same results).  The two
     paths are the serial kernel, one of them delayed: the chooser's logic, not this machine's load."""
     from sheaflinalg.training import tiled
-    X, Y = sl.tasks.paraboloid(600, seed=0)
-    net = sl.Network.random([2, 5, 1], seed=0)
+    X, Y = sl.tasks.paraboloid(3000, seed=0)
+    net = sl.Network.random([2, 40, 1], seed=0)
     counts = {}
 
     def slowed(kernel, name, delay):
@@ -334,7 +349,7 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
         policy._CHOICES.clear()
         for name in ("tiled_steps_parallel", "tiled_steps"):     # both serial: only the delay differs
             monkeypatch.setattr(tiled, name, slowed(tiled.tiled_steps, name, 2e-3 if name == slow else 0.0))
-        fit = sl.train(net, X, Y, steps=3000, epoch_steps=1000, seed=0, stagnation=False, progress=False,
+        fit = sl.train(net, X, Y, steps=6000, epoch_steps=1000, seed=0, stagnation=False, progress=False,
                        threads=2)
         results.append(fit.network.parameters())
         monkeypatch.undo()

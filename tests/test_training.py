@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import naive
 import sheaflinalg as sl
 from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
-from sheaflinalg.kernels.training import tiled_steps, tiled_steps_parallel, train_steps
+from sheaflinalg.kernels.training import (pack_tiles, tiled_steps, tiled_steps_parallel, train_steps,
+                                          unpack_tiles)
 from sheaflinalg.training.parameter_sheaf import parameter_sheaf
 from sheaflinalg.training import stagnation
 from sheaflinalg.training.joint import KERNEL_LOSS
@@ -136,7 +137,8 @@ def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=Non
 
 def tiled_kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg, state0, theta0, bounds, widths, kernel,
                       n_steps=1):
-    """:func:`kernel_step` on the tiles ``bounds`` (sub-tiles ``widths``) by ``kernel`` (serial or parallel)."""
+    """:func:`kernel_step` on the tiles ``bounds`` (cache tiles ``widths``) by ``kernel`` (serial or
+    parallel), every batch array in tile-major order."""
     off = sl.Layout(net.dims).kernel_offsets()
     n_move = off["yhat_off"]
     S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
@@ -146,16 +148,23 @@ def tiled_kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg, state0, t
     S0 = np.ascontiguousarray(np.concatenate([state0[:, :n_move] * initial, Y], axis=1).T)
     theta0 = theta0 * initial
     M = X.shape[0]
-    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
-    bufs = (np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)),
-            np.zeros_like(theta))
     bounds, widths = np.asarray(bounds, dtype=np.int64), np.asarray(widths, dtype=np.int64)
+
+    def tiles(A):
+        flat = np.full(A.size, np.nan)
+        pack_tiles(np.ascontiguousarray(A), bounds, flat)
+        return flat
+
+    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
+    scratch = [np.zeros(n * M) for n in (S.shape[0], S.shape[0], net.dims[-1], max(net.dims))]
     partials = np.full((len(bounds) - 1, theta.size), np.nan)     # every entry written before it is read
-    done = kernel(np.ascontiguousarray(X.T), S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"],
-                  off["boff"], off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p, alpha, beta,
-                  dt, n_steps, n_move, reg.code("lam"), reg.lam, reg.l1_ratio, S0, reg.code("mu"), reg.mu,
-                  reg.l1_ratio, theta0, *bufs, bounds, widths, partials, False)
+    St = tiles(S)
+    done = kernel(tiles(X.T), St, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
+                  off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p, alpha, beta, dt, n_steps,
+                  n_move, reg.code("lam"), reg.lam, reg.l1_ratio, tiles(S0), reg.code("mu"), reg.mu, reg.l1_ratio,
+                  theta0, *scratch, np.zeros_like(theta), bounds, widths, partials)
     assert done == n_steps
+    unpack_tiles(St, bounds, S)
     return theta, S.T[:, :n_move].copy()
 
 

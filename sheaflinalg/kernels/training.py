@@ -59,27 +59,28 @@ def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, ac
 
 
 @njit(cache=True)
-def _tile_step(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind, loss_param,
-               n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, S_anchor, F, E, phi_buf, work, velocity,
-               s0, s1, T, blas):
-    """One step of the samples ``s0 <= s < s1`` (``Sa`` -> ``Sb``), in sub-tiles of ``T``; their weight
-    velocity goes to ``velocity`` (the sub-tiles' sums added in order)."""
-    n_rows = Sa.shape[0]
-    for t0 in range(s0, s1, T):
-        t1 = min(t0 + T, s1)
+def _batch_step(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                loss_param, n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, S_anchor, F, E, phi_buf, work,
+                velocity, T):
+    """One step of a whole (sub-)batch ``Sa`` -> ``Sb`` in cache tiles of ``T`` samples; its weight velocity
+    goes to ``velocity`` (the cache tiles' sums added in order; BLAS for big layers when ``T`` is the batch)."""
+    n_rows, M = Sa.shape
+    blas = uses_blas(dims, M, T)
+    for t0 in range(0, M, T):
+        t1 = min(t0 + T, M)
         if state_reg == 0:
             if blas:
                 force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                  out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
-                                 scale, None, velocity, t0 > s0, None, True)
+                                 scale, None, velocity, t0 > 0, None, True)
             else:
                 force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
                             out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
-                            scale, None, velocity, t0 > s0, None, None)
+                            scale, None, velocity, t0 > 0, None, None)
         else:
             compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
                                  out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
-            weight_velocity_range(X, Sa, E, dims, zoff, aoff, woff, boff, velocity, t0, t1, t0 > s0)
+            weight_velocity_range(X, Sa, E, dims, zoff, aoff, woff, boff, velocity, t0, t1, t0 > 0)
             u0 = np.uint64(t0)
             u1 = np.uint64(t1)
             for r in range(n_rows):
@@ -90,21 +91,50 @@ def _tile_step(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mod
                     Sb[r, s] = v
 
 
+@njit(cache=True)
+def tile_block(flat, rows, b0, b1):
+    """The ``(rows, b1 - b0)`` C-contiguous block of the tile of samples ``b0 <= s < b1`` in a tile-major
+    buffer (tile ``k`` of an array of ``rows`` rows sits at ``rows * bounds[k]``)."""
+    return flat[rows * b0:rows * b1].reshape(rows, b1 - b0)
+
+
+@njit(cache=True)
+def pack_tiles(A, bounds, flat):
+    """``flat`` = the ``(rows, M)`` array ``A`` in tile-major order (:func:`tile_block`)."""
+    rows = A.shape[0]
+    for k in range(bounds.shape[0] - 1):
+        tile_block(flat, rows, bounds[k], bounds[k + 1])[:, :] = A[:, bounds[k]:bounds[k + 1]]
+
+
+@njit(cache=True)
+def unpack_tiles(flat, bounds, A):
+    """``A`` = the tile-major ``flat`` as a ``(rows, M)`` array (inverse of :func:`pack_tiles`)."""
+    rows = A.shape[0]
+    for k in range(bounds.shape[0] - 1):
+        A[:, bounds[k]:bounds[k + 1]] = tile_block(flat, rows, bounds[k], bounds[k + 1])
+
+
 def _tiled_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
                  out_mode, phi_code, loss_kind, loss_param,
                  alpha, beta, dt, n_steps, n_move,
                  state_reg, lam, lam_l1_ratio, S_anchor,
                  weight_reg, mu, mu_l1_ratio, theta_anchor,
-                 F, E, phi_buf, work, grad, bounds, widths, partials, blas):
-    """:func:`train_steps` on the tiles ``bounds[k] <= s < bounds[k + 1]`` of the batch (sub-tiles of
-    ``widths[k]``), one parallel region per step in the ``parallel`` compilation.
+                 F, E, phi_buf, work, grad, bounds, widths, partials):
+    """:func:`train_steps` on the tiles ``bounds[k] <= s < bounds[k + 1]`` of the batch, one parallel
+    region per step in the ``parallel`` compilation.
 
-    Tile ``k`` writes its weight velocity to ``partials[k]``; ``grad`` is
-    their sum in tile order, so the result does not depend on which thread
-    ran which tile.  ``blas`` (one tile only): whole-batch layer products
-    by BLAS.
+    Every batch array is flat and tile-major (:func:`pack_tiles`; one tile:
+    the array itself): ``X``, ``S`` (updated in place), ``S_anchor`` (with a
+    state regularisation; else any one-element array), and the scratch
+    ``F``, ``E``, ``phi_buf``, ``work``.  Each tile is stepped as a batch of
+    its own (cache tiles of ``widths[k]``, BLAS for its big layer products)
+    and writes its weight velocity to ``partials[k]``; ``grad`` is their sum
+    in tile order, so the result does not depend on which thread ran which
+    tile.
     """
-    n_rows = S.shape[0]
+    M = bounds[bounds.shape[0] - 1]
+    n_rows = S.shape[0] // M
+    n_in, n_out, width = X.shape[0] // M, phi_buf.shape[0] // M, work.shape[0] // M
     P = theta.shape[0]
     n_tiles = bounds.shape[0] - 1
     a_dt = alpha * dt
@@ -120,9 +150,14 @@ def _tiled_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
         # Samples are independent given the weights: forces, weight velocity
         # and new stalks from the old state and weights, tile by tile.
         for k in prange(n_tiles):
-            _tile_step(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                       loss_param, n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, S_anchor, F, E, phi_buf,
-                       work, partials[k], bounds[k], bounds[k + 1], widths[k], blas)
+            b0, b1 = bounds[k], bounds[k + 1]
+            anchor = tile_block(S_anchor, n_rows, b0, b1) if state_reg != 0 else S_anchor[:1].reshape(1, 1)
+            _batch_step(tile_block(X, n_in, b0, b1), tile_block(Sa, n_rows, b0, b1),
+                        tile_block(Sb, n_rows, b0, b1), theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode,
+                        phi_code, loss_kind, loss_param, n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, anchor,
+                        tile_block(F, n_rows, b0, b1), tile_block(E, n_rows, b0, b1),
+                        tile_block(phi_buf, n_out, b0, b1), tile_block(work, width, b0, b1), partials[k],
+                        widths[k])
         Sa, Sb = Sb, Sa
         for p in range(P):
             g = partials[0, p]
@@ -148,12 +183,14 @@ def _tiled_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     return done
 
 
-# The batch is cut into tiles for threads by its size alone (never by the
-# thread count): at least MIN_SAMPLES_PER_TILE samples each, at most MAX_TILES.
-# Batches below 2 * MIN_SAMPLES_PER_TILE stay one tile (the paper's runs of
-# 300 samples keep their results); a step's barrier costs a few microseconds,
-# which a tile of 256+ samples of any network outweighs.
+# The batch is cut into tiles for threads by its size and the network alone
+# (never by the thread count): at least MIN_SAMPLES_PER_TILE samples and
+# TILE_WORK multiply-adds per step each, at most MAX_TILES.  Each tile costs
+# about a microsecond per step whatever its size (its row loops start over),
+# and one parallel region per step a few: smaller batches stay one tile (the
+# paper's runs of 300 samples keep their results).
 MIN_SAMPLES_PER_TILE = 256
+TILE_WORK = 1 << 18
 MAX_TILES = 16
 
 
@@ -162,24 +199,26 @@ def train_tiles(dims, n_rows, M):
 
     ``bounds`` (int64, one more than the tiles) cuts the batch at multiples
     of 8 samples (the last tile takes the rest); ``widths`` are the cache
-    sub-tiles of each (:func:`~sheaflinalg.kernels.force.tile_width`);
-    ``blas`` whether the one tile of a small batch sends layer products to
-    BLAS (several tiles never do).  Depends on the network and ``M`` only.
+    tiles of each (:func:`~sheaflinalg.kernels.force.tile_width`); ``blas``
+    whether some tile sends layer products to BLAS.  The work of a sample is
+    counted as its weight products and its rows.  Depends on the network and
+    ``M`` only.
 
     Examples
     --------
-    >>> bounds, widths, blas = train_tiles(np.array([2, 30, 1]), 62, 1000)
-    >>> bounds.tolist()
-    [0, 336, 672, 1000]
+    >>> bounds, widths, blas = train_tiles(np.array([2, 30, 1]), 62, 5000)
+    >>> bounds.tolist(), widths.tolist(), blas
+    ([0, 1256, 2512, 3768, 5000], [704, 704, 704, 704], False)
     >>> train_tiles(np.array([2, 30, 1]), 62, 300)[0].tolist()
     [0, 300]
     """
-    n = max(1, min(MAX_TILES, M // MIN_SAMPLES_PER_TILE))
+    work = n_rows + sum(int(a) * int(b) for a, b in zip(dims[:-1], dims[1:]))
+    n = max(1, min(MAX_TILES, M // MIN_SAMPLES_PER_TILE, M * work // TILE_WORK))
     per = 8 * -(-M // (8 * n))
     bounds = np.array([min(M, k * per) for k in range(n)] + [M], dtype=np.int64)
     widths = np.array([tile_width(dims, n_rows, int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])],
                       dtype=np.int64)
-    blas = n == 1 and uses_blas(dims, M, int(widths[0]))
+    blas = any(uses_blas(dims, int(b - a), int(w)) for a, b, w in zip(bounds[:-1], bounds[1:], widths))
     return bounds, widths, bool(blas)
 
 
@@ -214,10 +253,11 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     bounds = np.array([0, M], dtype=np.int64)
     widths = np.array([T], dtype=np.int64)
     partials = np.empty((1, theta.shape[0]))
-    return tiled_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                       loss_param, alpha, beta, dt, n_steps, n_move, state_reg, lam, lam_l1_ratio, S_anchor,
-                       weight_reg, mu, mu_l1_ratio, theta_anchor, F, E, phi_buf, work, grad, bounds, widths,
-                       partials, uses_blas(dims, M, T))
+    return tiled_steps(X.reshape(X.size), S.reshape(S.size), theta, dims, zoff, aoff, woff, boff, yhat_off,
+                       out_mode, phi_code, loss_kind, loss_param, alpha, beta, dt, n_steps, n_move, state_reg, lam,
+                       lam_l1_ratio, S_anchor.reshape(S_anchor.size), weight_reg, mu, mu_l1_ratio, theta_anchor,
+                       F.reshape(F.size), E.reshape(E.size), phi_buf.reshape(phi_buf.size),
+                       work.reshape(work.size), grad, bounds, widths, partials)
 
 
 # ---------------------------------------------------------------- gradient descent

@@ -252,7 +252,8 @@ class _JointRun:
                             self.theta)
         self.step = 0
         self.rounds = Rounds(cfg.epoch_steps)   # an epoch in rounds of ~0.1 s: Ctrl-C is honoured
-        self.steps = TiledSteps(off["dims"], self.S.shape[0], M, self.theta.size, cfg.threads)
+        self.steps = TiledSteps(self.Xc, off["dims"], self.S.shape[0], self.theta.size, cfg.threads,
+                                cfg.blas_threads)
 
     def start_state(self, method):
         """Free stalks ``(n_free, M)`` from an init name or array, with ``yhat`` pinned to the targets."""
@@ -347,10 +348,11 @@ class _JointRun:
             if reg.anchor == "initial" and reg.lam > 0:
                 self.S_anchor = self.S.copy()
         theta_prev, S_prev = self.theta.copy(), self.S.copy()
-        done = self.rounds.run(n, lambda k: self.steps(
-            (self.Xc, self.S, self.theta, *self.kern, cfg.alpha, cfg.beta, cfg.dt), k,
-            (self.n_move, reg.code("lam"), reg.lam, reg.l1_ratio, self.S_anchor, reg.code("mu"), reg.mu,
-             reg.l1_ratio, self.theta_anchor, self.F, self.E, self.phi_buf, self.work, self.grad)))
+        args = (self.theta, self.kern, (cfg.alpha, cfg.beta, cfg.dt), (self.n_move, reg.code("lam"), reg.lam,
+                reg.l1_ratio), (reg.code("mu"), reg.mu, reg.l1_ratio), self.theta_anchor,
+                (self.F, self.E, self.phi_buf, self.work), self.grad)
+        with self.steps.packed(self.S, self.S_anchor):
+            done = self.rounds.run(n, lambda k: self.steps(k, *args))
         self.step += done
         finite = done == n and np.all(np.isfinite(self.theta)) and np.all(np.isfinite(self.S[:self.n_move]))
         if finite and (epoch % cfg.record_every == 0 or epoch == cfg.n_epochs):
