@@ -208,7 +208,7 @@ def train_tiles(dims, n_rows, M):
     --------
     >>> bounds, widths, blas = train_tiles(np.array([2, 30, 1]), 62, 5000)
     >>> bounds.tolist(), widths.tolist(), blas
-    ([0, 1256, 2512, 3768, 5000], [704, 704, 704, 704], False)
+    ([0, 2504, 5000], [704, 704], False)
     >>> train_tiles(np.array([2, 30, 1]), 62, 300)[0].tolist()
     [0, 300]
     """

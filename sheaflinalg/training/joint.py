@@ -102,13 +102,14 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         Epochs between checkpoints.
     threads : int, optional
         Threads that share the batch's tiles at every step; any positive
-        integer, default :func:`sheaflinalg.get_num_threads`.  A batch of
-        ``M >= 512`` samples is cut into ``min(16, M // 256)`` tiles by its
-        size alone, each adding its share of the weight velocity in tile
-        order, so the result is the same bit for bit for any number of
-        threads (smaller batches are one tile).  The tiles run in parallel
-        only while that is measured faster than one thread (see
-        :mod:`sheaflinalg.training.tiled`).
+        integer, default :func:`sheaflinalg.get_num_threads`.  A big batch is
+        cut into tiles by its size and the network alone (at least 256
+        samples and 2^18 multiply-adds per step each, at most 16:
+        :func:`~sheaflinalg.kernels.training.train_tiles`), each adding its
+        share of the weight velocity in tile order, so the result is the
+        same bit for bit for any number of threads; smaller batches are one
+        tile, as before.  The tiles run in parallel only while that is
+        measured faster than one thread (see :mod:`sheaflinalg.training.tiled`).
 
     Returns
     -------

@@ -49,7 +49,7 @@ class TiledSteps:
     >>> import numpy as np
     >>> steps = TiledSteps(np.zeros((2, 5000)), np.array([2, 30, 1]), 62, 121, threads=2, blas_threads=1)
     >>> steps.n_tiles, steps.parallel
-    (4, True)
+    (2, True)
     >>> TiledSteps(np.zeros((2, 300)), np.array([2, 30, 1]), 62, 121, threads=8, blas_threads=1).parallel
     False
     """
