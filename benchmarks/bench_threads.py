@@ -4,7 +4,7 @@ Cases (the issue's):
 
 * spectrum: ``[2,1000,1000,1]`` (N = 4001), one input, both ends with eigenvectors;
 * heat: ``[2,30,1]`` x 300 inputs, a fixed number of Euler steps (``tol=0``);
-* training: ``[2,30,1]`` x 4096 samples (16 tiles), a fixed number of joint-dynamics steps, per step;
+* training: ``[2,30,1]`` x 30000 samples (16 tiles), a fixed number of joint-dynamics steps, per step;
 * harmonic extension: ``[2,300,300,1]`` x 4096 inputs (16 sample blocks).
 
 For each case: the default thread count (:func:`sheaflinalg.get_num_threads`), and ``threads`` =
@@ -68,12 +68,13 @@ def cases(quick):
         return lambda: sl.heat(small, X300, dt=0.01, tol=0.0, max_steps=steps, seed=1, threads=threads,
                                progress=False)
 
-    X4k, Y4k = sl.tasks.paraboloid(4096, seed=0)
+    X4k = np.random.default_rng(0).uniform(-2, 2, size=(4096, 2))
+    X30k, Y30k = sl.tasks.paraboloid(30_000, seed=0)
     wide = sl.Network.random([2, 300, 300, 1], seed=0)
-    train_steps = 400 if quick else 2_000
+    train_steps = 200 if quick else 1_000
 
     def train(threads):
-        return lambda: sl.train(small, X4k, Y4k, steps=train_steps, epoch_steps=train_steps, seed=0,
+        return lambda: sl.train(small, X30k, Y30k, steps=train_steps, epoch_steps=train_steps, seed=0,
                                 stagnation=False, progress=False, threads=threads)
 
     def harmonic(threads):
@@ -81,7 +82,7 @@ def cases(quick):
 
     return {"spectrum [2,1000,1000,1] x 1, ms": (spectrum, 1e3),
             f"heat [2,30,1] x 300, us/step ({steps} steps)": (heat, 1e6 / steps),
-            f"train [2,30,1] x 4096, us/step ({train_steps} steps)": (train, 1e6 / train_steps),
+            f"train [2,30,1] x 30000, us/step ({train_steps} steps)": (train, 1e6 / train_steps),
             "harmonic [2,300,300,1] x 4096, ms": (harmonic, 1e3)}
 
 
