@@ -71,7 +71,7 @@ def cases(quick):
     X4k = np.random.default_rng(0).uniform(-2, 2, size=(4096, 2))
     X30k, Y30k = sl.tasks.paraboloid(30_000, seed=0)
     wide = sl.Network.random([2, 300, 300, 1], seed=0)
-    train_steps = 200 if quick else 1_000
+    train_steps = 1_000 if quick else 5_000     # a run's set-up (~0.3 s at 30000 samples) is included
 
     def train(threads):
         return lambda: sl.train(small, X30k, Y30k, steps=train_steps, epoch_steps=train_steps, seed=0,
