@@ -3,7 +3,9 @@
 Cases (the issue's):
 
 * spectrum: ``[2,1000,1000,1]`` (N = 4001), one input, both ends with eigenvectors;
-* heat: ``[2,30,1]`` x 300 inputs, a fixed number of Euler steps (``tol=0``).
+* heat: ``[2,30,1]`` x 300 inputs, a fixed number of Euler steps (``tol=0``);
+* training: ``[2,30,1]`` x 30000 samples (16 tiles), a fixed number of joint-dynamics steps, per step;
+* harmonic extension: ``[2,300,300,1]`` x 4096 inputs (16 sample blocks).
 
 For each case: the default thread count (:func:`sheaflinalg.get_num_threads`), and ``threads`` =
 1 .. the available cores (and one more than the cores, to show nothing assumes their number),
@@ -72,8 +74,22 @@ def cases(quick):
         return lambda: sl.heat(small, X300, dt=0.01, tol=0.0, max_steps=steps, seed=1, threads=threads,
                                progress=False)
 
+    X4k = np.random.default_rng(0).uniform(-2, 2, size=(4096, 2))
+    X30k, Y30k = sl.tasks.paraboloid(30_000, seed=0)
+    wide = sl.Network.random([2, 300, 300, 1], seed=0)
+    train_steps = 1_000 if quick else 5_000     # a run's set-up (~0.3 s at 30000 samples) is included
+
+    def train(threads):
+        return lambda: sl.train(small, X30k, Y30k, steps=train_steps, epoch_steps=train_steps, seed=0,
+                                stagnation=False, progress=False, threads=threads)
+
+    def harmonic(threads):
+        return lambda: sl.harmonic_extension(wide, X4k, threads=threads)
+
     return {"spectrum [2,1000,1000,1] x 1, ms": (spectrum, 1e3),
-            f"heat [2,30,1] x 300, us/step ({steps} steps)": (heat, 1e6 / steps)}
+            f"heat [2,30,1] x 300, us/step ({steps} steps)": (heat, 1e6 / steps),
+            f"train [2,30,1] x 30000, us/step ({train_steps} steps)": (train, 1e6 / train_steps),
+            "harmonic [2,300,300,1] x 4096, ms": (harmonic, 1e3)}
 
 
 def fmt(ts, scale):
@@ -83,7 +99,7 @@ def fmt(ts, scale):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--quick", action="store_true", help="fewer heat steps")
+    parser.add_argument("--quick", action="store_true", help="fewer heat and training steps")
     parser.add_argument("--load-seconds", type=float, default=120.0)
     args = parser.parse_args(argv)
     cores = available_cores()
@@ -96,7 +112,7 @@ def main(argv=None):
     import numba
 
     print(f"numba threading layer: {numba.threading_layer()}")
-    print(f"\n{'case':<42}{'load':>6}{'threads':>9}{'min':>9}{'median':>9}{'max':>9}")
+    print(f"\n{'case':<48}{'load':>6}{'threads':>9}{'min':>9}{'median':>9}{'max':>9}")
     ratios = []
     for name, (make, scale) in table.items():
         for load in (0, 1, 2):
@@ -104,13 +120,13 @@ def main(argv=None):
             with busy_processes(load, args.load_seconds) if load else contextlib.nullcontext():
                 res = timings({**{t: make(t) for t in counts}, "default": make(None)}, args.runs)
             for t in counts + ["default"]:
-                print(f"{name:<42}{load:>6}{str(t):>9} {fmt(res[t], scale)}")
+                print(f"{name:<48}{load:>6}{str(t):>9} {fmt(res[t], scale)}")
             med = np.median(res["default"]) / np.median(res[1])
             worst = res["default"].max() / np.median(res[1])
             ratios.append((name, load, med, worst))
     print("\nratio of the default to threads=1 (same load, same run): median / worst run")
     for name, load, med, worst in ratios:
-        print(f"{name:<42} load {load}: {med:5.2f}x / {worst:5.2f}x")
+        print(f"{name:<48} load {load}: {med:5.2f}x / {worst:5.2f}x")
     return 0
 
 

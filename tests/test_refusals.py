@@ -159,7 +159,8 @@ CLI_CASES = [
              "--samples"],
     "spectrum": ["--seed", "--samples", "-k", "--tol"],
     "verify": ["--seed", "--samples"],
-    "train": ["--steps", "--dt", "--alpha", "--beta", "--n-train", "--n-test", "--seed", "--loss-param"],
+    "train": ["--steps", "--dt", "--alpha", "--beta", "--n-train", "--n-test", "--seed", "--loss-param",
+              "--threads"],
 }.items() for opt in opts for bad in ("abc", "nan", "-1", "inf", "2.5") if not (
     bad == "2.5" and opt in ("--dt", "--alpha", "--tol", "--gamma", "--beta", "--loss-param")) and not (
     bad == "-1" and opt == "--loss-param")]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import naive
 import sheaflinalg as sl
 from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
-from sheaflinalg.kernels.training import train_steps
+from sheaflinalg.kernels.training import (pack_tiles, tiled_steps, tiled_steps_parallel, train_steps,
+                                          unpack_tiles)
 from sheaflinalg.training.parameter_sheaf import parameter_sheaf
 from sheaflinalg.training import stagnation
 from sheaflinalg.training.joint import KERNEL_LOSS
@@ -134,6 +135,39 @@ def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=Non
     return sl.Network.from_parameters(theta, net.dims, net.output), S.T[:, :n_move].copy()
 
 
+def tiled_kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg, state0, theta0, bounds, widths, kernel,
+                      n_steps=1):
+    """:func:`kernel_step` on the tiles ``bounds`` (cache tiles ``widths``) by ``kernel`` (serial or
+    parallel), every batch array in tile-major order."""
+    off = sl.Layout(net.dims).kernel_offsets()
+    n_move = off["yhat_off"]
+    S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
+    theta = net.parameters()
+    reg = reg or sl.Regularization()
+    initial = reg.anchor == "initial"       # the anchors as the driver passes them
+    S0 = np.ascontiguousarray(np.concatenate([state0[:, :n_move] * initial, Y], axis=1).T)
+    theta0 = theta0 * initial
+    M = X.shape[0]
+    bounds, widths = np.asarray(bounds, dtype=np.int64), np.asarray(widths, dtype=np.int64)
+
+    def tiles(A):
+        flat = np.full(A.size, np.nan)
+        pack_tiles(np.ascontiguousarray(A), bounds, flat)
+        return flat
+
+    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
+    scratch = [np.zeros(n * M) for n in (S.shape[0], S.shape[0], net.dims[-1], max(net.dims))]
+    partials = np.full((len(bounds) - 1, theta.size), np.nan)     # every entry written before it is read
+    St = tiles(S)
+    done = kernel(tiles(X.T), St, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
+                  off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p, alpha, beta, dt, n_steps,
+                  n_move, reg.code("lam"), reg.lam, reg.l1_ratio, tiles(S0), reg.code("mu"), reg.mu, reg.l1_ratio,
+                  theta0, *scratch, np.zeros_like(theta), bounds, widths, partials)
+    assert done == n_steps
+    unpack_tiles(St, bounds, S)
+    return theta, S.T[:, :n_move].copy()
+
+
 @st.composite
 def step_cases(draw):
     net, seed = draw(networks(max_hidden=3, max_width=7))
@@ -174,6 +208,47 @@ def test_one_step_matches_naive_dense_dynamics(case):
     net_n, s_n = naive_step(*args)
     np.testing.assert_allclose(s_k, s_n, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(net_k.parameters(), net_n.parameters(), rtol=1e-12, atol=1e-12)
+
+
+@given(step_cases(), st.data())
+@settings(max_examples=30, deadline=None)
+def test_tiled_steps_match_naive_dense_dynamics(case, data):
+    """Any cut of the batch into tiles (ragged, sub-tiled): the same step as the naive dense dynamics,
+    and the serial and parallel kernels equal bit for bit."""
+    import numba
+
+    net, X, Y, state, loss, reg, rng = case
+    M = X.shape[0]
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, M - 1), max_size=4)))) if M > 1 else []
+    bounds = [0] + cuts + [M]
+    widths = [data.draw(st.integers(1, 3)) for _ in cuts + [M]]
+    p = LOSS_PARAM[loss]
+    state0, theta0 = rng.normal(size=state.shape), rng.normal(size=net.n_parameters)
+    args = (net, X, Y, state, loss, p, 0.7, 0.3, 0.01, reg, state0, theta0)
+    theta_k, s_k = tiled_kernel_step(*args, bounds, widths, tiled_steps)
+    net_n, s_n = naive_step(*args)
+    np.testing.assert_allclose(s_k, s_n, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(theta_k, net_n.parameters(), rtol=1e-12, atol=1e-12)
+    numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    theta_p, s_p = tiled_kernel_step(*args, bounds, widths, tiled_steps_parallel, n_steps=3)
+    theta_s, s_s = tiled_kernel_step(*args, bounds, widths, tiled_steps, n_steps=3)
+    np.testing.assert_array_equal(theta_p, theta_s)
+    np.testing.assert_array_equal(s_p, s_s)
+
+
+def test_one_tile_is_the_whole_batch_kernel():
+    """train_steps (the batch as one tile) is tiled_steps with the bounds [0, M], bit for bit."""
+    rng = np.random.default_rng(5)
+    net = sl.Network.random([3, 7, 5, 2], seed=2)
+    X, Y = rng.uniform(-2, 2, size=(40, 3)), rng.normal(size=(40, 2))
+    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    state = rng.normal(size=(40, n_move))
+    args = (net, X, Y, state, "huber", 0.3, 0.7, 0.3, 0.01)
+    net_k, s_k = kernel_step(*args, n_steps=4, tile=16)
+    theta_t, s_t = tiled_kernel_step(*args, None, state * 0, net.parameters() * 0, [0, 40], [16], tiled_steps,
+                                     n_steps=4)
+    np.testing.assert_array_equal(net_k.parameters(), theta_t)
+    np.testing.assert_array_equal(s_k, s_t)
 
 
 def reference_run(net, X, Y, state, steps, epoch_steps, warm_start, alpha, beta, dt):

@@ -48,3 +48,14 @@ def test_learned_output_figure(tmp_path):
     assert path.stat().st_size > 1000 and len(fig.axes) >= 6
     h = sl.sgd(net, d.X_train, d.Y_train, epochs=20, progress=False).history
     assert plot_curves([h]).get_yscale() == "log"
+
+
+def test_train_command_threads_do_not_change_the_network(tmp_path, capsys):
+    paths = []
+    for threads in ("1", "2", "3"):
+        paths.append(tmp_path / f"net{threads}.npz")
+        assert main(["train", "--steps", "400", "--arch", "2,6,1", "--n-train", "600", "--threads", threads,
+                     "--no-progress", "--save", str(paths[-1])]) == 0
+    nets = [sl.Network.load(p).parameters() for p in paths]
+    for other in nets[1:]:
+        np.testing.assert_array_equal(nets[0], other)

@@ -345,6 +345,11 @@ class SerialOrParallel:
     def _warm(self):
         return all(len(t) >= self.warmup for t in self.times.values())
 
+    def prefers_parallel(self):
+        """Whether the parallel path is the faster one now (False while warming up); not a call."""
+        with self._lock:
+            return self._warm() and self._faster()
+
     def choose(self):
         """True to run the parallel path now."""
         with self._lock:
@@ -372,6 +377,12 @@ class SerialOrParallel:
                     self.interval = self.probe_every
                 self.next_probe = self.calls + self.interval
 
+
+# numba's fallback threading layer (workqueue, when neither OpenMP nor TBB is
+# installed) aborts if two parallel kernels run at once, and two at once would
+# overbook the cores anyway: parallel kernels started from several Python
+# threads take turns.
+PARALLEL_LOCK = threading.Lock()
 
 _CHOICES = {}
 _CHOICES_LOCK = threading.Lock()

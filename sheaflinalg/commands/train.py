@@ -38,6 +38,9 @@ def add_arguments(parser):
     parser.add_argument("--history", metavar="HIST.csv", help="write the per-epoch history here")
     parser.add_argument("--checkpoint", metavar="RUN.npz",
                         help="sheaf runs: keep a checkpoint here every 10 epochs and resume from it if it exists")
+    parser.add_argument("--threads", type=number("--threads", int, minimum=1), default=None,
+                        help="threads of the sheaf training kernels (default: the cores this process may use; "
+                             "SHEAFLINALG_NUM_THREADS lowers it)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -66,6 +69,15 @@ def write_history(history, path):
 
 
 def run(args):
+    import sheaflinalg as sl
+
+    if args.threads is None:
+        return _run(args)
+    with sl.num_threads(args.threads):
+        return _run(args)
+
+
+def _run(args):
     import sheaflinalg as sl
 
     check_combinations(args)

@@ -19,8 +19,9 @@ Regularisation kinds (``REG_CODES``): 0 none, 1 L2 ``lam (s - s0)``,
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
+from . import renamed
 from .force import (BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, force_sweep_blas,
                     layer_velocity_range, tile_width, uses_blas)
 from .products import outer_product, outer_sums_range, row_sums
@@ -57,29 +58,87 @@ def weight_velocity_range(X, S, E, dims, zoff, aoff, woff, boff, out, s0, s1, ac
         layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, out, accumulate, whole, s0, s1, True)
 
 
-@njit(cache=True, nogil=True)
-def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                out_mode, phi_code, loss_kind, loss_param,
-                alpha, beta, dt, n_steps, n_move,
-                state_reg, lam, lam_l1_ratio, S_anchor,
-                weight_reg, mu, mu_l1_ratio, theta_anchor,
-                F, E, phi_buf, work, grad, tile=0):
-    """Run ``n_steps`` Euler steps of the joint dynamics in place on ``S`` and ``theta``.
+@njit(cache=True)
+def _batch_step(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
+                loss_param, n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, S_anchor, F, E, phi_buf, work,
+                velocity, T):
+    """One step of a whole (sub-)batch ``Sa`` -> ``Sb`` in cache tiles of ``T`` samples; its weight velocity
+    goes to ``velocity`` (the cache tiles' sums added in order; BLAS for big layers when ``T`` is the batch)."""
+    n_rows, M = Sa.shape
+    blas = uses_blas(dims, M, T)
+    for t0 in range(0, M, T):
+        t1 = min(t0 + T, M)
+        if state_reg == 0:
+            if blas:
+                force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                 out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
+                                 scale, None, velocity, t0 > 0, None, True)
+            else:
+                force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                            out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
+                            scale, None, velocity, t0 > 0, None, None)
+        else:
+            compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                                 out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
+            weight_velocity_range(X, Sa, E, dims, zoff, aoff, woff, boff, velocity, t0, t1, t0 > 0)
+            u0 = np.uint64(t0)
+            u1 = np.uint64(t1)
+            for r in range(n_rows):
+                for s in range(u0, u1):
+                    v = Sa[r, s]
+                    if r < n_move:
+                        v += a_dt * (F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, v - S_anchor[r, s]))
+                    Sb[r, s] = v
 
-    ``n_move`` is the number of leading rows of ``S`` that evolve (the
-    ``yhat`` rows after them hold the targets).  Returns the number of steps
-    completed; it is smaller than ``n_steps`` when the state or the weights
-    stop being finite (checked once per step on the cheap running sums).
-    ``tile``: samples per tile (0: :func:`~sheaflinalg.kernels.force.tile_width`);
-    the result depends on it only through the order of the batch sums.
+
+@njit(cache=True)
+def tile_block(flat, rows, b0, b1):
+    """The ``(rows, b1 - b0)`` C-contiguous block of the tile of samples ``b0 <= s < b1`` in a tile-major
+    buffer (tile ``k`` of an array of ``rows`` rows sits at ``rows * bounds[k]``)."""
+    return flat[rows * b0:rows * b1].reshape(rows, b1 - b0)
+
+
+@njit(cache=True)
+def pack_tiles(A, bounds, flat):
+    """``flat`` = the ``(rows, M)`` array ``A`` in tile-major order (:func:`tile_block`)."""
+    rows = A.shape[0]
+    for k in range(bounds.shape[0] - 1):
+        tile_block(flat, rows, bounds[k], bounds[k + 1])[:, :] = A[:, bounds[k]:bounds[k + 1]]
+
+
+@njit(cache=True)
+def unpack_tiles(flat, bounds, A):
+    """``A`` = the tile-major ``flat`` as a ``(rows, M)`` array (inverse of :func:`pack_tiles`)."""
+    rows = A.shape[0]
+    for k in range(bounds.shape[0] - 1):
+        A[:, bounds[k]:bounds[k + 1]] = tile_block(flat, rows, bounds[k], bounds[k + 1])
+
+
+def _tiled_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                 out_mode, phi_code, loss_kind, loss_param,
+                 alpha, beta, dt, n_steps, n_move,
+                 state_reg, lam, lam_l1_ratio, S_anchor,
+                 weight_reg, mu, mu_l1_ratio, theta_anchor,
+                 F, E, phi_buf, work, grad, bounds, widths, partials):
+    """:func:`train_steps` on the tiles ``bounds[k] <= s < bounds[k + 1]`` of the batch, one parallel
+    region per step in the ``parallel`` compilation.
+
+    Every batch array is flat and tile-major (:func:`pack_tiles`; one tile:
+    the array itself): ``X``, ``S`` (updated in place), ``S_anchor`` (with a
+    state regularisation; else any one-element array), and the scratch
+    ``F``, ``E``, ``phi_buf``, ``work``.  Each tile is stepped as a batch of
+    its own (cache tiles of ``widths[k]``, BLAS for its big layer products)
+    and writes its weight velocity to ``partials[k]``; ``grad`` is their sum
+    in tile order, so the result does not depend on which thread ran which
+    tile.
     """
-    M = S.shape[1]
-    n_rows = S.shape[0]
+    M = bounds[bounds.shape[0] - 1]
+    n_rows = S.shape[0] // M
+    n_in, n_out, width = X.shape[0] // M, phi_buf.shape[0] // M, work.shape[0] // M
     P = theta.shape[0]
+    n_tiles = bounds.shape[0] - 1
     a_dt = alpha * dt
     b_dt = beta * dt
-    T = tile if tile > 0 else tile_width(dims, n_rows, M)
-    blas = uses_blas(dims, M, T)
     scale = np.zeros(n_rows)
     scale[:n_move] = a_dt
     # Each step writes the new stalks into the other buffer (see force_sweep); they swap.
@@ -88,33 +147,23 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     Sb = S_next
     done = n_steps
     for step in range(n_steps):
-        # Tile by tile (samples are independent given the weights): forces
-        # and weight velocity from the old state and weights, and the
-        # tile's new stalks.  The weights move after the last tile.
-        for t0 in range(0, M, T):
-            t1 = min(t0 + T, M)
-            if state_reg == 0:
-                if blas:
-                    force_sweep_blas(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
-                                     scale, None, grad, t0 > 0, None, True)
-                else:
-                    force_sweep(X, Sa, Sb, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1,
-                                scale, None, grad, t0 > 0, None, None)
-            else:
-                compute_forces_range(X, Sa, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                                     out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, t0, t1)
-                weight_velocity_range(X, Sa, E, dims, zoff, aoff, woff, boff, grad, t0, t1, t0 > 0)
-                u0 = np.uint64(t0)
-                u1 = np.uint64(t1)
-                for r in range(n_rows):
-                    for s in range(u0, u1):
-                        v = Sa[r, s]
-                        if r < n_move:
-                            v += a_dt * (F[r, s] + _reg_force(state_reg, lam, lam_l1_ratio, v - S_anchor[r, s]))
-                        Sb[r, s] = v
+        # Samples are independent given the weights: forces, weight velocity
+        # and new stalks from the old state and weights, tile by tile.
+        for k in prange(n_tiles):
+            b0, b1 = bounds[k], bounds[k + 1]
+            anchor = tile_block(S_anchor, n_rows, b0, b1) if state_reg != 0 else S_anchor[:1].reshape(1, 1)
+            _batch_step(tile_block(X, n_in, b0, b1), tile_block(Sa, n_rows, b0, b1),
+                        tile_block(Sb, n_rows, b0, b1), theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode,
+                        phi_code, loss_kind, loss_param, n_move, a_dt, scale, state_reg, lam, lam_l1_ratio, anchor,
+                        tile_block(F, n_rows, b0, b1), tile_block(E, n_rows, b0, b1),
+                        tile_block(phi_buf, n_out, b0, b1), tile_block(work, width, b0, b1), partials[k],
+                        widths[k])
         Sa, Sb = Sb, Sa
+        for p in range(P):
+            g = partials[0, p]
+            for k in range(1, n_tiles):
+                g += partials[k, p]
+            grad[p] = g
         total = 0.0
         if weight_reg != 0:
             for p in range(P):
@@ -132,6 +181,83 @@ def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     if done % 2 == 1:
         S[:] = S_next
     return done
+
+
+# The batch is cut into tiles for threads by its size and the network alone
+# (never by the thread count): at least MIN_SAMPLES_PER_TILE samples and
+# TILE_WORK multiply-adds per step each, at most MAX_TILES.  Each tile costs
+# about a microsecond per step whatever its size (its row loops start over),
+# and one parallel region per step a few: smaller batches stay one tile (the
+# paper's runs of 300 samples keep their results).
+MIN_SAMPLES_PER_TILE = 256
+TILE_WORK = 1 << 18
+MAX_TILES = 16
+
+
+def train_tiles(dims, n_rows, M):
+    """Tiles of a batch of ``M`` samples for :func:`tiled_steps`: ``(bounds, widths, blas)``.
+
+    ``bounds`` (int64, one more than the tiles) cuts the batch at multiples
+    of 8 samples (the last tile takes the rest); ``widths`` are the cache
+    tiles of each (:func:`~sheaflinalg.kernels.force.tile_width`); ``blas``
+    whether some tile sends layer products to BLAS.  The work of a sample is
+    counted as its weight products and its rows.  Depends on the network and
+    ``M`` only.
+
+    Examples
+    --------
+    >>> bounds, widths, blas = train_tiles(np.array([2, 30, 1]), 62, 5000)
+    >>> bounds.tolist(), widths.tolist(), blas
+    ([0, 2504, 5000], [704, 704], False)
+    >>> train_tiles(np.array([2, 30, 1]), 62, 300)[0].tolist()
+    [0, 300]
+    """
+    work = n_rows + sum(int(a) * int(b) for a, b in zip(dims[:-1], dims[1:]))
+    n = max(1, min(MAX_TILES, M // MIN_SAMPLES_PER_TILE, M * work // TILE_WORK))
+    per = 8 * -(-M // (8 * n))
+    bounds = np.array([min(M, k * per) for k in range(n)] + [M], dtype=np.int64)
+    widths = np.array([tile_width(dims, n_rows, int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])],
+                      dtype=np.int64)
+    blas = any(uses_blas(dims, int(b - a), int(w)) for a, b, w in zip(bounds[:-1], bounds[1:], widths))
+    return bounds, widths, bool(blas)
+
+
+# Compiled twice from one source: serially (prange runs as range) and with the
+# tiles on numba's threads (only the prange is parallel).  Same tiles, same results.
+_ONLY_PRANGE = {"comprehension": False, "reduction": False, "inplace_binop": False, "setitem": False,
+                "numpy": False, "stencil": False, "fusion": False}
+tiled_steps = njit(cache=True, nogil=True)(renamed(_tiled_steps, "tiled_steps"))
+tiled_steps_parallel = njit(cache=True, nogil=True, parallel=_ONLY_PRANGE)(
+    renamed(_tiled_steps, "tiled_steps_parallel"))
+
+
+@njit(cache=True, nogil=True)
+def train_steps(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
+                out_mode, phi_code, loss_kind, loss_param,
+                alpha, beta, dt, n_steps, n_move,
+                state_reg, lam, lam_l1_ratio, S_anchor,
+                weight_reg, mu, mu_l1_ratio, theta_anchor,
+                F, E, phi_buf, work, grad, tile=0):
+    """Run ``n_steps`` Euler steps of the joint dynamics in place on ``S`` and ``theta``, the batch as one tile.
+
+    ``n_move`` is the number of leading rows of ``S`` that evolve (the
+    ``yhat`` rows after them hold the targets).  Returns the number of steps
+    completed; it is smaller than ``n_steps`` when the state or the weights
+    stop being finite (checked once per step on the cheap running sums).
+    ``tile``: samples per cache tile (0: :func:`~sheaflinalg.kernels.force.tile_width`);
+    the result depends on it only through the order of the batch sums.
+    Several tiles for threads: :func:`tiled_steps` with :func:`train_tiles`.
+    """
+    M = S.shape[1]
+    T = tile if tile > 0 else tile_width(dims, S.shape[0], M)
+    bounds = np.array([0, M], dtype=np.int64)
+    widths = np.array([T], dtype=np.int64)
+    partials = np.empty((1, theta.shape[0]))
+    return tiled_steps(X.reshape(X.size), S.reshape(S.size), theta, dims, zoff, aoff, woff, boff, yhat_off,
+                       out_mode, phi_code, loss_kind, loss_param, alpha, beta, dt, n_steps, n_move, state_reg, lam,
+                       lam_l1_ratio, S_anchor.reshape(S_anchor.size), weight_reg, mu, mu_l1_ratio, theta_anchor,
+                       F.reshape(F.size), E.reshape(E.size), phi_buf.reshape(phi_buf.size),
+                       work.reshape(work.size), grad, bounds, widths, partials)
 
 
 # ---------------------------------------------------------------- gradient descent

@@ -7,11 +7,13 @@ a mask (activation edge).  For the forward-pass pattern this *is* the forward
 pass (the paper's Proposition "Forward pass as harmonic extension").
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples
+from .._common.threads import blas_limit, resolve_threads
+from .._common.validation import as_samples, check_optional_int
 from ..network import activations
 from ..network.model import NetworkOverflowError
 from .layout import Layout
@@ -53,7 +55,32 @@ class HarmonicExtension:
         return [self.free[:, self.layout.free(f"a{l}")] for l in range(1, self.layout.n_hidden + 1)]
 
 
-def harmonic_extension(net, X, pattern=None):
+# A big batch is cut into sample blocks by its size and the network alone
+# (never by the thread count): at least BLOCK_WORK multiply-adds and
+# MIN_BLOCK_SAMPLES samples each (a block of fewer samples streams a wide
+# weight matrix for too little work), at most MAX_BLOCKS.
+BLOCK_WORK = 1 << 19
+MIN_BLOCK_SAMPLES = 128
+MAX_BLOCKS = 16
+
+
+def sample_blocks(dims, M):
+    """Row bounds of the sample blocks of a batch of ``M`` samples (``[0, M]``: one block).
+
+    Examples
+    --------
+    >>> sample_blocks([2, 30, 1], 300)
+    [0, 300]
+    >>> sample_blocks([2, 1000, 1000, 1], 500)
+    [0, 167, 334, 500]
+    """
+    work = M * sum(int(a) * int(b) for a, b in zip(dims[:-1], dims[1:]))
+    n = max(1, min(MAX_BLOCKS, M // MIN_BLOCK_SAMPLES, work // BLOCK_WORK))
+    per = -(-M // n)
+    return [min(M, k * per) for k in range(n)] + [M]
+
+
+def harmonic_extension(net, X, pattern=None, threads=None):
     """Harmonic extension of the boundary data ``(x, 1, ..., 1)`` by forward substitution.
 
     Parameters
@@ -64,6 +91,12 @@ def harmonic_extension(net, X, pattern=None):
         Frozen activation pattern (see :func:`sheaflinalg.assemble`).  By
         default the self-consistent pattern is found layer by layer, and the
         result is the forward pass.
+    threads : int, optional
+        Threads that share the sample blocks of a big batch (any positive
+        integer; default :func:`sheaflinalg.get_num_threads`).  A batch is cut
+        into blocks by its size and the network alone (:func:`sample_blocks`),
+        each computed with one BLAS thread, so the result is the same bit for
+        bit for any number of threads; a small batch is one block.
 
     Returns
     -------
@@ -79,32 +112,61 @@ def harmonic_extension(net, X, pattern=None):
     True
     """
     X, _ = as_samples(X, net.dims[0])
+    threads = resolve_threads(check_optional_int(threads, "threads"))
     M = X.shape[0]
     if pattern is not None:
         pattern = normalise_pattern(net, pattern, M)
     lay = Layout(net.dims)
     free = np.empty((M, lay.n_free))
-    used, consistent = [], np.ones(M, dtype=bool)
-    a = X
+    consistent = np.ones(M, dtype=bool)
+    k = net.n_hidden
+    used = list(pattern) if pattern is not None else [np.empty((M, n), dtype=bool) for n in net.dims[1:k + 1]]
+    bounds = sample_blocks(net.dims, M)
+    blocks = list(zip(bounds[:-1], bounds[1:]))
+
+    def block(lo_hi):
+        return _extend_rows(net, lay, X, pattern, free, used, consistent, *lo_hi)
+
+    if len(blocks) == 1:
+        failed = [block(blocks[0])]
+    else:
+        with blas_limit(1):
+            if threads == 1:
+                failed = [block(b) for b in blocks]
+            else:
+                with ThreadPoolExecutor(max_workers=min(threads, len(blocks))) as pool:
+                    failed = list(pool.map(block, blocks))
+    failed = [l for l in failed if l]
+    if failed:
+        l = min(failed)
+        raise NetworkOverflowError(f"the harmonic extension overflows at layer {l} (z{l} = W{l} a{l - 1} + "
+                                   f"b{l} is not finite): rescale the weights or the inputs")
+    return HarmonicExtension(free=free, output=free[:, lay.free("yhat")], pattern=used,
+                             self_consistent=consistent, layout=lay)
+
+
+def _extend_rows(net, lay, X, pattern, free, used, consistent, lo, hi):
+    """The forward substitution of the samples ``lo <= s < hi`` into ``free``, ``used`` and
+    ``consistent``; returns the first layer whose pre-activation is not finite (0: none)."""
+    a = X[lo:hi]
     k = net.n_hidden
     for l in range(1, k + 2):
         W, b = net.weights[l - 1], net.biases[l - 1]
-        z = free[:, lay.free(f"z{l}")]
+        z = free[lo:hi, lay.free(f"z{l}")]
         with np.errstate(over="ignore", invalid="ignore"):
             np.matmul(a, W.T, out=z)  # weight edge: z_l = W_l a_{l-1} + b_l
             z += b
         if not np.all(np.isfinite(z)):
-            raise NetworkOverflowError(f"the harmonic extension overflows at layer {l} (z{l} = W{l} a{l - 1} + "
-                                       f"b{l} is not finite): rescale the weights or the inputs")
+            return l
         if l == k + 1:
             break
-        mask = z >= 0 if pattern is None else pattern[l - 1]
-        if pattern is not None:
-            consistent &= np.all((mask == (z >= 0)) | (z == 0), axis=1)
-        used.append(mask)
-        a = free[:, lay.free(f"a{l}")]
+        mask = used[l - 1][lo:hi]
+        if pattern is None:
+            np.greater_equal(z, 0, out=mask)
+        else:
+            consistent[lo:hi] &= np.all((mask == (z >= 0)) | (z == 0), axis=1)
+        a = free[lo:hi, lay.free(f"a{l}")]
         np.multiply(z, mask, out=a)  # activation edge: a_l = R_l z_l
-    out = free[:, lay.free("yhat")]
+    out = free[lo:hi, lay.free("yhat")]
     out[...] = activations.apply(net.output, z)
-    return HarmonicExtension(free=free, output=out, pattern=used,
-                             self_consistent=consistent, layout=lay)
+    return 0

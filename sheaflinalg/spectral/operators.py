@@ -16,10 +16,6 @@ from .._common import threads as _threads
 from ..kernels import substitution as _sub
 from ..sheaf.layout import Layout
 
-# numba's fallback threading layer (workqueue, when neither OpenMP nor TBB is
-# installed) aborts if two parallel kernels run at once: spectra computed from
-# several Python threads take turns in the parallel kernels.
-_PARALLEL_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------- operators
@@ -118,7 +114,7 @@ class CoboundaryOperator:
         parallel = choice.choose()
         start = time.perf_counter()
         if parallel:
-            with _PARALLEL_LOCK:
+            with _threads.PARALLEL_LOCK:
                 numba.set_num_threads(_threads.numba_threads(threads))
                 self._sweeps(_sub.backward_sweep_parallel, _sub.forward_sweep_parallel, v, Lv, dv, w, Linv, y)
             _threads.parallel_done(threads)

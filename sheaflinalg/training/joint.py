@@ -20,11 +20,10 @@ import numpy as np
 
 from .._common.progress import progress_bar
 from .._common.rounds import Rounds
-from .._common.threads import blas_limit, check_blas_threads
+from .._common.threads import blas_limit, check_blas_threads, resolve_threads
 from .._common.validation import as_float64, check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
-from ..kernels.training import train_steps
 from ..network.model import Network, NetworkOverflowError
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
@@ -33,6 +32,7 @@ from .checkpoint import RunShape, TrainingCheckpoint, check_checkpoint_path, fin
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .problem import Problem, TrainResult
 from .stagnation import effective_spectral_gap
+from .tiled import TiledSteps
 
 KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LOSS_CODES["pnorm"],
                "huber": LOSS_CODES["huber"], "cross_entropy": LOSS_CODES["squared"]}
@@ -41,7 +41,7 @@ KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LO
 def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
           init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
           record_every=1, seed=None, progress=True, callback=None, callback_every=None,
-          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10):
+          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10, threads=None):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
 
     Parameters
@@ -100,6 +100,16 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         A checkpoint of a different run is refused.
     checkpoint_every : int
         Epochs between checkpoints.
+    threads : int, optional
+        Threads that share the batch's tiles at every step; any positive
+        integer, default :func:`sheaflinalg.get_num_threads`.  A big batch is
+        cut into tiles by its size and the network alone (at least 256
+        samples and 2^18 multiply-adds per step each, at most 16:
+        :func:`~sheaflinalg.kernels.training.train_tiles`), each adding its
+        share of the weight velocity in tile order, so the result is the
+        same bit for bit for any number of threads; smaller batches are one
+        tile, as before.  The tiles run in parallel only while that is
+        measured faster than one thread (see :mod:`sheaflinalg.training.tiled`).
 
     Returns
     -------
@@ -132,7 +142,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     cfg = _Settings.check(prob, alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start,
                           epoch_steps=epoch_steps, reg=reg, record_every=record_every, seed=seed,
                           callback=callback, callback_every=callback_every, stagnation=stagnation,
-                          blas_threads=blas_threads, checkpoint_every=checkpoint_every)
+                          blas_threads=blas_threads, checkpoint_every=checkpoint_every, threads=threads)
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
     run = _JointRun(prob, cfg)
@@ -162,10 +172,11 @@ class _Settings:
     stagnation: object
     blas_threads: object
     checkpoint_every: int
+    threads: int
 
     @classmethod
     def check(cls, prob, *, alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
-              callback, callback_every, stagnation, blas_threads, checkpoint_every):
+              callback, callback_every, stagnation, blas_threads, checkpoint_every, threads):
         """Every setting checked before any work; errors name the parameter."""
         M = prob.X.shape[0]
         alpha = check_positive(alpha, "alpha")
@@ -183,6 +194,7 @@ class _Settings:
         check_step_size(prob.net, alpha, dt)
         check_blas_threads(blas_threads)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
+        threads = resolve_threads(threads)
         check_seed(seed)
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
@@ -191,7 +203,7 @@ class _Settings:
             raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
                              f"shape ({M}, {n_move})")
         return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
-                   callback_every, stagnation, blas_threads, checkpoint_every)
+                   callback_every, stagnation, blas_threads, checkpoint_every, threads)
 
     @property
     def restart(self):
@@ -241,6 +253,8 @@ class _JointRun:
                             self.theta)
         self.step = 0
         self.rounds = Rounds(cfg.epoch_steps)   # an epoch in rounds of ~0.1 s: Ctrl-C is honoured
+        self.steps = TiledSteps(self.Xc, off["dims"], self.S.shape[0], self.theta.size, cfg.threads,
+                                cfg.blas_threads)
 
     def start_state(self, method):
         """Free stalks ``(n_free, M)`` from an init name or array, with ``yhat`` pinned to the targets."""
@@ -335,10 +349,11 @@ class _JointRun:
             if reg.anchor == "initial" and reg.lam > 0:
                 self.S_anchor = self.S.copy()
         theta_prev, S_prev = self.theta.copy(), self.S.copy()
-        done = self.rounds.run(n, lambda k: train_steps(
-            self.Xc, self.S, self.theta, *self.kern, cfg.alpha, cfg.beta, cfg.dt, k, self.n_move,
-            reg.code("lam"), reg.lam, reg.l1_ratio, self.S_anchor, reg.code("mu"), reg.mu, reg.l1_ratio,
-            self.theta_anchor, self.F, self.E, self.phi_buf, self.work, self.grad))
+        args = (self.theta, self.kern, (cfg.alpha, cfg.beta, cfg.dt), (self.n_move, reg.code("lam"), reg.lam,
+                reg.l1_ratio), (reg.code("mu"), reg.mu, reg.l1_ratio), self.theta_anchor,
+                (self.F, self.E, self.phi_buf, self.work), self.grad)
+        with self.steps.packed(self.S, self.S_anchor):
+            done = self.rounds.run(n, lambda k: self.steps(k, *args))
         self.step += done
         finite = done == n and np.all(np.isfinite(self.theta)) and np.all(np.isfinite(self.S[:self.n_move]))
         if finite and (epoch % cfg.record_every == 0 or epoch == cfg.n_epochs):
