@@ -121,8 +121,10 @@ def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=Non
     S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
     theta = net.parameters()
     reg = reg or sl.Regularization()
-    S0 = np.ascontiguousarray(np.concatenate([state0[:, :n_move], Y], axis=1).T) if state0 is not None else S * 0
-    th0 = theta0 if theta0 is not None else theta * 0
+    initial = reg.anchor == "initial"       # the anchors as the driver passes them (0 for anchor="zero")
+    S0 = np.ascontiguousarray(np.concatenate([state0[:, :n_move] * initial, Y], axis=1).T) \
+        if state0 is not None else S * 0
+    th0 = theta0 * initial if theta0 is not None else theta * 0
     M = X.shape[0]
     out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
     bufs = (np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)),
