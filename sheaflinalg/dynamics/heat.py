@@ -329,7 +329,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         from .exact_heat import heat_exact
 
         return heat_exact(net, X, _initial_columns(net, X, lay, init, seed, hard), lay, hard, soft, lam,
-                          alpha, tol, t_max, max_events)
+                          alpha, tol, t_max, max_events, threads)
     if check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "
