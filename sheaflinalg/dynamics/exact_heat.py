@@ -76,14 +76,19 @@ def _crossings_and_sliding(ev):
     up = (ev["kind"] == "crossing_up") | (ev["kind"] == "crossing_down")
     cross = np.stack([idx[up], ev["sample"][up], ev["layer"][up], ev["neuron"][up],
                       ev["active"][up].astype(np.int64)], axis=1) if up.any() else np.zeros((0, 5), np.int64)
+    # A unit's sliding episodes do not overlap: the next start-or-end event of the same unit and
+    # sample after a start is its end (or there is none: -1).
+    ends = np.full(len(ev), -1, dtype=np.int64)
+    edge = np.flatnonzero((ev["kind"] == "sliding_start") | (ev["kind"] == "sliding_end"))
+    order = edge[np.lexsort((edge, ev["neuron"][edge], ev["layer"][edge], ev["sample"][edge]))]
+    unit = np.stack([ev["sample"][order], ev["layer"][order], ev["neuron"][order]], axis=1)
+    paired = (unit[:-1] == unit[1:]).all(axis=1) & (ev["kind"][order[:-1]] == "sliding_start") \
+        & (ev["kind"][order[1:]] == "sliding_end")
+    ends[order[:-1][paired]] = order[1:][paired]
     starts = np.flatnonzero(ev["kind"] == "sliding_start")
-    rows = []
-    for i in starts:
-        same = (idx > i) & (ev["kind"] == "sliding_end") & (ev["sample"] == ev["sample"][i]) \
-            & (ev["layer"] == ev["layer"][i]) & (ev["neuron"] == ev["neuron"][i])
-        end = int(np.flatnonzero(same)[0]) if same.any() else -1
-        rows.append((ev["sample"][i], ev["layer"][i], ev["neuron"][i], i, end, 0))
-    return cross.astype(np.int64), np.array(rows, dtype=np.int64).reshape(-1, 6)
+    rows = np.stack([ev["sample"][starts], ev["layer"][starts], ev["neuron"][starts], starts, ends[starts],
+                     np.zeros_like(starts)], axis=1)
+    return cross.astype(np.int64), rows.astype(np.int64).reshape(-1, 6)
 
 
 def _held(field, pins, sliding):

@@ -25,6 +25,7 @@ from ..kernels import exact as _kx
 # segment and n k of memory; one hidden layer needs ~8 at any width, deep nets up to n).
 KRYLOV_CAP = 512
 MAX_BLOCKS = 16
+RECORDS_PER_SAMPLE = 16     # first size of the segment and event buffers (doubled when full)
 
 
 def block_bounds(n_samples):
@@ -58,7 +59,7 @@ class KrylovEngine:
         S = np.ascontiguousarray(S, dtype=np.float64)
         M, n = S.shape
         run = KrylovRun(M, n)
-        blocks = [_Block(lo, hi, n, self.field.z_index.size) for lo, hi in block_bounds(M)]
+        blocks = [_Block(lo, hi, n, self.field.z_index.size, RECORDS_PER_SAMPLE) for lo, hi in block_bounds(M)]
 
         def work(block):
             block.run(self, S, t_max, tol, max_events, run)
@@ -88,12 +89,12 @@ class KrylovEngine:
 class _Block:
     """Buffers of the samples ``lo <= s < hi``."""
 
-    def __init__(self, lo, hi, n, n_units):
+    def __init__(self, lo, hi, n, n_units, per_sample):
         self.lo, self.hi = lo, hi
         self.counters = np.zeros(_kx.N_COUNTERS, dtype=np.int64)
         self.counters[_kx.C_NEXT] = lo
-        self.seg = self._segment_buffers(8 * (hi - lo), n, n_units)
-        self.ev = self._event_buffers(8 * (hi - lo))
+        self.seg = self._segment_buffers(per_sample * (hi - lo), n, n_units)
+        self.ev = self._event_buffers(per_sample * (hi - lo))
 
     @staticmethod
     def _segment_buffers(cap, n, n_units):

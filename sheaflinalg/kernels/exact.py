@@ -115,20 +115,23 @@ def lanczos(g0, op, kmax, n_free, V, alpha_, beta_, edge_buf):
 
 @njit(cache=True, nogil=True)
 def watched_rows(active, sliding, held_pin, z_index, a_index, p_ptr, p_idx, p_val, p0s, star, Yt, gamma,
-                 unit, kind, c, C):
+                 omega0, unit, kind, c, C, w0):
     """Watched quantities ``w_j = c_j + sum_i C_ji exp(-mu_i t)`` of the segment; returns their number.
 
     ``s_j z_j`` for units neither sliding nor hard-pinned; ``p_j`` and ``-(p_j + a_j)`` for sliding ones.
+    ``w0`` gets their values at the start state ``omega0`` (computed directly).
     """
     k = gamma.size
     nw = 0
     for u in range(active.size):
         zi = z_index[u]
         if sliding[u]:
-            p = p0s[u]
+            p, p_start = p0s[u], p0s[u]
             for q in range(p_ptr[u], p_ptr[u + 1]):
                 p += p_val[q] * star[p_idx[q]]
+                p_start += p_val[q] * omega0[p_idx[q]]
             ai = a_index[u]
+            w0[nw], w0[nw + 1] = p_start, -(p_start + omega0[ai])
             for i in range(k):
                 acc = 0.0
                 for q in range(p_ptr[u], p_ptr[u + 1]):
@@ -143,6 +146,7 @@ def watched_rows(active, sliding, held_pin, z_index, a_index, p_ptr, p_idx, p_va
             for i in range(k):
                 C[nw, i] = sgn * Yt[i, zi] * gamma[i]
             c[nw], unit[nw], kind[nw] = sgn * star[zi], u, WATCH_Z
+            w0[nw] = sgn * omega0[zi]
             nw += 1
     return nw
 
@@ -379,8 +383,8 @@ def _scan(c, C, Cmu, aCmu, aCmu2, mu, r, nw, grid, npts, pos, W, DW, B1, B2):
 
 
 @njit(cache=True, nogil=True)
-def first_event(c, C, mu, nw, horizon, h0, ws):
-    """First time in ``(0, horizon]`` at which some ``w_j < -roundoff_j``: ``(t, j)``, or ``(-1, -1)``.
+def first_event(c, C, r, mu, nw, horizon, h0, ws):
+    """First time in ``(0, horizon]`` at which some ``w_j < -r_j`` (``r``: round-off): ``(t, j)``, or ``(-1, -1)``.
 
     ``ws`` = (grid, npts, pos, W, DW, B1, B2): the scan's workspace (``MAX_DEPTH`` levels).
     """
@@ -389,15 +393,11 @@ def first_event(c, C, mu, nw, horizon, h0, ws):
     Cmu = np.empty((nw, k))
     aCmu = np.empty((nw, k))
     aCmu2 = np.empty((nw, k))
-    r = np.empty(nw)
     for j in range(nw):
-        s = abs(c[j])
         for i in range(k):
             Cmu[j, i] = C[j, i] * mu[i]
             aCmu[j, i] = abs(C[j, i]) * mu[i]
             aCmu2[j, i] = abs(C[j, i]) * mu[i] * mu[i]
-            s += abs(C[j, i])
-        r[j] = 8 * EPS * s
     t, h = 0.0, h0
     while t < horizon and t < 1e300:
         n = 0
@@ -489,6 +489,8 @@ def integrate_sample(s, omega0, e_s, p0s, sh, alpha, t_max, tol, max_events, kma
     unit = np.empty(2 * n_units, dtype=np.int64)
     kind = np.empty(2 * n_units, dtype=np.int64)
     c = np.empty(2 * n_units)
+    w0 = np.empty(2 * n_units)
+    r = np.empty(2 * n_units)
     t = 0.0
     ns, ne = seg0, ev0
     while True:
@@ -504,20 +506,23 @@ def integrate_sample(s, omega0, e_s, p0s, sh, alpha, t_max, tol, max_events, kma
         ns += 1
         C = np.empty((2 * n_units, gamma.size))
         nw = watched_rows(active, sliding, sh[9], sh[7], sh[8], sh[10], sh[11], sh[12], p0s, star, Yt, gamma,
-                          unit, kind, c, C)
+                          omega, unit, kind, c, C, w0)
+        # Round-off of w: events.py's 8 eps (|c| + sum |C|), plus 8 eps |w(0)|: c = A (omega0 - Y gamma)
+        # carries the rounding of omega0 (an equilibrium on a switching surface is then consistent).
         consistent = True
         for j in range(nw):
-            s_abs = abs(c[j])
+            s_abs = abs(c[j]) + abs(w0[j])
             for i in range(gamma.size):
                 s_abs += abs(C[j, i])
-            if c[j] < -8 * EPS * s_abs:
+            r[j] = 8 * EPS * s_abs
+            if c[j] < -r[j]:
                 consistent = False
         t_conv = convergence_time(gamma, mu, tol) if consistent else np.inf
         h0 = 0.25 / mu.max() if mu.size else 1.0
         horizon = min(t_max - t, t_conv)
         dt, row = -1.0, -1
         if nw > 0:
-            dt, row = first_event(c, C, mu, nw, horizon, h0, ws)
+            dt, row = first_event(c, C, r, mu, nw, horizon, h0, ws)
         if row < 0:
             end = t + horizon
             sg_end[ns - 1] = end
