@@ -46,9 +46,13 @@ def assert_same_flow(fast, slow, rtol=1e-12):
     for s in range(M):
         a, b = fast.events[fast.events["sample"] == s], slow.events[slow.events["sample"] == s]
         assert len(a) == len(b), (s, a, b)
-        for f in ("layer", "neuron", "kind", "active"):
-            assert np.array_equal(a[f], b[f]), (s, f, a, b)
-        np.testing.assert_allclose(a["time"], b["time"], rtol=rtol, atol=1e-15)
+        np.testing.assert_allclose(a["time"], b["time"], rtol=rtol, atol=1e-13)   # a root to round-off
+        # Events at the same time (to round-off) may come in either order: compare them as sets.
+        group = np.concatenate([[0], np.cumsum(np.diff(b["time"]) > 1e-12 * (1 + b["time"][1:]))])
+        for g in np.unique(group):
+            units = [sorted(zip(e["layer"][group == g], e["neuron"][group == g], e["kind"][group == g],
+                                e["active"][group == g])) for e in (a, b)]
+            assert units[0] == units[1], (s, a, b)
     assert np.array_equal(fast.converged_samples, slow.converged_samples)
     np.testing.assert_allclose(fast.time, slow.time, rtol=1e-9)
     assert np.abs(fast.state - slow.state).max() <= 10 * rtol * scale
@@ -63,10 +67,14 @@ def assert_same_flow(fast, slow, rtol=1e-12):
 @given(st.lists(st.integers(1, 5), min_size=1, max_size=3), st.sampled_from(KINDS), st.integers(0, 10_000),
        st.booleans(), st.booleans(), st.booleans())
 def test_compiled_engine_matches_dense_path(hidden, kind, seed, pin, soft, reluctance):
-    # zero_preactivations: some z start at 0 exactly (a zero network is tested below: the dense
-    # path's scan needs exponentially many intervals on its identically-zero sums).
+    # zero_preactivations: some z start at 0 exactly.  Nonzero biases: with zero ones an equilibrium
+    # downstream of dead units lies on switching surfaces, where either path may see a late event of
+    # round-off size, and the dense path's scan of identically-zero sums needs exponentially many
+    # intervals (such networks are tested on the compiled engine alone, below).
+    rng = np.random.default_rng(seed)
     net = sl.Network.random([2] + hidden + [1], seed=seed)
-    X = np.random.default_rng(seed).uniform(-2, 2, size=(3, 2))
+    net = sl.Network(net.weights, [rng.normal(0, 0.3, b.shape) for b in net.biases], net.output)
+    X = rng.uniform(-2, 2, size=(3, 2))
     kw = dict(pins={"a1[0]": 0.4} if pin else None,
               soft_pins=sl.SoftPins({f"a{len(hidden)}[0]": -0.3}, gamma=3.0) if soft and not (
                   pin and len(hidden) == 1) else None,

@@ -109,10 +109,9 @@ def _fixed_point(field, pins, active, sliding, omega, e):
     return star
 
 
-def _smallest_eigenvalue(field, pins, active, sliding):
-    """``lambda_1(L_FF)`` of a region (dense up to :data:`DENSE_EIGEN_MAX` free coordinates)."""
-    held = _held(field, pins, sliding)
-    DF = field.coboundary(active)[:, ~held]
+def _smallest_eigenvalue(D, held):
+    """``lambda_1(L_FF)`` of a region, ``D`` its coboundary (dense up to :data:`DENSE_EIGEN_MAX` free coordinates)."""
+    DF = D[:, ~held]
     if DF.shape[1] == 0:
         return np.inf
     L = (DF.T @ DF).tocsc()
@@ -168,8 +167,9 @@ def _final_region_stats(field, segments, run, pins, alpha):
         i = first[r]
         act, sli = segments.active[i], segments.sliding[i]
         mine = np.flatnonzero(inverse[last] == r)
-        rate[mine] = alpha * _smallest_eigenvalue(field, pins, act, sli)
-        edges[mine] = (field.coboundary(act) @ run.final[mine].T).T + field.e[mine]
+        D = field.coboundary(act)
+        rate[mine] = alpha * _smallest_eigenvalue(D, _held(field, pins, sli))
+        edges[mine] = (D @ run.final[mine].T).T + field.e[mine]
     dist = np.array([np.linalg.norm(segments.start_state(i) - run.star[s]) for s, i in enumerate(last)])
     active = segments.active[last] | segments.sliding[last]
     return rate, dist, segments.starts[last], active, segments.sliding[last], edges, \

@@ -13,8 +13,8 @@ grade) or ``k = |F|``; with ``T = S diag(theta) S^T`` and
 The watched quantities of :mod:`sheaflinalg.dynamics.events` are then
 ``w_j(t) = c_j + sum_i C_ji exp(-mu_i t)`` with ``mu = alpha theta``, and the event
 scan below is that module's, compiled (same bounds, chunks, subdivision on an
-explicit stack, ``never_again``, round-off rule; Brent's method as in scipy's
-``brentq``).  A posteriori, the Krylov error of a segment's states is at most
+explicit stack, ``never_again``; Brent's method as in scipy's ``brentq``), with a
+round-off rule that adds the rounding of the Krylov representation (:func:`watched_rows`).  A posteriori, the Krylov error of a segment's states is at most
 ``beta_k ||g0|| (|e_k^T T^-1 e_1| / theta_min + sum_i |S_ki S_1i| / theta_i^2)``
 (``lambda_min(L_FF)`` taken as ``theta_min``): see :func:`segment_setup`.
 
@@ -115,12 +115,15 @@ def lanczos(g0, op, kmax, n_free, V, alpha_, beta_, edge_buf):
 
 @njit(cache=True, nogil=True)
 def watched_rows(active, sliding, held_pin, z_index, a_index, p_ptr, p_idx, p_val, p0s, star, Yt, gamma,
-                 omega0, unit, kind, c, C, w0):
+                 omega0, unit, kind, c, C, r):
     """Watched quantities ``w_j = c_j + sum_i C_ji exp(-mu_i t)`` of the segment; returns their number.
 
     ``s_j z_j`` for units neither sliding nor hard-pinned; ``p_j`` and ``-(p_j + a_j)`` for sliding ones.
-    ``w0`` gets their values at the start state ``omega0`` (computed directly).
+    ``r`` gets their round-off: ``events.py``'s ``8 eps (|c_j| + sum_i |C_ji|)`` plus
+    ``8 eps (|w_j(0)| + ||A_j||_1 ||gamma||)``: ``c_j = A_j (omega0 - Y gamma)`` carries the rounding
+    of ``omega0`` and of the Krylov basis ``Y`` (orthonormal columns, entries exact to ``eps`` absolute).
     """
+    g_norm = np.sqrt(np.dot(gamma, gamma))
     k = gamma.size
     nw = 0
     for u in range(active.size):
@@ -131,7 +134,11 @@ def watched_rows(active, sliding, held_pin, z_index, a_index, p_ptr, p_idx, p_va
                 p += p_val[q] * star[p_idx[q]]
                 p_start += p_val[q] * omega0[p_idx[q]]
             ai = a_index[u]
-            w0[nw], w0[nw + 1] = p_start, -(p_start + omega0[ai])
+            p_abs = 0.0
+            for q in range(p_ptr[u], p_ptr[u + 1]):
+                p_abs += abs(p_val[q])
+            r[nw] = abs(p_start) + p_abs * g_norm
+            r[nw + 1] = abs(p_start + omega0[ai]) + (p_abs + 1.0) * g_norm
             for i in range(k):
                 acc = 0.0
                 for q in range(p_ptr[u], p_ptr[u + 1]):
@@ -146,8 +153,13 @@ def watched_rows(active, sliding, held_pin, z_index, a_index, p_ptr, p_idx, p_va
             for i in range(k):
                 C[nw, i] = sgn * Yt[i, zi] * gamma[i]
             c[nw], unit[nw], kind[nw] = sgn * star[zi], u, WATCH_Z
-            w0[nw] = sgn * omega0[zi]
+            r[nw] = abs(omega0[zi]) + g_norm
             nw += 1
+    for j in range(nw):
+        s = abs(c[j]) + r[j]
+        for i in range(k):
+            s += abs(C[j, i])
+        r[j] = 8 * EPS * s
     return nw
 
 
@@ -489,7 +501,6 @@ def integrate_sample(s, omega0, e_s, p0s, sh, alpha, t_max, tol, max_events, kma
     unit = np.empty(2 * n_units, dtype=np.int64)
     kind = np.empty(2 * n_units, dtype=np.int64)
     c = np.empty(2 * n_units)
-    w0 = np.empty(2 * n_units)
     r = np.empty(2 * n_units)
     t = 0.0
     ns, ne = seg0, ev0
@@ -506,15 +517,9 @@ def integrate_sample(s, omega0, e_s, p0s, sh, alpha, t_max, tol, max_events, kma
         ns += 1
         C = np.empty((2 * n_units, gamma.size))
         nw = watched_rows(active, sliding, sh[9], sh[7], sh[8], sh[10], sh[11], sh[12], p0s, star, Yt, gamma,
-                          omega, unit, kind, c, C, w0)
-        # Round-off of w: events.py's 8 eps (|c| + sum |C|), plus 8 eps |w(0)|: c = A (omega0 - Y gamma)
-        # carries the rounding of omega0 (an equilibrium on a switching surface is then consistent).
+                          omega, unit, kind, c, C, r)
         consistent = True
         for j in range(nw):
-            s_abs = abs(c[j]) + abs(w0[j])
-            for i in range(gamma.size):
-                s_abs += abs(C[j, i])
-            r[j] = 8 * EPS * s_abs
             if c[j] < -r[j]:
                 consistent = False
         t_conv = convergence_time(gamma, mu, tol) if consistent else np.inf
