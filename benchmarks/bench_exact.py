@@ -5,7 +5,7 @@ Run: ``.venv/bin/python benchmarks/bench_exact.py [--quick]``
 Workload of issue 13: ``[2,30,1]``, 300 inputs, random initial state, both to tol 1e-12
 (Euler: largest change in one step; exact: distance to the equilibrium).  Also prints
 Euler's trajectory error at dt = 0.01 against the exact flow, and how the exact flow's
-cost grows with the width (one input).
+cost per segment grows with the width and the depth (ten inputs).
 """
 
 import argparse
@@ -34,14 +34,20 @@ def main(argv=None):
     t_exact, ex = timed(lambda: sl.heat(net, X, method="exact", tol=1e-12, seed=1))
     print(f"[2,30,1] x{n}: Euler dt=0.01 {t_euler:.3f} s ({eu.steps} steps), exact {t_exact:.3f} s "
           f"({len(ex.segments)} segments, {len(ex.events)} events, cache {ex.cache_hits} hits / "
-          f"{ex.cache_misses} decompositions): ratio exact/Euler {t_exact / t_euler:.2f}")
+          f"{ex.cache_misses} distinct regions, {t_exact / len(ex.segments) * 1e6:.1f} us/segment, Krylov bound "
+          f"{ex.krylov_bound:.1e}): ratio exact/Euler {t_exact / t_euler:.2f}")
     short = sl.heat(net, X, dt=0.01, max_steps=100, tol=0.0, seed=1, progress=False)
     print(f"trajectory error at t = 1: Euler dt=0.01 {np.abs(short.state - ex.sol(1.0)).max():.2e}; "
           f"exact at equilibrium vs forward pass {np.abs(ex.output - net.forward(X)).max():.2e}")
-    for width in ((30, 60, 120) if args.quick else (30, 100, 300, 1000)):
-        w = sl.Network.random([2, width, 1], seed=0)
-        t, r = timed(lambda: sl.heat(w, X[:1], method="exact", seed=1))
-        print(f"[2,{width},1] x1: exact {t:.3f} s, {len(r.segments)} segments, {t / len(r.segments) * 1e3:.1f} ms/segment")
+    archs = [[2, w, 1] for w in ((30, 60, 120) if args.quick else (30, 100, 300, 1000))]
+    archs += [[2, 30, 30, 1], [2, 10, 10, 10, 1]] + ([] if args.quick else [[2, 100, 100, 1]])
+    for dims in archs:
+        w = sl.Network.random(dims, seed=0)
+        t, r = timed(lambda: sl.heat(w, X[:10], method="exact", seed=1))
+        ks = [r.segments[i].k for i in r.segments.compiled()]
+        print(f"{dims} x10: exact {t:.3f} s, {len(r.segments)} segments, {t / len(r.segments) * 1e3:.2f} ms/segment, "
+              f"Krylov dimension mean {np.mean(ks) if ks else 0:.0f} (n_free {r.state.shape[1]}), "
+              f"{r.fallback_samples.size} samples on the dense path")
 
 
 if __name__ == "__main__":

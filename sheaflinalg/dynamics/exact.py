@@ -176,15 +176,18 @@ def integrate_sample(field, cache, s, omega0, pins, alpha, t_max, tol, max_event
             return segments, events, False, t
 
 
-def warn_max_events(event_samples, n_samples, max_events):
+def warn_max_events(event_samples, converged, max_events):
     """Samples stopped by ``max_events`` (a sample stops at its ``max_events``-th event), with a warning.
 
-    Returns a bool mask of shape (n_samples,); a ``RuntimeWarning`` names ``max_events`` and
-    how many samples it stopped.
+    ``converged``: bool mask of the samples that converged (one may converge at its last
+    allowed event).  Returns a bool mask of shape (n_samples,); a ``RuntimeWarning`` names
+    ``max_events`` and how many samples it stopped.
     """
-    stopped = np.bincount(np.asarray(event_samples, dtype=np.int64), minlength=n_samples) >= max_events
+    n_samples = converged.size
+    stopped = (np.bincount(np.asarray(event_samples, dtype=np.int64), minlength=n_samples) >= max_events) \
+        & ~converged
     if stopped.any():
         warnings.warn(f"max_events={max_events} stopped {int(stopped.sum())} of {n_samples} samples before "
                       "they converged (their trajectories end there); raise max_events to follow them further",
-                      RuntimeWarning, stacklevel=3)
+                      RuntimeWarning, stacklevel=5)
     return stopped

@@ -27,8 +27,10 @@ class ExactHeatResult(HeatResult):
         ``time, sample, layer, neuron, kind, active`` sorted by time (then sample);
         ``kind`` is ``crossing_up``, ``crossing_down``, ``sliding_start`` or
         ``sliding_end``; ``active`` is the unit's mask after the event.
-    segments : list of Segment
-        Every sample's segments in time order (sample-major).
+    segments : sequence of segments
+        Every sample's segments in time order (sample-major), made on demand
+        (:class:`~sheaflinalg.dynamics.exact_krylov.SegmentList`).  Each has ``sample, start,
+        end, active, sliding`` and ``states(t)`` (full states at times ``t``).
     final_pattern, final_sliding : list of ndarray of bool, (n_samples, n_l) per hidden layer
         Region of the last segment (a sliding unit sits at ``z = 0``: active by the ``z >= 0`` rule).
     switches, sliding_episodes : ndarray of int, shape (n_samples,)
@@ -43,7 +45,18 @@ class ExactHeatResult(HeatResult):
     distance_last : ndarray, shape (n_samples,)
         ``||omega(t_last) - omega*||``: with ``decay_rate`` the certificate (:meth:`certificate`).
     cache_hits, cache_misses : int
-        Region decompositions reused / computed.
+        Segments whose region (pattern and sliding set) was met before in the run, and the
+        number of distinct regions: ``lambda_1`` is computed once per distinct final region
+        (the compiled engine needs no per-region decomposition; samples on the dense path
+        share the decompositions of ``cache``).
+    krylov_bound : float
+        Largest a-posteriori bound ``2 beta_k ||g0|| / theta_min^2`` on the Krylov error of a
+        segment's states (:mod:`sheaflinalg.kernels.exact`); ``beta_k <= 1e-12 ||T||`` at the grade.
+    fallback_samples : ndarray of int
+        Samples integrated by the Python path (more Krylov vectors than the cap): dense
+        eigendecompositions, or ``expm_multiply`` for large networks.
+    stopped_at_max_events : ndarray of bool, shape (n_samples,)
+        Samples that ``max_events`` stopped before they converged (a ``RuntimeWarning`` says so).
     """
 
     time: np.ndarray = None
@@ -61,6 +74,9 @@ class ExactHeatResult(HeatResult):
     cache_hits: int = 0
     cache_misses: int = 0
     cache: object = None
+    krylov_bound: float = 0.0
+    fallback_samples: np.ndarray = None
+    stopped_at_max_events: np.ndarray = None
 
     def __repr__(self):
         return (f"ExactHeatResult(n_samples={self.state.shape[0]}, converged={self.converged}, "
@@ -69,14 +85,16 @@ class ExactHeatResult(HeatResult):
                 f"sliding_episodes={int(self.sliding_episodes.sum())})")
 
     def __post_init__(self):
-        self._by_sample = {}
-        for sg in self.segments:
-            self._by_sample.setdefault(sg.sample, []).append(sg)
-        self._starts = {s: np.array([sg.start for sg in segs]) for s, segs in self._by_sample.items()}
+        segs = self.segments
+        samples = segs.samples if hasattr(segs, "samples") else np.array([sg.sample for sg in segs], np.int64)
+        starts = segs.starts if hasattr(segs, "starts") else np.array([sg.start for sg in segs])
+        bounds = np.searchsorted(samples, np.arange(self.state.shape[0] + 1))   # sample-major
+        self._first, self._starts = bounds, starts
 
-    def _segment_at(self, sample, t):
-        segs = self._by_sample[sample]
-        return segs[max(int(np.searchsorted(self._starts[sample], t, side="right")) - 1, 0)]
+    def _segment_index(self, sample, ts):
+        """Position in ``segments`` of the segment of ``sample`` holding each time of ``ts``."""
+        lo, hi = self._first[sample], self._first[sample + 1]
+        return lo + np.maximum(np.searchsorted(self._starts[lo:hi], ts, side="right") - 1, 0)
 
     def sol(self, t, sample=None):
         """Exact state at time(s) ``t`` (scipy ``solve_ivp`` dense-output convention: time last).
@@ -108,15 +126,17 @@ class ExactHeatResult(HeatResult):
             if not self.converged_samples[s] and ts.size and ts.max() > self.time[s] * (1 + 1e-15):
                 raise ValueError(f"sol: sample {s} stopped at t={self.time[s]:.6g} without converging; "
                                  f"t={ts.max():.6g} is beyond its end")
-            for j, tj in enumerate(ts):
-                sg = self._segment_at(s, tj)
-                out[i, :, j] = sg.state(self.cache.by_key(sg.key, sg.active, sg.sliding), [tj])[0]
+            where = self._segment_index(s, ts)
+            for g in np.unique(where):
+                sel = where == g
+                out[i, :, sel] = self.segments[int(g)].states(ts[sel])
         out = out[:, :, 0] if scalar else out
         return out[0] if sample is not None else out
 
     def segments_of(self, sample):
         """Segments of one sample, in time order."""
-        return self._by_sample[self.check_sample(sample)]
+        s = self.check_sample(sample)
+        return [self.segments[i] for i in range(self._first[s], self._first[s + 1])]
 
     def check_sample(self, sample):
         """``sample`` as an int, or ValueError naming the valid range."""

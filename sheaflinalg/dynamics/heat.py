@@ -327,13 +327,10 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
                          f"({bound}); no dt is stable")
     if method == "exact":
-        from .exact import warn_max_events
         from .exact_heat import heat_exact
 
-        res = heat_exact(net, X, _initial_columns(net, X, lay, init, seed, hard), lay, hard, soft, lam,
-                         alpha, tol, t_max, max_events)
-        res.stopped_at_max_events = warn_max_events(res.events["sample"], M, max_events)
-        return res
+        return heat_exact(net, X, _initial_columns(net, X, lay, init, seed, hard), lay, hard, soft, lam,
+                          alpha, tol, t_max, max_events, threads)
     if check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "
