@@ -14,6 +14,13 @@ from sheaflinalg.dynamics.exact import ExpmSegment, Segment
 from sheaflinalg.dynamics.expm_flow import ExpmSums, Flow
 
 regions = importlib.import_module("sheaflinalg.dynamics.regions")
+exact_krylov = importlib.import_module("sheaflinalg.dynamics.exact_krylov")
+
+
+@pytest.fixture(autouse=True)
+def python_path_only(monkeypatch):
+    """Every sample on the Python path (the compiled Krylov engine has its own tests)."""
+    monkeypatch.setattr(exact_krylov, "KRYLOV_CAP", 0)
 
 
 def both_paths(monkeypatch, net, X, **kw):

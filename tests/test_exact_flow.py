@@ -226,3 +226,19 @@ def test_sliding_matches_euler_chattering_limit():
         errs.append(np.abs(eu.state[0] - ex1.sol(T, sample=0)).max())
     assert errs[0] > errs[1] > errs[2] and errs[2] < 2e-3
     assert ex1.sliding_episodes[0] >= 1
+
+
+def test_cancelling_terms_of_a_repeated_rate_are_no_event_and_no_endless_search():
+    import time
+
+    from sheaflinalg.dynamics.events import ExponentialSums, first_event
+
+    # w(t) = 0.55 e^{-t} - 0.55 e^{-t} (a repeated eigenvalue), and a quantity that really crosses
+    sums = ExponentialSums(np.array([0.0, -0.5]), np.array([[0.55, -0.55, 0.0], [0.0, 0.0, 1.0]]),
+                           np.array([1.0, 1.0 + 1e-16, 2.0]))
+    start = time.perf_counter()
+    t, row = first_event(sums, 50.0, 0.1)
+    assert time.perf_counter() - start < 5.0
+    assert row == 1 and abs(t - np.log(2.0) / 2.0) < 1e-14
+    nothing = ExponentialSums(np.array([0.0]), np.array([[0.55, -0.55]]), np.array([1.0, 1.0]))
+    assert first_event(nothing, 50.0, 0.1) is None

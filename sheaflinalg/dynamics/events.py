@@ -29,14 +29,46 @@ K = 16          # intervals per chunk and per refinement
 MIN_WIDTH = 1e-13
 
 
+def merge_equal_rates(C, mu):
+    """``(C, mu)`` with the terms of equal rates (to round-off) added into one.
+
+    A repeated eigenvalue gives terms that may cancel exactly (``0.55 e^{-t} - 0.55 e^{-t}``);
+    bounded term by term, such a sum of zero never clears an interval and the scan would cut
+    every interval down to its smallest width.  Rates within ``8 eps max(mu)`` of the first of
+    their group take its value: the change of ``w`` is below the round-off of :class:`ExponentialSums`.
+
+    Examples
+    --------
+    >>> C, mu = merge_equal_rates(np.array([[0.55, -0.55, 1.0]]), np.array([1.0, 1.0, 2.0]))
+    >>> C.tolist(), mu.tolist()
+    ([[0.0, 1.0]], [1.0, 2.0])
+    """
+    if mu.size < 2:
+        return C, mu
+    order = np.argsort(mu, kind="stable")
+    sorted_mu = mu[order]
+    new_group = np.ones(mu.size, dtype=bool)
+    tol = 8 * np.finfo(float).eps * sorted_mu[-1]
+    start = sorted_mu[0]
+    for i in range(1, mu.size):          # a group's rates all lie within tol of its first
+        new_group[i] = sorted_mu[i] - start > tol
+        start = sorted_mu[i] if new_group[i] else start
+    if new_group.all():
+        return C, mu
+    group = np.cumsum(new_group) - 1
+    merged = np.zeros((C.shape[0], int(group[-1]) + 1))
+    np.add.at(merged.T, group, C[:, order].T)
+    return merged, sorted_mu[new_group]
+
+
 class ExponentialSums:
     """``w_j(t) = c_j + sum_k C_jk exp(-mu_k t)`` for a set of ``j`` (vectorised over times)."""
 
     def __init__(self, c, C, mu):
-        self.c, self.C, self.mu = c, C, mu
-        self.absC = np.abs(C)
         # Round-off of w at any time: values within it of 0 count as 0 (not as an event).
-        self.roundoff = 8 * np.finfo(float).eps * (np.abs(c) + self.absC.sum(axis=1))
+        self.roundoff = 8 * np.finfo(float).eps * (np.abs(c) + np.abs(C).sum(axis=1))
+        self.c, self.C, self.mu = (c,) + merge_equal_rates(C, mu)
+        self.absC = np.abs(self.C)
 
     def values(self, t):
         """``w`` (n_j, n_t), ``w'``, and the bounds ``B1``, ``B2`` at times ``t`` (1-D)."""
