@@ -156,11 +156,14 @@ def test_results_are_bitwise_equal_for_1_to_8_threads_with_more_threads_than_cor
     "sl.heat(sl.Network.random([2, 4, 1], seed=0), [0.5, -1.0], tol=0.0, max_steps=10**9, progress=False)",
     "sl.train(sl.Network.random([2, 8, 1], seed=0), *sl.tasks.paraboloid(50, seed=0), steps=10**9, "
     "epoch_steps=10**9, progress=False)",
+    "sl.heat(sl.Network.random([2, 30, 1], seed=0), np.random.default_rng(0).uniform(-2, 2, (20000, 2)), "
+    "method='exact', seed=1)",
 ])
 def test_ctrl_c_stops_a_long_compiled_loop(call):
     code = f"""
-        import sys, time, sheaflinalg as sl
+        import sys, time, numpy as np, sheaflinalg as sl
         sl.heat(sl.Network.random([2, 4, 1], seed=0), [0.5, -1.0], max_steps=10, progress=False)  # compile
+        sl.heat(sl.Network.random([2, 4, 1], seed=0), [0.5, -1.0], method="exact")
         print("started", flush=True)
         try:
             {call}

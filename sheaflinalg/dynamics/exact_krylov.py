@@ -3,7 +3,9 @@
 Samples are independent: the batch is cut into blocks (their number depends on
 the batch size only) that a pool of threads integrates with the compiled
 :func:`~sheaflinalg.kernels.exact.exact_run` (it releases the GIL), so the
-results are the same bit for bit for any thread count.  Segment and event
+results are the same bit for bit for any thread count.  The blocks advance in
+rounds of about 0.1 s (a whole number of samples each), so Ctrl-C acts between
+samples.  Segment and event
 records go to per-block buffers that grow when full (the interrupted sample is
 integrated again from its start: deterministic, so nothing changes).
 
@@ -13,13 +15,16 @@ stored start state, the same compiled code, hence the same numbers) instead of
 keeping ``n x k`` numbers per segment.
 """
 
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
 
+from .._common.rounds import Rounds
 from ..kernels import exact as _kx
+from .parts import each_in_pool
 
 # Lanczos vectors per segment before a sample is handed to the dense Python path (cost ~ n k^2 per
 # segment and n k of memory; one hidden layer needs ~8 at any width, deep nets up to n).
@@ -60,18 +65,18 @@ class KrylovEngine:
         M, n = S.shape
         run = KrylovRun(M, n)
         blocks = [_Block(lo, hi, n, self.field.z_index.size, RECORDS_PER_SAMPLE) for lo, hi in block_bounds(M)]
-
-        def work(block):
-            block.run(self, S, t_max, tol, max_events, run)
-
         workers = min(threads, len(blocks))
-        if workers > 1:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for f in [pool.submit(work, b) for b in blocks]:
-                    f.result()
-        else:
-            for b in blocks:
-                work(b)
+        pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+        rounds = Rounds(M, first=1)     # rounds of about 0.1 s, in samples per block: Ctrl-C between them
+        try:
+            while not all(b.done for b in blocks):
+                n_samples, start = rounds.steps, time.perf_counter()
+                each_in_pool([b for b in blocks if not b.done],
+                             lambda b: b.run(self, S, t_max, tol, max_events, run, n_samples), pool)
+                rounds.update(n_samples, time.perf_counter() - start)
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
         run.collect(blocks)
         return run
 
@@ -116,9 +121,15 @@ class _Block:
             out.append(new)
         return tuple(out)
 
-    def run(self, engine, S, t_max, tol, max_events, run):
+    @property
+    def done(self):
+        return self.counters[_kx.C_NEXT] >= self.hi
+
+    def run(self, engine, S, t_max, tol, max_events, run, samples):
+        """Integrate the next ``samples`` samples of the block (fewer at its end)."""
+        stop = min(self.hi, int(self.counters[_kx.C_NEXT]) + samples)
         while True:
-            _kx.exact_run(self.lo, self.hi, S, engine.E, engine.P0, engine.shared, engine.alpha, t_max, tol,
+            _kx.exact_run(self.lo, stop, S, engine.E, engine.P0, engine.shared, engine.alpha, t_max, tol,
                           max_events, engine.kmax, self.seg, self.ev, run.time, run.converged, run.final,
                           run.star, run.fallback, self.counters)
             if self.counters[_kx.C_STATUS] == _kx.OK:

@@ -153,7 +153,7 @@ class HeatPart:
                            self.phi_buf, self.work, self.blk_buf, self.counters)
 
 
-def _each(parts, fn, pool):
+def each_in_pool(parts, fn, pool):
     """``fn(part)`` for every part, in the pool's threads when there is a pool."""
     if pool is None or len(parts) == 1:
         for p in parts:
@@ -187,12 +187,12 @@ def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on
                 for p in parts:
                     p.reserve_records(target // record_every + 2)
             start = time.perf_counter()
-            _each(parts, lambda p: p.run(target, True), pool)
+            each_in_pool(parts, lambda p: p.run(target, True), pool)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
             latest = max(p.step for p in parts)
             behind = [p for p in parts if p.step < latest]
-            _each(behind, lambda p: p.run(latest, False), pool)
+            each_in_pool(behind, lambda p: p.run(latest, False), pool)
             rounds.update(target - base, time.perf_counter() - start)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
