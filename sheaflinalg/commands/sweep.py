@@ -55,6 +55,11 @@ def run(args):
     rows = sweep.load(args.db, records=True)
     flat = [dict(r["params"], **r["metrics"], status=r["status"]) for r in rows]
     ax = plot_sweep(flat, args.x, args.y, hue=args.hue, mark=args.mark)
-    save_figure(ax.figure, args.out, "--out", dpi=150, bbox_inches="tight")
+    try:
+        save_figure(ax.figure, args.out, "--out", dpi=150, bbox_inches="tight")
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(ax.figure)         # a command may run many times in one process (tests, scripts)
     print(f"figure: {args.out}")
     return 0
