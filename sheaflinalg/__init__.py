@@ -5,7 +5,7 @@ whose restricted coboundary ``delta_Omega`` is block unit lower triangular;
 the forward pass is its harmonic extension.
 
 Subpackages, bottom to top (imports point down only): ``kernels`` (numba) and
-``network``; ``sheaf``; ``dynamics``, ``training`` and ``spectral``; then
+``network``; ``sheaf``; ``dynamics``, ``discord``, ``training`` and ``spectral``; then
 ``tasks``, ``plotting`` and ``commands``.
 """
 
@@ -17,12 +17,14 @@ from ._common.threads import get_num_threads, num_threads, process_pool, set_num
 from ._common.memory import InsufficientMemoryError
 from .network import Network, NetworkOverflowError
 # sheaf
-from .sheaf import (AugmentedSheafSystem, Block, HarmonicExtension, Layout, Reluctance, SheafSystem, SoftPins,
-                    VerificationReport, assemble, harmonic_extension, verify)
+from .sheaf import (AugmentedSheafSystem, Block, Completion, HarmonicExtension, Layout, NonUniqueCompletionError,
+                    Reluctance, SheafSystem, SoftPins, VerificationReport, assemble, complete, harmonic_extension,
+                    verify)
 # dynamics
-from .dynamics import (Completion, ConvergenceStudy, ExactHeatResult, HeatHistory, HeatResult, NonFiniteStateError,
-                       NonUniqueCompletionError, complete, convergence_study, discord, heat, lambda_max_bound,
-                       switch_statistics)
+from .dynamics import (ConvergenceStudy, ExactHeatResult, HeatHistory, HeatResult, NonFiniteStateError,
+                       convergence_study, heat, lambda_max_bound, switch_statistics)
+# discord (sl.discord.residuals, sl.discord.pinned, ...)
+from . import discord
 # training
 from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
 # spectral
@@ -41,11 +43,13 @@ __all__ = [
     "Network", "NetworkOverflowError", "InsufficientMemoryError",
     # sheaf
     "Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",
-    "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance",
+    "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance", "complete", "Completion",
+    "NonUniqueCompletionError",
     # dynamics
-    "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete", "Completion",
-    "NonUniqueCompletionError", "discord", "ExactHeatResult", "convergence_study", "ConvergenceStudy",
-    "switch_statistics",
+    "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "ExactHeatResult",
+    "convergence_study", "ConvergenceStudy", "switch_statistics",
+    # discord
+    "discord",
     # training
     "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
     # spectral

@@ -40,7 +40,7 @@ def test_frozen_pattern_completion_equals_dense_least_squares(case, seed, soft):
     soft_vals = rng.normal(size=soft_pos.size)
     gam = np.full(soft_pos.size, 7.0)
     labels = lay.free_labels
-    c = sl.complete(net, x, clamp={labels[p]: v for p, v in zip(hard_pos, hard_vals)}, pattern=pattern,
+    c = sl.complete(net, x, pins={labels[p]: v for p, v in zip(hard_pos, hard_vals)}, pattern=pattern,
                     soft_pins=({labels[p]: v for p, v in zip(soft_pos, soft_vals)}, 7.0) if soft else None)
     w, cols = dense_completion(net, x, pattern, hard_pos, hard_vals, soft=(soft_pos, soft_vals, gam),
                                reduced=True)
@@ -63,17 +63,17 @@ def test_settled_completion_is_the_pinned_heat_equilibrium(output):
     for seed in range(8):
         net = sl.Network.random(dims, seed=seed, output=output)
         X = rng.uniform(-2, 2, size=(2, 2))
-        clamp = {"a1[1]": 1.5, "z2[0]": -0.3}
-        h = sl.heat(net, X, pins=clamp, dt=0.02, tol=1e-14, max_steps=400_000, seed=seed, progress=False)
+        pin = {"a1[1]": 1.5, "z2[0]": -0.3}
+        h = sl.heat(net, X, pins=pin, dt=0.02, tol=1e-14, max_steps=400_000, seed=seed, progress=False)
         zs = [h.block(f"z{l}") for l in (1, 2)]
         if not h.converged or min(np.abs(z).min() for z in zs) < 1e-6:
             continue  # equilibrium on a switching surface (the paper's note): no clean comparison
-        c = sl.complete(net, X, clamp=clamp, pattern=[z >= 0 for z in zs])
+        c = sl.complete(net, X, pins=pin, pattern=[z >= 0 for z in zs])
         assert c.settled
         np.testing.assert_allclose(h.state, c.state, rtol=0, atol=1e-9)
-        c2 = sl.complete(net, X, clamp=clamp)
+        c2 = sl.complete(net, X, pins=pin)
         if c2.settled:
-            back = sl.heat(net, X, pins=clamp, dt=0.02, tol=1e-14, init=c2.state, progress=False)
+            back = sl.heat(net, X, pins=pin, dt=0.02, tol=1e-14, init=c2.state, progress=False)
             assert back.converged
             np.testing.assert_allclose(back.state, c2.state, rtol=0, atol=1e-9)
         checked += 1
@@ -99,7 +99,7 @@ def test_soft_pins_approach_the_hard_pin_as_gamma_grows():
     net = sl.Network.random([2, 5, 4, 1], seed=3)
     X = np.random.default_rng(1).uniform(-2, 2, size=(2, 2))
     target = {"a1[2]": 2.0}
-    hard = sl.complete(net, X, clamp=target)
+    hard = sl.complete(net, X, pins=target)
     hard_heat = sl.heat(net, X, pins=target, dt=0.02, tol=1e-14, seed=0, progress=False)
     np.testing.assert_allclose(hard_heat.state, hard.state, atol=1e-9)
     gaps_exact, gaps_heat = [], []
@@ -121,7 +121,7 @@ def test_output_clamp_with_identity_output_matches_dynamics_with_output_vertex()
     net = sl.Network.random([2, 5, 1], seed=8)
     X = np.random.default_rng(2).uniform(-2, 2, size=(3, 2))
     Y = np.array([[0.5], [-0.5], [1.0]])
-    c = sl.complete(net, X, clamp={"yhat": Y})
+    c = sl.complete(net, X, pins={"yhat": Y})
     assert not c.layout.reduced
     # Sample 0's pinned equilibrium sits on a switching surface: the pattern cycles and the
     # dynamics slide there (the paper's note on partial clamping).
@@ -138,7 +138,7 @@ def test_imputation_of_an_input_from_a_clamped_output():
     net = sl.Network.random([2, 4, 1], seed=5)
     x = np.array([[0.3, -0.8]])
     y = net.forward(x) + 0.05
-    c = sl.complete(net, x, clamp={"yhat": y}, free_inputs=[0])
+    c = sl.complete(net, x, pins={"yhat": y}, free_inputs=[0])
     assert c.unique and c.settled
     # A zero-discord completion exists (move x0 until the output hits y), so the completion is a
     # global section: the forward pass of the imputed input reproduces the clamped output.
@@ -152,8 +152,8 @@ def test_non_unique_completion_is_detected_and_resolved():
     x = np.array([[0.3, -0.8]])
     y = net.forward(x) + 0.05
     with pytest.raises(sl.NonUniqueCompletionError, match="not unique.*minimum_norm.*reluctance"):
-        sl.complete(net, x, clamp={"yhat": y}, free_inputs=[0, 1])
-    c = sl.complete(net, x, clamp={"yhat": y}, free_inputs=[0, 1], nonunique="minimum_norm",
+        sl.complete(net, x, pins={"yhat": y}, free_inputs=[0, 1])
+    c = sl.complete(net, x, pins={"yhat": y}, free_inputs=[0, 1], nonunique="minimum_norm",
                     pattern=net.activation_pattern(x))
     assert not c.unique and c.method == "minimum_norm"
     masks = [m[0] for m in net.activation_pattern(x)]
@@ -161,12 +161,12 @@ def test_non_unique_completion_is_detected_and_resolved():
     lay = c.layout
     mine = np.concatenate([c.inputs[0], np.delete(c.state[0], lay.free("yhat"))])
     np.testing.assert_allclose(mine, w, atol=1e-8)   # lstsq returns the minimum-norm solution
-    r = sl.complete(net, x, clamp={"yhat": y}, free_inputs=[0, 1], reluctance=1e-6)
+    r = sl.complete(net, x, pins={"yhat": y}, free_inputs=[0, 1], reluctance=1e-6)
     assert r.unique and r.method == "cholesky"
     np.testing.assert_allclose(r.output, y, atol=1e-5)
     # Singular but square: all hidden activations clamped and the pattern dead cuts x off.
     with pytest.raises(sl.NonUniqueCompletionError, match="singular"):
-        sl.complete(net, x, clamp={"a1": 0.5}, free_inputs=[0], pattern=[np.zeros(4, bool)])
+        sl.complete(net, x, pins={"a1": 0.5}, free_inputs=[0], pattern=[np.zeros(4, bool)])
 
 
 def test_bad_clamp_arguments():
@@ -176,6 +176,6 @@ def test_bad_clamp_arguments():
     with pytest.raises(ValueError, match="max_iter"):
         sl.complete(net, [0.1, 0.2], max_iter=0)
     with pytest.raises(ValueError, match="no free block"):
-        sl.complete(net, [0.1, 0.2], clamp={"b1": 0.0})
+        sl.complete(net, [0.1, 0.2], pins={"b1": 0.0})
     with pytest.raises(ValueError, match="free_inputs"):
         sl.complete(net, [0.1, 0.2], free_inputs=[3])

@@ -113,7 +113,7 @@ def test_switching_surface_equilibrium_by_hand():
     np.testing.assert_allclose(pd.state[0], [0.0, -2.5, -5.0], atol=1e-12)
     np.testing.assert_allclose(pd.by_edge[0], [0.5, 3.125, 3.125], rtol=1e-12)
     # both pure patterns are inconsistent here, so sl.complete alone cannot settle
-    assert not sl.complete(net, [[0.0]], clamp={"z2": [[-5.0]]}).settled
+    assert not sl.complete(net, [[0.0]], pins={"z2": [[-5.0]]}).settled
 
 
 def test_sliding_equilibria_are_the_limit_of_the_euler_flow():

@@ -18,9 +18,10 @@ WITH_EXAMPLES = [
     "sheaflinalg.spectral.operators", "sheaflinalg.spectral.result", "sheaflinalg.spectral.tracker",
     "sheaflinalg.plotting.spectral", "sheaflinalg.training.joint", "sheaflinalg.training.sgd",
     "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
-    "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.dynamics.residuals",
-    "sheaflinalg.dynamics.pinned", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
-    "sheaflinalg._common.rounds",
+    "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.discord.edge_residuals",
+    "sheaflinalg.discord.pinned_analysis", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
+    "sheaflinalg._common.rounds", "sheaflinalg.sheaf.completion", "sheaflinalg.sheaf.pins",
+    "sheaflinalg.sheaf.edge_groups", "sheaflinalg.discord.edges",
 ]
 
 

@@ -125,7 +125,7 @@ def test_pins_and_soft_pins_reach_completion():
     ex = sl.heat(net, X, method="exact", seed=9, pins={"a1[0]": 0.7}, soft_pins=soft, reluctance=1e-3)
     assert ex.converged
     # Pinned sheaves can have several equilibria: compare with the completion in the flow's final region.
-    c = sl.complete(net, X, clamp={"a1[0]": 0.7}, soft_pins=soft, reluctance=1e-3, pattern=ex.final_pattern)
+    c = sl.complete(net, X, pins={"a1[0]": 0.7}, soft_pins=soft, reluctance=1e-3, pattern=ex.final_pattern)
     assert c.settled and np.abs(ex.state - c.state).max() < 1e-9
     assert np.all(ex.state[:, ex.layout.free("a1").start] == 0.7)
 
@@ -136,7 +136,7 @@ def test_output_pin_uses_unreduced_system():
     # The flow ends sliding on z1[j] = 0 for some j: the completion holds those at 0 as well.
     held = {f"z1[{j}]": 0.0 for j in np.flatnonzero(ex.final_sliding[0][0])}
     assert ex.sliding_episodes[0] > 0 and held
-    c = sl.complete(net, [[0.2, 0.9]], clamp={"yhat": 1.5, **held}, pattern=ex.final_pattern)
+    c = sl.complete(net, [[0.2, 0.9]], pins={"yhat": 1.5, **held}, pattern=ex.final_pattern)
     assert not ex.layout.reduced and ex.converged and c.settled
     assert np.abs(ex.state - c.state).max() < 1e-9
 

@@ -1,8 +1,8 @@
 """The folder tree is the architecture: every import inside the package points down.
 
 Layers, bottom to top: ``_common`` and ``kernels``; ``network``; ``sheaf``;
-``dynamics``, ``training`` and ``spectral`` (side by side, none imports
-another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
+``dynamics``, ``discord``, ``training`` and ``spectral`` (side by side, none
+imports another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
 package root (which exports the API) and ``commands`` may import the root.
 """
 
@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sheaflinalg"
-RANK = {"_common": 0, "kernels": 0, "network": 1, "sheaf": 2, "dynamics": 3, "training": 3, "spectral": 3,
+RANK = {"_common": 0, "kernels": 0, "network": 1, "sheaf": 2, "dynamics": 3, "discord": 3, "training": 3, "spectral": 3,
         "tasks": 4, "sweep": 5, "plotting": 5, "reproduce": 6, "commands": 7, "cli": 8}
 
 

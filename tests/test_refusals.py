@@ -20,7 +20,7 @@ import pytest
 
 import sheaflinalg as sl
 from sheaflinalg.cli import main
-from sheaflinalg.dynamics.discord import edge_discrepancies, group
+from sheaflinalg.discord import edge_discrepancies, group
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 X5 = np.random.default_rng(0).uniform(-2, 2, (5, 2))
@@ -293,7 +293,7 @@ def test_complete_decides_uniqueness_from_the_structure(nonunique):
     assert c.unique and c.method == "substitution"
     np.testing.assert_allclose(c.output, net.forward(X), rtol=1e-14)
     # a clamped hidden value keeps every defining edge: unique, solved despite the conditioning
-    c = sl.complete(net, X, clamp={"a1[0]": 2.0}, nonunique=nonunique)
+    c = sl.complete(net, X, pins={"a1[0]": 2.0}, nonunique=nonunique)
     assert c.unique
     np.testing.assert_allclose(c.output, 2e8, rtol=1e-12)
 
@@ -304,7 +304,7 @@ def test_complete_unchanged_for_ordinary_networks():
     assert c.unique and c.method == "substitution"
     np.testing.assert_allclose(c.output, net.forward(X5), rtol=1e-13, atol=1e-13)
     with pytest.raises(sl.NonUniqueCompletionError, match="not unique"):
-        sl.complete(net, X5, clamp={"yhat": 0.3}, free_inputs=[0, 1])
+        sl.complete(net, X5, pins={"yhat": 0.3}, free_inputs=[0, 1])
 
 
 _CHILD = textwrap.dedent("""

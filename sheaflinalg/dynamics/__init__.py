@@ -1,15 +1,16 @@
-"""The sheaf heat equation with fixed weights: Euler integration (a batch in parts, in threads),
-completion of partially clamped networks, and per-edge discord.
+"""The sheaf heat equation with fixed weights: Euler integration (a batch in parts, in threads) and
+the exact event-driven flow.
 
-May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
+May import ``sheaf``, ``network``, ``kernels`` and ``_common`` (not ``discord``, which stands beside
+it).  ``complete`` lives in :mod:`sheaflinalg.sheaf.completion`; it is re-exported here for
+compatibility only.
 """
 
-from . import discord
-from .clamping import Completion, NonUniqueCompletionError, complete
+from ..sheaf.completion import Completion, NonUniqueCompletionError, complete
 from .heat import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
 from .exact_result import ExactHeatResult
 from .exact_study import ConvergenceStudy, convergence_study, switch_statistics
 
 __all__ = ["heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete",
-           "Completion", "NonUniqueCompletionError", "discord", "ExactHeatResult", "ConvergenceStudy",
+           "Completion", "NonUniqueCompletionError", "ExactHeatResult", "ConvergenceStudy",
            "convergence_study", "switch_statistics"]

@@ -19,11 +19,11 @@ from .._common.validation import (as_samples, check_choice, check_int, check_opt
                                   check_seed, check_tol)
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
-from ..sheaf import pins as _pins
+from ..sheaf.edge_groups import group
 from ..sheaf.layout import Layout
+from ..sheaf.pins import default_reduced, resolve_pins
 from ..sheaf.state import initial_state, to_rows
 from . import parts as _parts
-from .discord import group_history
 
 OUTPUT_FORCES = ("adjoint", "discrepancy")
 METHODS = ("euler", "exact")
@@ -110,11 +110,11 @@ class HeatHistory:
 
     def by_type(self):
         """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``."""
-        return group_history(self, "type")
+        return group(self.discord, self.labels, "type")
 
     def by_layer(self):
         """``{layer: (n_rec,) discord}`` (layer of each edge block; ``pin``/``reluctance`` kept apart)."""
-        return group_history(self, "layer")
+        return group(self.discord, self.labels, "layer")
 
 
 @dataclass
@@ -302,15 +302,11 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
         t_max = np.inf if t_max is None else check_positive(t_max, "t_max")
         max_events = check_int(max_events, "max_events", 1)
     if reduced is None:
-        reduced = net.output == "identity" and not (_pins.spec_mentions_output(pins)
-                                                    or _pins.spec_mentions_output(soft_pins))
+        reduced = default_reduced(net, pins, soft_pins)
     if reduced and net.output != "identity":
         raise ValueError(f"reduced=True needs identity output (this network has {net.output!r})")
-    lay = Layout(net.dims, reduced=bool(reduced))
-    hard = _pins.resolve(lay, pins, M, what="pins")
-    soft = _pins.resolve_soft(lay, soft_pins, M)
-    _pins.check_disjoint(hard, soft)
-    lam, anchor = _pins.resolve_reluctance(lay, reluctance, M)
+    resolved = resolve_pins(net, X, Layout(net.dims, reduced=bool(reduced)), pins, soft_pins, reluctance)
+    lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
     if record_states is None:
         rec_samples = np.zeros(0, dtype=np.int64)
     else:

@@ -9,7 +9,7 @@ import io
 
 import numpy as np
 
-from ..dynamics.pinned import pinned
+from ..discord.pinned_analysis import pinned
 from ..plotting.discord import _plt, plot_residuals, residual_limits
 from .stages import STAGES, deep_sheaf_network, paraboloid_runs
 

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from .._common.memory import check_memory
 from .._common.validation import as_float64, as_samples
 from ..network import activations
-from . import pins as _pins
+from .pins import resolve_pins
 from .harmonic import harmonic_extension
 from .layout import Layout
 from .patterns import normalise_pattern, output_jacobian
@@ -454,24 +454,22 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     True
     """
     X, _ = as_samples(x, net.dims[0], name="x")
-    check_memory(system_bytes(net, X.shape[0]), f"the sparse sheaf system of {X.shape[0]} samples",
-                 "assemble fewer samples at a time (samples are independent blocks)")
-    if pattern is None:
-        pattern = [z >= 0 for z in net.forward_states(X)[0][:-1]]
-    else:
-        pattern = normalise_pattern(net, pattern, X.shape[0])
-    if pins is None and soft_pins is None and reluctance is None and free_inputs is None \
-            and linearise_at is None:
-        return SheafSystem(net, X, pattern, reduced=reduced)
-    lay = Layout(net.dims, reduced=reduced)
     M = X.shape[0]
-    hard = _pins.resolve(lay, pins, M, what="pins")
-    soft = _pins.resolve_soft(lay, soft_pins, M)
-    _pins.check_disjoint(hard, soft)
-    lam, anchor = _pins.resolve_reluctance(lay, reluctance, M)
-    fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
+    augmented = not (pins is None and soft_pins is None and reluctance is None and free_inputs is None
+                     and linearise_at is None)
+    if augmented:
+        r = resolve_pins(net, X, Layout(net.dims, reduced=reduced), pins, soft_pins, reluctance, free_inputs)
     if linearise_at is not None:
         linearise_at = as_float64(linearise_at, "linearise_at")
         if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
             raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}), got {linearise_at.shape}")
-    return AugmentedSheafSystem(net, X, pattern, reduced, hard, soft, lam, anchor, fi, linearise_at)
+    check_memory(system_bytes(net, M), f"the sparse sheaf system of {M} samples",
+                 "assemble fewer samples at a time (samples are independent blocks)")
+    if pattern is None:
+        pattern = [z >= 0 for z in net.forward_states(X)[0][:-1]]
+    else:
+        pattern = normalise_pattern(net, pattern, M)
+    if not augmented:
+        return SheafSystem(net, X, pattern, reduced=reduced)
+    return AugmentedSheafSystem(net, X, pattern, reduced, r.hard, r.soft, r.lam, r.anchor, r.free_inputs,
+                                linearise_at)

@@ -39,14 +39,20 @@ inputs, see ``free_inputs``, are anchored at 0).
 
 A coordinate may not be both hard- and soft-pinned, nor selected twice in
 one specification.
+
+Every entry point names them the same way (``pins=``, ``soft_pins=``,
+``reluctance=``) and turns them into one :class:`ResolvedPins` with
+:func:`resolve_pins`, before any work.
 """
 
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._common.validation import as_float64
+from .layout import Layout
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@0-9]+?)\s*(?:\[([^\]]*)\])?\s*$")
 
@@ -315,3 +321,100 @@ def resolve_free_inputs(free_inputs, n_inputs):
     if np.unique(arr).size != arr.size:
         raise ValueError(f"free_inputs {arr.tolist()} repeats an index")
     return np.sort(arr).astype(np.int64)
+
+
+@dataclass
+class ResolvedPins:
+    """Pins, soft pins, reluctance edges and freed inputs, validated against one layout and batch.
+
+    Attributes
+    ----------
+    layout : Layout
+    hard : PinSet
+        Hard pins (``values`` are the pinned values).
+    soft : PinSet
+        Soft pins (``values`` are the targets, ``gamma`` the strengths).
+    lam : float
+        Reluctance strength, 0.0 without reluctance edges.
+    anchor : ndarray, shape (n_samples, n_free), or None
+        Reluctance anchor (None without reluctance edges).
+    free_inputs : ndarray of int64
+        Sorted input coordinates to complete (empty unless given).
+    """
+
+    layout: Layout
+    hard: PinSet
+    soft: PinSet
+    lam: float
+    anchor: object
+    free_inputs: np.ndarray
+
+
+def default_reduced(net, pins=None, soft_pins=None):
+    """Whether the default system is the reduced one: identity output, and no pin or soft pin on ``yhat``.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> net = sl.Network.random([2, 3, 1], seed=0)
+    >>> default_reduced(net), default_reduced(net, pins={"yhat": 1.0})
+    (True, False)
+    """
+    return net.output == "identity" and not (spec_mentions_output(pins) or spec_mentions_output(soft_pins))
+
+
+def resolve_pins(net, X, layout=None, pins=None, soft_pins=None, reluctance=None, free_inputs=None):
+    """Validate and resolve every pin specification of one call (the one resolver of the package).
+
+    :func:`sheaflinalg.heat`, :func:`sheaflinalg.assemble` and
+    :func:`sheaflinalg.complete` all call it before any work.
+
+    Parameters
+    ----------
+    net : Network
+    X : ndarray, shape (n_samples, n_0)
+        Validated inputs (only their number of samples is read).
+    layout : Layout, optional
+        Default: the layout of :func:`default_reduced`.
+    pins : dict, optional
+        Hard pins ``{selector: values}``.
+    soft_pins : SoftPins or (targets, gamma), optional
+    reluctance : float or Reluctance, optional
+    free_inputs : sequence of int or boolean mask, optional
+        Input coordinates to complete (:func:`sheaflinalg.complete` and
+        :func:`sheaflinalg.assemble`).
+
+    Returns
+    -------
+    ResolvedPins
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> net = sl.Network.random([2, 3, 1], seed=0)
+    >>> r = resolve_pins(net, np.zeros((2, 2)), pins={"a1[1]": 0.5}, reluctance=1e-3)
+    >>> r.layout.reduced, r.hard.labels, r.hard.values.tolist(), r.lam
+    (True, ['a1[1]'], [[0.5], [0.5]], 0.001)
+    """
+    if layout is None:
+        layout = Layout(net.dims, reduced=default_reduced(net, pins, soft_pins))
+    M = X.shape[0]
+    hard = resolve(layout, pins, M, what="pins")
+    soft = resolve_soft(layout, soft_pins, M)
+    check_disjoint(hard, soft)
+    lam, anchor = resolve_reluctance(layout, reluctance, M)
+    return ResolvedPins(layout, hard, soft, lam, anchor, resolve_free_inputs(free_inputs, net.dims[0]))
+
+
+def pins_or_clamp(pins, clamp, stacklevel=3):
+    """``pins``, or the value of the deprecated alias ``clamp=`` (with a DeprecationWarning); both is an error.
+
+    ``stacklevel`` points the warning at the caller of the public function.
+    """
+    if clamp is None:
+        return pins
+    if pins is not None:
+        raise TypeError("give the hard pins once, as pins=; clamp= is its deprecated alias (both were given)")
+    warnings.warn("clamp= is deprecated and will be removed in the next release; use pins= (the same "
+                  "{selector: values} format as heat and assemble)", DeprecationWarning, stacklevel=stacklevel)
+    return clamp

@@ -23,8 +23,8 @@ import numpy as np
 
 from .._common.validation import as_float64, as_samples
 from ..network.model import Network
-from .clamping import complete
-from .residuals import EdgeResiduals, residuals
+from ..sheaf.completion import complete
+from .edge_residuals import EdgeResiduals, residuals
 
 
 @dataclass
@@ -42,7 +42,7 @@ class PinnedDiscord:
         see :meth:`summary`).
     edge_names : list of str
     residuals : EdgeResiduals
-        Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.dynamics.residuals`).
+        Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.discord.edge_residuals`).
     settled : ndarray of bool, shape (n_samples,)
         The sample reached a consistent equilibrium (possibly on a switching surface).
     sliding : list of list of (int, int)
@@ -147,7 +147,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     Y = _targets(net, Y, X.shape[0])
     k = net.n_hidden
     output = f"z{k + 1}" if net.output == "identity" else "yhat"
-    c = complete(net, X, clamp={output: Y}, max_iter=max_iter, backend=backend)
+    c = complete(net, X, pins={output: Y}, max_iter=max_iter, backend=backend)
     state, settled = c.state.copy(), c.settled_samples.copy()
     sliding = [[] for _ in range(X.shape[0])]
     for s in np.flatnonzero(~settled):
@@ -173,7 +173,7 @@ def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
     pat = [m[s:s + 1].copy() for m in pattern]
     surface, seen = set(), set()
     for _ in range(max_iter):
-        c = complete(net, x, clamp=_clamp(output, y, surface), pattern=pat, backend=backend)
+        c = complete(net, x, pins=_surface_pins(output, y, surface), pattern=pat, backend=backend)
         flips = {(l, int(j)) for l in range(1, net.n_hidden + 1)
                  for j in np.flatnonzero((c.block(f"z{l}")[0] >= 0) != pat[l - 1][0])} - surface
         if not flips:
@@ -192,13 +192,13 @@ def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
     return None
 
 
-def _clamp(output, y, surface):
-    """The clamp of :func:`~sheaflinalg.complete`: the output, and ``z_j = 0`` on ``surface``."""
-    clamp = {output: y}
+def _surface_pins(output, y, surface):
+    """The pins of :func:`~sheaflinalg.complete`: the output, and ``z_j = 0`` on ``surface``."""
+    pins = {output: y}
     for l in sorted({l for l, _ in surface}):
         idx = sorted(j for m, j in surface if m == l)
-        clamp[f"z{l}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
-    return clamp
+        pins[f"z{l}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
+    return pins
 
 
 def _release(net, x, completion, surface, pat):

@@ -1,4 +1,4 @@
-"""Partial clamping: clamp any mixture of inputs, hidden coordinates and outputs, complete the rest.
+"""Completion (partial clamping): pin any mixture of inputs, hidden coordinates and outputs, complete the rest.
 
 For a frozen activation pattern the completion minimises the discord
 ``1/2 ||delta_Omega omega + delta_U u||^2`` of the sheaf whose clamped
@@ -31,12 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import as_samples, check_choice
-from ..sheaf import pins as _pins
-from ..sheaf.assembly import assemble
-from ..sheaf.factor import BACKENDS, cholesky
-from ..sheaf.layout import Layout
-from ..sheaf.patterns import normalise_pattern
-from ..sheaf.verify import unit_lower_triangular_certificate
+from .assembly import assemble
+from .factor import BACKENDS, cholesky
+from .layout import Layout
+from .patterns import normalise_pattern
+from .pins import pins_or_clamp, resolve_pins
+from .verify import unit_lower_triangular_certificate
 
 NONUNIQUE = ("error", "minimum_norm")
 
@@ -185,8 +185,8 @@ def _solve(system, nonunique, backend):
     return _lstsq(system, n), False, "minimum_norm"
 
 
-def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
-             nonunique="error", max_iter=100, backend="auto"):
+def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
+             nonunique="error", max_iter=100, backend="auto", *, clamp=None):
     """Complete the unclamped coordinates of the neural sheaf (partial clamping).
 
     Parameters
@@ -195,12 +195,12 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     X : array_like, shape (n_samples, n_0) or (n_0,)
         Inputs.  Coordinates listed in ``free_inputs`` are completed (their
         values here only seed the initial activation pattern).
-    clamp : dict, optional
-        Hard clamps ``{selector: values}`` on hidden coordinates and outputs,
+    pins : dict, optional
+        Hard pins ``{selector: values}`` on hidden coordinates and outputs,
         in the pin format of :mod:`sheaflinalg.sheaf.pins` (e.g. ``{"a1[2]": 0.0}``,
-        ``{"yhat": Y}``).
+        ``{"yhat": Y}``), as in :func:`sheaflinalg.heat` and :func:`sheaflinalg.assemble`.
     soft_pins : SoftPins or (targets, gamma), optional
-        Soft clamps (penalty edges).
+        Soft pins (penalty edges).
     free_inputs : sequence of int or boolean mask, optional
         Input coordinates to complete (imputation).
     pattern : sequence of array_like, optional
@@ -216,6 +216,9 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
         Largest number of pattern updates.
     backend : {"auto", "cholmod", "superlu"}
         Sparse Cholesky backend.
+    clamp : dict, optional
+        Deprecated alias of ``pins`` (a ``DeprecationWarning``; removed in the
+        next release).  Giving both is a ``TypeError``.
 
     Returns
     -------
@@ -228,25 +231,21 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     >>> c = sl.complete(net, [[0.5, -1.0]])          # nothing clamped: the forward pass
     >>> bool(np.allclose(c.output, net.forward([[0.5, -1.0]]), atol=1e-12)), c.settled
     (True, True)
-    >>> c = sl.complete(net, [[0.5, -1.0]], clamp={"a1[0]": 2.0})
+    >>> c = sl.complete(net, [[0.5, -1.0]], pins={"a1[0]": 2.0})
     >>> float(c.block("a1")[0, 0])
     2.0
     """
+    pins = pins_or_clamp(pins, clamp)
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
     check_choice(backend, BACKENDS, "backend")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    reduced = net.output == "identity" and not (_pins.spec_mentions_output(clamp)
-                                                or _pins.spec_mentions_output(soft_pins))
-    lay = Layout(net.dims, reduced=reduced)
     # Validate everything before any work.
-    hard = _pins.resolve(lay, clamp, M, what="clamp")
-    soft = _pins.resolve_soft(lay, soft_pins, M)
-    _pins.check_disjoint(hard, soft)
-    _pins.resolve_reluctance(lay, reluctance, M)
-    fi = _pins.resolve_free_inputs(free_inputs, net.dims[0])
+    resolved = resolve_pins(net, X, None, pins, soft_pins, reluctance, free_inputs)
+    lay, hard, fi = resolved.layout, resolved.hard, resolved.free_inputs
+    reduced = lay.reduced
     frozen = pattern is not None
     if frozen:
         pat = normalise_pattern(net, pattern, M)
@@ -261,7 +260,7 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     it = 0
     while it < max_iter:
         it += 1
-        s = assemble(net, Xc, pattern=pat, reduced=reduced, pins=clamp if clamp is not None else {},
+        s = assemble(net, Xc, pattern=pat, reduced=reduced, pins=pins if pins is not None else {},
                      soft_pins=soft_pins, reluctance=reluctance, free_inputs=fi, linearise_at=zlin)
         omega, unique, method = _solve(s, nonunique, backend)
         omega = omega.reshape(M, s.n_free_sample)

@@ -5,17 +5,14 @@ discrepancies in the free-row order, see :mod:`sheaflinalg.kernels.force`)
 and an assembled system (``delta_free @ omega + delta_boundary @ u +
 edge_offset``).  Labels come from the :class:`~sheaflinalg.sheaf.layout.Layout`.
 
-Also here (as ``sl.discord.residuals`` and ``sl.discord.pinned``): the
-per-coordinate residuals of any state (:mod:`sheaflinalg.dynamics.residuals`)
-and the pinned analysis of any network (:mod:`sheaflinalg.dynamics.pinned`).
+The kind and layer of an edge block, and sums by either, are the sheaf's
+(:mod:`sheaflinalg.sheaf.edge_groups`); :func:`group_history` applies them to
+a heat run's recorded discord.
 """
 
-import numpy as np
-
-from .._common.validation import as_float64, check_choice
+from .._common.validation import as_float64
 from ..sheaf.assembly import AugmentedSheafSystem
-from .pinned import PinnedDiscord, pinned  # noqa: F401 (sl.discord.pinned)
-from .residuals import EdgeResiduals, residuals  # noqa: F401 (sl.discord.residuals)
+from ..sheaf.edge_groups import group
 
 
 def edge_discrepancies(system, free):
@@ -84,63 +81,6 @@ def discord_by_block(system, free):
     return out
 
 
-def edge_kind(label):
-    """Kind of an edge-block label: ``weight``, ``activation``, ``output``, ``pin`` or ``reluctance``."""
-    if label == "e_pin":
-        return "pin"
-    if label == "e_rel":
-        return "reluctance"
-    if label == "e_y":
-        return "output"
-    if label.startswith("e_a"):
-        return "activation"
-    if label.startswith("e_z"):
-        return "weight"
-    raise ValueError(f"unknown edge block label {label!r}")
-
-
-def edge_layer(label):
-    """Layer of an edge-block label (``e_z2`` -> 2, ``e_a1`` -> 1, ``e_y`` -> ``"output"``)."""
-    kind = edge_kind(label)
-    if kind in ("pin", "reluctance", "output"):
-        return kind
-    return int(label[3:])
-
-
-def group(values, labels, by="type"):
-    """Sum discord columns by edge ``"type"`` or ``"layer"``.
-
-    Parameters
-    ----------
-    values : ndarray, shape (..., n_labels)
-    labels : list of str
-        Edge-block labels of the last axis.
-    by : {"type", "layer"}
-
-    Returns
-    -------
-    dict
-        ``{group: ndarray (...)}`` in first-appearance order.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> g = group(np.array([1.0, 2.0, 3.0]), ["e_z1", "e_a1", "e_z2"])
-    >>> {k: float(v) for k, v in g.items()}
-    {'weight': 4.0, 'activation': 2.0}
-    """
-    check_choice(by, ("type", "layer"), "by")
-    values = as_float64(values, "values")
-    if values.ndim == 0 or values.shape[-1] != len(labels):
-        raise ValueError(f"values have {values.shape[-1]} columns but {len(labels)} labels were given")
-    key = edge_kind if by == "type" else edge_layer
-    out = {}
-    for j, lab in enumerate(labels):
-        g = key(lab)
-        out[g] = out.get(g, 0.0) + values[..., j]
-    return out
-
-
 def group_history(history, by="type"):
-    """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (see :func:`group`)."""
+    """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (see :func:`~sheaflinalg.sheaf.edge_groups.group`)."""
     return group(history.discord, history.labels, by)

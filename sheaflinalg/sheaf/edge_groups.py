@@ -1,0 +1,80 @@
+"""Edge groups: the kind and the layer of an edge-block label, and sums of per-block columns by either.
+
+The labels are the layout's edge-block names (``e_z1``, ``e_a1``, ...,
+``e_y``; see :class:`~sheaflinalg.sheaf.layout.Layout`) and the two augmented
+blocks ``e_pin`` (all soft-pin edges) and ``e_rel`` (all reluctance edges).
+Euler's :class:`~sheaflinalg.HeatHistory` and the discord analysis
+(:mod:`sheaflinalg.discord`) both group their discord columns with :func:`group`.
+"""
+
+from .._common.validation import as_float64, check_choice
+
+
+def edge_kind(label):
+    """Kind of an edge-block label: ``weight``, ``activation``, ``output``, ``pin`` or ``reluctance``.
+
+    Examples
+    --------
+    >>> edge_kind("e_z2"), edge_kind("e_a1"), edge_kind("e_pin")
+    ('weight', 'activation', 'pin')
+    """
+    if label == "e_pin":
+        return "pin"
+    if label == "e_rel":
+        return "reluctance"
+    if label == "e_y":
+        return "output"
+    if label.startswith("e_a"):
+        return "activation"
+    if label.startswith("e_z"):
+        return "weight"
+    raise ValueError(f"unknown edge block label {label!r}")
+
+
+def edge_layer(label):
+    """Layer of an edge-block label (``e_z2`` -> 2, ``e_a1`` -> 1, ``e_y`` -> ``"output"``).
+
+    Examples
+    --------
+    >>> edge_layer("e_z2"), edge_layer("e_y"), edge_layer("e_rel")
+    (2, 'output', 'reluctance')
+    """
+    kind = edge_kind(label)
+    if kind in ("pin", "reluctance", "output"):
+        return kind
+    return int(label[3:])
+
+
+def group(values, labels, by="type"):
+    """Sum discord columns by edge ``"type"`` or ``"layer"``.
+
+    Parameters
+    ----------
+    values : ndarray, shape (..., n_labels)
+    labels : list of str
+        Edge-block labels of the last axis.
+    by : {"type", "layer"}
+
+    Returns
+    -------
+    dict
+        ``{group: ndarray (...)}`` in first-appearance order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = group(np.array([1.0, 2.0, 3.0]), ["e_z1", "e_a1", "e_z2"])
+    >>> {k: float(v) for k, v in g.items()}
+    {'weight': 4.0, 'activation': 2.0}
+    """
+    check_choice(by, ("type", "layer"), "by")
+    values = as_float64(values, "values")
+    if values.ndim == 0 or values.shape[-1] != len(labels):
+        raise ValueError(f"values have {values.shape[-1] if values.ndim else 0} columns but {len(labels)} "
+                         "labels were given")
+    key = edge_kind if by == "type" else edge_layer
+    out = {}
+    for j, lab in enumerate(labels):
+        g = key(lab)
+        out[g] = out.get(g, 0.0) + values[..., j]
+    return out
