@@ -37,12 +37,13 @@ class ConvergenceStudy:
         return "\n".join(rows + [f"\nslope: {self.slope:.3f}"])
 
 
-def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.0), alpha=1.0, seed=0, **pins):
+def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.0), alpha=1.0, seed=0,
+                      pins=None, soft_pins=None, reluctance=None):
     """Forward Euler at several ``dt`` against the exact flow, at fixed times.
 
     Every run starts from the same random state (``seed``); ``times`` must be
-    multiples of every ``dt``.  Extra keywords (``pins``, ``soft_pins``,
-    ``reluctance``) go to both integrators.
+    multiples of every ``dt``.  ``pins``, ``soft_pins`` and ``reluctance``
+    (as in :func:`~sheaflinalg.heat`) go to both integrators.
 
     Examples
     --------
@@ -58,13 +59,14 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
     steps = np.rint(times[None, :] / dts[:, None]).astype(np.int64)
     if not np.allclose(steps * dts[:, None], times[None, :], rtol=1e-9, atol=0):
         raise ValueError(f"times {times.tolist()} must be multiples of every dt in {dts.tolist()}")
-    ex = heat(net, X, alpha=alpha, seed=seed, method="exact", **pins)
+    pin_args = dict(pins=pins, soft_pins=soft_pins, reluctance=reluctance)
+    ex = heat(net, X, alpha=alpha, seed=seed, method="exact", **pin_args)
     init = ex.sol(0.0)                  # the same random start (and layout) for every Euler run
     ref = np.stack([ex.sol(t) for t in times])
     errors = np.zeros((dts.size, times.size))
     for i, dt in enumerate(dts):
         for j, n in enumerate(steps[i]):
-            eu = heat(net, X, alpha=alpha, dt=dt, max_steps=int(n), tol=0.0, init=init, progress=False, **pins)
+            eu = heat(net, X, alpha=alpha, dt=dt, max_steps=int(n), tol=0.0, init=init, progress=False, **pin_args)
             errors[i, j] = np.abs(eu.state - ref[j]).max()
     slope = float(np.polyfit(np.log(dts), np.log(errors.max(axis=1)), 1)[0]) if dts.size > 1 else float("nan")
     return ConvergenceStudy(dts=dts, times=times, errors=errors, slope=slope, exact=ex)
