@@ -176,3 +176,38 @@ def test_discord_command_and_figure(tmp_path, capsys):
     assert fig.stat().st_size > 1000
     assert main(["discord", "--steps", "500", "--samples", "10", "--no-progress", "--method", "sgd"]) == 0
     assert "sgd-trained [2, 30, 1]" in capsys.readouterr().out
+
+
+def test_sl_discord_keeps_its_names():
+    """``sl.discord`` became a package beside dynamics; every name it exported stays, as the same object."""
+    import sheaflinalg.discord as pkg
+    from sheaflinalg.discord import edge_residuals, edges, pinned_analysis
+    from sheaflinalg.sheaf import edge_groups
+
+    assert sl.discord is pkg
+    expected = {"residuals": edge_residuals.residuals, "EdgeResiduals": edge_residuals.EdgeResiduals,
+                "pinned": pinned_analysis.pinned, "PinnedDiscord": pinned_analysis.PinnedDiscord,
+                "edge_discrepancies": edges.edge_discrepancies, "discord_by_block": edges.discord_by_block,
+                "group_history": edges.group_history, "group": edge_groups.group,
+                "edge_kind": edge_groups.edge_kind, "edge_layer": edge_groups.edge_layer}
+    for name, obj in expected.items():
+        assert getattr(sl.discord, name) is obj, name
+    assert set(pkg.__all__) == set(expected)
+
+
+def test_euler_does_not_reach_the_discord_package():
+    """The heat equation's modules, followed through every import (and the packages that hold them,
+    which Python loads first; the package root, the API, aside), never load ``sheaflinalg.discord``."""
+    from test_layering import MODULES, imported_modules, module_name
+
+    graph = {module_name(p): imported_modules(p) for p in MODULES}
+    seen, todo = set(), [m for m in graph if m.startswith("sheaflinalg.dynamics")]     # Euler and the exact flow
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        parents = [".".join(m.split(".")[:i]) for i in range(2, m.count(".") + 1)]
+        todo += [t for t in graph.get(m, []) + parents if t != "sheaflinalg"]
+    assert "sheaflinalg.sheaf.edge_groups" in seen       # what HeatHistory groups its discord with
+    assert not [m for m in seen if m.startswith("sheaflinalg.discord")]

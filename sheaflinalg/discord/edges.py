@@ -82,5 +82,5 @@ def discord_by_block(system, free):
 
 
 def group_history(history, by="type"):
-    """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (see :func:`~sheaflinalg.sheaf.edge_groups.group`)."""
+    """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (:func:`sheaflinalg.sheaf.edge_groups.group`)."""
     return group(history.discord, history.labels, by)

@@ -1,6 +1,7 @@
 """The neural sheaf as explicit matrices: the coordinate layout, activation patterns, assembly of
-``delta_Omega`` and the Laplacian blocks (pins, soft pins, reluctance edges), harmonic extension,
-completion of partially pinned networks, edge groups, certificates, sparse Cholesky factors and free cochains in layout order.
+``delta_Omega`` and the Laplacian blocks (pins, soft pins, reluctance edges, one resolver), harmonic
+extension, completion of partially pinned networks, edge groups, certificates, sparse Cholesky
+factors and free cochains in layout order.
 
 May import ``network``, ``kernels`` and ``_common``.
 """
