@@ -228,7 +228,7 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     --------
     >>> import numpy as np, sheaflinalg as sl
     >>> net = sl.Network.random([2, 4, 1], seed=0)
-    >>> c = sl.complete(net, [[0.5, -1.0]])          # nothing clamped: the forward pass
+    >>> c = sl.complete(net, [[0.5, -1.0]])          # nothing pinned: the forward pass
     >>> bool(np.allclose(c.output, net.forward([[0.5, -1.0]]), atol=1e-12)), c.settled
     (True, True)
     >>> c = sl.complete(net, [[0.5, -1.0]], pins={"a1[0]": 2.0})
