@@ -14,3 +14,14 @@ settings.load_profile("sheaflinalg")
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def no_figure_left_open(request):
+    """A test that leaves a pyplot figure open fails (after closing it): the suite never piles up figures."""
+    yield
+    plt = sys.modules.get("matplotlib.pyplot")      # never imported here: most tests draw nothing
+    if plt is not None and plt.get_fignums():
+        count = len(plt.get_fignums())
+        plt.close("all")
+        pytest.fail(f"{request.node.nodeid} left {count} matplotlib figure(s) open")

@@ -20,7 +20,8 @@ WITH_EXAMPLES = [
     "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
     "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.dynamics.residuals",
     "sheaflinalg.dynamics.pinned", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
-    "sheaflinalg._common.rounds",
+    "sheaflinalg._common.rounds", "sheaflinalg._common.resources", "sheaflinalg.plotting.figure",
+    "sheaflinalg.reproduce.registry", "sheaflinalg.reproduce.output",
 ]
 
 
