@@ -299,7 +299,8 @@ def load_experiment(path):
     ``z0_1..``/``a0_1..``, optional recorded curves and a JSON ``meta``
     (``n_steps``, ``dt``, ``beta``, ``sgd_lr``; optional ``alpha``,
     ``epoch_steps``, ``warm_start``, ``output_activation``, ``arch``); read
-    without pickle, every entry checked before use.
+    without pickle, every entry checked before use.  A shipped experiment may be named alone
+    (``"paraboloid_1H"``, one of :data:`TABLE_E1`) when no file of that name exists.
 
     Raises
     ------
@@ -315,7 +316,11 @@ def load_experiment(path):
     >>> exp = load_experiment(DATA_DIR / "paraboloid_1H.npz")
     >>> exp.network.dims, exp.meta["dt"]
     ([2, 30, 1], 0.005)
+    >>> load_experiment("blobs_2H").network.dims
+    [2, 10, 8, 4]
     """
+    if isinstance(path, str) and path in TABLE_E1 and not os.path.exists(path):
+        path = DATA_DIR / f"{path}.npz"
     path = Path(os.fspath(path))
     f = read_npz(path, "experiment file")
     f.require(["X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"])

@@ -19,10 +19,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("paper")
-    assert main(["reproduce", "--out", str(out), "--quick", "--jobs", "1", "--no-progress"]) == 0
-    return out
+def quick_run(quick_reproduction):
+    """The quick reproduction, run once by the installed wheel (conftest.py) for this file and test_package.py."""
+    return quick_reproduction
 
 
 def test_every_item_writes_its_figures_and_tables(quick_run):
@@ -107,7 +106,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     out = tmp_path / "o"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     child = subprocess.Popen([sys.executable, "-m", "sheaflinalg.cli", "reproduce", "phase_planes", "training",
-                              "--quick", "--out", str(out), "--no-progress"], env=env,
+                              "--quick", "--out", str(out), "--no-progress"], env=env, cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 600
