@@ -390,7 +390,7 @@ PAPER_SWEEPS = ("beta_scaling", "depth_T")
 
 @dataclass
 class SweepRecord:
-    """One group of a recorded paper sweep (package data ``sheaflinalg/data/paper_sweeps/NAME.npz``): its initial network,
+    """One group of a recorded paper sweep (package data ``paper_sweeps/NAME.npz``): its initial network,
     data and initial stalks, and the recorded runs of the group.
 
     Attributes

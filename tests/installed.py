@@ -31,9 +31,10 @@ class Installed:
         src, dist = self.base / "src", self.base / "dist"
         src.mkdir()
         for name in SOURCES:
-            copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
-            kwargs = {"ignore": shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc")} if copy is shutil.copytree else {}
-            copy(ROOT / name, src / name, **kwargs)
+            if (ROOT / name).is_dir():
+                shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+            else:
+                shutil.copy2(ROOT / name, src / name)
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
         # No build isolation: the build uses this interpreter's setuptools (no download).
         subprocess.run([*pip, "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", str(dist)],

@@ -12,7 +12,8 @@ RESUME = "finished items are kept: run the same command with --resume to continu
 
 
 def add_arguments(parser):
-    parser.add_argument("items", nargs="*", metavar="ITEM", help="items to run (default: every item; --list shows them)")
+    parser.add_argument("items", nargs="*", metavar="ITEM",
+                        help="items to run (default: every item; --list shows them)")
     parser.add_argument("--only", nargs="+", metavar="ITEM", help="the same as naming the items (at least one)")
     parser.add_argument("--out", default="results/paper", metavar="DIR",
                         help="output directory (default results/paper; created when missing)")

@@ -1,5 +1,6 @@
 """Section 6.2 and appendix E.4: the paper's two sweeps (beta scaling, integration time x depth),
-run from the shipped specs (``sheaflinalg/data/sweeps/*.toml``) with :mod:`sheaflinalg.sweep` and replayed from their records.
+run from the shipped specs (package data ``sweeps/*.toml``) with :mod:`sheaflinalg.sweep` and replayed
+from their records.
 
 Quick mode runs their quick variants: the beta sweep for two values of beta and 3000 steps, the
 integration-time sweep for its runs of at most 1000 steps.

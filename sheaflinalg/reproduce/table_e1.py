@@ -1,6 +1,6 @@
 """Table E.1 of the paper replayed from its exact inputs, and the learned-output figure of appendix E.2.
 
-For each configuration in ``data/table_e1/`` the recorded protocol (initial
+For each configuration of the shipped ``table_e1`` records the recorded protocol (initial
 weights, data and initial stalks from the file) is replayed with the sheaf
 dynamics and with the SGD baseline, and every recorded point of the file's
 curves is checked (sheaf to :data:`SHEAF_TOL`, SGD to :data:`SGD_TOL`
