@@ -63,6 +63,8 @@ def test_unknown_or_no_items_are_refused(tmp_path):
         registry.run_items(tmp_path / "a", only=["nope"], progress=False)
     with pytest.raises(ValueError, match="no item named"):
         registry.run_items(tmp_path / "b", only=[], progress=False)
+    with pytest.raises(ValueError, match="jobs"):
+        registry.run_items(tmp_path / "b", only=["convergence"], jobs=0, progress=False)
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()     # refused before any work
 
 
@@ -80,6 +82,10 @@ def test_command_refusals(tmp_path, capsys):
     assert "exists and is not a directory" in _refused(["reproduce", "--out", str(a_file), "--quick"], capsys)
     assert "cannot create" in _refused(["reproduce", "--out", str(a_file / "sub"), "--quick"], capsys)
     assert "--out" in _refused(["reproduce", "--out", "/proc/sheaflinalg-out", "--quick"], capsys)
+    (tmp_path / "blocked").mkdir()
+    (tmp_path / "blocked" / "figures").write_text("x")        # where the figures would go
+    assert "figures' exists and is not a directory" in _refused(["reproduce", "--out", str(tmp_path / "blocked")],
+                                                                capsys)
     assert "did you mean 'table_e1'" in _refused(["reproduce", "tabel_e1", "--out", str(tmp_path / "o")], capsys)
     assert "unknown item ''" in _refused(["reproduce", "", "--out", str(tmp_path / "o")], capsys)
     assert "--only" in _refused(["reproduce", "--only", "--out", str(tmp_path / "o")], capsys)

@@ -49,7 +49,7 @@ class Outputs:
     def __init__(self, root, name="out"):
         self.root = check_directory(root, name)
         for sub in ("figures", "tables", "done", "cache"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+            check_directory(os.path.join(self.root, sub), name)
 
     def path(self, *parts):
         return os.path.join(self.root, *parts)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
+from .._common.validation import check_int
 from . import convergence, discord, exact_flow, spectra, sweeps, table_e1, training
 from .output import MISMATCH, Outputs
 
@@ -98,6 +99,7 @@ def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, 
     says so in its notes and in ``out/mismatches.txt``.
     """
     items = select(only)
+    jobs = check_int(jobs, "jobs", 1)
     outputs = Outputs(out)
     settings = {"quick": bool(quick), "version": __version__}
     done = []
