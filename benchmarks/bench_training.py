@@ -8,7 +8,7 @@ Run: ``.venv/bin/python benchmarks/bench_training.py [--quick] [--skip-table] [-
    thousand steps and scaled.
 2. SGD baseline, same network, 10^5 epochs (reference 15.4 s), against a
    numpy forward/backward step.
-3. Whole Table E.1 (8 sheaf + 8 SGD runs, scripts/table_e1.py protocol),
+3. Whole Table E.1 (8 sheaf + 8 SGD runs, the protocol of ``sheaflinalg reproduce table_e1``),
    goal under 30 s; sequential in this process, and with 2 worker processes.
 4. Scale: [64,256,256,10] on scikit-learn's digits (1797 samples), 10^4
    steps: steps per second, accuracy, peak memory, with a progress bar.
@@ -99,8 +99,7 @@ def bench_paraboloid(steps, baseline_steps):
 
 
 def bench_table():
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-    from table_e1 import run_all
+    from sheaflinalg.reproduce.table_e1 import run_all
 
     names = list(sl.tasks.TABLE_E1)
     t, results = timed(run_all, names, None, 1, progress=False)

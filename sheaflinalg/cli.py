@@ -1,4 +1,8 @@
-"""The ``sheaflinalg`` command: ``sheaflinalg verify | heat | train | spectrum``."""
+"""The ``sheaflinalg`` command: ``sheaflinalg verify | heat | train | spectrum | discord | sweep | reproduce``.
+
+Errors are one line and exit status 2; Ctrl-C stops any command with one line (how to resume, for
+the commands that can) and exit status 130, never a traceback.
+"""
 
 import argparse
 import importlib
@@ -44,8 +48,11 @@ def build_parser():
     for name, module in _available_commands().items():
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _resume=getattr(module, "RESUME", None))
     return parser
+
+
+INTERRUPTED = 130                     # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
 
 
 def main(argv=None):
@@ -62,6 +69,11 @@ def main(argv=None):
         message = " ".join(str(exc).split())  # one line
         print(f"sheaflinalg {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Every file is written atomically: what is complete stays, nothing is half-written.
+        hint = args._resume or "files already complete are kept, nothing is half-written"
+        print(f"\nsheaflinalg {args.command}: interrupted; {hint}", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

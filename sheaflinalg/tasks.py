@@ -9,7 +9,7 @@ Generators (seeded with ``numpy.random.default_rng``; samples are rows):
 * :func:`blobs` -- four Gaussian blobs, one-hot targets for a softmax output.
 
 :func:`make` splits one draw into train and test sets.  The exact inputs of
-the paper's Table E.1 ship in ``data/table_e1/`` and replay with
+the paper's Table E.1 ship as package data (``sheaflinalg/data/table_e1/``) and replay with
 :func:`load_experiment` / :func:`table_e1`.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ._common.npzfile import read_npz
+from ._common.resources import data_path
 from .network.activations import OUTPUTS as OUTPUT_ACTIVATIONS
 from .network.io import layer_arrays
 from ._common.memory import FLOAT, check_memory
@@ -34,7 +35,7 @@ BLOB_CENTERS = np.array([[-1.5, -1.5], [1.8, -1.0], [1.0, 2.0], [-2.0, 1.5]])
 BLOB_COVARIANCES = np.array([[[0.80, 0.30], [0.30, 0.40]], [[0.30, -0.20], [-0.20, 1.00]],
                              [[1.20, 0.50], [0.50, 0.50]], [[0.50, 0.00], [0.00, 0.80]]])
 TABLE_E1 = tuple(f"{t}_{d}" for d in ("1H", "2H") for t in TASKS)
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "table_e1"
+DATA_DIR = data_path("table_e1")
 
 
 def _check_n(n, minimum=1, name="n"):
@@ -298,7 +299,8 @@ def load_experiment(path):
     ``z0_1..``/``a0_1..``, optional recorded curves and a JSON ``meta``
     (``n_steps``, ``dt``, ``beta``, ``sgd_lr``; optional ``alpha``,
     ``epoch_steps``, ``warm_start``, ``output_activation``, ``arch``); read
-    without pickle, every entry checked before use.
+    without pickle, every entry checked before use.  A shipped experiment may be named alone
+    (``"paraboloid_1H"``, one of :data:`TABLE_E1`) when no file of that name exists.
 
     Raises
     ------
@@ -314,7 +316,11 @@ def load_experiment(path):
     >>> exp = load_experiment(DATA_DIR / "paraboloid_1H.npz")
     >>> exp.network.dims, exp.meta["dt"]
     ([2, 30, 1], 0.005)
+    >>> load_experiment("blobs_2H").network.dims
+    [2, 10, 8, 4]
     """
+    if isinstance(path, str) and path in TABLE_E1 and not os.path.exists(path):
+        path = DATA_DIR / f"{path}.npz"
     path = Path(os.fspath(path))
     f = read_npz(path, "experiment file")
     f.require(["X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"])
@@ -384,7 +390,7 @@ PAPER_SWEEPS = ("beta_scaling", "depth_T")
 
 @dataclass
 class SweepRecord:
-    """One group of a recorded paper sweep (``data/paper_sweeps/NAME.npz``): its initial network,
+    """One group of a recorded paper sweep (package data ``paper_sweeps/NAME.npz``): its initial network,
     data and initial stalks, and the recorded runs of the group.
 
     Attributes
@@ -423,7 +429,7 @@ def paper_sweep(name, group):
     """
     if name not in PAPER_SWEEPS:
         raise ValueError(f"unknown paper sweep {name!r}; expected one of {', '.join(PAPER_SWEEPS)}")
-    path = DATA_DIR.parent / "paper_sweeps" / f"{name}.npz"
+    path = data_path("paper_sweeps", f"{name}.npz")
     f = read_npz(path, "paper sweep record")
     meta = f.json("meta")
     runs = meta.get("runs")

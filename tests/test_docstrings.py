@@ -21,7 +21,8 @@ WITH_EXAMPLES = [
     "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.discord.edge_residuals",
     "sheaflinalg.discord.pinned_analysis", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
     "sheaflinalg._common.rounds", "sheaflinalg.sheaf.completion", "sheaflinalg.sheaf.pins",
-    "sheaflinalg.sheaf.edge_groups", "sheaflinalg.discord.edges",
+    "sheaflinalg.sheaf.edge_groups", "sheaflinalg.discord.edges", "sheaflinalg._common.resources",
+    "sheaflinalg.plotting.figure", "sheaflinalg.reproduce.registry", "sheaflinalg.reproduce.output",
 ]
 
 

@@ -1,17 +1,13 @@
-"""The ``sheaflinalg spectrum`` command, the spectral figures, the appendix E.3 script."""
+"""The ``sheaflinalg spectrum`` command, the spectral figures, the appendix E.3 table."""
 
 import csv
-import os
-import runpy
-import sys
 
 import numpy as np
 import pytest
 
 import sheaflinalg as sl
+from sheaflinalg._common.resources import data_path
 from sheaflinalg.cli import main
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_spectrum_command_defaults(capsys):
@@ -50,7 +46,8 @@ def test_spectrum_command_bad_input(tmp_path, capsys):
 def test_tracking_and_histogram_figures(tmp_path):
     from types import SimpleNamespace
 
-    from sheaflinalg.plotting.spectral import plot_histogram, plot_tracking, save_figure
+    from sheaflinalg.plotting.figure import save_figure
+    from sheaflinalg.plotting.spectral import plot_histogram, plot_tracking
 
     X = np.random.default_rng(0).uniform(-2, 2, size=(8, 2))
     tr = sl.SpectralTracker(X)
@@ -63,18 +60,17 @@ def test_tracking_and_histogram_figures(tmp_path):
     assert (tmp_path / "t.png").exists() and (tmp_path / "h.png").exists()
 
 
-def test_spectral_gap_depth_script(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "argv", ["spectral_gap_depth.py", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit) as ex:
-        runpy.run_path(os.path.join(ROOT, "scripts", "spectral_gap_depth.py"), run_name="__main__")
-    assert ex.value.code == 0
-    out = capsys.readouterr().out
-    assert "lambda_1 decreases with depth: yes" in out
+def test_spectral_gap_depth_item(tmp_path):
+    from sheaflinalg.reproduce import output, spectra
+
+    paths, notes = spectra.gap_vs_depth(output.Outputs(tmp_path), quick=True)
+    assert "decreasing with depth; recorded lambda_1 reproduced" in notes
     for f in ("spectral_gap_depth.md", "spectral_gap_depth.tex", "spectral_gap_depth.csv", "eigvec_energy.png"):
-        assert (tmp_path / f).exists()
-    rows = list(csv.reader((tmp_path / "spectral_gap_depth.csv").read_text().splitlines()))[1:]
+        assert any(p.endswith(f) for p in paths) and (tmp_path / ("figures" if f.endswith("png") else "tables")
+                                                      / f).exists()
+    rows = list(csv.reader((tmp_path / "tables" / "spectral_gap_depth.csv").read_text().splitlines()))[1:]
     # the paper's own networks: every input's lambda_1 as recorded, hence the paper's medians
-    with np.load(os.path.join(ROOT, "data", "spectral_gap_depth.npz"), allow_pickle=False) as f:
+    with np.load(data_path("spectral_gap_depth.npz"), allow_pickle=False) as f:
         rec = {k: f[k] for k in f.files}
     paper = {"[2,30,1]": 0.2248, "[2,10,8,1]": 0.0602, "[2,8,6,4,1]": 0.0281}
     for row, tag in zip(rows, ("1H", "2H", "3H")):

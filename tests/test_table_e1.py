@@ -32,35 +32,26 @@ def test_two_hidden_layers_first_epochs(name):
     assert exp.max_relative_error(exp.run(steps=4000, method="sgd"), "sgd") < 1e-6
 
 
-def _script():
-    import importlib.util
-    import pathlib
-
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "table_e1.py"
-    spec = importlib.util.spec_from_file_location("table_e1_script", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_script_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch, capsys):
-    script = _script()
+def test_replay_writes_tables_and_resumes_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr(reproduce_table_e1, "process_pool", _InlinePool)  # keep the runs in this process
     out = tmp_path / "t"
-    argv = ["--out", str(out), "--only", "paraboloid_1H", "--steps", "1000", "--jobs", "1", "--no-figure"]
-    assert script.main(argv) == 0
-    table = (out / "table_e1.md").read_text()
-    assert "Paraboloid | 1H" in table and "Ratio" in table
+    (out / "runs").mkdir(parents=True)
+
+    def table(resume):
+        results = reproduce_table_e1.run_all(["paraboloid_1H"], 1000, 1, str(out), resume, progress=False)
+        return reproduce_table_e1.tables(results)[0], reproduce_table_e1.runs_json(results)
+
+    md, runs = table(resume=False)
+    assert "Paraboloid | 1H" in md and "Ratio" in md and '"stagnation"' in runs
     assert (out / "runs" / "paraboloid_1H-sheaf-1000.json").exists()
 
     def must_not_rerun(*args):
         raise AssertionError("a finished run was computed again")
 
     monkeypatch.setattr(reproduce_table_e1, "run_one", must_not_rerun)
-    assert script.main(argv + ["--resume"]) == 0
-    assert (out / "table_e1.md").read_text() == table
+    assert table(resume=True)[0] == md
     with pytest.raises(AssertionError, match="computed again"):
-        script.main(argv)  # without --resume every run is recomputed
+        table(resume=False)  # without resume every run is recomputed
 
 
 class _InlinePool:

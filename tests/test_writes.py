@@ -43,9 +43,9 @@ def test_save_writes_exactly_the_name_asked_for(tmp_path):
 
 def test_figure_without_extension_is_a_png_under_that_name(tmp_path):
     pytest.importorskip("matplotlib")
-    from sheaflinalg.plotting.training import _plt
+    from sheaflinalg.plotting.figure import new_figure
 
-    fig = _plt().figure()
+    fig, _ = new_figure()
     atomic.save_figure(fig, tmp_path / "figure")
     atomic.save_figure(fig, tmp_path / "figure.pdf")
     assert sorted(os.listdir(tmp_path)) == ["figure", "figure.pdf"]

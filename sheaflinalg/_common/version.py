@@ -1,3 +1,4 @@
-"""The package version (one place; ``sheaflinalg.__version__`` reads it)."""
+"""The package version, written here only: ``sheaflinalg.__version__`` reads it, and setup.cfg
+(``version = attr: sheaflinalg._common.version.VERSION``) gives it to the wheel."""
 
 VERSION = "0.1.0"

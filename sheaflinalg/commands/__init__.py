@@ -3,7 +3,8 @@
 The top layer: may import the package root (``import sheaflinalg as sl``) and any subpackage.
 
 Each module defines ``HELP`` (one line), ``add_arguments(parser)`` and
-``run(args) -> int`` (the exit status).  Numeric options are checked when the
+``run(args) -> int`` (the exit status); a command that can resume after Ctrl-C says how in
+``RESUME`` (one line, printed by ``cli.main``).  Numeric options are checked when the
 command line is parsed (:func:`number`); combinations that would silently
 ignore an option are refused by :func:`refuse_ignored`.
 """
@@ -11,7 +12,7 @@ ignore an option are refused by :func:`refuse_ignored`.
 import argparse
 import math
 
-NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep")
+NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "reproduce")
 
 
 def number(option, kind=float, minimum=None, positive=False):

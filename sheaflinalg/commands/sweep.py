@@ -1,6 +1,7 @@
 """``sheaflinalg sweep run | status | export | plot``: scripted parameter sweeps (see :mod:`sheaflinalg.sweep`)."""
 
 HELP = "run a parameter sweep from a TOML file into an SQLite store; its status, CSV export and plots"
+RESUME = "finished runs are kept in the store: run the same command again to continue"
 
 
 def add_arguments(parser):

@@ -14,7 +14,8 @@ def add_arguments(parser):
     parser.add_argument("--arch", default=None,
                         help="hidden widths and output, e.g. 2,30,1 (default: 2,30,1; 4 outputs for blobs)")
     parser.add_argument("--experiment", metavar="FILE.npz",
-                        help="replay a recorded experiment (Table E.1 format) instead of --task/--arch")
+                        help="replay a recorded experiment (Table E.1 format, or a shipped one by name: "
+                             "paraboloid_1H, ...) instead of --task/--arch")
     parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd"), help="default: sheaf")
     parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="Euler steps / SGD epochs (default 100000, or the experiment's)")

@@ -6,7 +6,7 @@ orange, inactive ones reddish purple, as in the paper's figures.
 
 import numpy as np
 
-from .training import _plt, save_figure
+from .figure import new_figure, save_figure
 
 ACTIVE, INACTIVE, OUTPUT = "#E69F00", "#CC79A7", "#0072B2"
 
@@ -44,9 +44,8 @@ def plot_residuals(result, path=None, edges=None, axes=None, ylim=None, title=No
     """
     res = getattr(result, "residuals", result)
     names = list(edges) if edges is not None else res.edge_names
-    plt = _plt()
     if axes is None:
-        fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.2), squeeze=False)
+        fig, axes = new_figure(1, len(names), figsize=(3.6 * len(names), 3.2), squeeze=False)
         axes = axes[0]
     else:
         fig = axes[0].figure

@@ -3,7 +3,8 @@ the certificate, and Euler's convergence to the exact flow."""
 
 import numpy as np
 
-from .heat import _finish, _plt, check_phase_neurons, phase_axes
+from .figure import axes_or_new, finish
+from .heat import check_phase_neurons, phase_axes
 
 
 def _segment_times(sg, end, n=60):
@@ -26,9 +27,7 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     s = result.check_sample(sample)
     zi, zj = lay.free(f"z{layer}").start + i, lay.free(f"z{layer}").start + j
     end = result.time[s] if t_end is None else float(t_end)
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 5))
+    ax = axes_or_new(ax, figsize=(5, 5))
     units = {i, j}
     for sg in result.segments_of(s):
         if sg.start > end:
@@ -64,9 +63,7 @@ def plot_exact_convergence(result, sample=0, ax=None, path=None, n=400):
     >>> ax = plot_exact_convergence(sl.heat(net, [0.5, -1.0], method="exact", seed=1))
     """
     s = result.check_sample(sample)
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+    ax = axes_or_new(ax, figsize=(6, 4))
     t = np.linspace(0.0, result.time[s], n)
     dist = np.linalg.norm(result.sol(t, sample=s) - result.fixed_point[s][:, None], axis=0)
     ax.semilogy(t, np.maximum(dist, 1e-300), color="k", label="exact distance to the equilibrium")
@@ -77,7 +74,7 @@ def plot_exact_convergence(result, sample=0, ax=None, path=None, n=400):
         ax.axvline(e["time"], color="tab:red", alpha=0.3, linewidth=0.8, label="events" if k == 0 else None)
     ax.set_xlabel("time")
     ax.set_title(f"exact heat flow, sample {s}")
-    return _finish(ax, path)
+    return finish(ax, path)
 
 
 def plot_convergence_study(study, ax=None, path=None):
@@ -89,9 +86,7 @@ def plot_convergence_study(study, ax=None, path=None):
     >>> net = sl.Network.random([2, 4, 1], seed=0)
     >>> ax = plot_convergence_study(sl.convergence_study(net, [[0.5, -1.0]], dts=(0.02, 0.01), times=(1.0,)))
     """
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 4))
+    ax = axes_or_new(ax, figsize=(5, 4))
     for k, t in enumerate(study.times):
         ax.loglog(study.dts, study.errors[:, k], "o-", label=f"t = {t:g}")
     ref = study.errors.max(axis=1)
@@ -99,4 +94,4 @@ def plot_convergence_study(study, ax=None, path=None):
     ax.set_xlabel("Euler dt")
     ax.set_ylabel("max |Euler - exact|")
     ax.set_title(f"Euler vs the exact flow (slope {study.slope:.2f})")
-    return _finish(ax, path)
+    return finish(ax, path)

@@ -3,29 +3,7 @@ appendix E.1)."""
 
 import numpy as np
 
-from .._common.atomic import save_figure
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path):
-    """Write ``fig`` to ``path`` atomically (temporary file + rename)."""
-    save_figure(fig, path, dpi=150, bbox_inches="tight")
-
-
-def _finish(ax, path, **legend):
-    """Legend (small font), write the figure to ``path`` if given; returns ``ax``."""
-    ax.legend(fontsize=8, **legend)
-    if path is not None:
-        _save(ax.figure, path)
-    return ax
+from .figure import axes_or_new, finish, new_figure, save_figure
 
 
 def check_phase_neurons(lay, layer, neurons):
@@ -45,7 +23,7 @@ def phase_axes(ax, layer, i, j, path):
     ax.axhline(0, color="grey", linestyle="--", linewidth=1)
     ax.set_xlabel(f"z{layer}[{i}]")
     ax.set_ylabel(f"z{layer}[{j}]")
-    return _finish(ax, path, loc="best")
+    return finish(ax, path, loc="best")
 
 
 def _floor(y):
@@ -84,8 +62,7 @@ def plot_convergence(result, forward=None, path=None, sample=0):
         raise ValueError("plot_convergence needs a run recorded with record_every > 0")
     if not 0 <= sample < h.output.shape[1]:
         raise ValueError(f"sample {sample} out of range for {h.output.shape[1]} samples")
-    plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(10, 7))
+    fig, axes = new_figure(2, 2, figsize=(10, 7))
     t = h.steps
     ax = axes[0, 0]
     ax.semilogy(t, _floor(h.total), color="k")
@@ -111,7 +88,7 @@ def plot_convergence(result, forward=None, path=None, sample=0):
         a.set_xlabel("Euler step")
     fig.tight_layout()
     if path is not None:
-        _save(fig, path)
+        save_figure(fig, path)
     return fig
 
 
@@ -134,9 +111,7 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
         raise ValueError(f"plot_phase_plane needs record_every > 0 and record_states including sample {sample}")
     lay = result.layout
     i, j = check_phase_neurons(lay, layer, neurons)
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 5))
+    ax = axes_or_new(ax, figsize=(5, 5))
     row = list(h.state_samples).index(sample)
     z = h.states[:, row, lay.free(f"z{layer}")]
     x, y = z[:, i], z[:, j]

@@ -12,7 +12,7 @@ atomically.
 
 import numpy as np
 
-from .training import _plt, save_figure
+from .figure import axes_or_new, new_figure, save_figure
 
 
 def plot_spectra(result, ax=None):
@@ -28,9 +28,7 @@ def plot_spectra(result, ax=None):
     >>> sp = sl.spectrum(sl.Network.random([2, 6, 1], seed=0), np.ones((3, 2)), full=True)
     >>> ax = plot_spectra(sp)
     """
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes_or_new(ax)
     if result.eigenvalues is not None:
         W = result.eigenvalues
         idx = np.arange(1, W.shape[1] + 1)
@@ -56,9 +54,7 @@ def plot_spectra(result, ax=None):
 
 def plot_block_energy(result, which="smallest", index=0, ax=None):
     """Bar chart of the eigenvector energy per block, mean over inputs with one-std error bars."""
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes_or_new(ax)
     E = result.block_energy(which, index)
     names = result.block_names
     ax.bar(range(len(names)), E.mean(axis=0), yerr=E.std(axis=0), capsize=3,
@@ -82,9 +78,8 @@ def spectra_figure(result, path=None):
     >>> from sheaflinalg.plotting.spectral import spectra_figure
     >>> fig = spectra_figure(sl.spectrum(sl.Network.random([2, 6, 1], seed=0), np.ones((3, 2)), full=True))
     """
-    plt = _plt()
     with_vectors = result.vectors_smallest is not None
-    fig, axes = plt.subplots(1, 3 if with_vectors else 1, figsize=(15 if with_vectors else 5, 4), squeeze=False)
+    fig, axes = new_figure(1, 3 if with_vectors else 1, figsize=(15 if with_vectors else 5, 4), squeeze=False)
     plot_spectra(result, axes[0, 0])
     if with_vectors:
         plot_block_energy(result, "smallest", ax=axes[0, 1])
@@ -102,9 +97,7 @@ def plot_tracking(trackers, quantity="lambda_min", ax=None, labels=None, logy=Tr
     (e.g. a sheaf run and an SGD run); ``quantity``: ``"lambda_min"``,
     ``"lambda_max"`` or ``"condition"``.
     """
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes_or_new(ax)
     if not isinstance(trackers, (list, tuple)):
         trackers = [trackers]
     for i, tr in enumerate(trackers):
@@ -126,9 +119,7 @@ def plot_tracking(trackers, quantity="lambda_min", ax=None, labels=None, logy=Tr
 
 def plot_histogram(results, labels=None, ax=None, bins=20):
     """Histogram of ``lambda_1`` over the inputs with log-spaced bins (several results overlaid)."""
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes_or_new(ax)
     if not isinstance(results, (list, tuple)):
         results = [results]
     allv = np.concatenate([r.lambda_min for r in results])

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .training import _plt
+from .figure import axes_or_new
 
 
 def plot_sweep(rows, x, y, hue=None, ax=None, logx=None, logy=None, mark=None):
@@ -31,9 +31,7 @@ def plot_sweep(rows, x, y, hue=None, ax=None, logx=None, logy=None, mark=None):
     rows = [r for r in rows if r.get(y) is not None and r.get(x) is not None and r.get("status", "done") == "done"]
     if not rows:
         raise ValueError(f"no finished run has both {x!r} and {y!r}")
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 4))
+    ax = axes_or_new(ax, figsize=(6, 4))
     groups = sorted({r.get(hue) for r in rows}, key=lambda v: (v is None, v)) if hue else [None]
     for i, g in enumerate(groups):
         sel = [r for r in rows if hue is None or r.get(hue) == g]

@@ -2,14 +2,7 @@
 
 import numpy as np
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figure import axes_or_new, new_figure, save_figure
 
 
 def plot_curves(histories, ax=None, key="train_loss", x="step", labels=None, logy=True):
@@ -23,9 +16,7 @@ def plot_curves(histories, ax=None, key="train_loss", x="step", labels=None, log
     >>> h = sl.sgd(sl.Network.random([2, 4, 1]), X, Y, epochs=100, progress=False).history
     >>> ax = plot_curves([h])
     """
-    plt = _plt()
-    if ax is None:
-        _, ax = plt.subplots(figsize=(5, 3.5))
+    ax = axes_or_new(ax)
     for i, h in enumerate(histories):
         label = labels[i] if labels else h.method
         ax.plot(h[x], h[key], label=label)
@@ -62,8 +53,7 @@ def plot_learned_outputs(rows, path=None):
     -------
     matplotlib.figure.Figure
     """
-    plt = _plt()
-    fig, axes = plt.subplots(len(rows), 3, figsize=(11, 3.2 * len(rows)), squeeze=False, layout="constrained")
+    fig, axes = new_figure(len(rows), 3, figsize=(11, 3.2 * len(rows)), squeeze=False, layout="constrained")
     for r, row in enumerate(rows):
         X, Y = row["X"], row["Y"]
         G0, G1, grid = _grid(X)
@@ -78,12 +68,13 @@ def plot_learned_outputs(rows, path=None):
                 ax.set_title(f"{row['task']}: {name}")
             fig.colorbar(cs, ax=axes[r].tolist(), shrink=0.8)
         else:
+            from matplotlib import colormaps
             from matplotlib.colors import ListedColormap
 
             labels = (Y[:, 0] >= 0.5).astype(int) if Y.shape[1] == 1 else Y.argmax(axis=1)
             n_cls = max(2, Y.shape[1])
             colors = np.array(["#3b4cc0", "#b40426"] if n_cls == 2 else
-                              [plt.cm.tab10(i) for i in range(n_cls)], dtype=object)
+                              [colormaps["tab10"](i) for i in range(n_cls)], dtype=object)
             cmap = ListedColormap(list(colors))
             point_colors = list(colors[labels])
             axes[r, 0].scatter(X[:, 0], X[:, 1], c=point_colors, s=8)
@@ -101,10 +92,3 @@ def plot_learned_outputs(rows, path=None):
     if path is not None:
         save_figure(fig, path)
     return fig
-
-
-def save_figure(fig, path):
-    """Save ``fig`` atomically (temporary file in the same directory, then ``os.replace``)."""
-    from .._common.atomic import save_figure as _save_atomic
-
-    _save_atomic(fig, path, dpi=120)

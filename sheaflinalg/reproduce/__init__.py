@@ -4,7 +4,7 @@ One module per topic (``convergence``, ``training``, ``spectra``, ``discord``,
 ``table_e1``, ``gap_depth``), each item a function writing into an
 :class:`~sheaflinalg.reproduce.output.Outputs` directory; ``registry`` lists the
 items with the paper's figure or table number and runs them resumably
-(``scripts/reproduce_all.py`` is its command line).
+(``sheaflinalg reproduce`` is its command line).
 
 May import every layer below it (tasks, plotting, dynamics, training, spectral, sheaf, network,
 ``_common``), never ``commands``.

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..dynamics.heat import heat
 from ..network.model import Network
-from ..plotting.heat import _plt, plot_convergence, plot_phase_plane
+from ..plotting.figure import new_figure
+from ..plotting.heat import plot_convergence, plot_phase_plane
 
 X0 = np.array([[0.5, -1.0]])
 PHASE_ARCHS = ([2, 4, 1], [2, 6, 4, 1], [2, 6, 4, 4, 1])
@@ -41,8 +42,7 @@ def convergence(outputs, quick):
 
 def phase_planes(outputs, quick):
     """``fig:phase-planes``: ``(z1[0], z1[1])`` trajectories with ReLU boundaries, crossings and the fixed point."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(PHASE_ARCHS), figsize=(5 * len(PHASE_ARCHS), 4.6))
+    fig, axes = new_figure(1, len(PHASE_ARCHS), figsize=(5 * len(PHASE_ARCHS), 4.6))
     notes = []
     for ax, dims in zip(axes, PHASE_ARCHS):
         net, res = _run(dims, "identity", record_every=1, record_states=[0], max_steps=5_000 if quick else 20_000)

@@ -10,7 +10,8 @@ import io
 import numpy as np
 
 from ..discord.pinned_analysis import pinned
-from ..plotting.discord import _plt, plot_residuals, residual_limits
+from ..plotting.discord import plot_residuals, residual_limits
+from ..plotting.figure import new_figure
 from .stages import STAGES, deep_sheaf_network, paraboloid_runs
 
 N_PINNED = 50
@@ -41,10 +42,9 @@ def residual_stages(outputs, quick):
     stages = STAGES[quick]
     results = {m: [_pinned(runs[m][0].networks[s], exp) for s in stages] for m in ("sheaf", "sgd")}
     ylim = residual_limits(results["sheaf"][1])     # set by the intermediate stage, as in the paper
-    plt = _plt()
     paths = []
     for method, label in (("sheaf", "sheaf-trained"), ("sgd", "SGD-trained")):
-        fig, axes = plt.subplots(len(stages), 2, figsize=(8, 3 * len(stages)), squeeze=False)
+        fig, axes = new_figure(len(stages), 2, figsize=(8, 3 * len(stages)), squeeze=False)
         for row, (step, pd) in enumerate(zip(stages, results[method])):
             plot_residuals(pd, edges=["W1", "R1"], axes=axes[row], ylim=ylim)
             axes[row, 0].set_title(f"{label}, {step} steps: W1 (weight edge)")

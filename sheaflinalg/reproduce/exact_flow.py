@@ -1,11 +1,11 @@
-"""Beyond the paper (issue 13): the exact continuous-time heat flow, drawn from the flow itself.
+"""Beyond the paper: the exact continuous-time heat flow, drawn from the flow itself.
 
 The phase plane of ``[2,5,1]`` (He seed 10, input ``(0.2, 0.9)``, output pinned to
 1.5, stalks seed 1) with its exact crossings and Filippov sliding segment, the
 distance to the equilibrium with the certificate after the last event, and forward
 Euler's first-order convergence to the exact flow on ``[2,30,1]`` (He seed 0, inputs
-uniform in ``[-2, 2]^2`` seed 0).  ``scripts/exact_flow_figure.py`` draws the same figure
-for the README.
+uniform in ``[-2, 2]^2`` seed 0): one three-panel figure (the README's ``docs/img/exact_flow.png``)
+and the study's table.
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ from ..dynamics.exact_study import convergence_study
 from ..dynamics.heat import heat
 from ..network.model import Network
 from ..plotting.exact import plot_convergence_study, plot_exact_convergence, plot_exact_phase_plane
-from ..plotting.heat import _plt
+from ..plotting.figure import new_figure
 
 STUDY_DTS = (0.04, 0.02, 0.01, 0.005, 0.0025)
 STUDY_TIMES = (0.4, 1.2)
@@ -62,17 +62,13 @@ def _study_tables(study):
 
 
 def exact_flow(outputs, quick):
-    """The exact phase plane and convergence figure, and Euler's convergence study (figure and table)."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4))
-    ex = draw_pinned_flow(*axes)
-    fig.tight_layout()
-    paths = outputs.figure(fig, "exact_flow_phase_plane")
+    """The exact phase plane, its convergence and Euler's convergence study (one figure), and the study's table."""
+    fig, axes = new_figure(1, 3, figsize=(15, 4.4))
+    ex = draw_pinned_flow(axes[0], axes[1])
     study = euler_study(quick)
-    fig, ax = plt.subplots(figsize=(5, 4))
-    plot_convergence_study(study, ax=ax)
+    plot_convergence_study(study, ax=axes[2])
     fig.tight_layout()
-    paths += outputs.figure(fig, "exact_flow_euler_study")
+    paths = outputs.figure(fig, "exact_flow")
     paths += outputs.table("exact_flow_euler_study", *_study_tables(study))
     kinds = ", ".join(f"{k} {v}" for k, v in ex.event_kind_counts().items() if v)
     return paths, (f"pinned [2,5,1]: {len(ex.events)} events ({kinds}); Euler vs exact on [2,30,1]: slope "

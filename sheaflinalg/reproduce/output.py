@@ -4,7 +4,39 @@ finished-item markers for resuming, and the index."""
 import json
 import os
 
-from .._common.atomic import save_figure, write_text
+from .._common.atomic import prepare_target, write_text
+from ..plotting.figure import save_figure
+
+MISMATCH = "NOT reproduced"       # in an item's notes: a replay missed its record
+
+
+def check_directory(root, name="out"):
+    """Create the output directory ``root`` (and its parents) or raise ValueError naming ``name``.
+
+    Refused before any work: a path that is a file (or under one), and a place where the
+    directory cannot be created or written.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> here = tempfile.mkdtemp()
+    >>> open(os.path.join(here, "f"), "w").close()
+    >>> check_directory(os.path.join(here, "f"), "--out")
+    Traceback (most recent call last):
+    ...
+    ValueError: --out: ...f' exists and is not a directory
+    """
+    if not isinstance(root, (str, os.PathLike)) or not os.fspath(root):
+        raise ValueError(f"{name} must be a directory name, got {root!r}")
+    root = os.fspath(root)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise ValueError(f"{name}: {root!r} exists and is not a directory")
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot create the directory {root!r} ({exc.strerror or exc})") from None
+    prepare_target(os.path.join(root, "index.md"), name)      # a probe file: the directory accepts files
+    return root
 
 
 class Outputs:
@@ -14,24 +46,21 @@ class Outputs:
     has no marker: a resumed run redoes exactly the unfinished items.
     """
 
-    def __init__(self, root):
-        self.root = os.fspath(root)
+    def __init__(self, root, name="out"):
+        self.root = check_directory(root, name)
         for sub in ("figures", "tables", "done", "cache"):
-            os.makedirs(os.path.join(self.root, sub), exist_ok=True)
+            check_directory(os.path.join(self.root, sub), name)
 
     def path(self, *parts):
         return os.path.join(self.root, *parts)
 
     def figure(self, fig, stem):
         """Write ``fig`` as ``figures/STEM.png`` and ``.pdf``; returns the two paths (relative to the root)."""
-        import matplotlib.pyplot as plt
-
         paths = []
         for ext in ("png", "pdf"):
             rel = os.path.join("figures", f"{stem}.{ext}")
-            save_figure(fig, self.path(rel), dpi=150, bbox_inches="tight")
+            save_figure(fig, self.path(rel))
             paths.append(rel)
-        plt.close(fig)
         return paths
 
     def table(self, stem, md, tex, csv_text):
@@ -42,6 +71,11 @@ class Outputs:
             write_text(self.path(rel), text)
             paths.append(rel)
         return paths
+
+    def text(self, rel, text):
+        """Write ``text`` to ``REL`` (relative to the root); returns ``[rel]``."""
+        write_text(self.path(rel), text)
+        return [rel]
 
     def finished(self, key, settings):
         """The marker of item ``key`` when it finished with these ``settings`` (else None)."""

@@ -1,5 +1,6 @@
 """The list of every reproduced figure and table, with the paper's label, and the resumable runner."""
 
+import difflib
 import platform
 import time
 from dataclasses import dataclass
@@ -7,8 +8,9 @@ from dataclasses import dataclass
 from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
+from .._common.validation import check_int
 from . import convergence, discord, exact_flow, spectra, sweeps, table_e1, training
-from .output import Outputs
+from .output import MISMATCH, Outputs
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ ITEMS = (
          "heat equation converges to the forward pass: [2,4,1] and deep sigmoid [2,6,4,4,1]", convergence.convergence),
     Item("phase_planes", "Fig. `fig:phase-planes` (E.1)", "phase planes with ReLU boundaries and crossings",
          convergence.phase_planes),
-    Item("exact_flow", "(beyond the paper: issue 13)",
+    Item("exact_flow", "(beyond the paper)",
          "exact continuous-time flow: phase plane with Filippov sliding, certificate, Euler's first order",
          exact_flow.exact_flow),
     Item("training", "Fig. `fig:training-results` (6.2)", "training curves and learned surfaces, sheaf vs SGD",
@@ -57,15 +59,47 @@ ITEMS = (
 )
 
 
+def select(names):
+    """The items named in ``names`` (None: every item), in the registry's order, or ValueError.
+
+    An empty selection is refused (it would run nothing and look like success), and so is an
+    unknown name (with the closest known one).
+
+    Examples
+    --------
+    >>> [i.key for i in select(["phase_planes", "convergence"])]
+    ['convergence', 'phase_planes']
+    >>> select(["tabel_e1"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown item 'tabel_e1'; did you mean 'table_e1'?
+    """
+    if names is None:
+        return list(ITEMS)
+    if isinstance(names, str):
+        names = [names]
+    names = list(names)
+    keys = [i.key for i in ITEMS]
+    if not names:
+        raise ValueError(f"no item named: name at least one of {', '.join(keys)} (or none at all for every item)")
+    for name in names:
+        if name not in keys:
+            close = difflib.get_close_matches(str(name), keys, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"expected some of {', '.join(keys)}"
+            raise ValueError(f"unknown item {name!r}; {hint}")
+    return [i for i in ITEMS if i.key in names]
+
+
 def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, log=print):
     """Run the items (``only``: their keys) into ``out``; finished items are kept when ``resume``.
 
-    Returns ``[(item, paths, notes, seconds, reused)]`` and writes ``out/index.md``.
+    Everything is checked before the first item runs: the item names (:func:`select`) and the
+    output directory (:class:`~sheaflinalg.reproduce.output.Outputs`).  Returns ``[(item, paths,
+    notes, seconds, reused)]`` and writes ``out/index.md``; an item whose replay misses its record
+    says so in its notes and in ``out/mismatches.txt``.
     """
-    items = [i for i in ITEMS if only is None or i.key in only]
-    unknown = set(only or ()) - {i.key for i in ITEMS}
-    if unknown:
-        raise ValueError(f"unknown items {sorted(unknown)}; expected some of {', '.join(i.key for i in ITEMS)}")
+    items = select(only)
+    jobs = check_int(jobs, "jobs", 1)
     outputs = Outputs(out)
     settings = {"quick": bool(quick), "version": __version__}
     done = []
@@ -82,6 +116,11 @@ def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, 
         log(f"{item.key}: {seconds:.1f} s, {notes}")
     write_text(outputs.path("index.md"), index(done, quick))
     return done
+
+
+def not_reproduced(done):
+    """The keys of the finished items whose notes say that a replay missed its record."""
+    return [item.key for item, _, notes, _, _ in done if MISMATCH in notes]
 
 
 def index(done, quick):

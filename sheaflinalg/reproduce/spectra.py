@@ -3,9 +3,11 @@
 import numpy as np
 
 from ..network.model import Network
-from ..plotting.spectral import _plt, plot_histogram, plot_tracking
+from ..plotting.figure import new_figure
+from ..plotting.spectral import plot_histogram, plot_tracking
 from ..spectral.drivers import spectrum
 from . import gap_depth
+from .output import MISMATCH
 from .stages import STAGES, paraboloid_runs, random_inputs
 
 LABELS = {"lambda_min": r"$\lambda_1$", "lambda_max": r"$\lambda_{\max}$", "condition": r"$\kappa$"}
@@ -14,8 +16,7 @@ LABELS = {"lambda_min": r"$\lambda_1$", "lambda_max": r"$\lambda_{\max}$", "cond
 def tracking(outputs, quick):
     """``fig:spectral-gap-tracking``: lambda_1 (median and IQR over 50 inputs) and training loss, per method."""
     _, runs = paraboloid_runs(quick)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(11, 4), sharey=True)
     for ax, method in zip(axes, ("sheaf", "sgd")):
         snap, history, _ = runs[method]
         plot_tracking(snap.tracker, "lambda_min", ax=ax, labels=[r"$\lambda_1$"])
@@ -31,8 +32,7 @@ def tracking(outputs, quick):
 def comparisons(outputs, quick):
     """``fig:spectral-comparisons``: lambda_1, lambda_max and the condition number over training."""
     _, runs = paraboloid_runs(quick)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = new_figure(1, 3, figsize=(15, 4))
     trackers = [runs[m][0].tracker for m in ("sheaf", "sgd")]
     for ax, quantity in zip(axes, ("lambda_min", "lambda_max", "condition")):
         plot_tracking(trackers, quantity, ax=ax, labels=["sheaf", "SGD"])
@@ -45,8 +45,7 @@ def histograms(outputs, quick):
     """``fig:spectral-histograms``: lambda_1 over 100 random inputs at the three training stages."""
     _, runs = paraboloid_runs(quick)
     X = random_inputs(100)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    fig, axes = new_figure(1, 2, figsize=(11, 4), sharex=True)
     results = {m: [spectrum(runs[m][0].networks[s], X, vectors=False, progress=False) for s in STAGES[quick]]
                for m in ("sheaf", "sgd")}
     lo = min(r.lambda_min.min() for rs in results.values() for r in rs)
@@ -65,8 +64,7 @@ def initialisations(outputs, quick):
     """lambda_1 (median over 50 inputs) over 100 He initialisations, for the three depths of appendix E.3."""
     X = gap_depth.load_record()[0]
     n_init = 10 if quick else 100
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure(figsize=(6, 4))
     values = {}
     for dims in gap_depth.ARCHS:
         values[str(dims)] = np.array([np.median(spectrum(Network.random(dims, seed=s), X, vectors=False,
@@ -90,5 +88,8 @@ def gap_vs_depth(outputs, quick):
     paths = outputs.table("spectral_gap_depth", *gap_depth.tables(rows))
     paths += outputs.figure(gap_depth.energy_figure(), "eigvec_energy")
     dev = max(r[-1] for r in rows)
-    return paths, f"medians {', '.join(f'{r[1]:.4f}' for r in rows)} (paper 0.2248, 0.0602, 0.0281); " \
-                  f"largest deviation from the recorded lambda_1 {dev:.1e}"
+    decreasing = all(a[1] > b[1] for a, b in zip(rows, rows[1:]))
+    verdict = "reproduced" if dev < gap_depth.RECORD_TOL and decreasing else MISMATCH
+    return paths, (f"medians {', '.join(f'{r[1]:.4f}' for r in rows)} (paper 0.2248, 0.0602, 0.0281), "
+                   f"{'decreasing' if decreasing else 'NOT decreasing'} with depth; recorded lambda_1 {verdict} "
+                   f"(largest relative deviation {dev:.1e})")

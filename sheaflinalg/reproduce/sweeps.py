@@ -1,22 +1,20 @@
 """Section 6.2 and appendix E.4: the paper's two sweeps (beta scaling, integration time x depth),
-run from ``sweeps/*.toml`` with :mod:`sheaflinalg.sweep` and replayed from their records.
+run from the shipped specs (package data ``sweeps/*.toml``) with :mod:`sheaflinalg.sweep` and replayed
+from their records.
 
 Quick mode runs their quick variants: the beta sweep for two values of beta and 3000 steps, the
 integration-time sweep for its runs of at most 1000 steps.
 """
 
 import tomllib
-from pathlib import Path
 
 from .. import sweep
+from .._common.resources import data_path
+from ..plotting.figure import new_figure
 from ..plotting.sweep import plot_sweep
-from ..plotting.training import _plt
-
-SPECS = Path(__file__).resolve().parents[2] / "sweeps"
-
 
 def _spec(name, quick):
-    with open(SPECS / f"{name}.toml", "rb") as f:
+    with open(data_path("sweeps", f"{name}.toml"), "rb") as f:
         raw = tomllib.load(f)
     if quick and name == "beta_scaling_batch":
         raw["fixed"]["steps"] = 3000
@@ -47,8 +45,7 @@ def beta_scaling(outputs, quick, jobs=1):
     mean and std over its three seeds); right: batch sizes M = 100, 300, 1000 on the same beta M grid."""
     rows, notes = _rows(outputs, "beta_scaling", quick, jobs)
     batch, batch_notes = _rows(outputs, "beta_scaling_batch", quick, jobs)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(11, 4), sharey=True)
     plot_sweep(rows, "beta_M", "final_test_loss", hue="n_train", ax=axes[0], mark=1.0, logx=True)
     plot_sweep(batch, "beta_M", "final_test_loss", hue="n_train", ax=axes[1], mark=1.0, logx=True)
     axes[0].set_title("the paper's sweep, replayed from its record")
@@ -66,8 +63,7 @@ def beta_scaling(outputs, quick, jobs=1):
 def integration_time(outputs, quick, jobs=1):
     """``fig:depth-T-sweep``: final test loss against the integration time T, three depths."""
     rows, notes = _rows(outputs, "integration_time", quick, jobs)
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = new_figure(figsize=(6, 4))
     plot_sweep(rows, "T", "final_test_loss", hue="group", ax=ax, logx=True)
     ax.set_xlabel(r"integration time $T = \Delta t \times n_{\mathrm{steps}}$ (nominal)")
     ax.set_ylabel("final test loss (MSE)")

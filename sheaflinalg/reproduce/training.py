@@ -1,15 +1,15 @@
 """Section 6.2: training curves (sheaf vs SGD) and the learned surfaces of ``[2,30,1]`` on the paraboloid."""
 
 from .. import tasks
-from ..plotting.training import _plt, plot_curves, plot_learned_outputs
+from ..plotting.figure import new_figure
+from ..plotting.training import plot_curves, plot_learned_outputs
 from .stages import paraboloid_runs
 
 
 def curves_and_surfaces(outputs, quick):
     """``fig:training-results``: loss curves of both methods, the target and both learned surfaces."""
     exp, runs = paraboloid_runs(quick)
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    fig, axes = new_figure(1, 2, figsize=(10, 3.8), sharey=True)
     hist = [runs[m][1] for m in ("sheaf", "sgd")]
     for ax, key in zip(axes, ("train_loss", "test_loss")):
         plot_curves(hist, ax=ax, key=key, labels=["sheaf", "SGD"])

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._common.resources import shipped_spec
 from ..tasks import PAPER_SWEEPS
 from . import calls, expr
 
@@ -67,9 +68,10 @@ def run_id(function, params):
 
 
 def read(spec):
-    """The raw specification dict from a path, a TOML string or a dict."""
+    """The raw specification dict from a path, a shipped spec's name, a TOML string or a dict."""
     if isinstance(spec, dict):
         return spec
+    spec = shipped_spec(spec)           # a shipped spec's bare name (``quick``) becomes its file
     if isinstance(spec, (str, os.PathLike)) and os.path.exists(spec):
         try:
             with open(spec, "rb") as f:
