@@ -20,9 +20,9 @@ from .network import Network, NetworkOverflowError
 from .sheaf import (AugmentedSheafSystem, Block, HarmonicExtension, Layout, Reluctance, SheafSystem, SoftPins,
                     VerificationReport, assemble, harmonic_extension, verify)
 # dynamics
-from .dynamics import (Completion, ConvergenceStudy, ExactHeatResult, HeatHistory, HeatResult, NonFiniteStateError,
-                       NonUniqueCompletionError, complete, convergence_study, discord, heat, lambda_max_bound,
-                       switch_statistics)
+from .dynamics import (Completion, ConvergenceStudy, ExactHeatResult, FlowResult, HeatHistory, HeatResult,
+                       NonFiniteStateError, NonUniqueCompletionError, complete, convergence_study, discord, heat,
+                       lambda_max_bound, switch_statistics)
 # training
 from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
 # spectral
@@ -44,7 +44,7 @@ __all__ = [
     "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance",
     # dynamics
     "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete", "Completion",
-    "NonUniqueCompletionError", "discord", "ExactHeatResult", "convergence_study", "ConvergenceStudy",
+    "NonUniqueCompletionError", "discord", "ExactHeatResult", "FlowResult", "convergence_study", "ConvergenceStudy",
     "switch_statistics",
     # training
     "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",

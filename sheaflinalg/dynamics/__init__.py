@@ -1,15 +1,20 @@
-"""The sheaf heat equation with fixed weights: Euler integration (a batch in parts, in threads),
-completion of partially clamped networks, and per-edge discord.
+"""The sheaf heat equation with fixed weights: forward Euler (:mod:`.euler`), the exact event-driven
+flow (:mod:`.exact`), what both share (:mod:`.problem`, :mod:`.result`), :func:`heat` (settings and
+dispatch), the convergence study (:mod:`.study`); completion of partially clamped networks, and
+per-edge discord.
 
 May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
 """
 
 from . import discord
 from .clamping import Completion, NonUniqueCompletionError, complete
-from .heat import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
-from .exact_result import ExactHeatResult
-from .exact_study import ConvergenceStudy, convergence_study, switch_statistics
+from .euler.result import HeatHistory, HeatResult, NonFiniteStateError
+from .exact.result import ExactHeatResult
+from .heat import heat
+from .problem import lambda_max_bound
+from .result import FlowResult
+from .study import ConvergenceStudy, convergence_study, switch_statistics
 
 __all__ = ["heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete",
-           "Completion", "NonUniqueCompletionError", "discord", "ExactHeatResult", "ConvergenceStudy",
+           "Completion", "NonUniqueCompletionError", "discord", "ExactHeatResult", "FlowResult", "ConvergenceStudy",
            "convergence_study", "switch_statistics"]
