@@ -20,7 +20,8 @@ WITH_EXAMPLES = [
     "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
     "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.dynamics.residuals",
     "sheaflinalg.dynamics.pinned", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",
-    "sheaflinalg._common.rounds",
+    "sheaflinalg._common.rounds", "sheaflinalg._common.options", "sheaflinalg._common.blocks",
+    "sheaflinalg.dynamics.heat", "sheaflinalg.dynamics.problem", "sheaflinalg.dynamics.exact.dense",
 ]
 
 

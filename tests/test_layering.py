@@ -3,7 +3,9 @@
 Layers, bottom to top: ``_common`` and ``kernels``; ``network``; ``sheaf``;
 ``dynamics``, ``training`` and ``spectral`` (side by side, none imports
 another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
-package root (which exports the API) and ``commands`` may import the root.
+package root (which exports the API) and ``commands`` may import the root.  Inside ``dynamics``,
+``euler`` and ``exact`` do not import each other, and no module cycle exists anywhere
+(tests/test_import_cycles.py, over the same import graph: tests/module_graph.py).
 """
 
 import pytest

@@ -333,7 +333,20 @@ def segment_setup(omega, e_s, alpha, active, sliding, op, kmax, V, star):
 
 @njit(cache=True, nogil=True)
 def state_at(star, Yt, mu, gamma, tau, out):
-    """``out = star + Yt^T (exp(-mu tau) * gamma)``."""
+    """``out = star + Yt^T (exp(-mu tau) * gamma)``: the state of a segment at ``tau`` after its start.
+
+    Parameters
+    ----------
+    star : ndarray, shape (n,)
+        Fixed point.
+    Yt : ndarray, shape (k, n)
+        Orthonormal directions.
+    mu, gamma : ndarray, shape (k,)
+        Rates and coefficients at the start.
+    tau : float
+    out : ndarray, shape (n,)
+        Written.
+    """
     out[:] = star
     for i in range(gamma.size):
         f = np.exp(-mu[i] * tau) * gamma[i]
@@ -359,7 +372,22 @@ def _fun(mode, j, t, c, C, mu):
 
 @njit(cache=True, nogil=True)
 def brent(mode, j, c, C, mu, xa, xb, xtol, rtol, maxiter):
-    """Root of ``_fun`` in ``[xa, xb]`` (a sign change), Brent's method as scipy's ``brentq``."""
+    """Root of ``_fun`` in ``[xa, xb]`` (a sign change), Brent's method as scipy's ``brentq``.
+
+    Parameters
+    ----------
+    mode : int
+        0: ``w_j``; 1: the convergence gap (see ``_fun``).
+    j : int
+        Watched row (mode 0).
+    c, C, mu : ndarray
+        The sums.
+    xa, xb : float
+        The bracket.
+    xtol, rtol : float
+        Tolerances, as ``brentq``'s.
+    maxiter : int
+    """
     xpre, xcur = xa, xb
     xblk = fblk = spre = scur = 0.0
     fpre = _fun(mode, j, xpre, c, C, mu)
@@ -403,7 +431,17 @@ def brent(mode, j, c, C, mu, xa, xb, xtol, rtol, maxiter):
 
 @njit(cache=True, nogil=True)
 def convergence_time(gamma, mu, tol):
-    """Smallest ``t`` with ``||sum_i gamma_i e^{-mu_i t} y_i|| <= tol`` (``y_i`` orthonormal)."""
+    """Smallest ``t`` with ``||sum_i gamma_i e^{-mu_i t} y_i|| <= tol`` (``y_i`` orthonormal): the time a
+    segment takes to come within ``tol`` of its fixed point (every path of the exact flow uses it).
+
+    Parameters
+    ----------
+    gamma : ndarray, shape (k,)
+        Coefficients at the start.
+    mu : ndarray, shape (k,)
+        Rates, all > 0.
+    tol : float
+    """
     norm = np.sqrt(np.dot(gamma, gamma))
     if norm <= tol:
         return 0.0
@@ -615,6 +653,15 @@ def initial_region(omega, p0s, op, active, sliding):
 
     Returns the number of sliding units: each opens a sliding episode at ``t = 0`` (a
     ``SLIDING_START`` event at time 0, on every path).
+
+    Parameters
+    ----------
+    omega : ndarray, shape (n,)
+        Start state (pins set).
+    p0s : ndarray, shape (n_units,)
+    op : ExactOperator
+    active, sliding : ndarray of bool, shape (n_units,)
+        Written: the initial region.
     """
     n_sliding = 0
     for u in range(active.size):
@@ -804,7 +851,17 @@ def scan_workspace(n_watch):
 
 @njit(cache=True, nogil=True)
 def segment_representation(omega, e_s, alpha, active, sliding, op, kmax):
-    """``(status, star, Yt, mu, gamma, bound)`` of a segment starting at ``omega`` (as in :func:`integrate_sample`)."""
+    """``(status, star, Yt, mu, gamma, bound)`` of a segment starting at ``omega`` (as in :func:`integrate_sample`).
+
+    Parameters
+    ----------
+    omega, e_s : ndarray
+        Start state and the sample's constant edge term.
+    alpha : float
+    active, sliding : ndarray of bool, shape (n_units,)
+    op : ExactOperator
+    kmax : int
+    """
     n = omega.size
     V = np.empty((min(kmax, n) + 1, n))
     star = np.empty(n)
