@@ -19,7 +19,7 @@ import numpy as np
 
 import sheaflinalg as sl
 
-regions = importlib.import_module("sheaflinalg.dynamics.regions")
+regions = importlib.import_module("sheaflinalg.dynamics.exact.regions")
 
 
 def run(net, x, dense, **kw):

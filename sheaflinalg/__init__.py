@@ -21,8 +21,8 @@ from .sheaf import (AugmentedSheafSystem, Block, Completion, HarmonicExtension, 
                     Reluctance, SheafSystem, SoftPins, VerificationReport, assemble, complete, harmonic_extension,
                     verify)
 # dynamics
-from .dynamics import (ConvergenceStudy, ExactHeatResult, HeatHistory, HeatResult, NonFiniteStateError,
-                       convergence_study, heat, lambda_max_bound, switch_statistics)
+from .dynamics import (ConvergenceStudy, ExactHeatResult, FlowResult, HeatHistory, HeatResult,
+                       NonFiniteStateError, convergence_study, heat, lambda_max_bound, switch_statistics)
 # discord (sl.discord.residuals, sl.discord.pinned, ...)
 from . import discord
 # training
@@ -47,7 +47,7 @@ __all__ = [
     "NonUniqueCompletionError",
     # dynamics
     "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "ExactHeatResult",
-    "convergence_study", "ConvergenceStudy", "switch_statistics",
+    "FlowResult", "convergence_study", "ConvergenceStudy", "switch_statistics",
     # discord
     "discord",
     # training

@@ -137,3 +137,44 @@ def reduced_laplacian_formula(Ws, masks):
     o = offs[2 * k]
     L[o:, o:] = np.eye(dims[k + 1])
     return L
+
+
+# ---------------------------------------------------------------- the exact flow's event scan, in numpy
+
+class ExponentialSums:
+    """``w_j(t) = c_j + sum_k C_jk exp(-mu_k t)`` (vectorised over times): the naive twin's provider
+    for the generic scan (:func:`sheaflinalg.dynamics.exact.expm.first_event`), against which the
+    compiled scan (:func:`sheaflinalg.kernels.exact.first_event`) is tested."""
+
+    def __init__(self, c, C, mu):
+        from sheaflinalg.dynamics.exact.dense import merge_equal_rates
+
+        self.roundoff = 8 * np.finfo(float).eps * (np.abs(c) + np.abs(C).sum(axis=1))
+        self.c, self.C, self.mu = (c,) + merge_equal_rates(C, mu)
+        self.absC = np.abs(self.C)
+
+    def values(self, t):
+        """``w`` (n_j, n_t), ``w'``, and the bounds ``B1``, ``B2`` at times ``t`` (1-D)."""
+        E = np.exp(-np.outer(self.mu, t))
+        return (self.c[:, None] + self.C @ E, -(self.C * self.mu) @ E, (self.absC * self.mu) @ E,
+                (self.absC * self.mu ** 2) @ E)
+
+    def one(self, j, t):
+        return self.c[j] + self.C[j] @ np.exp(-self.mu * t)
+
+    def never_again(self, T):
+        return bool(np.all(self.c > self.absC @ np.exp(-self.mu * T)))
+
+
+def convergence_time(beta, mu, tol):
+    """Smallest ``t`` with ``||sum_k beta_k e^{-mu_k t} q_k|| <= tol`` (``Q`` orthonormal), by scipy's brentq."""
+    from scipy.optimize import brentq
+
+    norm = float(np.linalg.norm(beta))
+    if norm <= tol:
+        return 0.0
+    upper = np.log(norm / tol) / mu.min()
+
+    def gap(t):
+        return 0.5 * np.log(np.sum(beta ** 2 * np.exp(-2 * mu * t))) - np.log(tol)
+    return brentq(gap, 0.0, upper, xtol=1e-300, rtol=4 * np.finfo(float).eps) if gap(upper) < 0 else upper

@@ -23,6 +23,8 @@ WITH_EXAMPLES = [
     "sheaflinalg._common.rounds", "sheaflinalg.sheaf.completion", "sheaflinalg.sheaf.pins",
     "sheaflinalg.sheaf.edge_groups", "sheaflinalg.discord.edges", "sheaflinalg._common.resources",
     "sheaflinalg.plotting.figure", "sheaflinalg.reproduce.registry", "sheaflinalg.reproduce.output",
+    "sheaflinalg._common.options", "sheaflinalg._common.blocks", "sheaflinalg.dynamics.heat",
+    "sheaflinalg.dynamics.problem", "sheaflinalg.dynamics.exact.dense",
 ]
 
 

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sheaflinalg as sl
-from sheaflinalg.dynamics.affine import AffineField
-from sheaflinalg.dynamics.exact import ExpmSegment, Segment
-from sheaflinalg.dynamics.expm_flow import ExpmSums, Flow
+from sheaflinalg.dynamics.exact.affine import AffineField
+from sheaflinalg.dynamics.exact.dense import Segment
+from sheaflinalg.dynamics.exact.expm import ExpmSegment, ExpmSums, Flow
 
-regions = importlib.import_module("sheaflinalg.dynamics.regions")
-exact_krylov = importlib.import_module("sheaflinalg.dynamics.exact_krylov")
+regions = importlib.import_module("sheaflinalg.dynamics.exact.regions")
+exact_krylov = importlib.import_module("sheaflinalg.dynamics.exact.krylov")
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The compiled Krylov engine of heat(method="exact") against the dense-eigh Python path (exact.integrate_sample)."""
+"""The compiled Krylov engine of heat(method="exact") against the dense-eigh Python path (exact.fallback)."""
 
 import contextlib
 
@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sheaflinalg as sl
-from sheaflinalg.dynamics import exact_krylov
+from sheaflinalg.dynamics.exact import krylov as exact_krylov
 from sheaflinalg.kernels import exact as kx
 
 KINDS = ("mixed", "all_active", "all_dead", "zero_preactivations")
@@ -104,15 +104,35 @@ def test_compiled_engine_matches_dense_path(hidden, kind, seed, pin, soft, reluc
     assert_same_flow(fast, slow)
 
 
-def test_zero_preactivations_slide_at_once():
-    # z = 0 at the start with p > 0 and p + a < 0: sliding from t = 0 (no event), in both paths.
-    net = sl.Network(weights=[np.array([[1.0]]), np.array([[2.0]])], biases=[np.zeros(1), np.zeros(1)],
-                     output="identity")
-    init = np.array([[0.0, -2.0, 0.0]])
-    fast = sl.heat(net, [1.0], method="exact", init=init, pins={"a1": -2.0})
-    slow = dense_path(net, [1.0], init=init, pins={"a1": -2.0})
-    assert fast.final_sliding[0][0, 0] and len(fast.events) == 0 and fast.sol(3.0, sample=0)[0] == 0.0
+@pytest.mark.parametrize("pinned", [True, False])
+def test_zero_preactivations_slide_at_once(pinned):
+    # z = 0 at the start with p > 0 and p + a < 0: sliding from t = 0, an episode that opens with a
+    # sliding_start event at t = 0, in both paths (the second case is the issue's hostile input).
+    net = sl.Network(weights=[np.array([[1.0]]), np.array([[2.0 if pinned else 0.5]])],
+                     biases=[np.zeros(1), np.zeros(1)], output="identity")
+    init = np.array([[0.0, -2.0, 0.0]] if pinned else [[0.0, -3.0, 0.0]])
+    kw = dict(pins={"a1": -2.0}) if pinned else dict(t_max=0.3)
+    fast = sl.heat(net, [1.0], method="exact", init=init, **kw)
+    slow = dense_path(net, [1.0], init=init, **kw)
+    for res in (fast, slow):
+        assert list(res.events["kind"]) == ["sliding_start"] and res.events["time"][0] == 0.0
+        assert res.sliding_episodes.tolist() == [1] and res.episodes.tolist() == [[0, 1, 0, 0, -1]]
+        assert res.final_sliding[0][0, 0] and res.sol(0.3, sample=0)[0] == 0.0
     assert_same_flow(fast, slow)
+    table, summary = sl.switch_statistics(fast)
+    assert summary["sliding_samples"] == 1
+
+
+def test_initial_sliding_events_count_towards_max_events():
+    net = sl.Network(weights=[np.array([[1.0], [1.0]]), np.array([[0.5, 0.5]])], biases=[np.zeros(2), np.zeros(1)],
+                     output="identity")
+    init = np.array([[0.0, 0.0, -3.0, -3.0, 0.0]])
+    with pytest.warns(RuntimeWarning, match="max_events=1 stopped 1 of 1"):
+        fast = sl.heat(net, [1.0], method="exact", init=init, max_events=1)
+        slow = dense_path(net, [1.0], init=init, max_events=1)
+    for res in (fast, slow):
+        assert res.n_events == 2 and res.time[0] == 0.0 and res.stopped_at_max_events.all()
+        assert len(res.segments) == 1 and np.allclose(res.state[0], init[0], rtol=0, atol=1e-12)
 
 
 def test_zero_network_is_integrated():
@@ -178,7 +198,7 @@ def test_krylov_bound_holds_and_is_small(dims):
     for i in range(0, len(ex.segments), max(1, len(ex.segments) // 12)):
         sg = ex.segments[i]
         ts = np.array([0.0, 0.1, 1.0, 10.0, 1e3])
-        pins = np.flatnonzero(engine.shared[9])              # the engine's hard-pin mask
+        pins = np.flatnonzero(engine.op.held_pin)            # the engine's hard-pin mask
         ref = dense_representation(engine.field, pins, 0.7, sg._state0, sg.sample, sg.active, sg.sliding)(ts)
         err = np.abs(sg.states(sg.start + ts) - ref).max()
         assert err <= sg.krylov_bound + 1e-13 * (1 + np.abs(ref).max())
@@ -229,7 +249,7 @@ def test_record_buffers_grow(monkeypatch):
 def test_brent_and_convergence_time_against_scipy():
     from scipy.optimize import brentq
 
-    from sheaflinalg.dynamics.exact import convergence_time
+    from naive import convergence_time
 
     rng = np.random.default_rng(0)
     for _ in range(20):

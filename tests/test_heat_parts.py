@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from sheaflinalg.dynamics import parts as heat_parts
+from sheaflinalg.dynamics.euler import parts as heat_parts
 
 
 def run(parts, threads=None, **kw):

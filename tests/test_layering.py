@@ -3,48 +3,21 @@
 Layers, bottom to top: ``_common`` and ``kernels``; ``network``; ``sheaf``;
 ``dynamics``, ``discord``, ``training`` and ``spectral`` (side by side, none
 imports another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
-package root (which exports the API) and ``commands`` may import the root.
+package root (which exports the API) and ``commands`` may import the root.  Inside ``dynamics``,
+``euler`` and ``exact`` do not import each other, and no module cycle exists anywhere
+(tests/test_import_cycles.py, over the same import graph: tests/module_graph.py).
 """
 
-import ast
-import pathlib
-
 import pytest
+from module_graph import MODULES, PACKAGE, imported_modules, module_name
 
-PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sheaflinalg"
 RANK = {"_common": 0, "kernels": 0, "network": 1, "sheaf": 2, "dynamics": 3, "discord": 3, "training": 3, "spectral": 3,
         "tasks": 4, "sweep": 5, "plotting": 5, "reproduce": 6, "commands": 7, "cli": 8}
-
-
-def module_name(path):
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported_modules(path):
-    """Absolute names of the sheaflinalg modules that ``path`` imports (at any depth of its code)."""
-    name = module_name(path)
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            base = package[:len(package) - node.level + 1] if node.level else []
-            target = ".".join(base + ([node.module] if node.module else []))
-            if node.module is None:  # from . import a, b: each name may be a module
-                found += [f"{target}.{alias.name}" for alias in node.names]
-            else:
-                found.append(target)
-        elif isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names]
-    return [m for m in found if m == "sheaflinalg" or m.startswith("sheaflinalg.")]
 
 
 def layer(module):
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
-
-
-MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py")
 
 
 def test_every_top_level_entry_has_a_layer():

@@ -66,6 +66,9 @@ API_CASES = [
     ("heat X nan", lambda: sl.heat(NET, [[1.0, np.nan]]), ValueError, "X"),
     ("heat X str", lambda: sl.heat(NET, [["a", "b"]]), TypeError, "X"),
     ("heat output_force", lambda: sl.heat(NET, X5, output_force="x"), ValueError, "output_force"),
+    ("heat exact dt", lambda: sl.heat(NET, X5, method="exact", dt=0.05), ValueError, "does not use dt"),
+    ("heat euler t_max", lambda: sl.heat(NET, X5, t_max=1.0), ValueError, "does not use t_max"),
+    ("heat method", lambda: sl.heat(NET, X5, method="rk4"), ValueError, "method"),
     # verify, complete, assemble, harmonic extension, discord
     ("verify tol neg", lambda: sl.verify(NET, X5, tol=-1), ValueError, "tol"),
     ("verify tol nan", lambda: sl.verify(NET, X5, tol=np.nan), ValueError, "tol"),
@@ -144,6 +147,7 @@ CLI_CASES = [
     (["heat", "--input", "1,nan"], "--input"),
     (["heat", "--input", "1,2", "--samples", "3"], "--samples"),
     (["heat", "--input", "1,2,3"], "--input"),
+    (["heat", "--method", "exact", "--dt", "5"], "dt"),
     (["train", "--method", "sgd", "--checkpoint", "run.npz"], "--checkpoint"),
     (["train", "--method", "sgd", "--dt", "0.01"], "--dt"),
     (["train", "--lr", "0.01"], "--lr"),

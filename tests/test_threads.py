@@ -278,11 +278,12 @@ _FORCED_PARALLEL = """
         seen.append(numba.get_num_threads())
         return kernel(*args)
     tiled.tiled_steps_parallel = spy
-    Pool = harmonic.ThreadPoolExecutor
+    from sheaflinalg._common import blocks          # the block runner's pool (harmonic extension's blocks)
+    Pool = blocks.ThreadPoolExecutor
     def pool(max_workers):
         workers.append(max_workers)
         return Pool(max_workers=max_workers)
-    harmonic.ThreadPoolExecutor = pool
+    blocks.ThreadPoolExecutor = pool
 """
 
 

@@ -1,4 +1,9 @@
-"""``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins."""
+"""``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins.
+
+Options of one method (``--dt``, ``--max-steps``, ``--output-force``, ``--record-every`` for
+Euler; ``--t-max`` for the exact flow) are passed to :func:`sheaflinalg.heat` only when given,
+so the API's rule refuses one given to the other method.
+"""
 
 import numpy as np
 
@@ -19,11 +24,11 @@ def add_arguments(parser):
                         help="forward Euler (default) or the exact piecewise-affine flow (identity output)")
     parser.add_argument("--t-max", type=number("--t-max", positive=True), default=None,
                         help="--method exact: stop at this time")
-    parser.add_argument("--dt", type=number("--dt", positive=True), default=0.01, help="Euler step (default 0.01)")
+    parser.add_argument("--dt", type=number("--dt", positive=True), default=None, help="Euler step (default 0.01)")
     parser.add_argument("--alpha", type=number("--alpha", positive=True), default=1.0,
                         help="diffusion rate (default 1)")
-    parser.add_argument("--max-steps", type=number("--max-steps", int, minimum=0), default=100_000,
-                        help="step limit (default 100000)")
+    parser.add_argument("--max-steps", type=number("--max-steps", int, minimum=0), default=None,
+                        help="Euler step limit (default 100000)")
     parser.add_argument("--tol", type=number("--tol", minimum=0.0), default=1e-12,
                         help="stop when the largest change is below (default 1e-12)")
     parser.add_argument("--init", default="random", choices=("random", "zeros", "forward"),
@@ -33,9 +38,10 @@ def add_arguments(parser):
     parser.add_argument("--soft-pin", action="append", default=[], metavar="SEL=VALUE",
                         help="soft pin with strength --gamma (repeatable)")
     parser.add_argument("--gamma", type=number("--gamma", positive=True), default=10.0, help="soft-pin strength (default 10)")
-    parser.add_argument("--output-force", default="adjoint", choices=("adjoint", "discrepancy"),
-                        help="nonlinear output edge force (default adjoint)")
-    parser.add_argument("--record-every", type=number("--record-every", int, minimum=0), default=100, help="history interval in steps (default 100)")
+    parser.add_argument("--output-force", default=None, choices=("adjoint", "discrepancy"),
+                        help="Euler: nonlinear output edge force (default adjoint)")
+    parser.add_argument("--record-every", type=number("--record-every", int, minimum=0), default=None,
+                        help="Euler: history interval in steps (default 100)")
     parser.add_argument("--save-history", metavar="FILE.npz",
                         help="write steps, discord by edge block, outputs, crossings and sliding episodes")
     parser.add_argument("--threads", type=number("--threads", int, minimum=1), default=None,
@@ -73,17 +79,31 @@ def parse_input(text):
 
 
 def save_history(res, path):
-    """Write the run's history and boundary crossings to ``path`` (.npz, atomically, no pickle)."""
-    h = res.history
-    arrays = {"crossings": res.crossings, "sliding": res.sliding, "state": res.state, "output": res.output}
-    if getattr(res, "events", None) is not None:
+    """Write the run's history and its switches to ``path`` (.npz, atomically, no pickle): Euler's
+    crossings and sliding episodes and records, or the exact flow's events and episodes."""
+    arrays = {"state": res.state, "output": res.output}
+    if res.method == "exact":
         ev = res.events
         arrays.update(event_time=ev["time"], event_sample=ev["sample"], event_layer=ev["layer"],
-                      event_neuron=ev["neuron"], event_kind=ev["kind"], event_active=ev["active"], time=res.time)
-    if h is not None:
-        arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
-                      sample_discord=h.sample_discord, history_output=h.output)
+                      event_neuron=ev["neuron"], event_kind=ev["kind"], event_active=ev["active"], time=res.time,
+                      episodes=res.episodes)
+    else:
+        arrays.update(crossings=res.crossings, sliding=res.sliding)
+        h = res.history
+        if h is not None:
+            arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
+                          sample_discord=h.sample_discord, history_output=h.output)
     save_npz(path, arrays, name="--save-history")
+
+
+def method_options(args):
+    """The method-specific keywords of :func:`sheaflinalg.heat` that were given (Euler records every 100 steps
+    unless told otherwise)."""
+    given = {name: getattr(args, name) for name in ("dt", "max_steps", "output_force", "record_every", "t_max")
+             if getattr(args, name) is not None}
+    if args.method == "euler":
+        given.setdefault("record_every", 100)
+    return given
 
 
 def run(args):
@@ -101,17 +121,15 @@ def run(args):
         X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples or 1, net.dims[0]))
     elif X.shape[1] != net.dims[0]:
         raise ValueError(f"--input has {X.shape[1]} values but the network takes {net.dims[0]} inputs")
-    res = sl.heat(net, X, alpha=args.alpha, dt=args.dt, max_steps=args.max_steps, tol=args.tol,
-                  init=args.init, seed=args.seed, pins=pins, soft_pins=(soft, args.gamma) if soft else None,
-                  record_every=args.record_every if args.method == "euler" else 0,
-                  output_force=args.output_force, progress=not args.no_progress, threads=args.threads,
-                  method=args.method, t_max=args.t_max)
+    res = sl.heat(net, X, alpha=args.alpha, tol=args.tol, init=args.init, seed=args.seed, pins=pins,
+                  soft_pins=(soft, args.gamma) if soft else None, progress=not args.no_progress,
+                  threads=args.threads, method=args.method, **method_options(args))
     if args.method == "exact":
         print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), exact flow, alpha={args.alpha:g}")
-        print(f"segments: {res.steps}  events: {len(res.events)}  converged: {res.converged}  "
+        print(f"segments: {len(res.segments)}  events: {res.n_events}  converged: {res.converged}  "
               f"time: max {res.time.max():.6g}  slowest decay rate: {res.decay_rate.min():.4g}")
     else:
-        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={args.dt:g}, alpha={args.alpha:g}")
+        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={res.dt:g}, alpha={args.alpha:g}")
         print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
     print(f"final total discord: {res.discord.sum():.3e}")
     if pins is None and not soft:
@@ -119,8 +137,11 @@ def run(args):
         print(f"max |output - forward pass|: {err:.3e}")
     else:
         print(f"pinned: {', '.join(res.pinned) or '-'}; soft pins: {', '.join(soft) or '-'}")
-    print(f"boundary crossings: {res.crossings_total}  sliding episodes: {len(res.sliding)}")
-    if res.history is not None and len(res.history.steps):
+    if res.method == "exact":
+        print(f"boundary crossings: {int(res.switches.sum())}  sliding episodes: {len(res.episodes)}")
+    else:
+        print(f"boundary crossings: {res.crossings_total}  sliding episodes: {len(res.sliding)}")
+    if res.method == "euler" and res.history is not None and len(res.history.steps):
         by_type = {k: float(v[-1]) for k, v in res.history.by_type().items()}
         print("final discord by edge type: " + ", ".join(f"{k} {v:.2e}" for k, v in by_type.items()))
     if args.save_history:

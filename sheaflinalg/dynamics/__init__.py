@@ -1,5 +1,6 @@
-"""The sheaf heat equation with fixed weights: Euler integration (a batch in parts, in threads) and
-the exact event-driven flow.
+"""The sheaf heat equation with fixed weights: forward Euler (:mod:`.euler`), the exact event-driven
+flow (:mod:`.exact`), what both share (:mod:`.problem`, :mod:`.result`), :func:`heat` (settings and
+dispatch), the convergence study (:mod:`.study`).
 
 May import ``sheaf``, ``network``, ``kernels`` and ``_common`` (not ``discord``, which stands beside
 it).  ``complete`` lives in :mod:`sheaflinalg.sheaf.completion`; it is re-exported here for
@@ -7,10 +8,13 @@ compatibility only.
 """
 
 from ..sheaf.completion import Completion, NonUniqueCompletionError, complete
-from .heat import HeatHistory, HeatResult, NonFiniteStateError, heat, lambda_max_bound
-from .exact_result import ExactHeatResult
-from .exact_study import ConvergenceStudy, convergence_study, switch_statistics
+from .euler.result import HeatHistory, HeatResult, NonFiniteStateError
+from .exact.result import ExactHeatResult
+from .heat import heat
+from .problem import lambda_max_bound
+from .result import FlowResult
+from .study import ConvergenceStudy, convergence_study, switch_statistics
 
 __all__ = ["heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "complete",
-           "Completion", "NonUniqueCompletionError", "ExactHeatResult", "ConvergenceStudy",
+           "Completion", "NonUniqueCompletionError", "ExactHeatResult", "FlowResult", "ConvergenceStudy",
            "convergence_study", "switch_statistics"]

@@ -10,7 +10,7 @@ and the study's table.
 
 import numpy as np
 
-from ..dynamics.exact_study import convergence_study
+from ..dynamics.study import convergence_study
 from ..dynamics.heat import heat
 from ..network.model import Network
 from ..plotting.exact import plot_convergence_study, plot_exact_convergence, plot_exact_phase_plane

@@ -7,11 +7,11 @@ a mask (activation edge).  For the forward-pass pattern this *is* the forward
 pass (the paper's Proposition "Forward pass as harmonic extension").
 """
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from .._common.blocks import map_blocks
 from .._common.threads import blas_limit, resolve_threads
 from .._common.validation import as_samples, check_optional_int
 from ..network import activations
@@ -131,11 +131,7 @@ def harmonic_extension(net, X, pattern=None, threads=None):
         failed = [block(blocks[0])]
     else:
         with blas_limit(1):
-            if threads == 1:
-                failed = [block(b) for b in blocks]
-            else:
-                with ThreadPoolExecutor(max_workers=min(threads, len(blocks))) as pool:
-                    failed = list(pool.map(block, blocks))
+            failed = map_blocks(block, blocks, threads)
     failed = [l for l in failed if l]
     if failed:
         l = min(failed)

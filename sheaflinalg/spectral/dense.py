@@ -1,9 +1,8 @@
 """Small systems: every sample's Laplacian as a dense matrix, diagonalised in one batched ``eigh``."""
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
+from .._common.blocks import map_blocks
 from .._common.threads import blas_limit
 from .result import fix_signs
 
@@ -50,8 +49,7 @@ def dense_extremes(L, k, vectors, full, threads=1):
         chunks = [L[i:i + CHUNK] for i in range(0, L.shape[0], CHUNK)]
         if threads < 2 or len(chunks) < 2:
             return _dense_extremes_serial(L, k, vectors, full)
-        with ThreadPoolExecutor(max_workers=min(threads, len(chunks))) as pool:
-            parts = list(pool.map(lambda A: _dense_extremes_serial(A, k, vectors, full), chunks))
+        parts = map_blocks(lambda A: _dense_extremes_serial(A, k, vectors, full), chunks, threads)
     return tuple(None if parts[0][i] is None else np.concatenate([p[i] for p in parts]) for i in range(6))
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._common.options import method_options
 from .._common.progress import progress_bar
 from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads, resolve_threads
@@ -38,10 +39,14 @@ KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LO
                "huber": LOSS_CODES["huber"], "cross_entropy": LOSS_CODES["squared"]}
 
 
+#: The training methods and the options only they use (see :func:`~sheaflinalg._common.options.method_options`).
+METHODS = {"euler": ()}
+
+
 def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
           init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
           record_every=1, seed=None, progress=True, callback=None, callback_every=None,
-          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10, threads=None):
+          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10, threads=None, method="euler"):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
 
     Parameters
@@ -110,6 +115,9 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         same bit for bit for any number of threads; smaller batches are one
         tile, as before.  The tiles run in parallel only while that is
         measured faster than one thread (see :mod:`sheaflinalg.training.tiled`).
+    method : {"euler"}
+        ``"euler"``: the paper's joint state/weight dynamics by forward Euler (the only method
+        today; another is refused, naming the choices).
 
     Returns
     -------
@@ -138,6 +146,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
     True
     """
+    method_options("train", method, METHODS, {})
     prob = Problem(net, X, Y, X_test, Y_test, loss, loss_param)
     cfg = _Settings.check(prob, alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start,
                           epoch_steps=epoch_steps, reg=reg, record_every=record_every, seed=seed,

@@ -1,12 +1,12 @@
-"""The exact heat flow for large N: segments propagated by ``expm_multiply``, no eigenvectors.
+"""The expm path of the exact flow (large N): segments propagated by ``expm_multiply``, no eigenvectors.
 
 In a segment the free coordinates follow ``omega_F(t) = omega*_F + r(t)`` with
 ``r(t) = exp(-alpha L (t - start)) r_0`` (``L = L_FF`` of a
-:class:`~sheaflinalg.dynamics.regions.SparseRegion`, applied as ``D_F^T D_F``);
+:class:`~sheaflinalg.dynamics.exact.regions.SparseRegion`, applied as ``D_F^T D_F``);
 :func:`scipy.sparse.linalg.expm_multiply` computes ``r`` on grids of times (its
 ``start=0, stop, num`` form: ``start != 0`` is inaccurate, scipy issue 16311).
 
-Event location (:mod:`sheaflinalg.dynamics.events`) needs, for each watched
+Event location needs, for each watched
 ``w_j(t) = c_j + A_j r(t)``, bounds on ``|w_j'|`` and ``|w_j''|`` over
 ``[a, b]`` known at ``a``.  ``L`` is symmetric positive definite and commutes
 with ``exp(-alpha L s)``, so ``||L^k r(t)|| = ||exp(-alpha L (t - a)) L^k r(a)||``
@@ -21,12 +21,21 @@ is non-increasing, and for ``t >= a``
 fixed point is found by doubling and bisection.  scipy estimates matrix-power
 norms with the global NumPy random generator; every call here runs with a fixed
 seed and restores the caller's generator state, so results are reproducible.
+
+The event scan here (:func:`first_event`) is the compiled one's
+(:func:`sheaflinalg.kernels.exact.first_event`: same chunks, bounds and
+subdivision) written over a provider of values and bounds, because ``w_j`` is
+no sum of exponentials on this path: :class:`ExpmSums` provides them.
 """
 
 import threading
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.sparse.linalg import expm_multiply
+
+from ...kernels.exact import K, MIN_WIDTH
+from .regions import RegionSegment
 
 _LOCK = threading.Lock()
 _SEED = 13
@@ -95,8 +104,8 @@ class Flow:
 
 
 class ExpmSums:
-    """Watched quantities ``w_j(t) = c_j + A_j r(t)`` of an ``expm`` segment (the provider interface of
-    :func:`sheaflinalg.dynamics.events.first_event`: ``c``, ``roundoff``, ``values``, ``one``, ``never_again``).
+    """Watched quantities ``w_j(t) = c_j + A_j r(t)`` of an ``expm`` segment (the provider of
+    :func:`first_event`: ``c``, ``roundoff``, ``values``, ``one``, ``never_again``).
     """
 
     def __init__(self, c, flow):
@@ -124,8 +133,12 @@ class ExpmSums:
         """True if no ``w_j`` can be negative at any time ``>= T``."""
         return bool(np.all(self.c > self.A_norm * np.linalg.norm(self.flow.at(T))))
 
+    def first_event(self, horizon, h0):
+        """First time in ``(0, horizon]`` some ``w_j`` goes below its round-off: ``(t, j)`` or None."""
+        return first_event(self, horizon, h0)
 
-def convergence_time(flow, tol, limit, first_step):
+
+def time_to_tol(flow, tol, limit, first_step):
     """Smallest ``t <= limit`` with ``||r(t)|| <= tol`` (relative 1e-13), or ``inf`` if none."""
     if np.linalg.norm(flow.r0) <= tol:
         return 0.0
@@ -149,3 +162,83 @@ def convergence_time(flow, tol, limit, first_step):
         else:
             lo, r_lo = mid, r
     return hi
+
+
+class ExpmSegment(RegionSegment):
+    """A segment of the ``expm_multiply`` path: ``omega_F(t) = star_F + exp(-alpha L (t - start)) beta``
+    (``beta = r_0`` itself: the free part of ``omega(start) - star``)."""
+
+    __slots__ = ()
+
+    def state(self, region, t):
+        """States at times ``t`` (1-D array, any order), shape (n_t, n)."""
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64)) - self.start
+        order = np.argsort(t, kind="stable")
+        out = np.repeat(self.star[None, :], t.size, axis=0)
+        if t.size:
+            R = Flow(region, self.alpha, self.beta).states(np.maximum(t[order], 0.0), remember=False)
+            out[order[:, None], region.free[None, :]] += R
+        return out
+
+    def first_step(self, region):
+        return 0.25 / (self.alpha * region.lam_bound) if region.lam_bound > 0 else 1.0
+
+    def convergence_time(self, region, tol, limit):
+        return time_to_tol(Flow(region, self.alpha, self.beta), tol, limit, self.first_step(region))
+
+    def sums(self, region, c):
+        return ExpmSums(c, Flow(region, self.alpha, self.beta))
+
+
+# ---------------------------------------------------------------- the event scan over a provider
+
+def _root(f, j, a, b):
+    """Root of ``w_j`` in ``[a, b]`` (``w_j(b) < -roundoff``); ``a`` if ``w_j(a) <= 0`` already."""
+    if f.one(j, a) <= 0:
+        return a
+    return brentq(lambda t: f.one(j, t), a, b, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=200)
+
+
+def _scan(f, grid, w, dw, b1, b2):
+    """First event on the intervals of ``grid`` (values given), or None."""
+    h = np.diff(grid)
+    r = f.roundoff[:, None]
+    wa, wb = w[:, :-1] + r, w[:, 1:] + r
+    first = wa + wb > h * b1[:, :-1]
+    second = (wa >= 0) & (wa + dw[:, :-1] * h - 0.5 * b2[:, :-1] * h * h >= 0)
+    safe = first | second
+    neg = wb < 0
+    single = neg & (wa >= 0) & (np.abs(dw[:, :-1]) > h * b2[:, :-1])
+    bad = ~safe | neg
+    for i in np.flatnonzero(bad.any(axis=0)):
+        a, b = grid[i], grid[i + 1]
+        if (bad[:, i] == single[:, i]).all() or b - a <= MIN_WIDTH * (1.0 + a):
+            roots = [_root(f, j, a, b) for j in np.flatnonzero(neg[:, i])]
+            if roots:
+                t = min(roots)
+                return t, int(np.flatnonzero(neg[:, i])[int(np.argmin(roots))])
+            continue            # only unresolvable dips of round-off size
+        sub = np.linspace(a, b, K + 1)
+        found = _scan(f, sub, *f.values(sub))
+        if found is not None:
+            return found
+    return None
+
+
+def first_event(f, horizon, h0):
+    """First time in ``(0, horizon]`` at which some ``w_j < 0``: ``(t, j)``, or ``None``.
+
+    ``h0`` is the spacing of the first chunk (doubled chunk after chunk).
+    """
+    t, h = 0.0, float(h0)
+    while t < horizon:
+        grid = np.minimum(t + h * np.arange(K + 1), horizon)
+        grid = np.unique(grid)
+        found = _scan(f, grid, *f.values(grid))
+        if found is not None:
+            return found
+        t = float(grid[-1])
+        if f.never_again(t):
+            return None
+        h *= 2.0
+    return None

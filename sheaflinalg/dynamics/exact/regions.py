@@ -7,7 +7,8 @@ and segments in the same region share one region object.  Up to
 ``DENSE_MAX_N`` free coordinates a region holds the dense eigendecomposition
 of ``L_FF`` (:class:`Region`); above, the sparse operator ``D_F^T D_F`` and an
 LU factorisation of its augmented system (:class:`SparseRegion`), for the
-``expm_multiply`` path (:mod:`sheaflinalg.dynamics.expm_flow`).
+``expm_multiply`` path (:mod:`sheaflinalg.dynamics.exact.expm`).  The segments of
+both paths (:class:`RegionSegment`) take their region from the cache.
 """
 
 from collections import OrderedDict
@@ -16,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-WATCH_Z, WATCH_P, WATCH_Q = 0, 1, 2
+from ...kernels.exact import WATCH_P, WATCH_Q, WATCH_Z
 # Largest number of coordinates for the dense path (see docs/performance.md, "width scaling").
 DENSE_MAX_N = 400
 
@@ -215,3 +216,26 @@ class RegionCache:
         """The region of ``key`` (rebuilt if evicted; not counted)."""
         region = self._store.get(key)
         return region if region is not None else self.kind(self.field, active, sliding, self.held_pins)
+
+
+class RegionSegment:
+    """One piece of a sample's trajectory on the Python path: ``[start, end]`` in one region (``key`` in ``cache``).
+
+    Subclasses (:class:`~.dense.Segment`, :class:`~.expm.ExpmSegment`) give ``state(region, t)``,
+    ``first_step(region)``, ``convergence_time(region, tol, limit)`` and ``sums(region, c)``.
+    """
+
+    __slots__ = ("sample", "start", "end", "key", "active", "sliding", "star", "beta", "alpha", "cache")
+
+    def __init__(self, sample, start, key, region, star, beta, alpha, cache=None):
+        self.sample, self.start, self.end, self.key = sample, start, start, key
+        self.active, self.sliding = region.active, region.sliding
+        self.star, self.beta, self.alpha, self.cache = star, beta, alpha, cache
+
+    def __repr__(self):
+        return (f"{type(self).__name__}(sample={self.sample}, start={self.start:.6g}, end={self.end:.6g}, "
+                f"active={int(self.active.sum())}, sliding={int(self.sliding.sum())})")
+
+    def states(self, t):
+        """Full states at times ``t`` (1-D array), shape (n_t, n); the region is taken from the cache."""
+        return self.state(self.cache.by_key(self.key, self.active, self.sliding), t)

@@ -1,23 +1,23 @@
-"""Result of the exact heat flow: :class:`ExactHeatResult` (a :class:`HeatResult` with the trajectory)."""
+"""Result of the exact heat flow: :class:`ExactHeatResult` (a :class:`~sheaflinalg.dynamics.result.FlowResult`
+with the trajectory)."""
 
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .exact import EVENT_KINDS
-from .heat import HeatResult
+from ...kernels.exact import EVENT_KINDS
+from ..result import FlowResult
 
 EVENT_DTYPE = np.dtype([("time", "f8"), ("sample", "i8"), ("layer", "i8"), ("neuron", "i8"),
                         ("kind", "U13"), ("active", "?")])
 
 
-@dataclass(repr=False)
-class ExactHeatResult(HeatResult):
+@dataclass(kw_only=True, repr=False)
+class ExactHeatResult(FlowResult):
     """Result of ``heat(..., method="exact")``: the exact piecewise-affine flow.
 
-    Besides :class:`HeatResult`'s fields (``steps`` counts segments, ``crossings`` holds
-    ``(event index, sample, layer, neuron, new_active)`` of every crossing, ``sliding``
-    ``(sample, layer, neuron, start event, end event or -1, 0)``):
+    Besides the fields of every method (:class:`~sheaflinalg.dynamics.result.FlowResult`;
+    ``converged``: every sample came within ``tol`` of its equilibrium):
 
     Attributes
     ----------
@@ -26,7 +26,13 @@ class ExactHeatResult(HeatResult):
     events : structured ndarray
         ``time, sample, layer, neuron, kind, active`` sorted by time (then sample);
         ``kind`` is ``crossing_up``, ``crossing_down``, ``sliding_start`` or
-        ``sliding_end``; ``active`` is the unit's mask after the event.
+        ``sliding_end``; ``active`` is the unit's mask after the event.  A unit that
+        slides from the start has a ``sliding_start`` event at time 0.
+    episodes : ndarray of int, shape (n_episodes, 5)
+        Sliding episodes ``(sample, layer, neuron, start event, end event or -1)`` (positions
+        in ``events``), in the order of their start.
+    final_distance : float
+        Largest bound ``||omega(time) - omega*||`` of the certificate at the end (:meth:`certificate`).
     segments : sequence of segments
         Every sample's segments in time order (sample-major), made on demand
         (:class:`~sheaflinalg.dynamics.exact_krylov.SegmentList`).  Each has ``sample, start,
@@ -59,7 +65,11 @@ class ExactHeatResult(HeatResult):
         Samples that ``max_events`` stopped before they converged (a ``RuntimeWarning`` says so).
     """
 
+    method = "exact"
+
     time: np.ndarray = None
+    episodes: np.ndarray = None
+    final_distance: float = 0.0
     events: np.ndarray = None
     segments: list = field(default_factory=list)
     final_pattern: list = field(default_factory=list)
@@ -83,6 +93,11 @@ class ExactHeatResult(HeatResult):
                 f"time_max={float(self.time.max()):.6g}, segments={len(self.segments)}, "
                 f"events={len(self.events)}, switches={int(self.switches.sum())}, "
                 f"sliding_episodes={int(self.sliding_episodes.sum())})")
+
+    @property
+    def n_events(self):
+        """Number of events of all samples."""
+        return len(self.events)
 
     def __post_init__(self):
         segs = self.segments

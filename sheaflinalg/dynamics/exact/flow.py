@@ -1,33 +1,72 @@
-"""``heat(..., method="exact")``: the exact flow of a batch (see :mod:`.exact`).
+"""``heat(..., method="exact")``: the exact flow of a batch (see :mod:`sheaflinalg.dynamics.exact`).
 
-Every sample is integrated by the compiled Krylov engine (:mod:`.exact_krylov`); a
+Every sample is integrated by the compiled Krylov engine (:mod:`.krylov`); a
 sample whose segments need more Krylov vectors than the engine's cap goes to
-the dense Python path (:func:`.exact.integrate_sample`).  Then, per distinct
+the Python path (:func:`.fallback.follow_sample`).  Then, per distinct
 final region, ``lambda_1(L_FF)`` (the certificate's decay rate) and the edge
 discrepancy.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._common.threads import blas_limit
+from ..._common.memory import check_memory
+from ..._common.threads import blas_limit
+from ...kernels import exact as _kx
+from . import krylov as _krylov
 from .affine import AffineField
-from .exact import EVENT_KINDS, integrate_sample, warn_max_events
-from .exact_krylov import KrylovEngine, SegmentList
-from .exact_result import EVENT_DTYPE, ExactHeatResult
+from .fallback import follow_sample
+from .krylov import KrylovEngine, SegmentList
 from .regions import RegionCache
+from .result import EVENT_DTYPE, EVENT_KINDS, ExactHeatResult
 
 DENSE_EIGEN_MAX = 600     # lambda_1 of larger final regions by shift-invert Lanczos (ARPACK) at sigma = 0
 
 
-def check_affine(net, reduced):
-    """Refuse a flow that is not piecewise affine (a nonlinear output), naming ``method``."""
-    if net.output != "identity":
-        raise ValueError(
-            f"method='exact' needs a piecewise-affine flow, i.e. identity output; this network's output is "
-            f"{net.output!r}, whose output edge is nonlinear (not piecewise affine). Use method='euler' "
-            "for sigmoid, tanh and softmax outputs")
+def memory_estimate(dims, n_samples, threads):
+    """Bytes the exact flow of a network of widths ``dims`` needs for ``n_samples`` samples, at least.
+
+    The sparse operator (one assembly, ``D0``, ``D0^T`` and ``P`` with the engine's copies: about
+    ten arrays of 16 bytes per stored weight), the work of every block running at once (Lanczos
+    vectors and directions, the watched sums of a segment, the event scan's levels) and the
+    per-sample buffers (segment records, final states and fixed points).
+    """
+    dims = [int(d) for d in dims]
+    units = sum(dims[1:-1])
+    n = 2 * units + dims[-1]
+    nnz = n + units + sum(a * b for a, b in zip(dims[1:-1], dims[2:]))
+    k = min(_krylov.KRYLOV_CAP, n)
+    per_block = 8 * (2 * (k + 1) * n + 4 * k * 2 * units + 4 * _kx.MAX_DEPTH * 2 * units * (_kx.K + 1))
+    running = min(threads, len(_krylov.block_bounds(n_samples)))
+    buffers = 8 * n_samples * (_krylov.RECORDS_PER_SAMPLE * (n + units) + 2 * n)
+    return 10 * 16 * nnz + running * per_block + buffers
+
+
+def check_exact_memory(net, n_samples, threads):
+    """Refuse (:class:`~sheaflinalg.InsufficientMemoryError`) an exact flow that would not fit in memory."""
+    check_memory(memory_estimate(net.dims, n_samples, threads),
+                 f"the exact flow of {list(net.dims)} for {n_samples} sample(s) with {threads} thread(s)",
+                 "use fewer samples or threads, a smaller network, or method='euler'")
+
+
+def warn_max_events(event_samples, converged, max_events):
+    """Samples stopped by ``max_events`` (a sample stops at its ``max_events``-th event), with a warning.
+
+    ``converged``: bool mask of the samples that converged (one may converge at its last
+    allowed event).  Returns a bool mask of shape (n_samples,); a ``RuntimeWarning`` names
+    ``max_events`` and how many samples it stopped.
+    """
+    n_samples = converged.size
+    stopped = (np.bincount(np.asarray(event_samples, dtype=np.int64), minlength=n_samples) >= max_events) \
+        & ~converged
+    if stopped.any():
+        warnings.warn(f"max_events={max_events} stopped {int(stopped.sum())} of {n_samples} samples before "
+                      "they converged (their trajectories end there); raise max_events to follow them further",
+                      RuntimeWarning, stacklevel=5)
+    return stopped
 
 
 def _event_table(field, events, run):
@@ -47,12 +86,8 @@ def _per_layer(field, masks, dims):
     return [np.ascontiguousarray(masks[:, field.layer == l]) for l in range(1, len(dims) - 1)]
 
 
-def _crossings_and_sliding(ev):
-    """Euler-compatible ``crossings`` (n, 5) and ``sliding`` (n, 6) tables of the events."""
-    idx = np.arange(len(ev))
-    up = (ev["kind"] == "crossing_up") | (ev["kind"] == "crossing_down")
-    cross = np.stack([idx[up], ev["sample"][up], ev["layer"][up], ev["neuron"][up],
-                      ev["active"][up].astype(np.int64)], axis=1) if up.any() else np.zeros((0, 5), np.int64)
+def _episodes(ev):
+    """Sliding episodes ``(sample, layer, neuron, start event, end event or -1)`` of the events, shape (n, 5)."""
     # A unit's sliding episodes do not overlap: the next start-or-end event of the same unit and
     # sample after a start is its end (or there is none: -1).
     ends = np.full(len(ev), -1, dtype=np.int64)
@@ -63,9 +98,8 @@ def _crossings_and_sliding(ev):
         & (ev["kind"][order[1:]] == "sliding_end")
     ends[order[:-1][paired]] = order[1:][paired]
     starts = np.flatnonzero(ev["kind"] == "sliding_start")
-    rows = np.stack([ev["sample"][starts], ev["layer"][starts], ev["neuron"][starts], starts, ends[starts],
-                     np.zeros_like(starts)], axis=1)
-    return cross.astype(np.int64), rows.astype(np.int64).reshape(-1, 6)
+    rows = np.stack([ev["sample"][starts], ev["layer"][starts], ev["neuron"][starts], starts, ends[starts]], axis=1)
+    return rows.astype(np.int64).reshape(-1, 5)
 
 
 def _held(field, pins, sliding):
@@ -105,22 +139,25 @@ def _region_keys(active, sliding):
     return first, inverse.reshape(-1)
 
 
-def heat_exact(net, X, S, lay, hard, soft, lam, alpha, tol, t_max, max_events, threads=1, krylov_cap=None):
-    """Integrate every sample from ``S`` (columns layout, pins set) exactly; see :func:`sheaflinalg.heat`.
+def run_exact(problem, settings, krylov_cap=None):
+    """Integrate every sample of ``problem`` (:class:`~sheaflinalg.dynamics.problem.HeatProblem`) exactly,
+    with ``settings`` (:class:`~.settings.ExactSettings`); see :func:`sheaflinalg.heat`.
 
-    ``krylov_cap``: Lanczos vectors per segment before a sample goes to the dense Python path
-    (default :data:`~sheaflinalg.dynamics.exact_krylov.KRYLOV_CAP`).
+    ``krylov_cap``: Lanczos vectors per segment before a sample goes to the Python path
+    (default :data:`~sheaflinalg.dynamics.exact.krylov.KRYLOV_CAP`).
     """
-    M = X.shape[0]
-    field = AffineField(net, X, lay.reduced, soft, lam)
+    net, X, S, lay, hard = problem.net, problem.X, problem.S0, problem.layout, problem.hard
+    alpha, tol, threads = problem.settings.alpha, problem.settings.tol, problem.settings.threads
+    t_max, max_events = settings.t_max, settings.max_events
+    field = AffineField(net, X, lay.reduced, problem.soft, problem.lam)
     engine = KrylovEngine(field, hard.index, alpha, krylov_cap)
     cache = RegionCache(field, hard.index)
     others, py_events = {}, []
     with blas_limit(1):             # threaded BLAS only slows the small eigensolves down
-        run = engine.run(S.T, t_max, tol, max_events, threads)
+        run = engine.run(S.T, t_max, tol, max_events, threads, problem.settings.progress)
         for s in np.flatnonzero(run.fallback):
-            segs, evs, run.converged[s], run.time[s] = integrate_sample(
-                field, cache, int(s), S[:, s].copy(), hard.index, alpha, t_max, tol, max_events)
+            segs, evs, run.converged[s], run.time[s] = follow_sample(
+                field, engine.op, cache, int(s), S[:, s].copy(), alpha, t_max, tol, max_events)
             others[int(s)] = segs
             py_events += evs
             last = others[int(s)][-1]
@@ -157,7 +194,6 @@ def _result(net, field, engine, cache, segments, ev, run, lay, hard, alpha, max_
     M = run.time.size
     rate, dist, t_last, active, sliding, E, (hits, misses) = _final_region_stats(field, segments, run, hard.index,
                                                                                 alpha)
-    cross, slide = _crossings_and_sliding(ev)
     kinds = ev["kind"]
     switches = np.bincount(ev["sample"][(kinds == "crossing_up") | (kinds == "crossing_down")], minlength=M)
     episodes = np.bincount(ev["sample"][kinds == "sliding_start"], minlength=M)
@@ -166,10 +202,9 @@ def _result(net, field, engine, cache, segments, ev, run, lay, hard, alpha, max_
     out = final[:, lay.free(lay.output_block)]
     bounds = segments.krylov_bounds()
     return ExactHeatResult(
-        state=final, output=np.ascontiguousarray(out), steps=len(segments), converged=bool(run.converged.all()),
-        final_change=float(np.max(dist * np.exp(-rate * (time - t_last)))) if M else 0.0,
-        discord=disc, edge_discrepancy=E[:, :lay.n_edges], history=None, crossings=cross,
-        crossings_total=len(cross), sliding=slide, layout=lay, sliding_total=len(slide),
+        state=final, output=np.ascontiguousarray(out), converged=bool(run.converged.all()),
+        final_distance=float(np.max(dist * np.exp(-rate * (time - t_last)))) if M else 0.0,
+        discord=disc, edge_discrepancy=E[:, :lay.n_edges], episodes=_episodes(ev), layout=lay,
         pinned=list(hard.labels), alpha=alpha, time=time, events=ev, segments=segments,
         final_pattern=_per_layer(field, active, net.dims), final_sliding=_per_layer(field, sliding, net.dims),
         switches=switches, sliding_episodes=episodes, fixed_point=run.star, converged_samples=run.converged,

@@ -4,7 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples, check_positive
+from .._common.validation import as_samples, check_positive, check_seed
+from .exact.result import ExactHeatResult
+from .exact.settings import check_affine
 from .heat import heat
 
 
@@ -54,8 +56,13 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
     True
     """
     X, _ = as_samples(X, net.dims[0])
-    dts = np.array([check_positive(d, "dts") for d in dts])
-    times = np.array([check_positive(t, "times") for t in times])
+    dts, times = _positive_values(dts, "dts"), _positive_values(times, "times")
+    alpha = check_positive(alpha, "alpha")
+    check_seed(seed)
+    check_affine(net)
+    unknown = sorted(set(pins) - {"pins", "soft_pins", "reluctance"})
+    if unknown:
+        raise ValueError(f"convergence_study takes pins, soft_pins and reluctance as extra keywords; got {unknown}")
     steps = np.rint(times[None, :] / dts[:, None]).astype(np.int64)
     if not np.allclose(steps * dts[:, None], times[None, :], rtol=1e-9, atol=0):
         raise ValueError(f"times {times.tolist()} must be multiples of every dt in {dts.tolist()}")
@@ -70,6 +77,17 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
             errors[i, j] = np.abs(eu.state - ref[j]).max()
     slope = float(np.polyfit(np.log(dts), np.log(errors.max(axis=1)), 1)[0]) if dts.size > 1 else float("nan")
     return ConvergenceStudy(dts=dts, times=times, errors=errors, slope=slope, exact=ex)
+
+
+def _positive_values(values, name):
+    """A non-empty 1-D sequence of positive finite numbers as an array (ValueError naming ``name`` otherwise)."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of positive numbers, got {values!r}") from None
+    if not items:
+        raise ValueError(f"{name} must hold at least one positive number, got {values!r}")
+    return np.array([check_positive(v, name) for v in items])
 
 
 def switch_statistics(result):
@@ -88,6 +106,11 @@ def switch_statistics(result):
     >>> summary["samples"]
     5
     """
+    if not isinstance(result, ExactHeatResult):
+        raise TypeError(
+            "switch_statistics needs the result of heat(..., method='exact') (an ExactHeatResult), got "
+            f"{type(result).__name__}" + (" of method='euler': its crossings and sliding tables log the Euler "
+                                         "steps' sign changes" if getattr(result, "method", None) == "euler" else ""))
     sw, ep = result.switches, result.sliding_episodes
     ev = np.bincount(result.events["sample"], minlength=sw.size) if len(result.events) else np.zeros_like(sw)
     summary = dict(samples=int(sw.size), mean_switches=float(sw.mean()), max_switches=int(sw.max()),

@@ -17,14 +17,13 @@ keeping ``n x k`` numbers per segment.
 
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
 
-from .._common.rounds import Rounds
-from ..kernels import exact as _kx
-from .parts import each_in_pool
+from ..._common.blocks import BlockRunner
+from ..._common.progress import progress_bar
+from ..._common.rounds import Rounds
+from ...kernels import exact as _kx
 
 # Lanczos vectors per segment before a sample is handed to the dense Python path (cost ~ n k^2 per
 # segment and n k of memory; one hidden layer needs ~8 at any width, deep nets up to n).
@@ -40,43 +39,34 @@ def block_bounds(n_samples):
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
 
 
-def _csr(M):
-    M = sp.csr_matrix(M)
-    M.sort_indices()
-    return (M.indptr.astype(np.int64), M.indices.astype(np.int64), M.data.astype(np.float64))
-
-
 class KrylovEngine:
-    """The compiled engine on one :class:`~sheaflinalg.dynamics.affine.AffineField` and its hard pins."""
+    """The compiled engine on one :class:`~sheaflinalg.dynamics.exact.affine.AffineField` and its hard pins."""
 
     def __init__(self, field, pins, alpha, kmax=None):
         self.field, self.alpha = field, float(alpha)
         self.kmax = int(KRYLOV_CAP if kmax is None else kmax)
-        held = np.zeros(field.n, dtype=np.bool_)
-        held[np.asarray(pins, dtype=np.int64)] = True
-        self.shared = (*_csr(field.D0), *_csr(field.D0.T), field.ea_rows.astype(np.int64),
-                       field.z_index.astype(np.int64), field.a_index.astype(np.int64), held, *_csr(field.P))
+        self.op = field.operator(pins)
         self.E = np.ascontiguousarray(field.e, dtype=np.float64)
         self.P0 = np.ascontiguousarray(field.p0, dtype=np.float64)
 
-    def run(self, S, t_max, tol, max_events, threads):
-        """Integrate the samples (rows of ``S``); returns a :class:`KrylovRun`."""
+    def run(self, S, t_max, tol, max_events, threads, progress=False):
+        """Integrate the samples (rows of ``S``); returns a :class:`KrylovRun`.
+
+        ``progress``: a progress bar over the samples (batches of 1000 or more).
+        """
         S = np.ascontiguousarray(S, dtype=np.float64)
         M, n = S.shape
         run = KrylovRun(M, n)
         blocks = [_Block(lo, hi, n, self.field.z_index.size, RECORDS_PER_SAMPLE) for lo, hi in block_bounds(M)]
-        workers = min(threads, len(blocks))
-        pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         rounds = Rounds(M, first=1)     # rounds of about 0.1 s, in samples per block: Ctrl-C between them
-        try:
+        with BlockRunner(threads, len(blocks)) as runner, \
+                progress_bar(M, progress and M >= 1000, "exact flow", unit="sample") as bar:
             while not all(b.done for b in blocks):
-                n_samples, start = rounds.steps, time.perf_counter()
-                each_in_pool([b for b in blocks if not b.done],
-                             lambda b: b.run(self, S, t_max, tol, max_events, run, n_samples), pool)
+                n_samples, start, before = rounds.steps, time.perf_counter(), sum(b.next for b in blocks)
+                runner.map(lambda b: b.run(self, S, t_max, tol, max_events, run, n_samples),
+                           [b for b in blocks if not b.done])
                 rounds.update(n_samples, time.perf_counter() - start)
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
+                bar.update(sum(b.next for b in blocks) - before)
         run.collect(blocks)
         return run
 
@@ -85,7 +75,7 @@ class KrylovEngine:
         status, star, Yt, mu, gamma, bound = _kx.segment_representation(
             np.ascontiguousarray(state, dtype=np.float64), self.E[sample], self.alpha,
             np.ascontiguousarray(active, dtype=np.bool_), np.ascontiguousarray(sliding, dtype=np.bool_),
-            self.shared, self.kmax)
+            self.op, self.kmax)
         if status != _kx.OK:      # cannot happen for a segment the engine wrote (same code, same inputs)
             raise RuntimeError("the Krylov representation of a stored segment did not reach its grade")
         return star, Yt, mu, gamma, bound
@@ -103,14 +93,14 @@ class _Block:
 
     @staticmethod
     def _segment_buffers(cap, n, n_units):
-        return (np.zeros(cap, np.int64), np.zeros(cap), np.zeros(cap), np.zeros((cap, n)),
-                np.zeros((cap, n_units), np.bool_), np.zeros((cap, n_units), np.bool_), np.zeros(cap, np.int64),
-                np.zeros(cap))
+        return _kx.SegmentRecords(np.zeros(cap, np.int64), np.zeros(cap), np.zeros(cap), np.zeros((cap, n)),
+                                  np.zeros((cap, n_units), np.bool_), np.zeros((cap, n_units), np.bool_),
+                                  np.zeros(cap, np.int64), np.zeros(cap))
 
     @staticmethod
     def _event_buffers(cap):
-        return (np.zeros(cap), np.zeros(cap, np.int64), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-                np.zeros(cap, np.bool_))
+        return _kx.EventRecords(np.zeros(cap), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
+                                np.zeros(cap, np.int64), np.zeros(cap, np.bool_))
 
     @staticmethod
     def _grown(buffers, used):
@@ -119,7 +109,12 @@ class _Block:
             new = np.zeros((2 * b.shape[0],) + b.shape[1:], dtype=b.dtype)
             new[:used] = b[:used]
             out.append(new)
-        return tuple(out)
+        return type(buffers)(*out)
+
+    @property
+    def next(self):
+        """The next sample to integrate."""
+        return int(self.counters[_kx.C_NEXT])
 
     @property
     def done(self):
@@ -129,9 +124,8 @@ class _Block:
         """Integrate the next ``samples`` samples of the block (fewer at its end)."""
         stop = min(self.hi, int(self.counters[_kx.C_NEXT]) + samples)
         while True:
-            _kx.exact_run(self.lo, stop, S, engine.E, engine.P0, engine.shared, engine.alpha, t_max, tol,
-                          max_events, engine.kmax, self.seg, self.ev, run.time, run.converged, run.final,
-                          run.star, run.fallback, self.counters)
+            _kx.exact_run(stop, S, engine.E, engine.P0, engine.op, engine.alpha, t_max, tol, max_events,
+                          engine.kmax, self.seg, self.ev, run.results, self.counters)
             if self.counters[_kx.C_STATUS] == _kx.OK:
                 return
             # FULL: grow both (cheap) and resume at the interrupted sample
@@ -143,11 +137,9 @@ class KrylovRun:
     """What the engine computed for a batch: per-sample results and the concatenated records."""
 
     def __init__(self, M, n):
-        self.time = np.zeros(M)
-        self.converged = np.zeros(M, dtype=np.bool_)
-        self.final = np.zeros((M, n))
-        self.star = np.zeros((M, n))
-        self.fallback = np.zeros(M, dtype=np.bool_)
+        self.results = _kx.SampleResults(np.zeros(M), np.zeros(M, dtype=np.bool_), np.zeros((M, n)), np.zeros((M, n)),
+                                         np.zeros(M, dtype=np.bool_))
+        self.time, self.converged, self.final, self.star, self.fallback = self.results
 
     def collect(self, blocks):
         names_seg = ("seg_sample", "seg_start", "seg_end", "seg_state", "seg_active", "seg_sliding", "seg_k",

@@ -26,14 +26,14 @@ couples the samples is made exact here:
 """
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._common.memory import check_memory
-from .._common.rounds import Rounds
-from ..kernels import force as _force
-from ..kernels import heat as _kheat
+from ..._common.blocks import BlockRunner
+from ..._common.memory import check_memory
+from ..._common.rounds import Rounds
+from ...kernels import force as _force
+from ...kernels import heat as _kheat
 
 # Parts have at least this many samples, and there are at most MAX_PARTS of
 # them.  Every part costs about 1 us per Euler step whatever its size (its
@@ -153,16 +153,6 @@ class HeatPart:
                            self.phi_buf, self.work, self.blk_buf, self.counters)
 
 
-def each_in_pool(parts, fn, pool):
-    """``fn(part)`` for every part, in the pool's threads when there is a pool."""
-    if pool is None or len(parts) == 1:
-        for p in parts:
-            fn(p)
-        return
-    for f in [pool.submit(fn, p) for p in parts]:
-        f.result()
-
-
 def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on_progress=None):
     """Advance all parts together until the run converges, reaches ``max_steps`` or goes non-finite.
 
@@ -174,10 +164,8 @@ def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on
     non-finite run: at or after the first non-finite step, see
     :func:`nonfinite_step`).
     """
-    workers = min(threads, len(parts))
-    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
     rounds = Rounds(progress_every or max_steps)
-    try:
+    with BlockRunner(threads, len(parts)) as runner:
         while True:
             base = parts[0].step
             if base >= max_steps:
@@ -187,12 +175,12 @@ def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on
                 for p in parts:
                     p.reserve_records(target // record_every + 2)
             start = time.perf_counter()
-            each_in_pool(parts, lambda p: p.run(target, True), pool)
+            runner.map(lambda p: p.run(target, True), parts)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
             latest = max(p.step for p in parts)
             behind = [p for p in parts if p.step < latest]
-            each_in_pool(behind, lambda p: p.run(latest, False), pool)
+            runner.map(lambda p: p.run(latest, False), behind)
             rounds.update(target - base, time.perf_counter() - start)
             if any(p.status == _kheat.STATUS_NONFINITE for p in parts):
                 return _kheat.STATUS_NONFINITE
@@ -204,9 +192,6 @@ def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on
                 return _kheat.STATUS_CONVERGED
             for p in parts:
                 p.counters[_kheat.C_STATUS] = _kheat.STATUS_RUNNING
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
 
 
 def nonfinite_step(parts):

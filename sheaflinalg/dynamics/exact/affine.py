@@ -17,9 +17,10 @@ submatrix of ``L_m``, still symmetric positive definite.
 import numpy as np
 import scipy.sparse as sp
 
-from ..sheaf import pins as _pins
-from ..sheaf.assembly import assemble
-from ..sheaf.layout import Layout
+from ...kernels import exact as _kx
+from ...sheaf import pins as _pins
+from ...sheaf.assembly import assemble
+from ...sheaf.layout import Layout
 
 
 def _dummy_soft(soft):
@@ -71,7 +72,6 @@ class AffineField:
         Db = sp.csr_matrix(one.delta_boundary)
         self.e = self._boundary_vectors(net, X, reduced, soft, lam) @ Db.T + one.edge_offset[None, :]
         self.P, self.p0 = self._weight_forces(net, X, lay, units)
-        self.P_dense = self.P.toarray()
 
     @staticmethod
     def _boundary_vectors(net, X, reduced, soft, lam):
@@ -99,8 +99,22 @@ class AffineField:
         P = sp.csr_matrix((vals, (rows, cols)), shape=(len(units), self.n))
         return P, p0
 
+    def operator(self, pins):
+        """The kernels' :class:`~sheaflinalg.kernels.exact.ExactOperator` with the hard pins ``pins`` (positions)."""
+        held = np.zeros(self.n, dtype=np.bool_)
+        held[np.asarray(pins, dtype=np.int64)] = True
+        return _kx.ExactOperator(*_csr(self.D0), *_csr(self.D0.T), self.ea_rows.astype(np.int64),
+                                 self.z_index.astype(np.int64), self.a_index.astype(np.int64), held, *_csr(self.P))
+
     def coboundary(self, active):
         """``D_m`` (CSR) for the unit mask ``active`` (bool, one entry per hidden unit)."""
         on = np.flatnonzero(active)
         R = sp.csr_matrix((-np.ones(on.size), (self.ea_rows[on], self.z_index[on])), shape=self.D0.shape)
         return (self.D0 + R).tocsr()
+
+
+def _csr(M):
+    """``(indptr, indices, data)`` of ``M`` as CSR with sorted indices (int64, float64)."""
+    M = sp.csr_matrix(M)
+    M.sort_indices()
+    return (M.indptr.astype(np.int64), M.indices.astype(np.int64), M.data.astype(np.float64))

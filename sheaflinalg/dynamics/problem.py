@@ -1,0 +1,133 @@
+"""What every method of :func:`~sheaflinalg.dynamics.heat.heat` starts from: :class:`HeatProblem`.
+
+The options shared by the methods (rate, tolerance, initial state, pins, soft
+pins, reluctance, reduced system, threads) are validated here, then resolved
+once into the layout, the pins and the initial free cochain.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._common.threads import resolve_threads
+from .._common.validation import check_optional_int, check_positive, check_seed, check_tol
+from ..sheaf import pins as _pins
+from ..sheaf.layout import Layout
+from ..sheaf.state import initial_state
+
+
+def weight_norm(W):
+    """Spectral norm ``||W||_2``: exact (LAPACK SVD) up to 2000 columns/rows, else ARPACK ``svds`` + 1 %."""
+    if min(W.shape) <= 2000:
+        return float(np.linalg.norm(W, 2))
+    from scipy.sparse.linalg import svds
+
+    return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
+
+
+def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
+    """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
+
+    ``delta_Omega = I - N`` where ``N`` holds one block per block row and per
+    block column (``R_l``, ``W_{l+1}`` for ``l >= 1``, and the output Jacobian
+    ``J``), so ``||N||_2`` is the largest block norm and
+
+    ``lambda_max <= (1 + max(1, ||W_2||_2, ..., ||W_{k+1}||_2))^2 + max gamma + lambda``
+
+    (``||R|| <= 1``; ``||J|| <= 1`` for sigmoid, tanh and softmax; hard pins
+    take principal submatrices, which only lowers ``lambda_max``; soft pins
+    and reluctance add at most ``gamma + lambda`` on the diagonal).  For a
+    nonlinear output it bounds the linearised (Gauss-Newton) operator; the
+    output curvature term ``phi''(z) (phi(z) - yhat)`` is not included.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> net = sl.Network.random([2, 4, 1], seed=0)
+    >>> lambda_max_bound(net) >= 4.0
+    True
+    """
+    m = 1.0
+    for W in net.weights[1:]:
+        m = max(m, weight_norm(W))
+    return (1.0 + m) ** 2 + float(gamma_max) + float(reluctance)
+
+
+@dataclass(frozen=True)
+class SharedSettings:
+    """The options every method uses, validated (see :func:`sheaflinalg.heat` for their meaning)."""
+
+    alpha: float
+    tol: float
+    init: object
+    seed: object
+    threads: int
+    progress: bool
+
+    @classmethod
+    def validated(cls, alpha, tol, init, seed, threads, progress):
+        check_seed(seed)
+        return cls(alpha=check_positive(alpha, "alpha"), tol=check_tol(tol, "tol"), init=init, seed=seed,
+                   threads=resolve_threads(check_optional_int(threads, "threads")), progress=bool(progress))
+
+
+@dataclass
+class HeatProblem:
+    """A heat run's inputs, resolved: samples, layout, pins, initial state, the bound on ``lambda_max``.
+
+    Attributes
+    ----------
+    net : Network
+    X : ndarray, shape (n_samples, n_0)
+    layout : Layout
+    hard : resolved hard pins (``index``, ``values``, ``labels``)
+    soft : resolved soft pins (``index``, ``values``, ``gamma``, ``labels``, ``size``)
+    lam : float
+        Reluctance strength (0: none); ``anchor`` its anchor (rows) or None.
+    S0 : ndarray, shape (n_free, n_samples)
+        Initial free cochain, samples in columns, hard pins set.
+    bound : float
+        :func:`lambda_max_bound` of the network with its soft pins and reluctance.
+    settings : SharedSettings
+    """
+
+    net: object
+    X: np.ndarray
+    layout: Layout
+    hard: object
+    soft: object
+    lam: float
+    anchor: object
+    S0: np.ndarray
+    bound: float
+    settings: SharedSettings
+
+    @property
+    def n_samples(self):
+        return int(self.X.shape[0])
+
+
+def check_reduced(net, reduced, pins, soft_pins):
+    """``reduced`` resolved: the default is the reduced system for identity output without output pins."""
+    if reduced is None:
+        return _pins.default_reduced(net, pins, soft_pins)
+    if reduced and net.output != "identity":
+        raise ValueError(f"reduced=True needs identity output (this network has {net.output!r})")
+    return bool(reduced)
+
+
+def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
+    """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
+    resolved = _pins.resolve_pins(net, X, Layout(net.dims, reduced=reduced), pins, soft_pins, reluctance)
+    lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
+    net.forward_states(X)  # refuses a network whose forward pass overflows, naming the layer
+    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
+    if not np.isfinite(bound):
+        raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
+                         f"({bound}); no dt is stable")
+    # Copy: for one free row or one sample the columns view can alias the caller's init array.
+    S0 = np.array(initial_state(net, X, lay, settings.init, settings.seed), dtype=np.float64, order="C", copy=True)
+    S0[hard.index] = hard.values.T
+    return HeatProblem(net=net, X=X, layout=lay, hard=hard, soft=soft, lam=lam, anchor=anchor, S0=S0, bound=bound,
+                       settings=settings)
+
