@@ -81,7 +81,7 @@ def test_switch_statistics_of_an_euler_result_is_a_clear_error():
                                       (dict(dts=()), "dts must hold at least one"),
                                       (dict(dts=(0.01, -1.0)), "dts"), (dict(times=5.0), "times must be a sequence"),
                                       (dict(alpha=0.0), "alpha"), (dict(seed=-1), "seed"),
-                                      (dict(clamp={"a1": 1.0}), "extra keywords")])
+                                      (dict(clamp={"a1": 1.0}), "unexpected keyword")])
 def test_convergence_study_checks_every_argument_before_the_exact_run(monkeypatch, kw, match):
     from sheaflinalg.dynamics import study
 

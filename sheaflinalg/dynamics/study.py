@@ -60,9 +60,6 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
     alpha = check_positive(alpha, "alpha")
     check_seed(seed)
     check_affine(net)
-    unknown = sorted(set(pins) - {"pins", "soft_pins", "reluctance"})
-    if unknown:
-        raise ValueError(f"convergence_study takes pins, soft_pins and reluctance as extra keywords; got {unknown}")
     steps = np.rint(times[None, :] / dts[:, None]).astype(np.int64)
     if not np.allclose(steps * dts[:, None], times[None, :], rtol=1e-9, atol=0):
         raise ValueError(f"times {times.tolist()} must be multiples of every dt in {dts.tolist()}")
