@@ -108,7 +108,8 @@ def test_serial_pool_and_dask_give_the_same_rows(tmp_path):
 
 def test_rerun_skips_done_runs_and_failed_runs_are_kept_or_retried(tmp_path):
     db = tmp_path / "r.db"
-    assert sl.sweep.run(VERIFY, db, jobs=1, progress=False) == {"planned": 8, "done": 8, "failed": 0, "skipped": 0}
+    assert sl.sweep.run(VERIFY, db, jobs=1, progress=False) == {"planned": 8, "done": 8, "failed": 0, "skipped": 0,
+                                                            "elsewhere": 0}
     assert sl.sweep.run(VERIFY, db, jobs=1, progress=False)["skipped"] == 8
     unstable = {"sweep": {"function": "heat", "metrics": ["steps"]}, "fixed": {"arch": [2, 4, 1], "dt": 50.0},
                 "grid": {"seed": [0, 1]}}

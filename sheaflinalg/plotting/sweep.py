@@ -1,5 +1,7 @@
 """Figures of parameter sweeps: a metric against a parameter, one line per value of another."""
 
+import difflib
+
 import numpy as np
 
 from .training import _plt
@@ -28,6 +30,12 @@ def plot_sweep(rows, x, y, hue=None, ax=None, logx=None, logy=None, mark=None):
     >>> [t.get_text() for t in ax.get_legend().get_texts()]
     ['n_train = 10', 'n_train = 20']
     """
+    columns = {k for r in rows for k in r}
+    for option, name in (("x", x), ("y", y), ("hue", hue)):
+        if name is not None and name not in columns:
+            close = difflib.get_close_matches(str(name), sorted(columns), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"the runs have {', '.join(sorted(columns))}"
+            raise ValueError(f"{option}: no column {name!r}; {hint}")
     rows = [r for r in rows if r.get(y) is not None and r.get(x) is not None and r.get("status", "done") == "done"]
     if not rows:
         raise ValueError(f"no finished run has both {x!r} and {y!r}")
