@@ -62,6 +62,36 @@ REFUSALS = [
      "`seed` is also set in [fixed]"),
     ({"sweep": {"function": "train", "metrics": ["lambda_min_median"]}}, "needs spectral tracking"),
     ({"sweep": {"function": "train", "metrics": ["steps"]}, "fixed": {"arch": [2, 0, 1]}}, "`arch` must be"),
+    # hostile specs: refused before any run, by the rule that covers them
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"max_steps": "10**10**10"}},
+     "refused before computing it"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"max_steps": "round(7, -10**12)"}},
+     "refused before computing it"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"max_steps": "2**64"}}, "must fit in 64 bits"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"dt": "float(10**400)"}},
+     "too large for a float"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"dt": "-(" * 600 + "1" + ")" * 600}},
+     "at most 1000 characters"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"], "labels": ["status"]}, "fixed": {"status": 1}},
+     "`status`: a reserved name"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"], "labels": ["Run_ID"]}, "grid": {"Run_ID": [1, 2]}},
+     "a reserved name"),
+    ({"sweep": {"function": "train", "metrics": ["steps"], "labels": ["T", "t"]}, "fixed": {"T": 1.0},
+      "zip": {"t": [1, 2]}}, "`t` and `T` (in [fixed]) differ only by case"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "grid": {"seed": {"range": [0, 10**9, 1]}}},
+     "the plan has 1,000,000,000 runs"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]},
+      "grid": {"dt": {"linspace": [0.1, 1, 10**5]}, "seed": [0, 1]}}, "the plan has 200,000 runs"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "grid": {"dt": [0.1, float("nan")]}},
+     "`dt` must be a finite number > 0, got nan"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "derived": {"tol": "-1.0"}},
+     "`tol` must be a finite number >= 0"),
+    ({"sweep": {"function": "train", "metrics": ["steps"]}, "fixed": {"task": "parabolid"}},
+     "unknown task 'parabolid'; did you mean `paraboloid`?"),
+    ({"sweep": {"function": "spectrum", "metrics": ["seconds"]}, "grid": {"system": ["reduced", "fre"]}},
+     "did you mean `free`?"),
+    ({"sweep": {"function": "train", "metrics": ["steps"]}, "grid": {"seed": [0, -1]}}, "`seed` must be an integer >= 0"),
+    ({"sweep": {"function": "train", "metrics": ["steps"], "name": {"a": 1}}}, "[sweep] name"),
 ]
 
 
@@ -84,6 +114,12 @@ def test_command_line_refusals_exit_2_with_one_line(tmp_path, capsys):
     broken.write_text("[sweep\nfunction = 1")
     assert main(["sweep", "run", str(broken), "--db", str(tmp_path / "r.db")]) == 2
     assert "malformed TOML" in capsys.readouterr().err
+    binary = tmp_path / "binary.toml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe[sweep]")
+    for path, why in ((binary, "not a TOML text file"), (tmp_path, "cannot read")):  # binary file, directory
+        assert main(["sweep", "run", str(path), "--db", str(tmp_path / "r.db")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0] and why in err[0], err
     assert not (tmp_path / "r.db").exists()
 
 
