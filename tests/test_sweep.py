@@ -228,30 +228,6 @@ def test_a_sweep_killed_with_sigkill_resumes_with_every_run_once(tmp_path):
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def test_two_sweeps_writing_one_database_at_once(tmp_path):
-    spec = tmp_path / "s.toml"
-    spec.write_text(textwrap.dedent("""
-        [sweep]
-        function = "verify"
-        metrics = ["passed"]
-        [fixed]
-        arch = [2, 20, 1]
-        [grid]
-        seed = { range = [0, 40, 1] }
-    """))
-    db = tmp_path / "r.db"
-    sl.sweep.run(spec, tmp_path / "warm.db", jobs=1, progress=False)   # everything imported and cached once
-    children = [_sweep_child(spec, db) for _ in range(2)]
-    for c in children:
-        _, err = c.communicate(timeout=300)
-        assert c.returncode == 0, err
-    rows = sl.sweep.load(db, records=True)
-    assert len(rows) == 40 and len({r["run_id"] for r in rows}) == 40
-    assert all(r["status"] == "done" for r in rows)
-    with sqlite3.connect(db) as con:
-        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-
-
 @pytest.mark.parametrize("name,steps", [("integration_time", None), ("beta_scaling", 3000)])
 def test_the_paper_sweeps_replay_their_records(name, steps, tmp_path):
     with open(ROOT / "sweeps" / f"{name}.toml", "rb") as f:

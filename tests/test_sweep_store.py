@@ -278,6 +278,7 @@ def test_ctrl_c_stops_cleanly_and_resumes_exactly(tmp_path):
 
 
 def test_two_drivers_on_one_store_compute_each_run_once(tmp_path):
+    """Each run claimed before it is computed: the work is shared, never doubled, and the store is whole."""
     spec, db = tmp_path / "s.toml", tmp_path / "r.db"
     spec.write_text(textwrap.dedent("""
         [sweep]
@@ -289,7 +290,7 @@ def test_two_drivers_on_one_store_compute_each_run_once(tmp_path):
         seed = { range = [0, 30, 1] }
     """))
     sl.sweep.run(spec, tmp_path / "warm.db", jobs=1, progress=False)   # everything imported and cached once
-    drivers = [_driver(spec, db, 1) for _ in range(2)]
+    drivers = [_driver(spec, db, jobs) for jobs in (1, 2)]          # one serial, one with a pool
     counts = []
     for d in drivers:
         out, err = d.communicate(timeout=300)
@@ -299,3 +300,7 @@ def test_two_drivers_on_one_store_compute_each_run_once(tmp_path):
     assert all(c["done"] + c["skipped"] + c["elsewhere"] == 30 for c in counts)
     rows = sl.sweep.load(db, records=True)
     assert len(rows) == 30 and all(r["status"] == "done" for r in rows)
+    with sqlite3.connect(db) as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
+    con.close()

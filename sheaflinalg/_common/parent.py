@@ -18,22 +18,29 @@ POLL_S = 1.0
 
 
 def exit_with_parent(parent_pid, poll=POLL_S):
-    """In a child process: exit as soon as the process ``parent_pid`` is gone.
-
-    Examples
-    --------
-    >>> exit_with_parent(os.getppid())   # here: the test runner's parent is alive, nothing happens
-    """
+    """In a child process: exit as soon as the process ``parent_pid`` is gone (checked every ``poll`` s)."""
     start_ppid = os.getppid()
-    if not pid_running(parent_pid):
+    if parent_gone(parent_pid, start_ppid):
         os._exit(1)
     thread = threading.Thread(target=_watch, args=(parent_pid, start_ppid, poll), daemon=True,
                               name="sheaflinalg-parent-watch")
     thread.start()
 
 
+def parent_gone(parent_pid, start_ppid):
+    """Whether the process ``parent_pid`` ended, or this process was re-parented since its parent was
+    ``start_ppid``.
+
+    Examples
+    --------
+    >>> parent_gone(os.getppid(), os.getppid())
+    False
+    """
+    return os.getppid() != start_ppid or not pid_running(parent_pid)
+
+
 def _watch(parent_pid, start_ppid, poll):
     while True:
         time.sleep(poll)
-        if os.getppid() != start_ppid or not pid_running(parent_pid):
+        if parent_gone(parent_pid, start_ppid):
             os._exit(1)           # no cleanup to do: the parent that would use our results is gone
