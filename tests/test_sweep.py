@@ -92,6 +92,10 @@ REFUSALS = [
      "did you mean `free`?"),
     ({"sweep": {"function": "train", "metrics": ["steps"]}, "grid": {"seed": [0, -1]}}, "`seed` must be an integer >= 0"),
     ({"sweep": {"function": "train", "metrics": ["steps"], "name": {"a": 1}}}, "[sweep] name"),
+    ({"sweep": {"function": "heat", "metrics": ["steps"]}, "grid": {"arch": [[2, 4, 1], [3, 4, 1]]}},
+     "`arch` [3, 4, 1] takes 3 inputs, but the samples of task 'paraboloid' have 2"),
+    ({"sweep": {"function": "train", "metrics": ["steps"]}, "fixed": {"task": "blobs", "arch": [2, 4, 1]}},
+     "has 1 outputs, but the targets of task 'blobs' have 4"),
 ]
 
 

@@ -21,6 +21,7 @@ everything random in a run.  Every run runs with one thread for the kernels
 and for BLAS, so a run gives the same numbers in any executor.
 """
 
+import functools
 import math
 import time
 
@@ -95,6 +96,13 @@ DOMAINS = {
     "task": tasks.TASKS, "output": OUTPUTS, "init": INITS, "loss": LOSSES, "output_force": OUTPUT_FORCES,
     "system": SYSTEMS, "method": SPECTRUM_METHODS, "backend": BACKENDS, "record": tasks.PAPER_SWEEPS,
 }
+
+
+@functools.lru_cache(maxsize=None)
+def task_widths(task):
+    """``(inputs, outputs)`` of a task's samples, from one sample of :func:`sheaflinalg.tasks.make`."""
+    data = tasks.make(task, 1, 1, seed=0)
+    return data.X_train.shape[1], data.Y_train.shape[1]
 
 
 def parameters(function):

@@ -335,6 +335,13 @@ def _check_setup(function, p, metrics):
                         "(steps between spectra) in [fixed]")
     if "max_rel_error_to_record" in metrics and "record" not in p:
         raise SpecError("[sweep] metrics: `max_rel_error_to_record` needs `record` and `group`")
+    if "record" not in p:
+        task, arch = (p.get(k) or calls.DEFAULTS[k] for k in ("task", "arch"))
+        n_in, n_out = calls.task_widths(task)
+        if arch[0] != n_in:
+            raise SpecError(f"`arch` {arch} takes {arch[0]} inputs, but the samples of task {task!r} have {n_in}")
+        if function in ("train", "sgd") and arch[-1] != n_out:
+            raise SpecError(f"`arch` {arch} has {arch[-1]} outputs, but the targets of task {task!r} have {n_out}")
     if "record" in p:
         if p["record"] not in PAPER_SWEEPS:
             raise SpecError(f"`record`: unknown paper sweep {p['record']!r}; expected one of "
