@@ -61,8 +61,13 @@ def run(spec, db, jobs=None, client=None, scheduler=None, retry_failed=False, pr
     [True, True]
     """
     spec = spec if isinstance(spec, Spec) else load_spec(spec)
+    _check_db(db)
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
+    if client is not None and not callable(getattr(client, "submit", None)):
+        raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
+    if not isinstance(retry_failed, bool):
+        raise TypeError(f"retry_failed must be True or False, got {type(retry_failed).__name__}")
     own_client = scheduler is not None and client is None
     if own_client:              # before the store: a bad address writes nothing
         client = execute.connect(scheduler)
@@ -128,7 +133,15 @@ def load(db, sweep=None, records=False):
 
 def flatten(rows):
     """One dict per run: its parameters, its metrics (``NAME (metric)`` when a parameter has that name),
-    ``status`` and ``run_id`` (names a specification may not use, :data:`spec.RESERVED`)."""
+    ``status`` and ``run_id`` (names a specification may not use, :data:`spec.RESERVED`).
+
+    Examples
+    --------
+    >>> flatten([{"params": {"steps": 10}, "metrics": {"steps": 7}, "status": "done", "run_id": "ab"}])
+    [{'steps': 10, 'steps (metric)': 7, 'status': 'done', 'run_id': 'ab'}]
+    """
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"params", "metrics"} <= set(r) for r in rows):
+        raise TypeError(f"rows must be the list of dicts of load(db, records=True), got {type(rows).__name__}")
     return [dict(r["params"], **{_metric_column(k, r["params"]): v for k, v in r["metrics"].items()},
                  status=r["status"], run_id=r["run_id"]) for r in rows]
 
@@ -149,10 +162,14 @@ def status(db):
     return _read(db, count)
 
 
-def _read(db, what):
-    """``what(store)`` with ``db`` opened read-only (it must exist; nothing is written to it)."""
+def _check_db(db):
     if not isinstance(db, (str, os.PathLike)):
         raise TypeError(f"db must be a file name (str or path-like), got {type(db).__name__}")
+
+
+def _read(db, what):
+    """``what(store)`` with ``db`` opened read-only (it must exist; nothing is written to it)."""
+    _check_db(db)
     store = Store(db, readonly=True)
     try:
         return what(store)
@@ -162,6 +179,9 @@ def _read(db, what):
 
 def export_csv(db, path, sweep=None):
     """Write one CSV row per run: every parameter (fixed, axes, derived), every metric, ``status``."""
+    _check_db(db)
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a file name (str or path-like), got {type(path).__name__}")
     if os.path.exists(db) and os.path.exists(path) and os.path.samefile(db, path):
         raise ValueError(f"--csv {path} is the database itself; name another file")
     rows = load(db, sweep, records=True)

@@ -81,14 +81,26 @@ def read(spec):
     """The raw specification dict from a path, a TOML string or a dict."""
     if isinstance(spec, dict):
         return spec
-    if isinstance(spec, (str, os.PathLike)) and os.path.exists(spec):
+    if not isinstance(spec, (str, os.PathLike)):
+        raise TypeError(f"a sweep specification is a TOML file name, a TOML text or a dict, got "
+                        f"{type(spec).__name__}")
+    if os.path.exists(spec):
         return _read_file(os.fspath(spec))
     if isinstance(spec, str) and ("\n" in spec or "[sweep]" in spec):
-        try:
-            return tomllib.loads(spec)
-        except tomllib.TOMLDecodeError as exc:
-            raise SpecError(f"malformed TOML ({exc})") from None
-    raise SpecError(f"no sweep specification file {spec!r}")
+        return _parse(spec, "")
+    raise SpecError(f"no sweep specification file {os.fspath(spec)!r}")
+
+
+def _parse(text, where):
+    """The dict of a TOML text (``where``: the file name and a colon, or nothing)."""
+    if len(text) > MAX_FILE:
+        raise SpecError(f"{where}a specification is a short TOML text (at most {MAX_FILE} bytes)")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{where}malformed TOML ({exc})") from None
+    except RecursionError:
+        raise SpecError(f"{where}malformed TOML (arrays or tables nested too deeply)") from None
 
 
 def _read_file(path):
@@ -105,10 +117,7 @@ def _read_file(path):
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"{path}: not a TOML text file (byte {exc.start} is not UTF-8)") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: malformed TOML ({exc})") from None
+    return _parse(text, f"{path}: ")
 
 
 def _suggest(name, choices):
@@ -202,7 +211,7 @@ def _load(raw):
     """The steps of :func:`load`: the header, the parameter sections, the expansion, per-run checks."""
     unknown = set(raw) - set(SECTIONS)
     if unknown:
-        key = sorted(unknown)[0]
+        key = sorted(map(str, unknown))[0]
         raise SpecError(f"unknown section [{key}]{_suggest(key, SECTIONS)}")
     head = raw.get("sweep")
     if not isinstance(head, dict):

@@ -125,6 +125,8 @@ class Store:
     """
 
     def __init__(self, path, readonly=False):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a file name (str or path-like), got {type(path).__name__}")
         self.path, self.readonly = os.fspath(path), readonly
         self.owner = f"{platform.node()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self.artifacts = self.path + ".artifacts"
