@@ -140,7 +140,18 @@ def test_plot_refuses_an_unknown_column_with_a_suggestion(tmp_path, capsys):
     assert len(err) == 1 and "hue: no column 'sede'; did you mean 'seed'?" in err[0], err
     assert main(["sweep", "plot", str(db), "--x", "seed", "--y", "bogus", "--out", str(out)]) == 2
     assert "y: no column 'bogus'" in capsys.readouterr().err
+    assert main(["sweep", "plot", str(db), "--x", "arch", "--y", "passed", "--out", str(out)]) == 2
+    assert "the x axis needs numbers (use it as --hue)" in capsys.readouterr().err
     assert not out.exists()
+    assert main(["sweep", "plot", str(db), "--x", "seed", "--y", "passed", "--hue", "arch", "--out", str(out)]) == 0
+
+
+def test_a_file_in_the_place_of_the_artifacts_directory_is_refused_before_any_run(tmp_path):
+    db = tmp_path / "r.db"
+    (tmp_path / "r.db.artifacts").write_text("mine")
+    with pytest.raises(sl.sweep.StoreError, match="a file has its name"):
+        sl.sweep.run(dict(VERIFY, sweep={"function": "heat", "metrics": ["steps"]}), db, jobs=1, progress=False)
+    assert not db.exists()
 
 
 def test_workers_are_never_more_than_runs_or_cores(tmp_path, monkeypatch):

@@ -100,6 +100,11 @@ def _explain(path, exc):
                 f"({text}); let that process finish, or stop it, and run again")
     if "not a database" in text:
         return f"{path}: not a sweep database (not an SQLite file: {text}); give --db a new file"
+    if "readonly" in text or "read-only" in text:
+        return (f"{path}: cannot write the database ({text}): the file or its directory is read-only; "
+                "sweep status, export and plot only read it")
+    if "full" in text:
+        return f"{path}: the disk is full ({text}); free some space and run again: finished runs are kept"
     if "malformed" in text or "corrupt" in text:
         return f"{path}: the database is damaged ({text}); restore it from a copy, or use a new --db"
     return f"{path}: SQLite error ({text})"
@@ -137,6 +142,9 @@ class Store:
             prepare_target(self.path, "--db")
         elif os.path.isdir(self.path):
             raise StoreError(f"{self.path}: a directory, not a sweep database")
+        if not readonly and os.path.exists(self.artifacts) and not os.path.isdir(self.artifacts):
+            raise StoreError(f"{self.artifacts}: the runs' arrays go to this directory, but a file has its name; "
+                             "move it away")
         self.db = None
         try:
             self.db = self._connect()
