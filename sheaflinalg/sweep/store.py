@@ -207,14 +207,13 @@ class Store:
         self.db.execute("COMMIT")
 
     def close(self):
-        """Release this driver's claims (when writable), stop its heartbeat, close the connection."""
+        """Stop the heartbeat and release the claims of this driver (if it claimed any), close."""
         if self.db is None:
             return
         try:
-            if self._beat is not None:
+            if self._beat is not None:       # this driver claimed runs: release those not finished
                 self._beat[0].set()
                 self._beat[1].join(timeout=5)
-            if not self.readonly:
                 self.release()
         finally:
             self.db.close()
