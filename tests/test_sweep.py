@@ -216,7 +216,10 @@ def test_a_sweep_killed_with_sigkill_resumes_with_every_run_once(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:               # kill once some, not all, runs are stored
         time.sleep(0.05)
-        n = len(sl.sweep.load(db, records=True)) if db.exists() else 0
+        try:
+            n = len(sl.sweep.load(db, records=True))
+        except sl.sweep.StoreError:                  # not there yet, or being created
+            n = 0
         if n >= 2:
             break
     os.killpg(child.pid, signal.SIGKILL)              # the driver and its workers

@@ -52,6 +52,11 @@ def test_another_applications_database_is_refused_untouched(tmp_path, capsys):
         assert [r[0] for r in con.execute("SELECT name FROM sqlite_master")] == ["notes"]
     con.close()
     assert not (tmp_path / "x.csv").exists() and not (tmp_path / "x.png").exists()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(sl.sweep.StoreError, match="an empty database: no sweep has been run into it"):
+        sl.sweep.status(empty)
+    assert empty.read_bytes() == b""
 
 
 def test_reading_a_store_never_writes_it(tmp_path, capsys):

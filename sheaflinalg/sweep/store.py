@@ -173,7 +173,9 @@ class Store:
             if version > SCHEMA_VERSION:
                 raise StoreError(f"{self.path}: a sweep store of a newer sheaflinalg (schema {version}); "
                                  "upgrade sheaflinalg to open it")
-        elif app != 0 or not (tables == set() and not self.readonly or self._legacy(tables)):
+        elif app == 0 and not tables and self.readonly:
+            raise StoreError(f"{self.path}: an empty database: no sweep has been run into it (yet)")
+        elif app != 0 or not (tables == set() or self._legacy(tables)):
             what = f"application id {app:#x}" if app else (f"tables {', '.join(sorted(tables))}" if tables
                                                            else "no tables")
             raise StoreError(f"{self.path}: not a sweep database ({what}); sheaflinalg reads and writes only "
