@@ -162,7 +162,7 @@ def test_a_file_in_the_place_of_the_artifacts_directory_is_refused_before_any_ru
 def test_workers_are_never_more_than_runs_or_cores(tmp_path, monkeypatch):
     seen = []
 
-    def fake_pool(function, runs, labels, jobs):
+    def fake_pool(function, runs, labels, jobs, tick=None):
         seen.append(jobs)
         return execute.serial(function, runs, labels)
 

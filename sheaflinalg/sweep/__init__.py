@@ -90,11 +90,11 @@ def _run(spec, db, jobs, client, retry_failed, progress):
         claimed = _claimed(store, ids, pending, retry_failed, counts)
         workers = min(jobs or get_num_threads(), len(pending), available_cores())
         if client is not None:
-            outcomes = execute.dask(spec.function, claimed, spec.labels, client)
+            outcomes = execute.dask(spec.function, claimed, spec.labels, client, tick=store.beat)
         elif workers <= 1:
             outcomes = execute.serial(spec.function, claimed, spec.labels)
         else:
-            outcomes = execute.pool(spec.function, claimed, spec.labels, workers)
+            outcomes = execute.pool(spec.function, claimed, spec.labels, workers, tick=store.beat)
         with progress_bar(len(pending), progress and len(pending) > 1, f"sweep {spec.name}", unit="run") as bar:
             for i, outcome in outcomes:
                 store.write(spec, ids[i], spec.runs[i], outcome)

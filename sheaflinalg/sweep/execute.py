@@ -16,6 +16,7 @@ from .._common.threads import process_pool
 from . import calls
 
 CONNECT_S = 5
+TICK_S = 10.0       # while waiting for results, the driver calls ``tick`` (its heartbeat) this often
 
 
 def execute_one(function, params, labels=()):
@@ -33,35 +34,44 @@ def execute_one(function, params, labels=()):
             "started": started, "finished": finished, "seconds": finished - started}
 
 
-def serial(function, runs, labels):
-    """Outcomes ``(index, outcome)`` of the runs ``[(index, params)]`` (any iterable), one after another."""
+def serial(function, runs, labels, tick=None):
+    """Outcomes ``(index, outcome)`` of the runs ``[(index, params)]`` (any iterable), one after another
+    (``tick``: unused here, the runs run in the caller's thread)."""
     for i, params in runs:
         yield i, execute_one(function, params, labels)
 
 
-def pool(function, runs, labels, jobs):
-    """The same in ``jobs`` worker processes, at most ``jobs`` runs in flight; outcomes in completion order."""
+def pool(function, runs, labels, jobs, tick=None):
+    """The same in ``jobs`` worker processes, at most ``jobs`` runs in flight; outcomes in completion order.
+    ``tick()`` is called every :data:`TICK_S` seconds while waiting."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     with process_pool(jobs) as ex:
         yield from _stream(lambda params: ex.submit(execute_one, function, params, labels),
-                           lambda fs: wait(fs, return_when=FIRST_COMPLETED).done,
-                           lambda fs: [f.cancel() for f in fs], runs, jobs)
+                           lambda fs: wait(fs, timeout=TICK_S, return_when=FIRST_COMPLETED).done,
+                           lambda fs: [f.cancel() for f in fs], runs, jobs, tick)
 
 
-def dask(function, runs, labels, client):
+def dask(function, runs, labels, client, tick=None):
     """The same on a Dask cluster (``client``: a ``dask.distributed.Client``), two runs in flight per
     worker thread."""
     from dask.distributed import wait
 
+    def wait_any(fs):
+        try:
+            return wait(fs, timeout=TICK_S, return_when="FIRST_COMPLETED").done
+        except TimeoutError:        # dask raises where concurrent.futures returns nothing done
+            return set()
+
     limit = max(1, 2 * sum(client.nthreads().values()))
     yield from _stream(lambda params: client.submit(execute_one, function, params, labels, pure=False),
-                       lambda fs: wait(fs, return_when="FIRST_COMPLETED").done, client.cancel, runs, limit)
+                       wait_any, client.cancel, runs, limit, tick)
 
 
-def _stream(submit, wait_any, cancel, runs, limit):
+def _stream(submit, wait_any, cancel, runs, limit, tick=None):
     """``(index, outcome)`` of ``runs`` submitted with ``submit``, at most ``limit`` in flight: the next
-    run is taken from the iterator only when a slot frees (after the caller handled an outcome)."""
+    run is taken from the iterator only when a slot frees (after the caller handled an outcome);
+    ``tick()`` after each wait (``wait_any`` returns after at most :data:`TICK_S` seconds)."""
     runs, running = iter(runs), {}
 
     def top_up():
@@ -73,6 +83,8 @@ def _stream(submit, wait_any, cancel, runs, limit):
         while running:
             for f in wait_any(list(running)):
                 yield running.pop(f), f.result()
+            if tick is not None:
+                tick()
             top_up()
     except BaseException:
         cancel(list(running))

@@ -9,7 +9,10 @@ no duplicates; a ``done`` row is never overwritten).  Writers wait for each othe
 Before computing a run, a driver *claims* it (table ``claims``: owner, host, pid, heartbeat), in the
 same transaction that checks the run is not finished, so two drivers on one store compute each run
 once.  A claim is released with the run's row, or when its driver stops; the claim of a driver that
-died (its pid gone on this host, or no heartbeat for :data:`STALE_S` seconds) is taken back.
+died (its pid gone, on this host; no heartbeat for :data:`STALE_S` seconds, on another) is taken back.  The
+heartbeat is refreshed by the driver's own thread (:meth:`Store.beat`, between runs and while it waits
+for results): a second thread inside SQLite could hold SQLite's locks at the moment a process pool
+forks its workers, and a worker would then deadlock on them.
 
 The store recognises its own files: a database it creates carries :data:`APPLICATION_ID` (``PRAGMA
 application_id``) and :data:`SCHEMA_VERSION`; any other database is refused untouched, and the
@@ -26,7 +29,6 @@ import json
 import os
 import platform
 import sqlite3
-import threading
 import time
 import urllib.parse
 import uuid
@@ -135,7 +137,8 @@ class Store:
         self.path, self.readonly = os.fspath(path), readonly
         self.owner = f"{platform.node()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self.artifacts = self.path + ".artifacts"
-        self._beat = None
+        self._claimed = False
+        self._last_beat = 0.0
         if not os.path.exists(self.path):
             if readonly:
                 raise StoreError(f"{self.path}: no such sweep database")
@@ -209,13 +212,11 @@ class Store:
         self.db.execute("COMMIT")
 
     def close(self):
-        """Stop the heartbeat and release the claims of this driver (if it claimed any), close."""
+        """Release the claims of this driver (if it claimed any) and close."""
         if self.db is None:
             return
         try:
-            if self._beat is not None:       # this driver claimed runs: release those not finished
-                self._beat[0].set()
-                self._beat[1].join(timeout=5)
+            if self._claimed:               # this driver claimed runs: release those not finished
                 self.release()
         finally:
             self.db.close()
@@ -275,8 +276,17 @@ class Store:
                 return "busy"
             self.db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?)",
                             (rid, self.owner, platform.node(), os.getpid(), time.time()))
-        self._start_heartbeat()
+        self._claimed = True
+        self.beat()
         return "claimed"
+
+    @_sqlite_errors
+    def beat(self):
+        """Refresh the heartbeat of this driver's claims (at most every :data:`HEARTBEAT_S` seconds)."""
+        now = time.time()
+        if self._claimed and now - self._last_beat >= HEARTBEAT_S:
+            self.db.execute("UPDATE claims SET heartbeat = ? WHERE owner = ?", (now, self.owner))
+            self._last_beat = now
 
     @_sqlite_errors
     def running_ids(self, ids):
@@ -292,14 +302,6 @@ class Store:
         """Drop this driver's claims (the runs it did not finish become pending again)."""
         with self._transaction():
             self.db.execute("DELETE FROM claims WHERE owner = ?", (self.owner,))
-
-    def _start_heartbeat(self):
-        if self._beat is None:
-            stop = threading.Event()
-            thread = threading.Thread(target=_heartbeat, args=(self.path, self.owner, stop), daemon=True,
-                                      name="sheaflinalg-sweep-heartbeat")
-            thread.start()
-            self._beat = (stop, thread)
 
     @_sqlite_errors
     def write(self, spec, rid, params, outcome):
@@ -351,23 +353,11 @@ class Store:
 
 
 def _alive(host, pid, heartbeat):
-    """Whether the driver of a claim still runs: its pid on this host, a recent heartbeat elsewhere."""
-    if time.time() - heartbeat > STALE_S:
-        return False
-    return host != platform.node() or pid_running(pid)
-
-
-def _heartbeat(path, owner, stop):
-    """Refresh the heartbeat of ``owner``'s claims every :data:`HEARTBEAT_S` seconds until ``stop``."""
-    db = sqlite3.connect(path, timeout=BUSY_MS / 1000, isolation_level=None)
-    try:
-        while not stop.wait(HEARTBEAT_S):
-            try:
-                db.execute("UPDATE claims SET heartbeat = ? WHERE owner = ?", (time.time(), owner))
-            except sqlite3.Error:       # a missed beat only lets another driver take the run back later
-                pass
-    finally:
-        db.close()
+    """Whether the driver of a claim still runs: its pid on this host (exact, whatever the length of
+    its runs), a heartbeat younger than :data:`STALE_S` seconds for a driver on another host."""
+    if host == platform.node():
+        return pid_running(pid)
+    return time.time() - heartbeat <= STALE_S
 
 
 def _sql(value):
