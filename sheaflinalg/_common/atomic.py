@@ -46,7 +46,7 @@ def temp_path(path, pid=None, token=None):
     return os.path.join(os.path.dirname(path), f"{_stem(path)}.{pid}.{token}.tmp")
 
 
-def _pid_running(pid):
+def pid_running(pid):
     """Whether process ``pid`` exists (a zombie counts as running until it is reaped)."""
     if os.name != "posix":            # os.kill(pid, 0) would terminate the process on Windows
         return True
@@ -87,7 +87,7 @@ def remove_stale_temps(path):
         with _active_lock:
             mine = full in _active
         # A temp of our own pid that we are not writing was left by a dead process whose pid was reused.
-        if mine or (pid != os.getpid() and _pid_running(pid)):
+        if mine or (pid != os.getpid() and pid_running(pid)):
             continue
         with contextlib.suppress(OSError):
             os.remove(full)

@@ -15,6 +15,7 @@ import os
 import statistics
 import threading
 
+from .parent import exit_with_parent
 from .validation import check_int
 
 ENV_VAR = "SHEAFLINALG_NUM_THREADS"
@@ -161,13 +162,16 @@ def blas_limit(threads):
     return controller.limit(limits=threads, user_api="blas")
 
 
-def worker_init(threads=1):
+def worker_init(threads=1, parent=None):
     """Initializer of a process-pool worker: ``threads`` threads for the kernels and for BLAS.
 
     Pass it as ``initializer=`` of a ``ProcessPoolExecutor`` (see :func:`process_pool`), so that
-    ``jobs`` workers never run more than ``jobs * threads`` threads.
+    ``jobs`` workers never run more than ``jobs * threads`` threads.  With ``parent`` (the pid of the
+    process that makes the pool) the worker exits when that process is gone (killed with ``kill -9``).
     """
     threads = _positive_int(threads, "threads")
+    if parent is not None:
+        exit_with_parent(parent)
     os.environ[ENV_VAR] = str(threads)
     set_num_threads(threads)
     controller = _controller()
@@ -188,7 +192,7 @@ def process_pool(jobs, threads_per_worker=1, mp_context=None):
 
     jobs = _positive_int(jobs, "jobs")
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context, initializer=worker_init,
-                               initargs=(_positive_int(threads_per_worker, "threads_per_worker"),))
+                               initargs=(_positive_int(threads_per_worker, "threads_per_worker"), os.getpid()))
 
 
 class LoadProbe:

@@ -1,5 +1,7 @@
 """``sheaflinalg sweep run | status | export | plot``: scripted parameter sweeps (see :mod:`sheaflinalg.sweep`)."""
 
+import sys
+
 HELP = "run a parameter sweep from a TOML file into an SQLite store; its status, CSV export and plots"
 RESUME = "finished runs are kept in the store: run the same command again to continue"
 
@@ -32,18 +34,12 @@ def run(args):
     from .. import sweep
 
     if args.action == "run":
-        if args.jobs is not None and args.jobs < 1:
-            raise ValueError("--jobs must be at least 1")
-        counts = sweep.run(args.spec, args.db, jobs=args.jobs, scheduler=args.scheduler,
-                           retry_failed=args.retry_failed, progress=not args.no_progress)
-        print(f"{counts['planned']} runs planned: {counts['done']} done now, {counts['failed']} failed now, "
-              f"{counts['skipped']} kept from before")
-        return 0 if counts["failed"] == 0 else 1
+        return _run(sweep, args)
     if args.action == "status":
-        print(f"{'sweep':<24}{'function':<10}{'planned':>9}{'done':>7}{'failed':>8}{'remaining':>11}")
+        print(f"{'sweep':<24}{'function':<10}{'planned':>9}{'done':>7}{'failed':>8}{'running':>9}{'remaining':>11}")
         for s in sweep.status(args.db):
             print(f"{s['name']:<24}{s['function']:<10}{s['planned']:>9}{s['done']:>7}{s['failed']:>8}"
-                  f"{s['remaining']:>11}")
+                  f"{s['running']:>9}{s['remaining']:>11}")
         return 0
     if args.action == "export":
         n = sweep.export_csv(args.db, args.csv)
@@ -53,8 +49,7 @@ def run(args):
     from ..plotting.sweep import plot_sweep
 
     prepare_target(args.out, "--out")
-    rows = sweep.load(args.db, records=True)
-    flat = [dict(r["params"], **r["metrics"], status=r["status"]) for r in rows]
+    flat = sweep.flatten(sweep.load(args.db, records=True))
     ax = plot_sweep(flat, args.x, args.y, hue=args.hue, mark=args.mark)
     try:
         save_figure(ax.figure, args.out, "--out", dpi=150, bbox_inches="tight")
@@ -64,3 +59,19 @@ def run(args):
         plt.close(ax.figure)         # a command may run many times in one process (tests, scripts)
     print(f"figure: {args.out}")
     return 0
+
+
+def _run(sweep, args):
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
+    try:
+        counts = sweep.run(args.spec, args.db, jobs=args.jobs, scheduler=args.scheduler,
+                           retry_failed=args.retry_failed, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"\nsheaflinalg sweep: interrupted; the finished runs are stored in {args.db}: run the same "
+              "command again to resume", file=sys.stderr)
+        return 130
+    elsewhere = f", {counts['elsewhere']} being run by another driver" if counts["elsewhere"] else ""
+    print(f"{counts['planned']} runs planned: {counts['done']} done now, {counts['failed']} failed now, "
+          f"{counts['skipped']} kept from before{elsewhere}")
+    return 0 if counts["failed"] == 0 else 1

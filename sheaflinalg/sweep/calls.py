@@ -21,6 +21,7 @@ everything random in a run.  Every run runs with one thread for the kernels
 and for BLAS, so a run gives the same numbers in any executor.
 """
 
+import functools
 import math
 import time
 
@@ -28,12 +29,17 @@ import numpy as np
 
 from .. import tasks
 from .._common.threads import blas_limit, num_threads
-from ..dynamics.heat import heat
+from .._common.validation import check_int, check_positive, check_real, check_seed, check_tol
+from ..dynamics.heat import OUTPUT_FORCES, heat
+from ..network.activations import OUTPUTS
 from ..network.model import Network
+from ..sheaf.factor import BACKENDS
+from ..sheaf.state import INITS
 from ..sheaf.verify import verify
-from ..spectral.drivers import spectrum
+from ..spectral.drivers import METHODS as SPECTRUM_METHODS, SYSTEMS, spectrum
 from ..spectral.tracker import SpectralTracker
 from ..training.joint import train
+from ..training.losses import LOSSES
 from ..training.sgd import sgd
 
 SETUP_TRAINING = {"task": str, "arch": list, "output": str, "n_train": int, "n_test": int, "seed": int,
@@ -65,6 +71,38 @@ FUNCTIONS = {
 }
 DEFAULTS = {"task": "paraboloid", "arch": [2, 30, 1], "output": None, "n_train": 300, "n_test": 100, "seed": 0,
             "n_inputs": 50, "record": None, "group": None, "track_every": 0}
+
+
+
+def _finite(value, name):
+    value = check_real(value, name)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return value
+
+
+def _count(minimum):
+    return lambda value, name: check_int(value, name, minimum)
+
+
+#: The checks the calls apply to each parameter (the library's own validators), run on every value of
+#: a sweep before its first run: a check function, or the tuple of accepted strings.
+DOMAINS = {
+    "alpha": check_positive, "beta": check_positive, "dt": check_positive, "lr": check_positive,
+    "tol": check_tol, "logdet_tol": check_tol, "loss_param": _finite, "seed": check_seed,
+    "steps": _count(1), "epochs": _count(1), "epoch_steps": _count(1), "record_every": _count(1),
+    "max_steps": _count(1), "n_train": _count(1), "n_test": _count(1), "n_inputs": _count(1), "k": _count(1),
+    "maxiter": _count(1), "ncv": _count(1), "dense_max": _count(0), "track_every": _count(0),
+    "task": tasks.TASKS, "output": OUTPUTS, "init": INITS, "loss": LOSSES, "output_force": OUTPUT_FORCES,
+    "system": SYSTEMS, "method": SPECTRUM_METHODS, "backend": BACKENDS, "record": tasks.PAPER_SWEEPS,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def task_widths(task):
+    """``(inputs, outputs)`` of a task's samples, from one sample of :func:`sheaflinalg.tasks.make`."""
+    data = tasks.make(task, 1, 1, seed=0)
+    return data.X_train.shape[1], data.Y_train.shape[1]
 
 
 def parameters(function):

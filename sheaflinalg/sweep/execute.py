@@ -1,16 +1,22 @@
 """Running a sweep: the pending runs in this process, in a process pool, or on a Dask cluster.
 
 No scheduler of our own: the standard library's ``ProcessPoolExecutor`` here (one kernel and one BLAS
-thread per worker, :func:`sheaflinalg.process_pool`), ``dask.distributed`` there.  Results come back
-to this process, which writes each one to the store as soon as it arrives.
+thread per worker, :func:`sheaflinalg.process_pool`; a worker exits when its parent is gone),
+``dask.distributed`` there.  Each executor takes the runs as an iterator and keeps only a few in
+flight, so the driver claims a run in the store just before it is submitted (two drivers on one store
+share the runs); results come back to this process, which writes each one as soon as it arrives.
 """
 
+import itertools
 import platform
 import time
 import traceback
 
 from .._common.threads import process_pool
 from . import calls
+
+CONNECT_S = 5
+TICK_S = 10.0       # while waiting for results, the driver calls ``tick`` (its heartbeat) this often
 
 
 def execute_one(function, params, labels=()):
@@ -28,47 +34,75 @@ def execute_one(function, params, labels=()):
             "started": started, "finished": finished, "seconds": finished - started}
 
 
-def serial(function, pending, labels):
-    """Outcomes ``(index, outcome)`` of the pending runs ``[(index, params)]``, one after another."""
-    for i, params in pending:
+def serial(function, runs, labels, tick=None):
+    """Outcomes ``(index, outcome)`` of the runs ``[(index, params)]`` (any iterable), one after another
+    (``tick``: unused here, the runs run in the caller's thread)."""
+    for i, params in runs:
         yield i, execute_one(function, params, labels)
 
 
-def pool(function, pending, labels, jobs):
-    """The same in ``jobs`` worker processes; outcomes in completion order."""
-    from concurrent.futures import as_completed
+def pool(function, runs, labels, jobs, tick=None):
+    """The same in ``jobs`` worker processes, at most ``jobs`` runs in flight; outcomes in completion order.
+    ``tick()`` is called every :data:`TICK_S` seconds while waiting."""
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     with process_pool(jobs) as ex:
-        futures = {ex.submit(execute_one, function, params, labels): i for i, params in pending}
+        yield from _stream(lambda params: ex.submit(execute_one, function, params, labels),
+                           lambda fs: wait(fs, timeout=TICK_S, return_when=FIRST_COMPLETED).done,
+                           lambda fs: [f.cancel() for f in fs], runs, jobs, tick)
+
+
+def dask(function, runs, labels, client, tick=None):
+    """The same on a Dask cluster (``client``: a ``dask.distributed.Client``), two runs in flight per
+    worker thread."""
+    from dask.distributed import wait
+
+    def wait_any(fs):
         try:
-            for f in as_completed(futures):
-                yield futures[f], f.result()
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+            return wait(fs, timeout=TICK_S, return_when="FIRST_COMPLETED").done
+        except TimeoutError:        # dask raises where concurrent.futures returns nothing done
+            return set()
+
+    limit = max(1, 2 * sum(client.nthreads().values()))
+    yield from _stream(lambda params: client.submit(execute_one, function, params, labels, pure=False),
+                       wait_any, client.cancel, runs, limit, tick)
 
 
-def dask(function, pending, labels, client):
-    """The same on a Dask cluster (``client``: a ``dask.distributed.Client``)."""
-    from dask.distributed import as_completed
+def _stream(submit, wait_any, cancel, runs, limit, tick=None):
+    """``(index, outcome)`` of ``runs`` submitted with ``submit``, at most ``limit`` in flight: the next
+    run is taken from the iterator only when a slot frees (after the caller handled an outcome);
+    ``tick()`` after each wait (``wait_any`` returns after at most :data:`TICK_S` seconds)."""
+    runs, running = iter(runs), {}
 
-    futures = {client.submit(execute_one, function, params, labels, pure=False): i for i, params in pending}
+    def top_up():
+        for i, params in itertools.islice(runs, limit - len(running)):
+            running[submit(params)] = i
+
     try:
-        for f in as_completed(list(futures)):
-            yield futures[f], f.result()
+        top_up()
+        while running:
+            for f in wait_any(list(running)):
+                yield running.pop(f), f.result()
+            if tick is not None:
+                tick()
+            top_up()
     except BaseException:
-        client.cancel(list(futures))
+        cancel(list(running))
         raise
 
 
 def connect(scheduler):
-    """A ``dask.distributed.Client`` of the scheduler at ``scheduler`` (a clear error without Dask)."""
+    """A ``dask.distributed.Client`` of the scheduler at ``scheduler``, within :data:`CONNECT_S` seconds
+    (a clear error without Dask, for a malformed address, or when nothing answers)."""
+    if not isinstance(scheduler, str) or not scheduler.strip():
+        raise ValueError(f"--scheduler must be an address like tcp://HOST:8786, got {scheduler!r}")
     try:
         from dask.distributed import Client
     except ImportError:
         raise ValueError("--scheduler needs Dask: pip install 'sheaflinalg[dask]'") from None
     try:
-        return Client(scheduler, timeout=30)
-    except (OSError, TimeoutError) as exc:
-        raise ValueError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        return Client(scheduler, timeout=CONNECT_S)
+    except Exception as exc:  # noqa: BLE001 - whatever Dask raises, the address gave no scheduler
+        raise ValueError(f"--scheduler {scheduler}: cannot connect to a Dask scheduler within {CONNECT_S} s "
+                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); check the address "
+                         "(tcp://HOST:PORT) and that the scheduler runs") from None
