@@ -30,7 +30,8 @@ import numpy as np
 from .. import tasks
 from .._common.threads import blas_limit, num_threads
 from .._common.validation import check_int, check_positive, check_real, check_seed, check_tol
-from ..dynamics.heat import OUTPUT_FORCES, heat
+from ..dynamics.euler.settings import OUTPUT_FORCES
+from ..dynamics.heat import heat
 from ..network.activations import OUTPUTS
 from ..network.model import Network
 from ..sheaf.factor import BACKENDS
