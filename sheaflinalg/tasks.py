@@ -24,7 +24,7 @@ from ._common.npzfile import read_npz
 from .network.activations import OUTPUTS as OUTPUT_ACTIVATIONS
 from .network.io import layer_arrays
 from ._common.memory import FLOAT, check_memory
-from ._common.validation import check_choice, check_int, check_seed, check_tol
+from ._common.validation import check_choice, check_int, check_path, check_seed, check_tol
 from .network.model import Network
 from .training import sgd, train
 
@@ -315,7 +315,7 @@ def load_experiment(path):
     >>> exp.network.dims, exp.meta["dt"]
     ([2, 30, 1], 0.005)
     """
-    path = Path(os.fspath(path))
+    path = Path(check_path(path, "path"))
     f = read_npz(path, "experiment file")
     f.require(["X_train", "Y_train", "X_test", "Y_test", "W1", "b1", "meta"])
     meta = f.json("meta")

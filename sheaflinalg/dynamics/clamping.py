@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import as_samples, check_choice
+from ..network.model import check_network
 from ..sheaf import pins as _pins
 from ..sheaf.assembly import assemble
 from ..sheaf.factor import BACKENDS, cholesky
@@ -232,6 +233,7 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     >>> float(c.block("a1")[0, 0])
     2.0
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")

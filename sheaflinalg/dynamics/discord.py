@@ -12,10 +12,13 @@ and the pinned analysis of any network (:mod:`sheaflinalg.dynamics.pinned`).
 
 import numpy as np
 
-from .._common.validation import as_float64, check_choice
-from ..sheaf.assembly import AugmentedSheafSystem
+from .._common.validation import as_float64, check_choice, check_type
+from ..sheaf.assembly import AugmentedSheafSystem, check_system
 from .pinned import PinnedDiscord, pinned  # noqa: F401 (sl.discord.pinned)
 from .residuals import EdgeResiduals, residuals  # noqa: F401 (sl.discord.residuals)
+
+__all__ = ["edge_discrepancies", "discord_by_block", "edge_kind", "edge_layer", "group", "group_history",
+           "pinned", "PinnedDiscord", "residuals", "EdgeResiduals"]
 
 
 def edge_discrepancies(system, free):
@@ -42,6 +45,7 @@ def edge_discrepancies(system, free):
     >>> float(abs(edge_discrepancies(s, h.free)).max()) < 1e-12
     True
     """
+    check_system(system)
     M = system.n_samples
     n = system.delta_free.shape[1] // M
     free = as_float64(free, "free")
@@ -71,6 +75,7 @@ def discord_by_block(system, free):
     >>> sorted(discord_by_block(s, np.zeros((1, 7))))
     ['e_a1', 'e_z1', 'e_z2']
     """
+    check_system(system)
     e = edge_discrepancies(system, free)
     lay = system.layout
     out = {b.name: 0.5 * (e[:, b.slice] ** 2).sum(axis=1) for b in lay.edge_blocks}
@@ -86,6 +91,7 @@ def discord_by_block(system, free):
 
 def edge_kind(label):
     """Kind of an edge-block label: ``weight``, ``activation``, ``output``, ``pin`` or ``reluctance``."""
+    check_type(label, str, "label", "an edge-block label (str, e.g. 'e_z1')")
     if label == "e_pin":
         return "pin"
     if label == "e_rel":
@@ -143,4 +149,6 @@ def group(values, labels, by="type"):
 
 def group_history(history, by="type"):
     """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (see :func:`group`)."""
+    if not (hasattr(history, "discord") and hasattr(history, "labels")):  # HeatHistory: heat.py imports this module
+        raise TypeError(f"history must be a HeatHistory (the history of a heat run), got {type(history).__name__}")
     return group(history.discord, history.labels, by)

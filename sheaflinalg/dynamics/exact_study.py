@@ -4,7 +4,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples, check_positive
+from .._common.validation import as_samples, check_positive, check_type
+from ..network.model import check_network
+from .exact_result import ExactHeatResult
 from .heat import heat
 
 
@@ -52,6 +54,7 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
     >>> 0.7 < st.slope < 1.3
     True
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     dts = np.array([check_positive(d, "dts") for d in dts])
     times = np.array([check_positive(t, "times") for t in times])
@@ -86,6 +89,7 @@ def switch_statistics(result):
     >>> summary["samples"]
     5
     """
+    check_type(result, ExactHeatResult, "result", "an ExactHeatResult (from sl.heat(..., method=\"exact\"))")
     sw, ep = result.switches, result.sliding_episodes
     ev = np.bincount(result.events["sample"], minlength=sw.size) if len(result.events) else np.zeros_like(sw)
     summary = dict(samples=int(sw.size), mean_switches=float(sw.mean()), max_switches=int(sw.max()),

@@ -19,6 +19,7 @@ from .._common.validation import (as_samples, check_choice, check_int, check_opt
                                   check_seed, check_tol)
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
+from ..network.model import check_network
 from ..sheaf import pins as _pins
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state, to_rows
@@ -64,6 +65,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     >>> lambda_max_bound(net) >= 4.0
     True
     """
+    check_network(net)
     m = 1.0
     for W in net.weights[1:]:
         m = max(m, weight_norm(W))
@@ -280,6 +282,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     >>> res.converged, bool(np.allclose(res.output, net.forward([[0.5, -1.0]]), atol=1e-10))
     (True, True)
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     alpha = check_positive(alpha, "alpha")

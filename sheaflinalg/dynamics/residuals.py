@@ -15,6 +15,7 @@ import numpy as np
 
 from .._common.validation import as_float64, as_samples
 from ..network import activations
+from ..network.model import check_network
 from ..sheaf.layout import Layout
 
 
@@ -97,6 +98,7 @@ def residuals(net, X, state, layout=None):
     >>> r.edge_names, float(np.abs(r.by_edge()).max())
     (['W1', 'R1', 'W2', 'out'], 0.0)
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     state = as_float64(state, "state")
     if state.ndim == 1:

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from .._common.memory import FLOAT, check_memory
-from .._common.validation import as_float64, as_samples, check_dims, check_seed
+from .._common.validation import as_float64, as_samples, check_dims, check_seed, check_type
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 from .io import read_network, write_network
@@ -45,6 +45,24 @@ def parameter_offsets(dims):
         boff[l] = off
         off += dims[l]
     return woff, boff, off
+
+
+def check_network(net, name="net"):
+    """Return ``net`` if it is a :class:`Network`, else a TypeError saying what was expected and what was got.
+
+    Applied first by every public function taking a network (it lives beside
+    the class, as ``_common`` cannot import it); a file name gets the hint to
+    load it.
+
+    Examples
+    --------
+    >>> check_network("net.npz")
+    Traceback (most recent call last):
+    ...
+    TypeError: net must be a sheaflinalg.Network, got str 'net.npz' (load a network file with sl.Network.load(path))
+    """
+    hint = " (load a network file with sl.Network.load(path))" if isinstance(net, (str, os.PathLike)) else ""
+    return check_type(net, Network, name, "a sheaflinalg.Network", hint)
 
 
 class Network:

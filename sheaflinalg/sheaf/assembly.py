@@ -12,8 +12,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._common.memory import check_memory
-from .._common.validation import as_float64, as_samples
+from .._common.validation import as_float64, as_samples, check_type
 from ..network import activations
+from ..network.model import Network, check_network
 from . import pins as _pins
 from .harmonic import harmonic_extension
 from .layout import Layout
@@ -42,6 +43,20 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     return rows
 
 
+def check_system(system, name="system"):
+    """Return ``system`` if it is an assembled :class:`SheafSystem`, else a TypeError naming what was got.
+
+    Examples
+    --------
+    >>> check_system("x")
+    Traceback (most recent call last):
+    ...
+    TypeError: system must be a sheaflinalg.SheafSystem (from sl.assemble), got str 'x'
+    """
+    hint = " (assemble one with sl.assemble(net, x))" if isinstance(system, Network) else ""
+    return check_type(system, SheafSystem, name, "a sheaflinalg.SheafSystem (from sl.assemble)", hint)
+
+
 class SheafSystem:
     """The assembled neural sheaf of one sample or a batch (block diagonal, sample-major).
 
@@ -66,6 +81,7 @@ class SheafSystem:
     """
 
     def __init__(self, net, X, pattern, reduced=False):
+        check_network(net)
         self.network = net
         self.X = X
         self.n_samples = X.shape[0]
@@ -232,6 +248,7 @@ class AugmentedSheafSystem(SheafSystem):
     """
 
     def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None):
+        check_network(net)
         super().__init__(net, X, pattern, reduced)
         if linearise_at is not None:
             self._linearise(np.asarray(linearise_at, dtype=np.float64).reshape(self.n_samples, -1))
@@ -453,6 +470,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     >>> bool((s.delta_free.diagonal() == 1.0).all())
     True
     """
+    check_network(net)
     X, _ = as_samples(x, net.dims[0], name="x")
     check_memory(system_bytes(net, X.shape[0]), f"the sparse sheaf system of {X.shape[0]} samples",
                  "assemble fewer samples at a time (samples are independent blocks)")

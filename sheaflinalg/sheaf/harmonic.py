@@ -15,7 +15,7 @@ import numpy as np
 from .._common.threads import blas_limit, resolve_threads
 from .._common.validation import as_samples, check_optional_int
 from ..network import activations
-from ..network.model import NetworkOverflowError
+from ..network.model import NetworkOverflowError, check_network
 from .layout import Layout
 from .patterns import normalise_pattern
 
@@ -111,6 +111,7 @@ def harmonic_extension(net, X, pattern=None, threads=None):
     >>> bool(np.allclose(h.output, net.forward(X), rtol=1e-12, atol=0))
     True
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     threads = resolve_threads(check_optional_int(threads, "threads"))
     M = X.shape[0]

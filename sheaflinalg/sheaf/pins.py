@@ -41,12 +41,13 @@ A coordinate may not be both hard- and soft-pinned, nor selected twice in
 one specification.
 """
 
+import numbers
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_float64
+from .._common.validation import as_float64, check_real, check_type
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@0-9]+?)\s*(?:\[([^\]]*)\])?\s*$")
 
@@ -72,6 +73,10 @@ class SoftPins:
     targets: dict
     gamma: object = 1.0
 
+    def __post_init__(self):
+        check_type(self.targets, dict, "SoftPins targets", "a dict {selector: values}")
+        check_type(self.gamma, (numbers.Real, dict), "SoftPins gamma", "a number > 0 or a dict {selector: gamma}")
+
 
 @dataclass
 class Reluctance:
@@ -85,6 +90,9 @@ class Reluctance:
 
     lam: float
     anchor: object = None
+
+    def __post_init__(self):
+        check_real(self.lam, "Reluctance lam")
 
 
 @dataclass

@@ -6,6 +6,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from .._common.validation import as_samples, check_choice, check_tol
+from ..network.model import check_network
 from .assembly import assemble
 from .factor import BACKENDS, cholesky, cholmod_available
 from .harmonic import harmonic_extension
@@ -195,6 +196,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     >>> sl.verify(net, X).passed
     True
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")

@@ -32,8 +32,8 @@ from .._common.memory import FLOAT, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_choice, check_int, check_optional_int, check_tol
-from ..network.model import NetworkOverflowError
-from ..sheaf.assembly import assemble
+from ..network.model import NetworkOverflowError, check_network
+from ..sheaf.assembly import assemble, check_system
 from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
@@ -230,6 +230,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     >>> sp.block_names
     ['z1', 'a1', 'z2']
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
@@ -355,6 +356,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
     >>> sp.method, sp.lambda_min.shape
     ('superlu', (3,))
     """
+    check_system(system)
     check_choice(solver, SOLVERS, "solver")
     check_choice(method, METHODS, "method")
     tol = check_tol(tol, "tol")

@@ -14,6 +14,7 @@ import os
 from .._common.atomic import write_text
 from .._common.progress import progress_bar
 from .._common.threads import get_num_threads
+from .._common.validation import check_path
 from . import execute
 from .spec import Spec, SpecError, load as load_spec
 from .store import Store
@@ -87,6 +88,7 @@ def run(spec, db, jobs=None, client=None, scheduler=None, retry_failed=False, pr
 def load(db, sweep=None, records=False):
     """The runs of ``db`` (of ``sweep``): a pandas DataFrame (one column per parameter and metric,
     ``status``) when pandas is installed and ``records`` is False, else a list of dicts."""
+    db = check_path(db, "db")
     if not os.path.exists(db):
         raise ValueError(f"{db}: no such sweep database")
     store = Store(db)
@@ -107,6 +109,7 @@ def load(db, sweep=None, records=False):
 
 def status(db):
     """``[{name, function, planned, done, failed, remaining}]`` per sweep of ``db``."""
+    db = check_path(db, "db")
     if not os.path.exists(db):
         raise ValueError(f"{db}: no such sweep database")
     store = Store(db)

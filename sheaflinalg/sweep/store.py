@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from .._common.atomic import prepare_target, save_npz
+from .._common.validation import check_path
 from .._common.version import VERSION
 
 SCHEMA = """
@@ -69,7 +70,7 @@ class Store:
     """
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        self.path = check_path(path, "db")
         if not os.path.exists(self.path):
             prepare_target(self.path, "--db")
         try:
