@@ -298,7 +298,8 @@ def load_experiment(path):
     ``z0_1..``/``a0_1..``, optional recorded curves and a JSON ``meta``
     (``n_steps``, ``dt``, ``beta``, ``sgd_lr``; optional ``alpha``,
     ``epoch_steps``, ``warm_start``, ``output_activation``, ``arch``); read
-    without pickle, every entry checked before use.
+    without pickle, every entry checked before use; entries an experiment
+    file does not hold are ignored with one warning naming them.
 
     Raises
     ------
@@ -306,7 +307,7 @@ def load_experiment(path):
         No such file.
     ValueError
         Naming the file and the entry: the file is corrupt or truncated, an
-        entry is missing, unexpected, not finite float64, of the wrong shape,
+        entry is missing, not finite float64, of the wrong shape,
         or a ``meta`` field is missing or invalid.
 
     Examples
@@ -333,7 +334,7 @@ def load_experiment(path):
     hidden = range(1, len(dims) - 1)
     stalks = [f"z0_{l}" for l in range(1, len(dims))] + [f"a0_{l}" for l in hidden]
     f.require(stalks)
-    f.refuse_others(["X_train", "Y_train", "X_test", "Y_test", "meta", *_CURVES, *stalks]
+    f.ignore_others(["X_train", "Y_train", "X_test", "Y_test", "meta", *_CURVES, *stalks]
                     + [f"{p}{l}" for l in range(1, len(dims)) for p in "Wb"])
     X_train = f.float_array("X_train", (dims[0], None))
     n = X_train.shape[1]

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import struct
+import warnings
 import zipfile
 
 import numpy as np
@@ -40,6 +41,10 @@ def content_digest(arrays, text=""):
 
 class FileFormatError(ValueError):
     """A file that cannot be used: corrupt, truncated, crafted, or not of the expected kind."""
+
+
+class UnreadEntriesWarning(UserWarning):
+    """A file holds entries that its reader does not know and ignores."""
 
 
 def read_npz(path, what):
@@ -179,12 +184,14 @@ class NpzEntries:
         if missing:
             raise self.error(f"is not a complete {self.what}: missing entries {missing}")
 
-    def refuse_others(self, allowed):
-        """Raise when the file holds entries not in ``allowed``."""
-        extra = sorted(self.names - set(allowed))
+    def ignore_others(self, known):
+        """Warn once, naming them, about the entries not in ``known``: they are never read, so they
+        cannot harm (a user may store final weights beside a record); they were checked as plain
+        arrays (no pickle, sizes within the file) when the archive was read."""
+        extra = sorted(self.names - set(known))
         if extra:
-            raise self.error(f"holds unexpected entries {extra}: the file is crafted or not a sheaflinalg "
-                             f"{self.what}")
+            warnings.warn(f"{self.path}: ignoring entries {extra} that a sheaflinalg {self.what} does not "
+                          "hold (they are not read)", UnreadEntriesWarning, stacklevel=3)
 
     def raw(self, name):
         """The entry as read (no checks beyond the archive's)."""

@@ -308,8 +308,9 @@ class Network:
             If there is no such file.
         ValueError
             Naming the file and the entry: corrupt or truncated file, arrays
-            that need pickle, missing or unexpected entries, entries that are
-            not finite float64 arrays or whose shapes do not chain.
+            that need pickle, missing entries, entries that are not finite
+            float64 arrays or whose shapes do not chain.  Entries a network
+            file does not hold are ignored with one warning naming them.
         """
         weights, biases, output = read_network(path)
         try:
