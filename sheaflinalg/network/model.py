@@ -364,6 +364,9 @@ class Network:
         """Import a PyTorch ``nn.Sequential`` of ``Linear``/``ReLU`` layers.
 
         An optional final ``Sigmoid``, ``Tanh`` or ``Softmax`` (over the last
-        dimension) becomes the output activation.  Weights are converted to float64.
+        dimension) becomes the output activation.  Real floating-point
+        parameters on any device are copied to the CPU as float64; parameters
+        on the meta device (no values) are refused with a ValueError, complex,
+        integer, boolean and quantized ones with a TypeError.
         """
         return cls(*network_arrays_from_torch(module))
