@@ -4,7 +4,7 @@ import argparse
 import importlib
 import sys
 
-from .commands import NAMES
+from .commands import NAMES, check_outputs
 
 
 def _available_commands():
@@ -57,6 +57,7 @@ def main(argv=None):
         print(exc, file=sys.stderr)
         return 2
     try:
+        check_outputs(args)
         return int(args._run(args) or 0)
     except (ValueError, TypeError, OSError, MemoryError) as exc:
         message = " ".join(str(exc).split())  # one line
