@@ -59,7 +59,7 @@ def main(argv=None):
     try:
         check_outputs(args)
         return int(args._run(args) or 0)
-    except (ValueError, TypeError, OSError, MemoryError) as exc:
+    except (ValueError, TypeError, OSError, MemoryError, ImportError) as exc:
         message = " ".join(str(exc).split())  # one line
         print(f"sheaflinalg {args.command}: error: {message}", file=sys.stderr)
         return 2

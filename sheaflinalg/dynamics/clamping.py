@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples, check_choice
+from .._common.validation import as_samples, check_choice, check_int
 from ..network.model import check_network
 from ..sheaf import pins as _pins
 from ..sheaf.assembly import assemble
-from ..sheaf.factor import BACKENDS, cholesky
+from ..sheaf.factor import check_backend, cholesky
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern
 from ..sheaf.verify import unit_lower_triangular_certificate
@@ -237,9 +237,8 @@ def complete(net, X, clamp=None, soft_pins=None, free_inputs=None, pattern=None,
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
-    check_choice(backend, BACKENDS, "backend")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    check_backend(backend)
+    max_iter = check_int(max_iter, "max_iter")
     reduced = net.output == "identity" and not (_pins.spec_mentions_output(clamp)
                                                 or _pins.spec_mentions_output(soft_pins))
     lay = Layout(net.dims, reduced=reduced)

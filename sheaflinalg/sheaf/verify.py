@@ -5,10 +5,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .._common.validation import as_samples, check_choice, check_tol
+from .._common.validation import as_samples, check_tol
 from ..network.model import check_network
 from .assembly import assemble
-from .factor import BACKENDS, cholesky, cholmod_available
+from .factor import check_backend, cholesky, cholmod_available
 from .harmonic import harmonic_extension
 
 
@@ -225,7 +225,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     X, _ = as_samples(X, net.dims[0])
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
-    check_choice(backend, BACKENDS, "backend")
+    check_backend(backend)
     M = X.shape[0]
     h = harmonic_extension(net, X)
     reference = _forward_reference(net, X)
