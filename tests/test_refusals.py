@@ -125,6 +125,22 @@ API_CASES = [
     ("sgd epochs float", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, epochs=2.0, progress=False), TypeError, "epochs"),
     ("sgd loss_param str", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, loss="huber", loss_param="x", progress=False),
      TypeError, "loss_param"),
+    # flags are booleans, never read by truthiness
+    ("spectrum vectors str", lambda: sl.spectrum(NET, X5, vectors="no", progress=False), TypeError, "vectors"),
+    ("spectrum full int", lambda: sl.spectrum(NET, X5, full=1, progress=False), TypeError, "full"),
+    ("spectrum_of_system vectors", lambda: sl.spectrum_of_system(SYSTEM, vectors=None), TypeError, "vectors"),
+    ("assemble reduced str", lambda: sl.assemble(NET, X5, reduced="yes"), TypeError, "reduced"),
+    # an option the path ignores is refused
+    ("spectrum solver unpinned", lambda: sl.spectrum(NET, X5, solver="superlu", progress=False), ValueError,
+     "solver='superlu' has no effect without pins"),
+    ("spectrum solver bogus", lambda: sl.spectrum(NET, X5, solver="bogus", progress=False), ValueError, "solver"),
+    ("lambda_max_bound gamma str", lambda: sl.lambda_max_bound(NET, gamma_max="1"), TypeError, "gamma_max"),
+    ("lambda_max_bound reluctance<0", lambda: sl.lambda_max_bound(NET, reluctance=-1.0), ValueError,
+     "reluctance"),
+    ("residuals layout", lambda: sl.discord.residuals(NET, X5, np.zeros((5, 10)), layout="full"), TypeError,
+     "sheaflinalg.Layout"),
+    ("assemble linearise_at shape", lambda: sl.assemble(NET, X5, linearise_at=np.zeros((2, 1))), ValueError,
+     "linearise_at"),
 ]
 
 

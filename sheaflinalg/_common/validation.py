@@ -162,6 +162,38 @@ def check_real(value, name):
     return float(value)
 
 
+def check_bool(value, name):
+    """Return ``value`` as a bool if it is one (Python or numpy), else TypeError: a flag is never read
+    by truthiness (``vectors="no"`` would mean True).
+
+    Examples
+    --------
+    >>> check_bool(False, "vectors")
+    False
+    >>> check_bool("no", "vectors")
+    Traceback (most recent call last):
+    ...
+    TypeError: vectors must be True or False, got str 'no'
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {_short_repr(value)}")
+    return bool(value)
+
+
+def check_nonnegative(value, name):
+    """Return ``value`` as a float if it is a finite real number >= 0, else raise.
+
+    Examples
+    --------
+    >>> check_nonnegative(0, "gamma_max")
+    0.0
+    """
+    value = check_real(value, name)
+    if not np.isfinite(value) or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
 def check_positive(value, name):
     """Return ``value`` as a float if it is a finite real number > 0, else raise.
 

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._common.memory import check_memory
-from .._common.validation import as_float64, as_samples, check_type
+from .._common.validation import as_float64, as_samples, check_bool, check_type
 from ..network import activations
 from ..network.model import Network, check_network
 from . import pins as _pins
@@ -472,6 +472,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     """
     check_network(net)
     X, _ = as_samples(x, net.dims[0], name="x")
+    reduced = check_bool(reduced, "reduced")
     check_memory(system_bytes(net, X.shape[0]), f"the sparse sheaf system of {X.shape[0]} samples",
                  "assemble fewer samples at a time (samples are independent blocks)")
     if pattern is None:
@@ -491,5 +492,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     if linearise_at is not None:
         linearise_at = as_float64(linearise_at, "linearise_at")
         if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
-            raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}), got {linearise_at.shape}")
+            raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}) or ({net.dims[-1]},), got "
+                             f"{linearise_at.shape}")
+        linearise_at = np.ascontiguousarray(np.broadcast_to(linearise_at, (M, net.dims[-1])))
     return AugmentedSheafSystem(net, X, pattern, reduced, hard, soft, lam, anchor, fi, linearise_at)

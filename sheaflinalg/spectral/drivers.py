@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from .._common.memory import FLOAT, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
-from .._common.validation import as_samples, check_choice, check_int, check_optional_int, check_tol
+from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
 from ..network.model import NetworkOverflowError, check_network
 from ..sheaf.assembly import assemble, check_system
 from ..sheaf.factor import cholesky
@@ -234,11 +234,16 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     X, _ = as_samples(X, net.dims[0])
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
+    vectors, full = check_bool(vectors, "vectors"), check_bool(full, "full")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     reduced = system == "reduced"
-    if pins is not None or soft_pins is not None or reluctance is not None:
-        check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
+    check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
+    pinned = pins is not None or soft_pins is not None or reluctance is not None
+    if solver != "auto" and not pinned:
+        raise ValueError(f"solver={solver!r} has no effect without pins, soft_pins or reluctance (an unpinned "
+                         "spectrum shifts and inverts by block substitution); drop it")
+    if pinned:
         s = assemble(net, X, pattern=pattern, reduced=reduced, pins=pins, soft_pins=soft_pins,
                      reluctance=reluctance)
         return spectrum_of_system(s, k=k, vectors=vectors, solver=solver, method=method, full=full,
@@ -359,6 +364,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
     check_system(system)
     check_choice(solver, SOLVERS, "solver")
     check_choice(method, METHODS, "method")
+    vectors, full = check_bool(vectors, "vectors"), check_bool(full, "full")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     D = sp.csr_matrix(system.delta_free)
