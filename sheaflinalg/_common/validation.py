@@ -180,20 +180,6 @@ def check_bool(value, name):
     return bool(value)
 
 
-def check_nonnegative(value, name):
-    """Return ``value`` as a float if it is a finite real number >= 0, else raise.
-
-    Examples
-    --------
-    >>> check_nonnegative(0, "gamma_max")
-    0.0
-    """
-    value = check_real(value, name)
-    if not np.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return value
-
-
 def check_positive(value, name):
     """Return ``value`` as a float if it is a finite real number > 0, else raise.
 

@@ -15,8 +15,8 @@ import numpy as np
 from .._common.memory import check_memory
 from .._common.progress import progress_bar
 from .._common.threads import resolve_threads
-from .._common.validation import (as_samples, check_choice, check_int, check_nonnegative, check_optional_int,
-                                  check_positive, check_seed, check_tol)
+from .._common.validation import (as_samples, check_choice, check_int, check_optional_int, check_positive,
+                                  check_seed, check_tol)
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
 from ..network.model import check_network
@@ -66,7 +66,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     True
     """
     check_network(net)
-    gamma_max, reluctance = check_nonnegative(gamma_max, "gamma_max"), check_nonnegative(reluctance, "reluctance")
+    gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
     m = 1.0
     for W in net.weights[1:]:
         m = max(m, weight_norm(W))
