@@ -59,3 +59,17 @@ def test_spectral_tracker_refuses_non_finite_inputs_when_built(bad):
     X_bad[2, 1] = bad
     with pytest.raises(ValueError, match=r"X contains NaN or Inf \(first at index \(2, 1\)\)"):
         sl.SpectralTracker(X_bad)
+
+
+@pytest.mark.parametrize("call, what", [
+    (lambda X: sl.verify(NET, X), "the verification"),
+    (lambda X: sl.spectrum(NET, X, progress=False), "the spectra"),
+    (lambda X: sl.harmonic_extension(NET, X), "the harmonic extension"),
+    (lambda X: NET.forward(X), "the forward pass"),
+])
+def test_a_batch_too_big_for_memory_is_refused_before_it_is_allocated(call, what, monkeypatch):
+    memory = importlib.import_module("sheaflinalg._common.memory")
+    monkeypatch.setattr(memory, "available_bytes", lambda: 64)     # 64 bytes left
+    monkeypatch.setattr(memory, "BATCH_FLOOR", 0)
+    with pytest.raises(sl.InsufficientMemoryError, match=f"{what} of 4 samples: about .* needed but only 64 B"):
+        call(X)

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._common.memory import FLOAT, check_memory
+from .._common.memory import FLOAT, check_batch, check_memory
 from .._common.validation import as_float64, as_samples, check_dims, check_seed, check_type
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
@@ -246,6 +246,7 @@ class Network:
             A pre-activation overflows float64 (the message names the layer).
         """
         X, _ = as_samples(X, self.dims[0])
+        check_batch(X.shape[0], 2 * FLOAT * sum(self.dims[1:]), "the forward pass")
         zs, hidden = [], []
         a = X
         for l, (W, b) in enumerate(zip(self._weights, self._biases)):

@@ -5,11 +5,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
+from .._common.memory import FLOAT, check_batch
 from .._common.validation import as_samples, check_tol
 from ..network.model import check_network
 from .assembly import assemble
 from .factor import check_backend, cholesky, cholmod_available
 from .harmonic import harmonic_extension
+from .layout import Layout
 
 
 def unit_lower_triangular_certificate(matrix):
@@ -227,6 +229,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
     check_backend(backend)
     M = X.shape[0]
+    check_batch(M, 2 * FLOAT * Layout(net.dims).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
     reference = _forward_reference(net, X)
     rows = [_sample_checks(assemble(net, X[s]), h.free[s], reference[s], backend) for s in range(M)]

@@ -28,7 +28,7 @@ Methods (``method="auto"`` picks the first that applies):
 import numpy as np
 import scipy.sparse as sp
 
-from .._common.memory import FLOAT, check_memory
+from .._common.memory import FLOAT, check_batch, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
@@ -255,6 +255,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     threads = None if threads is None else resolve_threads(threads)
+    # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
+    check_batch(X.shape[0], FLOAT * (3 * sum(net.dims[1:]) + 2 * k * (2 + (N if vectors else 0))), "the spectra")
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
