@@ -130,6 +130,12 @@ API_CASES = [
     ("spectrum full int", lambda: sl.spectrum(NET, X5, full=1, progress=False), TypeError, "full"),
     ("spectrum_of_system vectors", lambda: sl.spectrum_of_system(SYSTEM, vectors=None), TypeError, "vectors"),
     ("assemble reduced str", lambda: sl.assemble(NET, X5, reduced="yes"), TypeError, "reduced"),
+    ("Layout reduced str", lambda: sl.Layout([2, 3, 1], reduced="no"), TypeError, "reduced"),
+    ("heat crossings str", lambda: sl.heat(NET, X5, crossings="no", progress=False), TypeError, "crossings"),
+    ("heat check_stability", lambda: sl.heat(NET, X5, check_stability=0, progress=False), TypeError,
+     "check_stability"),
+    ("heat reduced str", lambda: sl.heat(NET, X5, reduced="no", progress=False), TypeError, "reduced"),
+    ("load None", lambda: sl.Network.load(None), TypeError, "path must be a file name"),
     # an option the path ignores is refused
     ("spectrum solver unpinned", lambda: sl.spectrum(NET, X5, solver="superlu", progress=False), ValueError,
      "solver='superlu' has no effect without pins"),

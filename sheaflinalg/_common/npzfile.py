@@ -19,6 +19,8 @@ import zipfile
 
 import numpy as np
 
+from .validation import check_path
+
 
 def content_digest(arrays, text=""):
     """SHA-256 (hex) of named float64 arrays and a text: what a file says it holds, to detect later edits.
@@ -66,7 +68,7 @@ def read_npz(path, what):
     >>> read_npz(path, "test file").float_array("x", (3,)).tolist()
     [0.0, 1.0, 2.0]
     """
-    path = os.fspath(path)
+    path = check_path(path, "path")
     if os.path.isdir(path):
         raise FileFormatError(f"{path}: is a directory, not a {what}")
     if not os.path.isfile(path):

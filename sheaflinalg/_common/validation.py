@@ -112,7 +112,7 @@ def check_type(value, expected, name, what, hint=""):
 
 
 def check_path(value, name):
-    """Return a file name (``str`` or ``os.PathLike``, not ``bytes``) as a ``str``, else TypeError.
+    """Return a file name (``str``, ``bytes`` or ``os.PathLike``) as a ``str``, else TypeError.
 
     Examples
     --------
@@ -121,8 +121,8 @@ def check_path(value, name):
     ...
     TypeError: db must be a file name (str or os.PathLike), got int 3
     """
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
+    if isinstance(value, (bytes, os.PathLike)):
+        value = os.fsdecode(value)
     check_type(value, str, name, "a file name (str or os.PathLike)")
     if not value or "\0" in value:
         raise ValueError(f"{name} must be a non-empty file name without NUL characters, got {value!r}")

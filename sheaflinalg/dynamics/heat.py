@@ -15,8 +15,8 @@ import numpy as np
 from .._common.memory import check_memory
 from .._common.progress import progress_bar
 from .._common.threads import resolve_threads
-from .._common.validation import (as_samples, check_choice, check_int, check_optional_int, check_positive,
-                                  check_seed, check_tol)
+from .._common.validation import (as_samples, check_bool, check_choice, check_int, check_optional_int,
+                                  check_positive, check_seed, check_tol)
 from ..kernels import force as _force
 from ..kernels import heat as _kheat
 from ..network.model import check_network
@@ -296,6 +296,8 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     max_crossings = check_int(max_crossings, "max_crossings", 0)
     sliding_window = check_int(sliding_window, "sliding_window", 1)
     sliding_min_flips = check_int(sliding_min_flips, "sliding_min_flips", 2)
+    crossings, check_stability = check_bool(crossings, "crossings"), check_bool(check_stability, "check_stability")
+    reduced = None if reduced is None else check_bool(reduced, "reduced")
     threads = resolve_threads(threads)
     check_choice(output_force, OUTPUT_FORCES, "output_force")
     check_choice(method, METHODS, "method")

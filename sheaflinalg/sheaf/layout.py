@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import check_dims
+from .._common.validation import check_bool, check_dims
 from ..network.model import parameter_offsets
 
 
@@ -76,7 +76,7 @@ class Layout:
     def __init__(self, dims, reduced=False):
         dims = check_dims(dims)
         self.dims = dims
-        self.reduced = bool(reduced)
+        self.reduced = check_bool(reduced, "reduced")
         self.n_hidden = len(dims) - 2
         k = self.n_hidden
         coords = []  # (name, size, kind, layer, vertex, free?)
