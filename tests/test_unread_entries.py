@@ -1,6 +1,10 @@
-"""Entries a file reader does not know are ignored with one warning naming them; known entries stay checked."""
+"""Entries a file reader does not know are ignored with one warning naming them; known entries stay checked;
+sizes an archive declares are checked before anything is decompressed."""
 
+import importlib
+import struct
 import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -60,3 +64,27 @@ def test_known_entries_that_contradict_stay_errors(kind, tmp_path):
     path = _with_extra(make(tmp_path), tmp_path / "gap.npz", {"W7": np.ones((1, 1)), "b7": np.ones(1)})
     with pytest.raises(ValueError, match="W7"):
         read(path)
+
+
+def test_declared_sizes_are_checked_before_anything_is_decompressed(tmp_path, monkeypatch):
+    source = _network_file(tmp_path)
+    with np.load(source) as z:
+        arrays = {k: z[k] for k in z.files}
+    big = tmp_path / "compressed.npz"
+    np.savez_compressed(big, **arrays, notes=np.zeros(2**17))        # 1 MiB of zeros in a few kB
+    memory = importlib.import_module("sheaflinalg._common.memory")
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**19)
+    with pytest.raises(sl.InsufficientMemoryError, match="the entries of this network file: about 1 MiB needed"):
+        sl.Network.load(str(big))
+    monkeypatch.undo()
+    # a member that declares more than deflate can produce from its compressed bytes is crafted
+    data = bytearray(big.read_bytes())
+    with zipfile.ZipFile(big) as archive:
+        info = archive.getinfo("notes.npy")
+    start = data.index(b"notes.npy", data.index(b"PK\x01\x02")) - 46      # its central directory record
+    assert data[start:start + 4] == b"PK\x01\x02"
+    struct.pack_into("<I", data, start + 24, info.compress_size * 2000)  # uncompressed size
+    crafted = tmp_path / "crafted.npz"
+    crafted.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="more than compression can give"):
+        sl.Network.load(str(crafted))
