@@ -297,6 +297,7 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
     sliding_window = check_int(sliding_window, "sliding_window", 1)
     sliding_min_flips = check_int(sliding_min_flips, "sliding_min_flips", 2)
     crossings, check_stability = check_bool(crossings, "crossings"), check_bool(check_stability, "check_stability")
+    progress = check_bool(progress, "progress")
     reduced = None if reduced is None else check_bool(reduced, "reduced")
     threads = resolve_threads(threads)
     check_choice(output_force, OUTPUT_FORCES, "output_force")

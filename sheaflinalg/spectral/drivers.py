@@ -234,7 +234,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     X, _ = as_samples(X, net.dims[0])
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
-    vectors, full = check_bool(vectors, "vectors"), check_bool(full, "full")
+    vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     reduced = system == "reduced"
