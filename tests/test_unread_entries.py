@@ -58,6 +58,12 @@ def test_extra_entries_warn_once_and_change_nothing(kind, tmp_path):
         assert same(got, read(source))
 
 
+def test_a_file_of_another_kind_is_not_read_as_a_network():
+    # an experiment's output activation is in its meta: read as a network file it would be lost
+    with pytest.raises(ValueError, match="not a network file .*load_experiment"):
+        sl.Network.load(str(DATA_DIR / "blobs_2H.npz"))
+
+
 @pytest.mark.parametrize("kind", sorted(READERS))
 def test_known_entries_that_contradict_stay_errors(kind, tmp_path):
     make, read, _ = READERS[kind]

@@ -47,6 +47,9 @@ def read_network(path):
         :class:`~sheaflinalg.network.model.Network` constructor, also named.)
     """
     f = read_npz(path, "network file")
+    if "meta" in f:     # the output activation of those files is in their meta, which this reader would ignore
+        raise f.error("holds 'meta': it is a recorded experiment or a training checkpoint, not a network file "
+                      "(a recorded experiment's network: sl.tasks.load_experiment(path).network)")
     if "W1" not in f:
         raise f.error("is not a sheaflinalg network file (no array 'W1')")
     weights, biases = layer_arrays(f)
