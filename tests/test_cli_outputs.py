@@ -17,8 +17,7 @@ def _commands():
 def _writing_options(command_parser):
     """Options whose help says the command writes a file there."""
     return {a.dest: a.option_strings[0] for a in command_parser._actions
-            if a.option_strings and a.help and a.help.lower().startswith(("write", "keep a checkpoint"))
-            or a.option_strings and a.help and "checkpoint here" in a.help}
+            if a.option_strings and a.help and ("write" in a.help.lower() or "checkpoint here" in a.help)}
 
 
 OUTPUTS = sorted((name, option) for name, p in _commands().items()
