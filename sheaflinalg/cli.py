@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-from .commands import NAMES
+from .commands import NAMES, check_outputs
 
 
 def _available_commands():
@@ -64,8 +64,9 @@ def main(argv=None):
         print(exc, file=sys.stderr)
         return 2
     try:
+        check_outputs(args)
         return int(args._run(args) or 0)
-    except (ValueError, TypeError, OSError, MemoryError) as exc:
+    except (ValueError, TypeError, OSError, MemoryError, ImportError) as exc:
         message = " ".join(str(exc).split())  # one line
         print(f"sheaflinalg {args.command}: error: {message}", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from ._common.resources import data_path
 from .network.activations import OUTPUTS as OUTPUT_ACTIVATIONS
 from .network.io import layer_arrays
 from ._common.memory import FLOAT, check_memory
-from ._common.validation import check_choice, check_int, check_seed, check_tol
+from ._common.validation import check_choice, check_int, check_path, check_seed, check_tol
 from .network.model import Network
 from .training import sgd, train
 
@@ -299,7 +299,8 @@ def load_experiment(path):
     ``z0_1..``/``a0_1..``, optional recorded curves and a JSON ``meta``
     (``n_steps``, ``dt``, ``beta``, ``sgd_lr``; optional ``alpha``,
     ``epoch_steps``, ``warm_start``, ``output_activation``, ``arch``); read
-    without pickle, every entry checked before use.  A shipped experiment may be named alone
+    without pickle, every entry checked before use; entries an experiment file does not hold are
+    ignored with one warning naming them.  A shipped experiment may be named alone
     (``"paraboloid_1H"``, one of :data:`TABLE_E1`) when no file of that name exists.
 
     Raises
@@ -308,7 +309,7 @@ def load_experiment(path):
         No such file.
     ValueError
         Naming the file and the entry: the file is corrupt or truncated, an
-        entry is missing, unexpected, not finite float64, of the wrong shape,
+        entry is missing, not finite float64, of the wrong shape,
         or a ``meta`` field is missing or invalid.
 
     Examples
@@ -319,7 +320,8 @@ def load_experiment(path):
     >>> load_experiment("blobs_2H").network.dims
     [2, 10, 8, 4]
     """
-    if isinstance(path, str) and path in TABLE_E1 and not os.path.exists(path):
+    path = check_path(path, "path")
+    if path in TABLE_E1 and not os.path.exists(path):
         path = DATA_DIR / f"{path}.npz"
     path = Path(os.fspath(path))
     f = read_npz(path, "experiment file")
@@ -339,7 +341,7 @@ def load_experiment(path):
     hidden = range(1, len(dims) - 1)
     stalks = [f"z0_{l}" for l in range(1, len(dims))] + [f"a0_{l}" for l in hidden]
     f.require(stalks)
-    f.refuse_others(["X_train", "Y_train", "X_test", "Y_test", "meta", *_CURVES, *stalks]
+    f.ignore_others(["X_train", "Y_train", "X_test", "Y_test", "meta", *_CURVES, *stalks]
                     + [f"{p}{l}" for l in range(1, len(dims)) for p in "Wb"])
     X_train = f.float_array("X_train", (dims[0], None))
     n = X_train.shape[1]

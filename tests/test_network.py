@@ -1,5 +1,7 @@
 """Network: construction, forward pass, I/O without pickle, importers, bad input."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -208,3 +210,32 @@ def test_unsupported_torch_models_are_refused():
         sl.Network.from_torch(nn.Sequential(nn.Linear(2, 3), nn.Softmax(dim=0)))
     with pytest.raises(TypeError, match="Sequential"):
         sl.Network.from_torch(nn.Linear(2, 3))
+
+
+def test_torch_parameters_without_real_values_are_refused_and_floats_converted():
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+
+    with pytest.raises(ValueError, match="layer 0 .*weight is on the meta device: it has a shape but no values"):
+        sl.Network.from_torch(model().to("meta"))
+    for dtype in (torch.int32, torch.bool):
+        m = model()
+        m[0].weight = nn.Parameter(torch.ones(3, 2, dtype=dtype), requires_grad=False)
+        with pytest.raises(TypeError, match=f"weight has dtype {dtype}; expected real floating-point"):
+            sl.Network.from_torch(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # torch warns that complex modules are experimental
+        complex_model = model().to(torch.complex64)
+    with pytest.raises(TypeError, match="complex64"):
+        sl.Network.from_torch(complex_model)
+    X = np.random.default_rng(0).normal(size=(5, 2))
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        m = model().to(dtype)
+        net = sl.Network.from_torch(m)
+        with torch.no_grad():
+            expected = m.double()(torch.from_numpy(X)).numpy()     # the same (rounded) values in float64
+        np.testing.assert_allclose(net.forward(X), expected, rtol=1e-12, atol=1e-12)

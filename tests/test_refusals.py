@@ -128,6 +128,32 @@ API_CASES = [
     ("sgd epochs float", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, epochs=2.0, progress=False), TypeError, "epochs"),
     ("sgd loss_param str", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, loss="huber", loss_param="x", progress=False),
      TypeError, "loss_param"),
+    # flags are booleans, never read by truthiness
+    ("spectrum vectors str", lambda: sl.spectrum(NET, X5, vectors="no", progress=False), TypeError, "vectors"),
+    ("spectrum full int", lambda: sl.spectrum(NET, X5, full=1, progress=False), TypeError, "full"),
+    ("spectrum_of_system vectors", lambda: sl.spectrum_of_system(SYSTEM, vectors=None), TypeError, "vectors"),
+    ("assemble reduced str", lambda: sl.assemble(NET, X5, reduced="yes"), TypeError, "reduced"),
+    ("spectrum progress str", lambda: sl.spectrum(NET, X5, progress="no"), TypeError, "progress"),
+    ("train progress str", lambda: sl.train(NET, X_TRAIN, Y_TRAIN, steps=10, progress="no"), TypeError, "progress"),
+    ("heat progress str", lambda: sl.heat(NET, X5, max_steps=10, progress="no"), TypeError, "progress"),
+    ("sgd progress int", lambda: sl.sgd(NET, X_TRAIN, Y_TRAIN, epochs=10, progress=0), TypeError, "progress"),
+    ("Layout reduced str", lambda: sl.Layout([2, 3, 1], reduced="no"), TypeError, "reduced"),
+    ("heat crossings str", lambda: sl.heat(NET, X5, crossings="no", progress=False), TypeError, "crossings"),
+    ("heat check_stability", lambda: sl.heat(NET, X5, check_stability=0, progress=False), TypeError,
+     "check_stability"),
+    ("heat reduced str", lambda: sl.heat(NET, X5, reduced="no", progress=False), TypeError, "reduced"),
+    ("load None", lambda: sl.Network.load(None), TypeError, "path must be a file name"),
+    # an option the path ignores is refused
+    ("spectrum solver unpinned", lambda: sl.spectrum(NET, X5, solver="superlu", progress=False), ValueError,
+     "solver='superlu' has no effect without pins"),
+    ("spectrum solver bogus", lambda: sl.spectrum(NET, X5, solver="bogus", progress=False), ValueError, "solver"),
+    ("lambda_max_bound gamma str", lambda: sl.lambda_max_bound(NET, gamma_max="1"), TypeError, "gamma_max"),
+    ("lambda_max_bound reluctance<0", lambda: sl.lambda_max_bound(NET, reluctance=-1.0), ValueError,
+     "reluctance"),
+    ("residuals layout", lambda: sl.discord.residuals(NET, X5, np.zeros((5, 10)), layout="full"), TypeError,
+     "sheaflinalg.Layout"),
+    ("assemble linearise_at shape", lambda: sl.assemble(NET, X5, linearise_at=np.zeros((2, 1))), ValueError,
+     "linearise_at"),
 ]
 
 
@@ -284,9 +310,10 @@ def test_verify_is_inconclusive_not_failed_when_conditioning_is_the_cause():
 def test_verify_command_reports_inconclusive(tmp_path, capsys):
     path = tmp_path / "n.npz"
     _network_1_1e8().save(str(path))
-    assert main(["verify", "--network", str(path), "--samples", "4"]) == 1
+    code = main(["verify", "--network", str(path), "--samples", "4"])
     out = capsys.readouterr().out
     assert "RESULT: INCONCLUSIVE" in out or "RESULT: PASSED" in out   # inputs uniform on [-2, 2]^2
+    assert code == (3 if "RESULT: INCONCLUSIVE" in out else 0)
 
 
 @pytest.mark.parametrize("nonunique", ["error", "minimum_norm"])

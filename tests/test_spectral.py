@@ -327,6 +327,13 @@ def test_spectrum_accepts_pins_directly():
     assert_matches(a, refs, 2)
 
 
+class _FakeSystem(sl.SheafSystem):
+    """A system built from given matrices (spectrum_of_system takes SheafSystems only)."""
+
+    def __init__(self, **matrices):
+        self.__dict__.update(matrices)
+
+
 def test_reluctance_is_a_shift_of_the_naive_laplacian():
     # built in the test: delta stacked over sqrt(lam) I  ->  L + lam I
     lam = 0.25
@@ -338,7 +345,7 @@ def test_reluctance_is_a_shift_of_the_naive_laplacian():
           for s in range(2)]
     N = Ds[0].shape[1]
     tall = sp.block_diag([np.vstack([D, np.sqrt(lam) * np.eye(N)]) for D in Ds], format="csr")
-    fake = SimpleNamespace(delta_free=tall, laplacian_free=(tall.T @ tall).tocsr(), n_samples=2)
+    fake = _FakeSystem(delta_free=tall, laplacian_free=(tall.T @ tall).tocsr(), n_samples=2)
     for solver in ("cholmod", "superlu"):
         res = spectrum_of_system(fake, k=2, method="arpack", solver=solver, tol=1e-12, progress=False)
         shifted = [(L + lam * np.eye(N), n, z) for L, n, z in refs]

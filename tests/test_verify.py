@@ -1,14 +1,18 @@
 """Certificates, the Cholesky backends and the ``sheaflinalg verify`` command."""
 
+import dataclasses
+import importlib
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from sheaflinalg.sheaf import factor
 from sheaflinalg.cli import main
-from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
+from sheaflinalg.sheaf.verify import EXIT_STATUS, unit_lower_triangular_certificate
 from strategies import networks
 
 
@@ -109,3 +113,72 @@ def test_cli_verify_exit_status_1_when_a_check_fails(monkeypatch, capsys):
     monkeypatch.setattr(sl, "verify", broken)
     assert main(["verify", "--samples", "3"]) == 1
     assert "simulated failure" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ the third verdict: INCONCLUSIVE
+def _scaled(net, factor):
+    return net.replace(weights=[W * factor for W in net.weights])
+
+
+@pytest.mark.parametrize("make, X, expected", [
+    # det delta_Omega = 1 holds by structure in all three
+    (lambda: sl.Network.random([2, 4, 1], seed=0), np.full((2, 2), 1e300), {"PASSED"}),
+    (lambda: _scaled(sl.Network.random([2, 4, 1], seed=0), 1e150), np.ones((3, 2)), {"INCONCLUSIVE"}),
+    (lambda: sl.Network([[[1.0]], [[1e8]]], [[0.0], [0.0]]), [[1.0], [2.0]], {"INCONCLUSIVE"}),
+])
+def test_float64_limits_never_read_as_failed(make, X, expected):
+    report = sl.verify(make(), X)
+    assert report.status in expected, str(report)
+    assert np.all(report.det_certificate) and np.all(report.checks["harmonic = forward"])
+    if report.status == "INCONCLUSIVE":
+        text = str(report)
+        assert "rounding-error bound" in text and "condition number" in text and "FAILED" not in text
+
+
+@given(networks(), st.floats(1e-3, 1e3), st.floats(1e-3, 1e3))
+def test_honest_networks_at_ordinary_scales_pass(case, weight_scale, input_scale):
+    net, seed = case
+    net = _scaled(net, weight_scale ** (1 / len(net.weights)))
+    X = np.random.default_rng(seed).uniform(-input_scale, input_scale, size=(3, net.dims[0]))
+    report = sl.verify(net, X)
+    assert report.status == "PASSED", str(report)
+    assert not any(np.any(u) for u in report.inconclusive.values())
+
+
+def _corrupting(monkeypatch, index, relative):
+    """A test double of the harmonic extension that is wrong in one coordinate of sample 0."""
+    verify_module = importlib.import_module("sheaflinalg.sheaf.verify")   # sl.sheaf.verify is the function
+    genuine = verify_module.harmonic_extension
+
+    def corrupted(net, X):
+        h = genuine(net, X)
+        free = h.free.copy()
+        j = index % free.shape[1]      # wrong by more than tol relative to the sample's largest value
+        free[0, j] += relative * max(1.0, np.abs(free[0]).max())
+        return dataclasses.replace(h, free=free)
+
+    monkeypatch.setattr(verify_module, "harmonic_extension", corrupted)
+
+
+@given(networks(), st.integers(0, 10**6), st.floats(1e-8, 1e3), st.sampled_from([1.0, 1e8]))
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_wrong_harmonic_extension_reads_failed_however_ill_conditioned(monkeypatch, case, index, relative,
+                                                                         weight_scale):
+    net, seed = case
+    net = net.replace(weights=list(net.weights[:-1]) + [net.weights[-1] * weight_scale])
+    X = np.random.default_rng(seed).uniform(-2, 2, size=(2, net.dims[0]))
+    with monkeypatch.context() as m:
+        _corrupting(m, index, relative)
+        report = sl.verify(net, X)
+    assert report.status == "FAILED", str(report)
+    assert "RESULT: FAILED" in str(report)
+
+
+def test_verify_command_exit_status_names_the_verdict(tmp_path, capsys):
+    path = tmp_path / "n.npz"
+    sl.Network([np.ones((1, 2)), np.array([[1e8]])], [np.zeros(1), np.zeros(1)]).save(str(path))
+    code = main(["verify", "--network", str(path), "--samples", "4", "--seed", "1"])
+    out = capsys.readouterr().out
+    status = out.rsplit("RESULT: ", 1)[1].strip()
+    assert code == EXIT_STATUS[status] and EXIT_STATUS == {"PASSED": 0, "FAILED": 1, "INCONCLUSIVE": 3}
+    assert status == "INCONCLUSIVE", out

@@ -91,3 +91,29 @@ def check_memory(n_bytes, what, way_out, available=None):
         raise InsufficientMemoryError(
             f"{what}: about {format_bytes(n_bytes)} needed but only {format_bytes(avail)} of memory is "
             f"available; {way_out}")
+
+
+#: Batches estimated below this are not checked (reading /proc costs more than they can harm).
+BATCH_FLOOR = 64 * 2**20
+
+
+def check_batch(n_samples, per_sample, what, available=None):
+    """:func:`check_memory` for a batch of independent samples: ``n_samples * per_sample`` bytes.
+
+    The rule for every function that takes a batch (forward pass, harmonic
+    extension, verification, spectra): estimate before the first array of
+    the batch is allocated, so that a huge batch is refused in one line
+    instead of failing inside numpy or being killed by the system.
+
+    Examples
+    --------
+    >>> try:
+    ...     check_batch(10**8, 2000, "the spectra", available=2**30)
+    ... except InsufficientMemoryError as exc:
+    ...     print(exc)
+    the spectra of 100000000 samples: about 186 GiB needed but only 1 GiB of memory is available; pass fewer samples at a time (samples are independent)
+    """
+    n_bytes = n_samples * per_sample
+    if n_bytes >= BATCH_FLOOR:
+        check_memory(n_bytes, f"{what} of {n_samples} samples", "pass fewer samples at a time (samples are "
+                     "independent)", available)

@@ -14,9 +14,13 @@ import json
 import math
 import os
 import struct
+import warnings
 import zipfile
 
 import numpy as np
+
+from .memory import check_memory
+from .validation import check_path
 
 
 def content_digest(arrays, text=""):
@@ -42,6 +46,10 @@ class FileFormatError(ValueError):
     """A file that cannot be used: corrupt, truncated, crafted, or not of the expected kind."""
 
 
+class UnreadEntriesWarning(UserWarning):
+    """A file holds entries that its reader does not know and ignores."""
+
+
 def read_npz(path, what):
     """All entries of the ``.npz`` file ``path`` (a ``what``, e.g. "network file"), checked as arrays.
 
@@ -61,7 +69,7 @@ def read_npz(path, what):
     >>> read_npz(path, "test file").float_array("x", (3,)).tolist()
     [0.0, 1.0, 2.0]
     """
-    path = os.fspath(path)
+    path = check_path(path, "path")
     if os.path.isdir(path):
         raise FileFormatError(f"{path}: is a directory, not a {what}")
     if not os.path.isfile(path):
@@ -73,6 +81,7 @@ def read_npz(path, what):
         arrays = {}
         with zipfile.ZipFile(path) as archive:
             _check_tiling(path, archive)
+            _check_declared_sizes(path, archive, what)
             for info in archive.infolist():
                 entry = info.filename
                 key = _entry_name(path, entry)
@@ -80,7 +89,7 @@ def read_npz(path, what):
                     raise FileFormatError(f"{path}: entry {key!r} appears twice: the file is crafted or corrupt")
                 arrays[key] = _read_entry(path, archive, info, key)
                 entry = None
-    except FileFormatError:
+    except (FileFormatError, MemoryError):   # MemoryError: the check above, not a corrupt file
         raise
     except Exception as exc:  # noqa: BLE001 - any defect of untrusted bytes is a corrupt file, never a crash
         where = "" if entry is None else f" (entry {entry!r})"
@@ -112,6 +121,26 @@ def _check_tiling(path, archive):
                               f"file (near byte {pos}): entries were lost or the file was crafted")
 
 
+#: Deflate expands at most about 1032 times (RFC 1951's longest match per two bits).
+_DEFLATE_RATIO = 1032
+
+
+def _check_declared_sizes(path, archive, what):
+    """Sizes the members declare once decompressed, checked before anything is decompressed: possible
+    for their compressed sizes (else the file is crafted or corrupt), and within the memory available
+    (a small compressed file can legitimately declare gigabytes)."""
+    for info in archive.infolist():
+        if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
+            raise FileFormatError(f"{path}: entry {info.filename!r}: stored sizes disagree ({info.compress_size} "
+                                  f"and {info.file_size} bytes): the file is corrupt or truncated")
+        if info.file_size > _DEFLATE_RATIO * info.compress_size + 1024:
+            raise FileFormatError(f"{path}: entry {info.filename!r} declares {info.file_size} bytes from "
+                                  f"{info.compress_size} compressed bytes, more than compression can give: the "
+                                  "file is crafted or corrupt")
+    check_memory(sum(i.file_size for i in archive.infolist()), f"{path}: the entries of this {what}",
+                 "read it on a machine with more memory")
+
+
 def _entry_name(path, member):
     if not member.endswith(".npy") or member.startswith("/") or ".." in member:
         raise FileFormatError(f"{path}: entry {member!r} is not a .npy array: not an .npz file written by numpy")
@@ -120,9 +149,6 @@ def _entry_name(path, member):
 
 def _read_entry(path, archive, info, key):
     """One ``.npy`` member: header checked against the member's size before anything is allocated."""
-    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-        raise FileFormatError(f"{path}: entry {key!r}: stored sizes disagree ({info.compress_size} and "
-                              f"{info.file_size} bytes): the file is corrupt or truncated")
     if info.header_offset + info.compress_size > os.path.getsize(path):
         raise FileFormatError(f"{path}: entry {key!r} runs past the end of the file: the file is truncated")
     with archive.open(info) as f:
@@ -179,12 +205,14 @@ class NpzEntries:
         if missing:
             raise self.error(f"is not a complete {self.what}: missing entries {missing}")
 
-    def refuse_others(self, allowed):
-        """Raise when the file holds entries not in ``allowed``."""
-        extra = sorted(self.names - set(allowed))
+    def ignore_others(self, known):
+        """Warn once, naming them, about the entries not in ``known``: they are never read, so they
+        cannot harm (a user may store final weights beside a record); they were checked as plain
+        arrays (no pickle, sizes within the file) when the archive was read."""
+        extra = sorted(self.names - set(known))
         if extra:
-            raise self.error(f"holds unexpected entries {extra}: the file is crafted or not a sheaflinalg "
-                             f"{self.what}")
+            warnings.warn(f"{self.path}: ignoring entries {extra} that a sheaflinalg {self.what} does not "
+                          "hold (they are not read)", UnreadEntriesWarning, stacklevel=3)
 
     def raw(self, name):
         """The entry as read (no checks beyond the archive's)."""

@@ -1,8 +1,15 @@
-"""Progress bars (tqdm), one style for every long-running loop of the package."""
+"""Progress bars (tqdm), one style for every long-running loop of the package.
+
+``enabled`` is every public function's ``progress`` flag: it must be a bool
+(``progress="no"`` would show the bar).
+"""
+
+from .validation import check_bool
 
 
 def progress_bar(total, enabled, desc, unit="it"):
     """A tqdm bar of ``total`` units, disabled (but still usable) when ``enabled`` is false."""
+    enabled = check_bool(enabled, "progress")
     from tqdm.auto import tqdm
 
     return tqdm(total=total, disable=not enabled, desc=desc, unit=unit, leave=False)
@@ -10,7 +17,7 @@ def progress_bar(total, enabled, desc, unit="it"):
 
 def progress_iter(iterable, total, enabled, desc):
     """``iterable`` wrapped in a tqdm bar when ``enabled`` and there are at least two items."""
-    if not enabled or total < 2:
+    if not check_bool(enabled, "progress") or total < 2:
         return iterable
     from tqdm.auto import tqdm
 

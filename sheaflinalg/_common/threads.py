@@ -87,10 +87,16 @@ def set_num_threads(n):
     _setting = None if n is None else _positive_int(n, "n")
 
 
-@contextlib.contextmanager
 def num_threads(n):
-    """Context manager: use ``n`` threads in the calling thread inside the ``with`` block."""
-    n = _positive_int(n, "n")
+    """Context manager: use ``n`` threads in the calling thread inside the ``with`` block.
+
+    ``n`` is checked when it is called, not when the block is entered.
+    """
+    return _num_threads(_positive_int(n, "n"))
+
+
+@contextlib.contextmanager
+def _num_threads(n):
     previous = getattr(_local, "value", None)
     _local.value = n
     try:

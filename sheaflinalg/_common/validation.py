@@ -11,6 +11,7 @@ before any work.
 """
 
 import numbers
+import os
 
 import numpy as np
 
@@ -80,6 +81,59 @@ def as_samples(X, n_features, name="X"):
     return X2, was_1d
 
 
+def check_type(value, expected, name, what, hint=""):
+    """Return ``value`` if it is an instance of ``expected``, else a TypeError naming ``what`` was expected.
+
+    The one type check of the public entry points: a wrong object is refused
+    at the door, before an attribute lookup deep inside fails on it.
+
+    Parameters
+    ----------
+    expected : type or tuple of type
+    name : str
+        The parameter's public name.
+    what : str
+        The expected type as the user knows it, e.g. ``"a sheaflinalg.Network"``.
+    hint : str
+        Appended to the message (how to obtain the right object).
+
+    Examples
+    --------
+    >>> check_type(3, int, "n", "an int")
+    3
+    >>> check_type("net.npz", int, "net", "an int")
+    Traceback (most recent call last):
+    ...
+    TypeError: net must be an int, got str 'net.npz'
+    """
+    if not isinstance(value, expected):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__} {_short_repr(value)}{hint}")
+    return value
+
+
+def check_path(value, name):
+    """Return a file name (``str``, ``bytes`` or ``os.PathLike``) as a ``str``, else TypeError.
+
+    Examples
+    --------
+    >>> check_path(3, "db")
+    Traceback (most recent call last):
+    ...
+    TypeError: db must be a file name (str or os.PathLike), got int 3
+    """
+    if isinstance(value, (bytes, os.PathLike)):
+        value = os.fsdecode(value)
+    check_type(value, str, name, "a file name (str or os.PathLike)")
+    if not value or "\0" in value:
+        raise ValueError(f"{name} must be a non-empty file name without NUL characters, got {value!r}")
+    return value
+
+
+def _short_repr(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def check_choice(value, choices, name):
     """Raise ValueError unless ``value`` is one of ``choices``."""
     try:
@@ -106,6 +160,24 @@ def check_real(value, name):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     return float(value)
+
+
+def check_bool(value, name):
+    """Return ``value`` as a bool if it is one (Python or numpy), else TypeError: a flag is never read
+    by truthiness (``vectors="no"`` would mean True).
+
+    Examples
+    --------
+    >>> check_bool(False, "vectors")
+    False
+    >>> check_bool("no", "vectors")
+    Traceback (most recent call last):
+    ...
+    TypeError: vectors must be True or False, got str 'no'
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {_short_repr(value)}")
+    return bool(value)
 
 
 def check_positive(value, name):

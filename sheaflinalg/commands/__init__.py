@@ -6,13 +6,17 @@ Each module defines ``HELP`` (one line), ``add_arguments(parser)`` and
 ``run(args) -> int`` (the exit status); a command that can resume after Ctrl-C says how in
 ``RESUME`` (one line, printed by ``cli.main``).  Numeric options are checked when the
 command line is parsed (:func:`number`); combinations that would silently
-ignore an option are refused by :func:`refuse_ignored`.
+ignore an option are refused by :func:`refuse_ignored`; options naming a file
+the command writes are declared with :func:`add_output`, and ``cli.main``
+checks every such place with :func:`check_outputs` before the command runs.
 """
 
 import argparse
 import math
 
 NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "reproduce")
+#: File endings of figures (matplotlib picks the format from the ending).
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
 def number(option, kind=float, minimum=None, positive=False):
@@ -54,6 +58,44 @@ def refuse_ignored(args, options, reason):
     given = [opt for opt, dest in options.items() if getattr(args, dest) not in (None, False, [])]
     if given:
         raise ValueError(f"{given[0]} has no effect with {reason}; drop it")
+
+
+def add_output(parser, option, metavar, help, suffixes=()):
+    """Add ``option``, a file the command writes; :func:`check_outputs` checks it before any work.
+
+    Parameters
+    ----------
+    suffixes : tuple of str
+        Accepted file name endings (case-insensitive), e.g. ``(".png", ".pdf", ".svg")``; empty: any.
+    """
+    parser.add_argument(option, metavar=metavar, help=help)
+    outputs = dict(parser.get_default("_outputs") or {})
+    outputs[option.lstrip("-").replace("-", "_")] = (option, tuple(suffixes))
+    parser.set_defaults(_outputs=outputs)
+
+
+def check_outputs(args):
+    """Refuse, before the command runs, every output option given whose file cannot be written.
+
+    Checks the file name's ending and its place (:func:`~sheaflinalg._common.atomic.prepare_target`:
+    an existing, writable directory; not a directory itself).
+
+    Examples
+    --------
+    >>> check_outputs(argparse.Namespace(plot="/no/such/dir/r.png", _outputs={"plot": ("--plot", (".png",))}))
+    Traceback (most recent call last):
+    ...
+    ValueError: --plot: cannot write '/no/such/dir/r.png': directory '/no/such/dir' does not exist
+    """
+    from .._common.atomic import prepare_target
+
+    for dest, (option, suffixes) in getattr(args, "_outputs", {}).items():
+        path = getattr(args, dest)
+        if path is None:
+            continue
+        if suffixes and not path.lower().endswith(suffixes):
+            raise ValueError(f"{option} needs a {', '.join(suffixes)} file name, got {path!r}")
+        prepare_target(path, option)
 
 
 def parse_arch(text):

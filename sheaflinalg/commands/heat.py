@@ -7,8 +7,8 @@ so the API's rule refuses one given to the other method.
 
 import numpy as np
 
-from .._common.atomic import prepare_target, save_npz
-from . import add_network_options, network_from_args, number, refuse_ignored
+from .._common.atomic import save_npz
+from . import add_network_options, add_output, network_from_args, number, refuse_ignored
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
 
@@ -42,8 +42,8 @@ def add_arguments(parser):
                         help="Euler: nonlinear output edge force (default adjoint)")
     parser.add_argument("--record-every", type=number("--record-every", int, minimum=0), default=None,
                         help="Euler: history interval in steps (default 100)")
-    parser.add_argument("--save-history", metavar="FILE.npz",
-                        help="write steps, discord by edge block, outputs, crossings and sliding episodes")
+    add_output(parser, "--save-history", "FILE.npz",
+               "write steps, discord by edge block, outputs, crossings and sliding episodes")
     parser.add_argument("--threads", type=number("--threads", int, minimum=1), default=None,
                         help="threads (default: the cores this process may use; SHEAFLINALG_NUM_THREADS lowers it)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -114,8 +114,6 @@ def run(args):
     if args.input is not None:
         refuse_ignored(args, {"--samples": "samples"}, "--input (one explicit input)")
         X = parse_input(args.input)
-    if args.save_history:
-        prepare_target(args.save_history, "--save-history")
     net = network_from_args(args)
     if args.input is None:
         X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples or 1, net.dims[0]))

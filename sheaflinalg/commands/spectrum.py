@@ -2,8 +2,7 @@
 
 import numpy as np
 
-from .._common.atomic import prepare_target
-from . import add_network_options, network_from_args, number
+from . import FIGURE_SUFFIXES, add_network_options, add_output, network_from_args, number
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
 
@@ -24,8 +23,8 @@ def add_arguments(parser):
 
     parser.add_argument("--tol", type=number("--tol", minimum=0.0), default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
     parser.add_argument("--per-sample", action="store_true", help="also print one line per input")
-    parser.add_argument("--plot", metavar="FILE.png",
-                        help="write the spectra figure (spectra and eigenvector energy per block)")
+    add_output(parser, "--plot", "FILE.png", "write the spectra figure (spectra and eigenvector energy per block)",
+               suffixes=FIGURE_SUFFIXES)
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -44,10 +43,6 @@ def run(args):
     from ..sheaf.layout import Layout
     from ..spectral.drivers import DENSE_MAX
 
-    if args.plot and not args.plot.lower().endswith((".png", ".pdf", ".svg")):
-        raise ValueError(f"--plot needs a .png, .pdf or .svg file name, got {args.plot!r}")
-    if args.plot:
-        prepare_target(args.plot, "--plot")
     net = network_from_args(args)
     X = inputs(net.dims[0], args.samples, args.seed)
     N = Layout(net.dims, reduced=args.system == "reduced").n_free

@@ -2,9 +2,9 @@
 
 import csv
 
-from .._common.atomic import atomic_file, prepare_target
+from .._common.atomic import atomic_file
 from .._common.validation import check_choice
-from . import number, parse_arch, refuse_ignored
+from . import add_output, number, parse_arch, refuse_ignored
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
 
@@ -35,10 +35,10 @@ def add_arguments(parser):
                         help="test samples (default 100)")
     parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=None,
                         help="seed of data, weights and stalks (default 0)")
-    parser.add_argument("--save", metavar="NET.npz", help="write the trained network here")
-    parser.add_argument("--history", metavar="HIST.csv", help="write the per-epoch history here")
-    parser.add_argument("--checkpoint", metavar="RUN.npz",
-                        help="sheaf runs: keep a checkpoint here every 10 epochs and resume from it if it exists")
+    add_output(parser, "--save", "NET.npz", "write the trained network here")
+    add_output(parser, "--history", "HIST.csv", "write the per-epoch history here")
+    add_output(parser, "--checkpoint", "RUN.npz",
+               "sheaf runs: keep a checkpoint here every 10 epochs and resume from it if it exists")
     parser.add_argument("--threads", type=number("--threads", int, minimum=1), default=None,
                         help="threads of the sheaf training kernels (default: the cores this process may use; "
                              "SHEAFLINALG_NUM_THREADS lowers it)")
@@ -84,10 +84,6 @@ def _run(args):
     check_combinations(args)
     if args.task is not None:
         check_choice(args.task, sl.tasks.TASKS, "--task")
-    for name in ("save", "history", "checkpoint"):
-        path = getattr(args, name)
-        if path:
-            prepare_target(path, f"--{name}")
     progress = not args.no_progress
     if args.experiment:
         exp = sl.tasks.load_experiment(args.experiment)

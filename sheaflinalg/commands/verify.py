@@ -4,7 +4,8 @@ import numpy as np
 
 from . import add_network_options, network_from_args, number
 
-HELP = "certify det(delta_Omega) = 1 and harmonic extension = forward pass"
+HELP = ("certify det(delta_Omega) = 1 and harmonic extension = forward pass "
+        "(exit status 0 PASSED, 1 FAILED, 3 INCONCLUSIVE)")
 
 
 def add_arguments(parser):
@@ -19,10 +20,11 @@ def add_arguments(parser):
 
 def run(args):
     import sheaflinalg as sl
+    from ..sheaf.verify import EXIT_STATUS
 
     net = network_from_args(args)
     rng = np.random.default_rng(args.seed)
     X = rng.uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
     report = sl.verify(net, X, backend=args.backend)
     print(report)
-    return 0 if report.passed else 1  # FAILED and INCONCLUSIVE: 1 (the report says which)
+    return EXIT_STATUS[report.status]

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_float64, as_samples
+from .._common.validation import as_float64, as_samples, check_type
 from ..network import activations
+from ..network.model import check_network
 from ..sheaf.layout import Layout
 
 
@@ -97,11 +98,14 @@ def residuals(net, X, state, layout=None):
     >>> r.edge_names, float(np.abs(r.by_edge()).max())
     (['W1', 'R1', 'W2', 'out'], 0.0)
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     state = as_float64(state, "state")
     if state.ndim == 1:
         state = state[None, :]
-    if layout is None:
+    if layout is not None:
+        check_type(layout, Layout, "layout", "a sheaflinalg.Layout (e.g. system.layout)")
+    else:
         full = Layout(net.dims)
         layout = full if state.shape[-1] == full.n_free else Layout(net.dims, reduced=True)
     if list(layout.dims) != list(net.dims):

@@ -11,8 +11,11 @@ a heat run's recorded discord.
 """
 
 from .._common.validation import as_float64
-from ..sheaf.assembly import AugmentedSheafSystem
+from ..sheaf.assembly import AugmentedSheafSystem, check_system
 from ..sheaf.edge_groups import group
+
+__all__ = ["edge_discrepancies", "discord_by_block", "edge_kind", "edge_layer", "group", "group_history",
+           "pinned", "PinnedDiscord", "residuals", "EdgeResiduals"]
 
 
 def edge_discrepancies(system, free):
@@ -39,6 +42,7 @@ def edge_discrepancies(system, free):
     >>> float(abs(edge_discrepancies(s, h.free)).max()) < 1e-12
     True
     """
+    check_system(system)
     M = system.n_samples
     n = system.delta_free.shape[1] // M
     free = as_float64(free, "free")
@@ -68,6 +72,7 @@ def discord_by_block(system, free):
     >>> sorted(discord_by_block(s, np.zeros((1, 7))))
     ['e_a1', 'e_z1', 'e_z2']
     """
+    check_system(system)
     e = edge_discrepancies(system, free)
     lay = system.layout
     out = {b.name: 0.5 * (e[:, b.slice] ** 2).sum(axis=1) for b in lay.edge_blocks}
@@ -83,4 +88,6 @@ def discord_by_block(system, free):
 
 def group_history(history, by="type"):
     """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (:func:`sheaflinalg.sheaf.edge_groups.group`)."""
+    if not (hasattr(history, "discord") and hasattr(history, "labels")):  # duck-typed: dynamics stands beside discord
+        raise TypeError(f"history must be a HeatHistory (the history of a heat run), got {type(history).__name__}")
     return group(history.discord, history.labels, by)

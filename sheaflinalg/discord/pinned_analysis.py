@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._common.validation import as_float64, as_samples
-from ..network.model import Network
+from ..network.model import check_network
 from ..sheaf.completion import complete
 from .edge_residuals import EdgeResiduals, residuals
 
@@ -141,8 +141,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     >>> bool(np.allclose(pd.by_edge.sum(axis=1), pd.total))
     True
     """
-    if not isinstance(net, Network):
-        raise TypeError(f"net must be a sheaflinalg.Network, got {type(net).__name__}")
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     Y = _targets(net, Y, X.shape[0])
     k = net.n_hidden

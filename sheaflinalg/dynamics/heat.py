@@ -9,7 +9,8 @@ Nothing runs before every option is checked.
 """
 
 from .._common.options import Default, method_options
-from .._common.validation import as_samples
+from .._common.validation import as_samples, check_bool
+from ..network.model import check_network
 from . import problem as _problem
 from .euler.run import run_euler
 from .euler.settings import DEFAULTS as EULER_DEFAULTS
@@ -119,13 +120,15 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     ...
     ValueError: heat(method='exact') does not use dt (an option of method='euler' only); remove it or choose that method
     """
+    check_network(net)
     own = method_options("heat", method, METHODS, dict(
         dt=dt, max_steps=max_steps, record_every=record_every, record_states=record_states,
         output_force=output_force, crossings=crossings, max_crossings=max_crossings, sliding_window=sliding_window,
         sliding_min_flips=sliding_min_flips, check_stability=check_stability, t_max=t_max, max_events=max_events))
     X, _ = as_samples(X, net.dims[0])
     shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress)
-    reduced = _problem.check_reduced(net, reduced, pins, soft_pins)
+    reduced = _problem.check_reduced(net, None if reduced is None else check_bool(reduced, "reduced"), pins,
+                                     soft_pins)
     if method == "exact":
         settings = ExactSettings.validated(net, **own)
         check_exact_memory(net, X.shape[0], shared.threads)

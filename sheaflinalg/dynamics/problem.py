@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.threads import resolve_threads
-from .._common.validation import check_optional_int, check_positive, check_seed, check_tol
+from .._common.validation import check_bool, check_optional_int, check_positive, check_seed, check_tol
+from ..network.model import check_network
 from ..sheaf import pins as _pins
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state
@@ -47,10 +48,12 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     >>> lambda_max_bound(net) >= 4.0
     True
     """
+    check_network(net)
+    gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
     m = 1.0
     for W in net.weights[1:]:
         m = max(m, weight_norm(W))
-    return (1.0 + m) ** 2 + float(gamma_max) + float(reluctance)
+    return (1.0 + m) ** 2 + gamma_max + reluctance
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,8 @@ class SharedSettings:
     def validated(cls, alpha, tol, init, seed, threads, progress):
         check_seed(seed)
         return cls(alpha=check_positive(alpha, "alpha"), tol=check_tol(tol, "tol"), init=init, seed=seed,
-                   threads=resolve_threads(check_optional_int(threads, "threads")), progress=bool(progress))
+                   threads=resolve_threads(check_optional_int(threads, "threads")),
+                   progress=check_bool(progress, "progress"))
 
 
 @dataclass

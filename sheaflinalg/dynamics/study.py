@@ -5,6 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import as_samples, check_positive, check_seed
+from ..network.model import check_network
 from .exact.result import ExactHeatResult
 from .exact.settings import check_affine
 from .heat import heat
@@ -55,6 +56,7 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.5, 1.0, 2.
     >>> 0.7 < st.slope < 1.3
     True
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     dts, times = _positive_values(dts, "dts"), _positive_values(times, "times")
     alpha = check_positive(alpha, "alpha")

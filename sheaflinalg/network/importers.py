@@ -25,6 +25,22 @@ def network_arrays_from_sklearn(model):
     return weights, biases, _SKLEARN_OUTPUTS[out]
 
 
+def _torch_values(torch, tensor, name):
+    """A parameter as a float64 ndarray: real floating dtypes on any device are converted (copied to the
+    CPU); the meta device (shapes without values), complex, integer, boolean and quantized tensors are
+    refused, as they hold no real numbers to convert."""
+    if tensor.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape but no values. Materialise the "
+                         "model first (e.g. model.to_empty(device='cpu') and load its state_dict)")
+    if tensor.is_quantized or tensor.is_complex() or not tensor.is_floating_point():
+        raise TypeError(f"{name} has dtype {tensor.dtype}; expected real floating-point parameters "
+                        "(float16, bfloat16, float32 or float64, converted to float64)")
+    if tensor.layout != torch.strided:
+        tensor = tensor.to_dense()
+    with torch.no_grad():
+        return tensor.detach().to(device="cpu", dtype=torch.float64).numpy().copy()
+
+
 def network_arrays_from_torch(module):
     """Return ``(weights, biases, output)`` of an ``nn.Sequential`` of Linear/ReLU layers."""
     try:
@@ -49,10 +65,9 @@ def network_arrays_from_torch(module):
             if not isinstance(layer, nn.Linear):
                 raise ValueError(f"layer {i} is {type(layer).__name__}; expected Linear "
                                  "(supported: Linear/ReLU alternating, optional final Sigmoid/Tanh/Softmax)")
-            with torch.no_grad():
-                W = layer.weight.detach().cpu().to(torch.float64).numpy().copy()
-                b = (layer.bias.detach().cpu().to(torch.float64).numpy().copy()
-                     if layer.bias is not None else np.zeros(W.shape[0]))
+            W = _torch_values(torch, layer.weight, f"layer {i} ({type(layer).__name__}) weight")
+            b = (_torch_values(torch, layer.bias, f"layer {i} ({type(layer).__name__}) bias")
+                 if layer.bias is not None else np.zeros(W.shape[0]))
             weights.append(W)
             biases.append(b)
         elif not isinstance(layer, nn.ReLU):

@@ -6,7 +6,8 @@ A network file holds ``format`` (the text ``sheaflinalg.network/1``),
 and ``digest``, the SHA-256 of the rest (:func:`~sheaflinalg._common.npzfile.content_digest`),
 so that a file edited after :meth:`~sheaflinalg.Network.save` wrote it is refused.
 ``format``, ``output`` and ``digest`` may be absent (files written by hand
-with ``numpy.savez``; the output is then the identity); anything else is refused.
+with ``numpy.savez``; the output is then the identity); other entries are ignored with one
+:class:`~sheaflinalg._common.npzfile.UnreadEntriesWarning` naming them.
 """
 
 import re
@@ -41,16 +42,19 @@ def read_network(path):
     ValueError
         Naming the file and the entry: corrupt or truncated file, an entry
         that needs pickle, is not float64, has the wrong number of dimensions,
-        holds NaN/Inf, a missing or unexpected entry, an unknown ``format`` or
+        holds NaN/Inf, a missing entry, a layer numbered beyond a gap, an unknown ``format`` or
         ``output``.  (Shapes that do not chain are refused by the
         :class:`~sheaflinalg.network.model.Network` constructor, also named.)
     """
     f = read_npz(path, "network file")
+    if "meta" in f:     # the output activation of those files is in their meta, which this reader would ignore
+        raise f.error("holds 'meta': it is a recorded experiment or a training checkpoint, not a network file "
+                      "(a recorded experiment's network: sl.tasks.load_experiment(path).network)")
     if "W1" not in f:
         raise f.error("is not a sheaflinalg network file (no array 'W1')")
     weights, biases = layer_arrays(f)
     names = [f"{p}{l}" for l in range(1, len(weights) + 1) for p in "Wb"]
-    f.refuse_others(["format", "output", "digest"] + names)
+    f.ignore_others(["format", "output", "digest"] + names)
     if "format" in f and f.text("format") != FORMAT:
         raise f.error(f"must be {FORMAT!r}, got {f.text('format')!r}", "format")
     output = f.text("output") if "output" in f else "identity"

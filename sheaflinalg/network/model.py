@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from .._common.memory import FLOAT, check_memory
-from .._common.validation import as_float64, as_samples, check_dims, check_seed
+from .._common.memory import FLOAT, check_batch, check_memory
+from .._common.validation import as_float64, as_samples, check_dims, check_seed, check_type
 from . import activations
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 from .io import read_network, write_network
@@ -45,6 +45,24 @@ def parameter_offsets(dims):
         boff[l] = off
         off += dims[l]
     return woff, boff, off
+
+
+def check_network(net, name="net"):
+    """Return ``net`` if it is a :class:`Network`, else a TypeError saying what was expected and what was got.
+
+    Applied first by every public function taking a network (it lives beside
+    the class, as ``_common`` cannot import it); a file name gets the hint to
+    load it.
+
+    Examples
+    --------
+    >>> check_network("net.npz")
+    Traceback (most recent call last):
+    ...
+    TypeError: net must be a sheaflinalg.Network, got str 'net.npz' (load a network file with sl.Network.load(path))
+    """
+    hint = " (load a network file with sl.Network.load(path))" if isinstance(net, (str, os.PathLike)) else ""
+    return check_type(net, Network, name, "a sheaflinalg.Network", hint)
 
 
 class Network:
@@ -228,6 +246,7 @@ class Network:
             A pre-activation overflows float64 (the message names the layer).
         """
         X, _ = as_samples(X, self.dims[0])
+        check_batch(X.shape[0], 2 * FLOAT * sum(self.dims[1:]), "the forward pass")
         zs, hidden = [], []
         a = X
         for l, (W, b) in enumerate(zip(self._weights, self._biases)):
@@ -290,8 +309,9 @@ class Network:
             If there is no such file.
         ValueError
             Naming the file and the entry: corrupt or truncated file, arrays
-            that need pickle, missing or unexpected entries, entries that are
-            not finite float64 arrays or whose shapes do not chain.
+            that need pickle, missing entries, entries that are not finite
+            float64 arrays or whose shapes do not chain.  Entries a network
+            file does not hold are ignored with one warning naming them.
         """
         weights, biases, output = read_network(path)
         try:
@@ -345,6 +365,9 @@ class Network:
         """Import a PyTorch ``nn.Sequential`` of ``Linear``/``ReLU`` layers.
 
         An optional final ``Sigmoid``, ``Tanh`` or ``Softmax`` (over the last
-        dimension) becomes the output activation.  Weights are converted to float64.
+        dimension) becomes the output activation.  Real floating-point
+        parameters on any device are copied to the CPU as float64; parameters
+        on the meta device (no values) are refused with a ValueError, complex,
+        integer, boolean and quantized ones with a TypeError.
         """
         return cls(*network_arrays_from_torch(module))

@@ -12,12 +12,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._common.memory import check_memory
-from .._common.validation import as_float64, as_samples
+from .._common.validation import as_float64, as_samples, check_bool, check_type
 from ..network import activations
-from .pins import resolve_pins
+from ..network.model import Network, check_network
 from .harmonic import harmonic_extension
 from .layout import Layout
 from .patterns import normalise_pattern, output_jacobian
+from .pins import resolve_pins
 from .sparse_blocks import csr_from_blocks, transpose_times
 
 
@@ -40,6 +41,20 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     if not reduced:
         rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
     return rows
+
+
+def check_system(system, name="system"):
+    """Return ``system`` if it is an assembled :class:`SheafSystem`, else a TypeError naming what was got.
+
+    Examples
+    --------
+    >>> check_system("x")
+    Traceback (most recent call last):
+    ...
+    TypeError: system must be a sheaflinalg.SheafSystem (from sl.assemble), got str 'x'
+    """
+    hint = " (assemble one with sl.assemble(net, x))" if isinstance(system, Network) else ""
+    return check_type(system, SheafSystem, name, "a sheaflinalg.SheafSystem (from sl.assemble)", hint)
 
 
 class SheafSystem:
@@ -66,6 +81,7 @@ class SheafSystem:
     """
 
     def __init__(self, net, X, pattern, reduced=False):
+        check_network(net)
         self.network = net
         self.X = X
         self.n_samples = X.shape[0]
@@ -232,6 +248,7 @@ class AugmentedSheafSystem(SheafSystem):
     """
 
     def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None):
+        check_network(net)
         super().__init__(net, X, pattern, reduced)
         if linearise_at is not None:
             self._linearise(np.asarray(linearise_at, dtype=np.float64).reshape(self.n_samples, -1))
@@ -453,7 +470,9 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     >>> bool((s.delta_free.diagonal() == 1.0).all())
     True
     """
+    check_network(net)
     X, _ = as_samples(x, net.dims[0], name="x")
+    reduced = check_bool(reduced, "reduced")
     M = X.shape[0]
     augmented = not (pins is None and soft_pins is None and reluctance is None and free_inputs is None
                      and linearise_at is None)
@@ -462,7 +481,9 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     if linearise_at is not None:
         linearise_at = as_float64(linearise_at, "linearise_at")
         if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
-            raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}), got {linearise_at.shape}")
+            raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}) or ({net.dims[-1]},), got "
+                             f"{linearise_at.shape}")
+        linearise_at = np.ascontiguousarray(np.broadcast_to(linearise_at, (M, net.dims[-1])))
     check_memory(system_bytes(net, M), f"the sparse sheaf system of {M} samples",
                  "assemble fewer samples at a time (samples are independent blocks)")
     if pattern is None:

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples, check_choice
+from .._common.validation import as_samples, check_choice, check_int
+from ..network.model import check_network
 from .assembly import assemble
-from .factor import BACKENDS, cholesky
+from .factor import check_backend, cholesky
 from .layout import Layout
 from .patterns import normalise_pattern
 from .pins import pins_or_clamp, resolve_pins
@@ -235,13 +236,13 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     >>> float(c.block("a1")[0, 0])
     2.0
     """
+    check_network(net)
     pins = pins_or_clamp(pins, clamp)
     X, _ = as_samples(X, net.dims[0])
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
-    check_choice(backend, BACKENDS, "backend")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    check_backend(backend)
+    max_iter = check_int(max_iter, "max_iter")
     # Validate everything before any work.
     resolved = resolve_pins(net, X, None, pins, soft_pins, reluctance, free_inputs)
     lay, hard, fi = resolved.layout, resolved.hard, resolved.free_inputs

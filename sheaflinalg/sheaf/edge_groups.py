@@ -7,7 +7,7 @@ Euler's :class:`~sheaflinalg.HeatHistory` and the discord analysis
 (:mod:`sheaflinalg.discord`) both group their discord columns with :func:`group`.
 """
 
-from .._common.validation import as_float64, check_choice
+from .._common.validation import as_float64, check_choice, check_type
 
 
 def edge_kind(label):
@@ -18,6 +18,7 @@ def edge_kind(label):
     >>> edge_kind("e_z2"), edge_kind("e_a1"), edge_kind("e_pin")
     ('weight', 'activation', 'pin')
     """
+    check_type(label, str, "label", "an edge-block label (str, e.g. 'e_z1')")
     if label == "e_pin":
         return "pin"
     if label == "e_rel":

@@ -10,6 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .._common.validation import check_choice
+
 try:  # scikit-sparse builds against Debian's libsuitesparse-dev
     from sksparse import cholmod as _cholmod
 except ImportError:  # pragma: no cover - depends on the environment
@@ -24,6 +26,25 @@ def cholmod_available():
     return _cholmod is not None
 
 
+def check_backend(backend, name="backend"):
+    """Return ``backend`` if it names a usable Cholesky backend, else raise; called at the entry of every
+    public function that factorises, before any work.
+
+    Examples
+    --------
+    >>> check_backend("superlu")
+    'superlu'
+    >>> check_backend("bogus")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown backend 'bogus'; expected one of 'auto', 'cholmod', 'superlu'
+    """
+    check_choice(backend, BACKENDS, name)
+    if backend == "cholmod" and _cholmod is None:
+        raise ImportError(f"{name}='cholmod' needs scikit-sparse (see README: set-up); use 'auto' or 'superlu'")
+    return backend
+
+
 class Factor:
     """A factorisation of a sparse SPD matrix ``A``.
 
@@ -34,14 +55,11 @@ class Factor:
 
     def __init__(self, A, backend="auto"):
         global _warned
-        if backend not in BACKENDS:
-            raise ValueError(f"unknown backend {backend!r}; expected one of {BACKENDS}")
+        check_backend(backend)
         A = sp.csc_matrix(A, dtype=np.float64)
         if A.shape[0] != A.shape[1]:
             raise ValueError(f"matrix must be square, got shape {A.shape}")
         self.shape = A.shape
-        if backend == "cholmod" and _cholmod is None:
-            raise ImportError("backend='cholmod' needs scikit-sparse (see README: set-up)")
         if backend == "auto" and _cholmod is None and not _warned:
             warnings.warn("scikit-sparse (CHOLMOD) is not installed; using SciPy's SuperLU "
                           "for sparse factorisations instead", RuntimeWarning, stacklevel=3)

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.blocks import map_blocks
+from .._common.memory import FLOAT, check_batch
 from .._common.threads import blas_limit, resolve_threads
 from .._common.validation import as_samples, check_optional_int
 from ..network import activations
-from ..network.model import NetworkOverflowError
+from ..network.model import NetworkOverflowError, check_network
 from .layout import Layout
 from .patterns import normalise_pattern
 
@@ -111,12 +112,15 @@ def harmonic_extension(net, X, pattern=None, threads=None):
     >>> bool(np.allclose(h.output, net.forward(X), rtol=1e-12, atol=0))
     True
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     threads = resolve_threads(check_optional_int(threads, "threads"))
     M = X.shape[0]
+    lay = Layout(net.dims)
+    # free, the pattern and the forward pass's temporaries of a block
+    check_batch(M, FLOAT * (lay.n_free + 2 * sum(net.dims[1:])), "the harmonic extension")
     if pattern is not None:
         pattern = normalise_pattern(net, pattern, M)
-    lay = Layout(net.dims)
     free = np.empty((M, lay.n_free))
     consistent = np.ones(M, dtype=bool)
     k = net.n_hidden

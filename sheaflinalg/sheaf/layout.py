@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._common.validation import check_bool, check_dims
 from ..network.model import parameter_offsets
 
 
@@ -73,11 +74,9 @@ class Layout:
     """
 
     def __init__(self, dims, reduced=False):
-        dims = [int(d) for d in dims]
-        if len(dims) < 2 or min(dims) < 1:
-            raise ValueError(f"invalid layer widths {dims}")
+        dims = check_dims(dims)
         self.dims = dims
-        self.reduced = bool(reduced)
+        self.reduced = check_bool(reduced, "reduced")
         self.n_hidden = len(dims) - 2
         k = self.n_hidden
         coords = []  # (name, size, kind, layer, vertex, free?)

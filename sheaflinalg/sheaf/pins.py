@@ -45,13 +45,14 @@ Every entry point names them the same way (``pins=``, ``soft_pins=``,
 :func:`resolve_pins`, before any work.
 """
 
+import numbers
 import re
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_float64
+from .._common.validation import as_float64, check_real, check_type
 from .layout import Layout
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@0-9]+?)\s*(?:\[([^\]]*)\])?\s*$")
@@ -78,6 +79,10 @@ class SoftPins:
     targets: dict
     gamma: object = 1.0
 
+    def __post_init__(self):
+        check_type(self.targets, dict, "SoftPins targets", "a dict {selector: values}")
+        check_type(self.gamma, (numbers.Real, dict), "SoftPins gamma", "a number > 0 or a dict {selector: gamma}")
+
 
 @dataclass
 class Reluctance:
@@ -91,6 +96,9 @@ class Reluctance:
 
     lam: float
     anchor: object = None
+
+    def __post_init__(self):
+        check_real(self.lam, "Reluctance lam")
 
 
 @dataclass

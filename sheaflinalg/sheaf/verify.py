@@ -5,10 +5,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .._common.validation import as_samples, check_choice, check_tol
+from .._common.memory import FLOAT, check_batch
+from .._common.validation import as_samples, check_tol
+from ..network.model import check_network
 from .assembly import assemble
-from .factor import BACKENDS, cholesky, cholmod_available
+from .factor import check_backend, cholesky, cholmod_available
 from .harmonic import harmonic_extension
+from .layout import Layout
 
 
 def unit_lower_triangular_certificate(matrix):
@@ -52,6 +55,13 @@ def condition_estimate(D, lu):
     return float(spla.onenormest(D) * spla.onenormest(inverse))
 
 
+#: Names of the checks, in report order.
+CHECKS = ("det certificate (exact)", "log|det delta_Omega| ~ 0", "log det L[Omega,Omega] ~ 0", "harmonic = forward",
+          "LU solve = forward", "global section (discord ~ 0)", "pattern self-consistent")
+#: Exit status of ``sheaflinalg verify`` for each verdict (2 is a usage error).
+EXIT_STATUS = {"PASSED": 0, "FAILED": 1, "INCONCLUSIVE": 3}
+
+
 @dataclass
 class VerificationReport:
     """Per-sample results of :func:`verify`.
@@ -70,16 +80,21 @@ class VerificationReport:
     lu_deviation : ndarray
         The same for the harmonic extension computed by the generic sparse LU solve.
     discord : ndarray
-        ``||delta omega_bar||`` of the harmonic extension (0 for a global section).
+        ``||delta omega_bar||`` of the harmonic extension (0 for a global section),
+        relative to ``max(1, |forward pass|)``.
     self_consistent : ndarray of bool
     condition : ndarray
         Estimate of the 1-norm condition number of ``delta_Omega``
         (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square).
+    rounding_bound : dict
+        ``{check name: per-sample array}``: what rounding errors alone can make
+        the numerical checks read, in the check's own units (``inf`` when the
+        computation overflows float64).
     inconclusive : dict
         ``{check name: per-sample bool array}``: the check failed but its
-        rounding-error bound (``n * eps * condition``) exceeds its tolerance, so
-        the conditioning, not the network, may be the cause.  By structure
-        (the exact certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
+        rounding bound exceeds (or is not below) its tolerance, so float64,
+        not the network, may be the cause.  By structure (the exact
+        certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
     """
 
     dims: list
@@ -99,19 +114,22 @@ class VerificationReport:
     notes: list = field(default_factory=list)
     condition: np.ndarray = None
     inconclusive: dict = field(default_factory=dict)
+    rounding_bound: dict = field(default_factory=dict)
+
+    @property
+    def tolerances(self):
+        """``{check name: tolerance}`` of the numerical checks."""
+        return {CHECKS[1]: self.logdet_tol, CHECKS[2]: self.logdet_tol, CHECKS[3]: self.tol, CHECKS[4]: self.tol,
+                CHECKS[5]: self.tol * 10}
 
     @property
     def checks(self):
         """Dictionary ``{check name: per-sample bool array}``."""
-        return {
-            "det certificate (exact)": self.det_certificate,
-            "log|det delta_Omega| ~ 0": np.abs(self.logabsdet_delta) <= self.logdet_tol,
-            "log det L[Omega,Omega] ~ 0": np.abs(self.logdet_laplacian) <= self.logdet_tol,
-            "harmonic = forward": self.max_deviation <= self.tol,
-            "LU solve = forward": self.lu_deviation <= self.tol,
-            "global section (discord ~ 0)": self.discord <= self.tol * 10,
-            "pattern self-consistent": self.self_consistent,
-        }
+        values = (self.logabsdet_delta, self.logdet_laplacian, self.max_deviation, self.lu_deviation, self.discord)
+        out = {CHECKS[0]: self.det_certificate}
+        out.update({name: np.abs(v) <= tol for (name, tol), v in zip(self.tolerances.items(), values)})
+        out[CHECKS[6]] = self.self_consistent
+        return out
 
     @property
     def passed(self):
@@ -120,7 +138,7 @@ class VerificationReport:
 
     @property
     def status(self):
-        """``"PASSED"``; ``"INCONCLUSIVE"`` if every failure is one the conditioning can explain; else ``"FAILED"``."""
+        """``"PASSED"``; ``"INCONCLUSIVE"`` if every failure is one float64 can explain; else ``"FAILED"``."""
         if self.passed:
             return "PASSED"
         for name, ok in self.checks.items():
@@ -133,32 +151,35 @@ class VerificationReport:
         lines = [f"sheaflinalg verify: network {self.dims}, output {self.output}, "
                  f"{self.n_samples} samples, Cholesky backend {self.factor_backend}",
                  ""]
-        header = f"{'check':32s} {'passed':>9s} {'worst value':>14s}"
+        header = f"{'check':32s} {'passed':>9s} {'inconclusive':>12s} {'worst value':>14s}"
         lines += [header, "-" * len(header)]
-        worst = {
-            "det certificate (exact)": "",
-            "log|det delta_Omega| ~ 0": f"{np.max(np.abs(self.logabsdet_delta)):.3e}",
-            "log det L[Omega,Omega] ~ 0": f"{np.max(np.abs(self.logdet_laplacian)):.3e}",
-            "harmonic = forward": f"{np.max(self.max_deviation):.3e}",
-            "LU solve = forward": f"{np.max(self.lu_deviation):.3e}",
-            "global section (discord ~ 0)": f"{np.max(self.discord):.3e}",
-            "pattern self-consistent": "",
-        }
+        values = dict(zip(CHECKS[1:6], (self.logabsdet_delta, self.logdet_laplacian, self.max_deviation,
+                                        self.lu_deviation, self.discord)))
         for name, ok in self.checks.items():
-            lines.append(f"{name:32s} {int(np.sum(ok)):>4d}/{ok.size:<4d} {worst[name]:>14s}")
+            worst = f"{np.max(np.abs(values[name])):.3e}" if name in values else ""
+            undecided = int(np.sum(self.inconclusive.get(name, 0)))
+            lines.append(f"{name:32s} {int(np.sum(ok)):>4d}/{ok.size:<4d} {undecided or '':>12} {worst:>14s}")
         lines.append("")
         lines += [f"note: {n}" for n in self.notes]
         for s in np.flatnonzero(~self.det_certificate)[:5]:
             lines.append(f"sample {s}: certificate failed: {self.certificate_reason[s]}")
-        for name, undecided in self.inconclusive.items():
-            if np.any(undecided):
-                s = int(np.argmax(undecided))
-                lines.append(f"inconclusive: {name} for {int(undecided.sum())} sample(s): delta_Omega has "
-                             f"condition number ~ {self.condition[s]:.2e} (sample {s}), so rounding errors "
-                             f"can exceed the tolerance; det delta_Omega = 1 holds by structure")
+        lines += [self._inconclusive_line(name) for name, u in self.inconclusive.items() if np.any(u)]
         lines.append(f"tolerances: deviation {self.tol:g} (relative), log det {self.logdet_tol:g}")
         lines.append("RESULT: " + self.status)
         return "\n".join(lines)
+
+    def _inconclusive_line(self, name):
+        undecided = self.inconclusive[name]
+        s = int(np.argmax(undecided))
+        bound = self.rounding_bound[name][s]
+        if name == CHECKS[5]:
+            cause = ("its terms overflow float64" if not np.isfinite(bound)
+                     else "the residual sums terms far larger than the state")
+        else:
+            cause = f"delta_Omega has condition number ~ {self.condition[s]:.2e}"
+        return (f"inconclusive: {name} for {int(undecided.sum())} sample(s): its rounding-error bound "
+                f"{bound:.2e} (sample {s}) exceeds the tolerance {self.tolerances[name]:g}: {cause}; "
+                "det delta_Omega = 1 holds by structure")
 
 
 def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
@@ -171,6 +192,13 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     harmonic extension (block forward substitution, and independently a
     generic sparse LU solve of the assembled system) and the forward pass,
     the discord of the harmonic extension, and pattern self-consistency.
+
+    The verdict (:attr:`VerificationReport.status`) is PASSED, FAILED, or
+    INCONCLUSIVE when every failing check is one whose rounding-error bound
+    exceeds its tolerance: ``n eps cond(delta_Omega)`` for the solves and the
+    log determinant of ``delta_Omega``, its square for ``log det L``,
+    ``m eps || |delta| |omega| || / max(1, |omega|)`` for the discord
+    (``m`` the entries of a row), infinite when the computation overflows.
 
     Parameters
     ----------
@@ -192,65 +220,80 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     >>> import numpy as np, sheaflinalg as sl
     >>> net = sl.Network.random([2, 30, 1], seed=0)
     >>> X = np.random.default_rng(0).uniform(-2, 2, size=(10, 2))
-    >>> sl.verify(net, X).passed
-    True
+    >>> sl.verify(net, X).status
+    'PASSED'
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
-    check_choice(backend, BACKENDS, "backend")
+    check_backend(backend)
     M = X.shape[0]
+    check_batch(M, 2 * FLOAT * Layout(net.dims).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
-    zs, hidden = net.forward_states(X)
-    forward_output = net.forward(X)
-    cert = np.zeros(M, dtype=bool)
-    reasons = [""] * M
-    logabs = np.zeros(M)
-    logdet = np.zeros(M)
-    dev = np.zeros(M)
-    lu_dev = np.zeros(M)
-    discord = np.zeros(M)
-    condition = np.zeros(M)
-    backend_used = "cholmod" if backend != "superlu" and cholmod_available() else "superlu"
-    for s in range(M):
-        system = assemble(net, X[s])
-        D = system.delta_free
-        cert[s], reasons[s] = unit_lower_triangular_certificate(D)
-        lu = spla.splu(D.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0)
-        with np.errstate(divide="ignore"):
-            logabs[s] = np.sum(np.log(np.abs(lu.U.diagonal()))) + np.sum(np.log(np.abs(lu.L.diagonal())))
-        condition[s] = condition_estimate(D, lu)
-        try:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                logdet[s] = cholesky(system.laplacian_free, backend=backend).logdet()
-        except np.linalg.LinAlgError:
-            logdet[s] = np.nan  # the factorisation broke down: judged against the conditioning below
-        rhs = -(system.delta_boundary @ system.u + system.edge_offset)
-        omega_lu = lu.solve(rhs)
-        reference = np.concatenate([np.concatenate([z[s], a[s]]) for z, a in zip(zs[:-1], hidden)]
-                                   + [zs[-1][s], forward_output[s]])
-        # reference is in layout order z1, a1, ..., z(k+1), yhat
-        scale = max(1.0, float(np.max(np.abs(reference))))
-        dev[s] = np.max(np.abs(h.free[s] - reference)) / scale
-        lu_dev[s] = np.max(np.abs(omega_lu - reference)) / scale
-        discord[s] = np.linalg.norm(D @ h.free[s] + system.delta_boundary @ system.u + system.edge_offset) / scale
+    reference = _forward_reference(net, X)
+    rows = [_sample_checks(assemble(net, X[s]), h.free[s], reference[s], backend) for s in range(M)]
+    (cert, reasons, logabs, logdet, dev, lu_dev, discord, condition, residual_bound,
+     n) = (list(c) for c in zip(*rows))
+    cert, logabs, logdet, dev, lu_dev, discord, condition, residual_bound = map(
+        np.array, (cert, logabs, logdet, dev, lu_dev, discord, condition, residual_bound))
     notes = []
     if net.output != "identity":
         notes.append(f"output {net.output} is nonlinear: the e_y block row uses the linearised map "
                      "-J_phi(z*) at the forward-pass pre-activation z*; delta_Omega stays unit lower triangular")
-    n = float(D.shape[0])
     eps = np.finfo(np.float64).eps
-    # A check that failed is inconclusive when its rounding-error bound exceeds its tolerance.
-    with np.errstate(over="ignore"):
-        undecided_logdet = n * eps * condition ** 2 > logdet_tol
-    undecided_solve = n * eps * condition > tol
-    inconclusive = {"log|det delta_Omega| ~ 0": ~(np.abs(logabs) <= logdet_tol) & (n * eps * condition > logdet_tol),
-                    "log det L[Omega,Omega] ~ 0": ~(np.abs(logdet) <= logdet_tol) & undecided_logdet,
-                    "LU solve = forward": ~(lu_dev <= tol) & undecided_solve,
-                    "global section (discord ~ 0)": ~(discord <= tol * 10) & undecided_solve}
-    return VerificationReport(
-        condition=condition, inconclusive=inconclusive, dims=net.dims, output=net.output, n_samples=M, det_certificate=cert,
-        certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
+    with np.errstate(over="ignore", invalid="ignore"):
+        solve_bound = n[0] * eps * condition
+        bounds = {CHECKS[1]: solve_bound, CHECKS[2]: solve_bound * condition, CHECKS[4]: solve_bound,
+                  CHECKS[5]: residual_bound}
+    report = VerificationReport(
+        condition=condition, rounding_bound=bounds, dims=net.dims, output=net.output, n_samples=M,
+        det_certificate=cert, certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
-        self_consistent=h.self_consistent, factor_backend=backend_used, tol=tol,
+        self_consistent=h.self_consistent, factor_backend=_backend_used(backend), tol=tol,
         logdet_tol=logdet_tol, notes=notes)
+    checks, tolerances = report.checks, report.tolerances
+    # A failed check is inconclusive when rounding alone can exceed its tolerance (a NaN bound counts).
+    report.inconclusive = {name: ~checks[name] & ~(b <= tolerances[name]) for name, b in bounds.items()}
+    return report
+
+
+def _backend_used(backend):
+    return "cholmod" if backend != "superlu" and cholmod_available() else "superlu"
+
+
+def _forward_reference(net, X):
+    """The forward pass in layout order ``z1, a1, ..., z(k+1), yhat``, shape ``(n_samples, n_free)``."""
+    zs, hidden = net.forward_states(X)
+    blocks = [b for z, a in zip(zs[:-1], hidden) for b in (z, a)] + [zs[-1], net.forward(X)]
+    return np.concatenate(blocks, axis=1)
+
+
+def _sample_checks(system, free, reference, backend):
+    """The checks of one sample; every vector is divided by ``scale = max(1, |forward pass|)`` first,
+    so that values near the float64 limit do not overflow in the products and norms."""
+    D = system.delta_free
+    cert, reason = unit_lower_triangular_certificate(D)
+    lu = spla.splu(D.tocsc(), permc_spec="NATURAL", diag_pivot_thresh=0.0)
+    with np.errstate(divide="ignore"):
+        logabs = np.sum(np.log(np.abs(lu.U.diagonal()))) + np.sum(np.log(np.abs(lu.L.diagonal())))
+    condition = condition_estimate(D, lu)
+    try:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            logdet = cholesky(system.laplacian_free, backend=backend).logdet()
+    except np.linalg.LinAlgError:
+        logdet = np.nan  # the factorisation broke down: judged against the conditioning
+    scale = max(1.0, float(np.max(np.abs(reference))))
+    free, reference = free / scale, reference / scale
+    boundary = system.delta_boundary @ (system.u / scale) + system.edge_offset / scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        omega_lu = lu.solve(-boundary)
+        residual = D @ free + boundary
+        magnitude = abs(D) @ np.abs(free) + abs(system.delta_boundary) @ np.abs(system.u / scale) \
+            + np.abs(system.edge_offset / scale)
+        per_row = np.diff(D.tocsr().indptr) + np.diff(system.delta_boundary.tocsr().indptr) + 1
+        residual_bound = float(np.max(per_row)) * np.finfo(np.float64).eps * np.linalg.norm(magnitude)
+        discord = np.linalg.norm(residual)
+    dev = np.max(np.abs(free - reference))
+    lu_dev = np.max(np.abs(omega_lu - reference))
+    return cert, reason, logabs, logdet, dev, lu_dev, discord, condition, residual_bound, D.shape[0]

@@ -28,12 +28,12 @@ Methods (``method="auto"`` picks the first that applies):
 import numpy as np
 import scipy.sparse as sp
 
-from .._common.memory import FLOAT, check_memory
+from .._common.memory import FLOAT, check_batch, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
-from .._common.validation import as_samples, check_choice, check_int, check_optional_int, check_tol
-from ..network.model import NetworkOverflowError
-from ..sheaf.assembly import assemble
+from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
+from ..network.model import NetworkOverflowError, check_network
+from ..sheaf.assembly import assemble, check_system
 from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
@@ -230,14 +230,20 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     >>> sp.block_names
     ['z1', 'a1', 'z2']
     """
+    check_network(net)
     X, _ = as_samples(X, net.dims[0])
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
+    vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     reduced = system == "reduced"
-    if pins is not None or soft_pins is not None or reluctance is not None:
-        check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
+    check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
+    pinned = pins is not None or soft_pins is not None or reluctance is not None
+    if solver != "auto" and not pinned:
+        raise ValueError(f"solver={solver!r} has no effect without pins, soft_pins or reluctance (an unpinned "
+                         "spectrum shifts and inverts by block substitution); drop it")
+    if pinned:
         s = assemble(net, X, pattern=pattern, reduced=reduced, pins=pins, soft_pins=soft_pins,
                      reluctance=reluctance)
         return spectrum_of_system(s, k=k, vectors=vectors, solver=solver, method=method, full=full,
@@ -249,6 +255,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     threads = None if threads is None else resolve_threads(threads)
+    # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
+    check_batch(X.shape[0], FLOAT * (3 * sum(net.dims[1:]) + 2 * k * (2 + (N if vectors else 0))), "the spectra")
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
@@ -355,8 +363,10 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
     >>> sp.method, sp.lambda_min.shape
     ('superlu', (3,))
     """
+    check_system(system)
     check_choice(solver, SOLVERS, "solver")
     check_choice(method, METHODS, "method")
+    vectors, full = check_bool(vectors, "vectors"), check_bool(full, "full")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     D = sp.csr_matrix(system.delta_free)

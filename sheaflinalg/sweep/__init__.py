@@ -14,6 +14,7 @@ import os
 from .._common.atomic import write_text
 from .._common.progress import progress_bar
 from .._common.threads import available_cores, get_num_threads
+from .._common.validation import check_path
 from . import execute
 from .spec import Spec, SpecError, load as load_spec
 from .store import Store, StoreError
@@ -163,14 +164,12 @@ def status(db):
 
 
 def _check_db(db):
-    if not isinstance(db, (str, os.PathLike)):
-        raise TypeError(f"db must be a file name (str or path-like), got {type(db).__name__}")
+    return check_path(db, "db")
 
 
 def _read(db, what):
     """``what(store)`` with ``db`` opened read-only (it must exist; nothing is written to it)."""
-    _check_db(db)
-    store = Store(db, readonly=True)
+    store = Store(_check_db(db), readonly=True)
     try:
         return what(store)
     finally:

@@ -36,6 +36,7 @@ import uuid
 import numpy as np
 
 from .._common.atomic import pid_running, prepare_target, save_npz
+from .._common.validation import check_path
 from .._common.version import VERSION
 
 SCHEMA = """
@@ -132,9 +133,7 @@ class Store:
     """
 
     def __init__(self, path, readonly=False):
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"path must be a file name (str or path-like), got {type(path).__name__}")
-        self.path, self.readonly = os.fspath(path), readonly
+        self.path, self.readonly = check_path(path, "db"), readonly
         self.owner = f"{platform.node()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self.artifacts = self.path + ".artifacts"
         self._claimed = False

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from .._common.validation import as_samples
-from ..network.model import Network
+from ..network.model import Network, check_network
 from .history import History
 from .losses import check_targets, resolve_loss
 
@@ -45,8 +45,7 @@ class Problem:
     """
 
     def __init__(self, net, X, Y, X_test, Y_test, loss, loss_param):
-        if not isinstance(net, Network):
-            raise TypeError(f"net must be a sheaflinalg.Network, got {type(net).__name__}")
+        check_network(net)
         self.net = net
         self.loss, self.loss_param = resolve_loss(loss, loss_param, net.output)
         n0, n_out = net.dims[0], net.dims[-1]

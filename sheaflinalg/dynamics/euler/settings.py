@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._common.validation import check_choice, check_int, check_positive
+from ..._common.validation import check_bool, check_choice, check_int, check_positive
 
 OUTPUT_FORCES = ("adjoint", "discrepancy")
 #: The options only forward Euler uses, with their defaults (see :func:`sheaflinalg.heat`).
@@ -37,10 +37,10 @@ class EulerSettings:
                    record_every=record_every,
                    record_states=_recorded_samples(record_states, n_samples, record_every),
                    output_force=check_choice(output_force, OUTPUT_FORCES, "output_force"),
-                   crossings=bool(crossings), max_crossings=check_int(max_crossings, "max_crossings", 0),
+                   crossings=check_bool(crossings, "crossings"), max_crossings=check_int(max_crossings, "max_crossings", 0),
                    sliding_window=check_int(sliding_window, "sliding_window", 1),
                    sliding_min_flips=check_int(sliding_min_flips, "sliding_min_flips", 2),
-                   check_stability=bool(check_stability))
+                   check_stability=check_bool(check_stability, "check_stability"))
 
 
 def _recorded_samples(record_states, M, record_every):
