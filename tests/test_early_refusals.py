@@ -25,11 +25,11 @@ CASES = {
                              lambda: sl.verify(NET, X, backend="bogus"), ValueError, "backend"),
     "verify bad tol": ("sheaflinalg.sheaf.verify", "harmonic_extension",
                        lambda: sl.verify(NET, X, tol=float("nan")), ValueError, "tol"),
-    "complete bogus backend": ("sheaflinalg.dynamics.clamping", "assemble",
+    "complete bogus backend": ("sheaflinalg.sheaf.completion", "assemble",
                                lambda: sl.complete(NET, X, backend="bogus"), ValueError, "backend"),
-    "complete bad max_iter": ("sheaflinalg.dynamics.clamping", "assemble",
+    "complete bad max_iter": ("sheaflinalg.sheaf.completion", "assemble",
                               lambda: sl.complete(NET, X, max_iter=2.5), TypeError, "max_iter"),
-    "pinned bogus backend": ("sheaflinalg.dynamics.clamping", "assemble",
+    "pinned bogus backend": ("sheaflinalg.sheaf.completion", "assemble",
                              lambda: sl.discord.pinned(NET, X, NET.forward(X), backend="bogus"), ValueError,
                              "backend"),
 }
@@ -47,7 +47,7 @@ def test_cholmod_without_scikit_sparse_is_refused_before_any_work(monkeypatch):
     factor = importlib.import_module("sheaflinalg.sheaf.factor")
     monkeypatch.setattr(factor, "_cholmod", None)
     monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.verify"), "harmonic_extension", _trip)
-    monkeypatch.setattr(importlib.import_module("sheaflinalg.dynamics.clamping"), "assemble", _trip)
+    monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.completion"), "assemble", _trip)
     for call in (lambda: sl.verify(NET, X, backend="cholmod"), lambda: sl.complete(NET, X, backend="cholmod")):
         with pytest.raises(ImportError, match="scikit-sparse"):
             call()

@@ -41,7 +41,7 @@ PUBLIC = dict(item for module, label in ((sl, "sl"), (sl.discord, "sl.discord"),
                                          (sl.tasks, "sl.tasks")) for item in _public(module, label))
 
 #: Records the library returns (dataclasses of results): they are built by the library, not from user input.
-RESULTS = {"sl.Block", "sl.HarmonicExtension", "sl.VerificationReport", "sl.HeatResult", "sl.HeatHistory",
+RESULTS = {"sl.Block", "sl.FlowResult", "sl.HarmonicExtension", "sl.VerificationReport", "sl.HeatResult", "sl.HeatHistory",
            "sl.Completion", "sl.ExactHeatResult", "sl.ConvergenceStudy", "sl.TrainResult", "sl.History",
            "sl.TrainingInfo", "sl.SpectrumResult", "sl.discord.EdgeResiduals",
            "sl.discord.PinnedDiscord", "sl.sweep.Spec", "sl.tasks.Dataset", "sl.tasks.Experiment",
@@ -90,6 +90,7 @@ CASES = {
     "sl.sweep.status": (lambda bad: sl.sweep.status(bad), "file name"),
     "sl.sweep.export_csv": (lambda bad: sl.sweep.export_csv(bad, "unused.csv"), "file name"),
     "sl.sweep.Store": (lambda bad: sl.sweep.Store(bad), "file name"),
+    "sl.sweep.flatten": (lambda bad: sl.sweep.flatten(bad), "list of dicts"),
     "sl.tasks.blobs": (lambda bad: sl.tasks.blobs(bad), "integer"),
     "sl.tasks.circular": (lambda bad: sl.tasks.circular(bad), "integer"),
     "sl.tasks.paraboloid": (lambda bad: sl.tasks.paraboloid(bad), "integer"),

@@ -121,6 +121,7 @@ def load(db, sweep=None, records=False):
     """The runs of ``db`` (of the sweep named ``sweep``): a pandas DataFrame (one column per parameter
     and metric, ``status``, ``run_id``) when pandas is installed and ``records`` is False, else a list of
     dicts.  The store is opened read-only."""
+    db = check_path(db, "db")
     rows = _read(db, lambda store: store.rows(sweep))
     if records:
         return rows
@@ -150,6 +151,8 @@ def flatten(rows):
 def status(db):
     """``[{name, function, planned, done, failed, running, remaining}]`` per sweep of ``db`` (read-only):
     the counts of the runs each sweep registered, which :func:`load` of that sweep returns."""
+    db = check_path(db, "db")
+
     def count(store):
         out = []
         for s in store.sweeps():
