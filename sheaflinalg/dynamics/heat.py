@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._common.memory import check_memory
 from .._common.progress import progress_bar
 from .._common.threads import resolve_threads
 from .._common.validation import (as_samples, check_choice, check_int, check_optional_int, check_positive,
@@ -338,52 +337,9 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
             f"+ max gamma + lambda, valid for every activation pattern); the largest stable dt "
             f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
     S = _initial_columns(net, X, lay, init, seed, hard)
-    off = lay.kernel_offsets()
-    k = lay.n_hidden
-    theta = net.parameters()
-    if reduced:
-        out_mode = _force.OUTPUT_EDGE_NONE
-    elif output_force == "adjoint":
-        out_mode = _force.OUTPUT_EDGE_ADJOINT
-    else:
-        out_mode = _force.OUTPUT_EDGE_DISCREPANCY
-    phi_code = _force.PHI_CODES[net.output]
-    n_out = net.dims[-1]
-    out_off = lay.free(lay.output_block).start
-    upd = np.ones(lay.n_free, dtype=bool)
-    upd[hard.index] = False
-    update_rows = np.flatnonzero(upd).astype(np.int64)
-    soft_rows = soft.index.astype(np.int64)
-    soft_targets = np.ascontiguousarray(soft.values.T)
-    soft_gamma = np.ascontiguousarray(soft.gamma)
-    rel_anchor = np.ascontiguousarray(anchor.T) if anchor is not None else np.zeros((lay.n_free, M))
-
-    hid_rows, hid_layer, hid_neuron = [], [], []
-    for l in range(1, k + 1):
-        zo = off["zoff"][l]
-        for j in range(net.dims[l]):
-            hid_rows.append(zo + j)
-            hid_layer.append(l)
-            hid_neuron.append(j)
-    n_blocks = len(lay.edge_blocks)
-    shared = dict(
-        theta=theta, dims=off["dims"], zoff=off["zoff"], aoff=off["aoff"], woff=off["woff"], boff=off["boff"],
-        yhat_off=off["yhat_off"], out_mode=out_mode, phi_code=phi_code, adt=alpha * dt, tol=tol,
-        update_rows=update_rows, soft_rows=soft_rows, soft_gamma=soft_gamma, lam=lam, record_every=record_every,
-        edge_offsets=off["edge_offsets"], edge_sizes=off["edge_sizes"], out_off=out_off, n_out=n_out,
-        crossings=bool(crossings), hid_rows=np.asarray(hid_rows, dtype=np.int64),
-        hid_layer=np.asarray(hid_layer, dtype=np.int64), hid_neuron=np.asarray(hid_neuron, dtype=np.int64),
-        sliding_window=sliding_window, sliding_min_flips=sliding_min_flips)
-    columns = (("Xc", X.T), ("S", S), ("soft_targets", soft_targets), ("rel_anchor", rel_anchor))
-    n_rec = 2 if record_every > 0 else 0     # grown with the run (HeatPart.reserve_records)
-    max_episodes = max(1000, max_crossings // 4) if crossings else 0
-    n_parts = _parts.part_count(M)
-    log_bytes = n_parts * 8 * (5 * (max_crossings if crossings else 0) + 6 * max_episodes)
-    check_memory(log_bytes, f"the crossing logs of max_crossings={max_crossings}", "lower max_crossings")
-    cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
-    parts = [_parts.HeatPart(lo, hi, shared, columns, rec_samples, n_rec, n_blocks,
-                             max_crossings if crossings else 0, max_episodes, len(hid_rows), max(net.dims))
-             for lo, hi in zip(cuts[:-1], cuts[1:])]
+    kpins = _parts.batch_pins(lay, hard, soft, lam, anchor, M)
+    parts = _parts.build_parts(net, X, S, lay, kpins, output_force, alpha * dt, tol, record_every, rec_samples,
+                               crossings, max_crossings, sliding_window, sliding_min_flips)
 
     show = progress and max_steps >= 20_000
     with progress_bar(max_steps, show, "heat", unit="step") as bar:
@@ -396,39 +352,42 @@ def heat(net, X, alpha=1.0, dt=0.01, max_steps=100_000, tol=1e-12, init="random"
             f"reduce dt (largest dt certified stable: {2.0 / (alpha * bound):.6g})")
     steps = parts[0].step
     # Each part's F holds the forces of its last step: the largest change is adt max|F| (monotone rounding).
+    update_rows = kpins.update_rows
     final_change = alpha * dt * max(float(np.abs(p.F[update_rows]).max()) for p in parts) \
         if steps and update_rows.size else (0.0 if steps else float("inf"))
     for p in parts:
         p.finish()
     S = np.concatenate([p.S for p in parts], axis=1)
     E = np.concatenate([p.E for p in parts], axis=1)
+    n_blocks = len(lay.edge_blocks)
     blk = np.zeros((n_blocks, M))
-    _force.discord_by_edge_block(E, off["edge_offsets"], off["edge_sizes"], off["yhat_off"], 0, 0.0, blk)
+    _force.discord_by_edge_block(E, parts[0].lay, parts[0].edge, blk)
     disc = blk.sum(axis=0)
     if soft.size:
-        disc += 0.5 * (soft.gamma[:, None] * (S[soft_rows] - soft_targets) ** 2).sum(axis=0)
+        disc += 0.5 * (soft.gamma[:, None] * (S[kpins.soft_rows] - kpins.soft_targets) ** 2).sum(axis=0)
     if lam > 0:
-        disc += 0.5 * lam * ((S[update_rows] - rel_anchor[update_rows]) ** 2).sum(axis=0)
+        disc += 0.5 * lam * ((S[update_rows] - kpins.rel_anchor[update_rows]) ** 2).sum(axis=0)
     history = None
     if record_every > 0:
         nr = int(parts[0].counters[_kheat.C_NREC])
         cols = list(range(n_blocks)) + ([n_blocks] if soft.size else []) + ([n_blocks + 1] if lam > 0 else [])
         states = np.zeros((nr, rec_samples.size, lay.n_free))
         for p in parts:
-            states[:, p.rec_index] = p.rec_states[:nr]
+            states[:, p.rec_index] = p.rec.states[:nr]
         history = HeatHistory(
-            steps=parts[0].rec_steps[:nr].copy(),
-            discord=sum(p.rec_discord[:nr] for p in parts)[:, cols],
+            steps=parts[0].rec.steps[:nr].copy(),
+            discord=sum(p.rec.discord[:nr] for p in parts)[:, cols],
             labels=[b.name for b in lay.edge_blocks] + (["e_pin"] if soft.size else [])
             + (["e_rel"] if lam > 0 else []),
-            sample_discord=np.concatenate([p.rec_sample_discord[:nr] for p in parts], axis=1),
+            sample_discord=np.concatenate([p.rec.sample_discord[:nr] for p in parts], axis=1),
             output=np.ascontiguousarray(
-                np.concatenate([p.rec_output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
+                np.concatenate([p.rec.output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
             states=states, state_samples=rec_samples, layout=lay)
     cross, n_cross = _parts.merged_crossings(parts, max_crossings if crossings else 0)
-    sliding, n_sliding = _parts.merged_episodes(parts, max_episodes)
+    sliding, n_sliding = _parts.merged_episodes(parts, parts[0].log.episodes.shape[0])
+    out_rows = lay.free(lay.output_block)
     return HeatResult(
-        state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
+        state=to_rows(S), output=to_rows(S[out_rows]), steps=steps,
         converged=status == _kheat.STATUS_CONVERGED, final_change=final_change, discord=disc,
         edge_discrepancy=to_rows(E), history=history, crossings=cross, crossings_total=n_cross,
         sliding=sliding, sliding_total=n_sliding, layout=lay,
