@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from .products import BLAS_THRESHOLD, outer_product, outer_sums_range, row_sums
-from .structs import KernelLayout, OutputEdge, Scratch, Step  # noqa: F401  (documented names)
+from .structs import KernelLayout, LayerOffsets, OutputEdge, Scratch, Step, layer_offsets  # noqa: F401
 
 PHI_CODES = {"identity": 0, "sigmoid": 1, "tanh": 2, "softmax": 3}
 
@@ -353,115 +353,86 @@ def _neuron_step(S_out, zr, ar, s, z, a, e, g, cz, ca, tol, flips):
     return dz + da, count, flip
 
 
-@njit(cache=True, inline="always")
-def _pullback_source(lay, l):
-    """Where the pull-back ``g`` onto ``a_l`` comes from: ``(row, weight offset)`` of a next layer of
-    width one (``g = theta[wo + j] E[row]``, inline), else ``(-1, wo)`` (``g = G[j]``)."""
-    return (lay.zoff[l + 1] if lay.dims[l + 1] == 1 else -1), lay.woff[l + 1]
+@njit(cache=True)
+def _first_layer_velocity(velocity, accumulate, lo, j, c0, c1, c2, cb):
+    """Neuron ``j`` of the first layer (at most three inputs): its weight velocity ``(c0, c1, c2)`` and
+    bias velocity ``cb`` into ``velocity`` (added when ``accumulate``; nothing when it is None)."""
+    if velocity is None:
+        return
+    m, wo, bo = lo.m, lo.wo, lo.bo
+    if not accumulate:
+        for q in range(m):
+            velocity[wo + j * m + q] = 0.0
+        velocity[bo + j] = 0.0
+    velocity[wo + j * m] += c0
+    if m >= 2:
+        velocity[wo + j * m + 1] += c1
+    if m >= 3:
+        velocity[wo + j * m + 2] += c2
+    velocity[bo + j] += cb
 
 
 @njit(cache=True, fastmath=FMA_SUMS)
-def _step_first_neuron(X, S, S_out, theta, Gs, grow, gv, lay, j, scale, tol, velocity, accumulate, flips, s0, s1):
-    """Step of neuron ``j`` of the first layer (at most three inputs) with its weight-edge discrepancy
-    computed here from ``X`` by the arithmetic of :func:`_residual_rows`, and its weight velocity
-    ``e x^T``, ``sum e`` accumulated on the way into ``velocity`` (if given).
+def _step_hidden_layer(X, S, S_out, theta, E, G, lo, inline_residual, scale, tol, velocity, accumulate, flips, s0,
+                       s1):
+    """Euler step of the hidden layer ``lo`` (:class:`LayerOffsets`), neuron by neuron, without storing
+    its forces.
 
-    Returns (sum of changes, count of changes ``>= tol``, whether some ``z`` changed sign, the
-    next layer's velocity ``sum g a``).
-    """
-    m = lay.dims[0]
-    zr = lay.zoff[1] + j
-    ar = lay.aoff[1] + j
-    wo = lay.woff[1]
-    bo = lay.boff[1]
-    cz = scale[zr]
-    ca = scale[ar]
-    total = 0.0
-    big = 0.0
-    fl = False
-    cn = 0.0
-    bi = theta[bo + j]
-    w0 = theta[wo + j * m]
-    # Absent inputs are padded with a zero weight on row 0: x - 0 * x0 = x exactly.
-    w1 = theta[wo + j * m + 1] if m >= 2 else 0.0
-    w2 = theta[wo + j * m + 2] if m >= 3 else 0.0
-    r1 = 1 if m >= 2 else 0
-    r2 = 2 if m >= 3 else 0
-    c0 = 0.0
-    c1 = 0.0
-    c2 = 0.0
-    cb = 0.0
-    for s in range(np.uint64(s0), np.uint64(s1)):
-        z = S[zr, s]
-        a = S[ar, s]
-        x0 = X[0, s]
-        x1 = X[r1, s]
-        x2 = X[r2, s]
-        e = (((z - bi) - w0 * x0) - w1 * x1) - w2 * x2
-        g = Gs[grow, s]
-        d, c, f = _neuron_step(S_out, zr, ar, s, z, a, e, gv * g, cz, ca, tol, flips)
-        total += d
-        big += c
-        fl |= f
-        if velocity is not None:
-            cn += g * a
-            c0 += e * x0
-            c1 += e * x1
-            c2 += e * x2
-            cb += e
-    if velocity is not None:
-        if not accumulate:
-            for q in range(m):
-                velocity[wo + j * m + q] = 0.0
-            velocity[bo + j] = 0.0
-        velocity[wo + j * m] += c0
-        if m >= 2:
-            velocity[wo + j * m + 1] += c1
-        if m >= 3:
-            velocity[wo + j * m + 2] += c2
-        velocity[bo + j] += cb
-    return total, big, fl, cn
-
-
-@njit(cache=True, fastmath=FMA_SUMS)
-def _step_hidden_layer(X, S, S_out, theta, E, G, lay, l, inline_residual, scale, tol, velocity, accumulate,
-                       flips, s0, s1):
-    """Euler step of hidden layer ``l``, neuron by neuron, without storing its forces.
-
-    The weight-edge discrepancy ``e`` of neuron ``j`` is ``E[zoff[l] + j]``,
+    The weight-edge discrepancy ``e`` of neuron ``j`` is ``E[lo.zo + j]``,
     or, when ``inline_residual`` (first layer, at most three inputs),
-    computed by :func:`_step_first_neuron`.  The pull-back ``g`` is
-    ``theta[g_wo + j] E[gsrc_row]`` (next layer of width one,
-    :func:`_pullback_source`) or ``G[j]``; in the first case the next
-    layer's weight velocity ``E[gsrc_row] a_j`` is accumulated here too (its
-    bias velocity is left to :func:`force_sweep`).  ``scale`` .. ``flips``
-    are the fields of the :class:`Step` (see there).  Returns and counts as
-    :func:`step_rows` (``flips[zoff[l] + j]``).  "reassoc" only reorders
-    these sums (and the batch sums of the velocity).
+    computed here from ``X`` with the arithmetic of :func:`_residual_rows`,
+    its weight velocity (``e x^T`` and ``sum e``) accumulated on the way
+    into ``velocity`` (if given).  The pull-back ``g`` is
+    ``theta[lo.wo_next + j] E[lo.gsrc_row]`` (next layer of width one) or
+    ``G[j]``; in the first case the next layer's weight velocity
+    ``E[gsrc_row] a_j`` is accumulated here too (its bias velocity is left
+    to :func:`force_sweep`).  ``scale`` .. ``flips`` are the fields of the
+    :class:`Step` (see there).  Returns and counts as :func:`step_rows`
+    (``flips[lo.zo + j]``).  "reassoc" only reorders these sums (and the
+    batch sums of the velocity).
     """
     big = 0.0
     total = 0.0
-    gsrc_row, g_wo = _pullback_source(lay, l)
-    for j in range(lay.dims[l]):
-        zr = lay.zoff[l] + j
-        ar = lay.aoff[l] + j
+    m, wo, bo, gsrc_row, g_wo = lo.m, lo.wo, lo.bo, lo.gsrc_row, lo.wo_next
+    for j in range(lo.n):
+        zr = lo.zo + j
+        ar = lo.ao + j
         cz = scale[zr]
         ca = scale[ar]
         fl = False
-        if gsrc_row >= 0:
-            gv = theta[g_wo + j]
-            grow = gsrc_row
-            Gs = E
-        else:
-            gv = 1.0
-            grow = j
-            Gs = G
+        gv, grow, Gs = (theta[g_wo + j], gsrc_row, E) if gsrc_row >= 0 else (1.0, j, G)
         cn = 0.0
         if inline_residual:
-            t, b, fl, cn = _step_first_neuron(X, S, S_out, theta, Gs, grow, gv, lay, j, scale, tol, velocity,
-                                              accumulate, flips, s0, s1)
-            total += t
-            big += b
+            bi = theta[bo + j]
+            w0 = theta[wo + j * m]
+            # Absent inputs are padded with a zero weight on row 0: x - 0 * x0 = x exactly.
+            w1 = theta[wo + j * m + 1] if m >= 2 else 0.0
+            w2 = theta[wo + j * m + 2] if m >= 3 else 0.0
+            r1 = 1 if m >= 2 else 0
+            r2 = 2 if m >= 3 else 0
+            c0 = 0.0
+            c1 = 0.0
+            c2 = 0.0
+            cb = 0.0
+            for s in range(np.uint64(s0), np.uint64(s1)):
+                z = S[zr, s]
+                a = S[ar, s]
+                x0 = X[0, s]
+                x1 = X[r1, s]
+                x2 = X[r2, s]
+                e = (((z - bi) - w0 * x0) - w1 * x1) - w2 * x2
+                g = Gs[grow, s]
+                d, c, f = _neuron_step(S_out, zr, ar, s, z, a, e, gv * g, cz, ca, tol, flips)
+                total += d
+                big += c
+                fl |= f
+                if velocity is not None:
+                    cn += g * a
+                    c0 += e * x0
+                    c1 += e * x1
+                    c2 += e * x2
+                    cb += e
+            _first_layer_velocity(velocity, accumulate, lo, j, c0, c1, c2, cb)
         else:
             for s in range(np.uint64(s0), np.uint64(s1)):
                 z = S[zr, s]
@@ -482,39 +453,35 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, lay, l, inline_residual, scale,
 
 
 @njit(cache=True, fastmath=FMA)
-def _weight_edge(X, S, theta, lay, l, E, F, write_force, whole, s0, s1, blas):
-    """``E[z_l] = z_l - W_l a_(l-1) - b_l`` (and ``F[z_l] = -E[z_l]`` if ``write_force``) on the samples
-    ``s0 <= s < s1``: by BLAS for a whole batch of a big layer when ``blas`` is not None."""
-    n = lay.dims[l]
-    m = lay.dims[l - 1]
-    zo = lay.zoff[l]
-    wo = lay.woff[l]
-    bo = lay.boff[l]
+def _weight_edge(X, S, theta, lo, E, F, write_force, whole, s0, s1, blas):
+    """``E[z_l] = z_l - W_l a_(l-1) - b_l`` (and ``F[z_l] = -E[z_l]`` if ``write_force``) of the layer
+    ``lo`` on the samples ``s0 <= s < s1``: by BLAS for a whole batch of a big layer when ``blas`` is not None."""
+    n, m, zo, wo, bo = lo.n, lo.m, lo.zo, lo.wo, lo.bo
     if blas is not None:
         if whole and n * m * S.shape[1] >= BLAS_THRESHOLD:
-            A = X if l == 1 else S[lay.aoff[l - 1]:lay.aoff[l - 1] + m]
+            A = X if lo.ao_prev < 0 else S[lo.ao_prev:lo.ao_prev + m]
             _affine_residual(theta[wo:wo + n * m].reshape(n, m), theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
             if write_force:
                 for i in range(n):
                     for s in range(np.uint64(s0), np.uint64(s1)):
                         F[zo + i, s] = -E[zo + i, s]
             return
-    if l == 1:
+    if lo.ao_prev < 0:
         _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
     else:
-        _residual_rows(S, lay.aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
+        _residual_rows(S, lo.ao_prev, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
 
 
 @njit(cache=True)
-def _pull_back(E, theta, lay, l, G, whole, s0, s1, blas):
-    """``G[:n_l] = W_(l+1)^T E[z_(l+1)]`` onto ``a_l`` (nothing for a next layer of width one: that one
-    is taken inline, see :func:`_pullback_source`); by BLAS as :func:`_weight_edge`."""
-    n = lay.dims[l]
-    n_next = lay.dims[l + 1]
+def _pull_back(E, theta, lo, zo_next, G, whole, s0, s1, blas):
+    """``G[:n_l] = W_(l+1)^T E[z_(l+1)]`` onto ``a_l`` of the hidden layer ``lo`` (nothing for a next
+    layer of width one: that one is taken inline, see :func:`_step_hidden_layer`); by BLAS as
+    :func:`_weight_edge`.  ``zo_next``: row of ``z_(l+1)``."""
+    n = lo.n
+    n_next = lo.n_next
     if n_next == 1:
         return
-    zo_next = lay.zoff[l + 1]
-    wo_next = lay.woff[l + 1]
+    wo_next = lo.wo_next
     if blas is not None:
         if whole and n_next * n * E.shape[1] >= BLAS_THRESHOLD:
             W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
@@ -524,16 +491,16 @@ def _pull_back(E, theta, lay, l, G, whole, s0, s1, blas):
 
 
 @njit(cache=True)
-def _step_velocity(X, S, E, l, lay, velocity, accumulate, inline_residual, whole, s0, s1, blas):
-    """Weight velocity of layer ``l`` after its step (none when ``velocity`` is None): a layer of width
-    one after the first rides on the previous layer's step (see :func:`_step_hidden_layer`) but for
-    its bias; the first layer's inline residual took its own."""
+def _step_velocity(X, S, E, lo, velocity, accumulate, inline_residual, whole, s0, s1, blas):
+    """Weight velocity of the layer ``lo`` after its step (none when ``velocity`` is None): a layer of
+    width one after the first rides on the previous layer's step (see :func:`_step_hidden_layer`) but
+    for its bias; the first layer's inline residual took its own."""
     if velocity is None:
         return
-    if l >= 2 and lay.dims[l] == 1:
-        _bias_velocity(E, lay.zoff[l], velocity, lay.boff[l], accumulate, s0, s1)
+    if lo.l >= 2 and lo.n == 1:
+        _bias_velocity(E, lo.zo, velocity, lo.bo, accumulate, s0, s1)
     elif not inline_residual:
-        layer_velocity_range(X, S, E, l, lay, velocity, accumulate, whole, s0, s1, blas)
+        layer_velocity_range(X, S, E, lo, velocity, accumulate, whole, s0, s1, blas)
 
 
 def _sweep(X, S, S_out, theta, lay, edge, scratch, s0, s1, step, blas):
@@ -580,32 +547,32 @@ def _sweep(X, S, S_out, theta, lay, edge, scratch, s0, s1, step, blas):
     big = 0.0
     total = 0.0
     for l in range(n_layers, 0, -1):
+        lo = layer_offsets(lay, l)
         hidden = l <= k
-        inline_residual = step is not None and hidden and l == 1 and lay.dims[0] <= 3
+        inline_residual = step is not None and hidden and l == 1 and lo.m <= 3
         if not inline_residual:
-            _weight_edge(X, S, theta, lay, l, E, F, not hidden, whole, s0, s1, blas)
+            _weight_edge(X, S, theta, lo, E, F, not hidden, whole, s0, s1, blas)
         if not hidden:
-            _output_edge(S, F, E, lay, edge, scratch.phi_buf, s0, s1)
+            _output_edge(S, F, E, lo, lay.yhat_off, edge, scratch.phi_buf, s0, s1)
             if step is not None:
-                b, t = step_rows(S, S_out, F, lay.zoff[l], lay.dims[l], step.scale, step.tol, step.flips, s0, s1)
+                b, t = step_rows(S, S_out, F, lo.zo, lo.n, step.scale, step.tol, step.flips, s0, s1)
                 big += b
                 total += t
                 if edge.mode != OUTPUT_EDGE_NONE:
-                    b, t = step_rows(S, S_out, F, lay.yhat_off, lay.dims[l], step.scale, step.tol, step.flips,
-                                     s0, s1)
+                    b, t = step_rows(S, S_out, F, lay.yhat_off, lo.n, step.scale, step.tol, step.flips, s0, s1)
                     big += b
                     total += t
         else:
-            _pull_back(E, theta, lay, l, work, whole, s0, s1, blas)
+            _pull_back(E, theta, lo, lay.zoff[l + 1], work, whole, s0, s1, blas)
             if step is not None:
-                b, t = _step_hidden_layer(X, S, S_out, theta, E, work, lay, l, inline_residual, step.scale,
-                                          step.tol, step.velocity, step.accumulate, step.flips, s0, s1)
+                b, t = _step_hidden_layer(X, S, S_out, theta, E, work, lo, inline_residual, step.scale, step.tol,
+                                          step.velocity, step.accumulate, step.flips, s0, s1)
                 big += b
                 total += t
             else:
-                _store_hidden_forces(S, F, E, work, theta, lay, l, s0, s1)
+                _store_hidden_forces(S, F, E, work, theta, lo, s0, s1)
         if step is not None:
-            _step_velocity(X, S, E, l, lay, step.velocity, step.accumulate, inline_residual, whole, s0, s1, blas)
+            _step_velocity(X, S, E, lo, step.velocity, step.accumulate, inline_residual, whole, s0, s1, blas)
     return big, total
 
 
@@ -646,15 +613,15 @@ def _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1):
 
 
 @njit(cache=True, fastmath=FMA)
-def _store_hidden_forces(S, F, E, G, theta, lay, l, s0, s1):
-    """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of hidden layer ``l`` (see :func:`_hidden_forces`).
+def _store_hidden_forces(S, F, E, G, theta, lo, s0, s1):
+    """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of the hidden layer ``lo`` (see :func:`_hidden_forces`).
 
     Two passes, each storing into at most two rows (LLVM vectorises those loops).
     """
-    zo = lay.zoff[l]
-    ao = lay.aoff[l]
-    gsrc_row, g_wo = _pullback_source(lay, l)
-    for j in range(lay.dims[l]):
+    zo = lo.zo
+    ao = lo.ao
+    gsrc_row, g_wo = lo.gsrc_row, lo.wo_next
+    for j in range(lo.n):
         zr = zo + j
         ar = ao + j
         for s in range(np.uint64(s0), np.uint64(s1)):
@@ -671,38 +638,32 @@ def _store_hidden_forces(S, F, E, G, theta, lay, l, s0, s1):
 
 
 @njit(cache=True)
-def layer_velocity_range(X, S, E, l, lay, velocity, accumulate, whole, s0, s1, blas):
-    """Weight velocity of layer ``l`` on the samples ``s0 <= s < s1``: ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]``
-    (whole batches of big layers by BLAS when ``blas`` is not None; ``lay``: :class:`KernelLayout`)."""
-    n = lay.dims[l]
-    m = lay.dims[l - 1]
-    zo = lay.zoff[l]
-    wo = lay.woff[l]
-    bo = lay.boff[l]
-    aoff = lay.aoff
+def layer_velocity_range(X, S, E, lo, velocity, accumulate, whole, s0, s1, blas):
+    """Weight velocity of the layer ``lo`` (:class:`LayerOffsets`) on the samples ``s0 <= s < s1``:
+    ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]`` (whole batches of big layers by BLAS when ``blas`` is not None)."""
+    n, m, zo, wo, bo = lo.n, lo.m, lo.zo, lo.wo, lo.bo
     M = S.shape[1]
     if blas is not None:
         if whole and not accumulate and n * m * M >= BLAS_THRESHOLD:
-            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+            A = X if lo.ao_prev < 0 else S[lo.ao_prev:lo.ao_prev + m]
             outer_product(E[zo:zo + n], A, velocity[wo:wo + n * m].reshape(n, m))
             row_sums(E[zo:zo + n], velocity[bo:bo + n])
             return
-    if l == 1:
+    if lo.ao_prev < 0:
         outer_sums_range(E, zo, n, X, 0, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1, accumulate)
     else:
-        outer_sums_range(E, zo, n, S, aoff[l - 1], m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,
+        outer_sums_range(E, zo, n, S, lo.ao_prev, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,
                          accumulate)
 
 
 @njit(cache=True, fastmath=FMA)
-def _output_edge(S, F, E, lay, edge, phi_buf, s0, s1):
-    """Output-edge terms: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its pull onto ``F[z(k+1)]``."""
+def _output_edge(S, F, E, lo, yhat_off, edge, phi_buf, s0, s1):
+    """Output-edge terms of the output layer ``lo``: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its
+    pull onto ``F[z(k+1)]`` (``yhat`` at the row ``yhat_off``)."""
     if edge.mode == OUTPUT_EDGE_NONE:
         return
-    k1 = lay.dims.shape[0] - 1
-    zo = lay.zoff[k1]
-    n = lay.dims[k1]
-    yhat_off = lay.yhat_off
+    zo = lo.zo
+    n = lo.n
     phi_code = edge.phi_code
     loss_kind = edge.loss_kind
     loss_param = edge.loss_param

@@ -133,28 +133,8 @@ def _record(step, S, E, lay, edge, pins, rec, counters):
     counters[C_LASTREC] = step
 
 
-@njit(cache=True)
-def _step_tile(X, Sa, Sb, theta, lay, edge, pins, rec, track, scratch, bufs, tol, t0, t1, recording, blas):
-    """One Euler step of the samples ``t0 <= s < t1`` from ``Sa`` into ``Sb``: fused (no stored forces)
-    unless soft pins, reluctance or a record need the forces.  Returns as :func:`~sheaflinalg.kernels.force.step_rows`."""
-    # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
-    fused = pins.soft_rows.shape[0] == 0 and pins.rel_lam <= 0.0
-    if fused and not recording:
-        if blas is not None:
-            return force_sweep_blas(X, Sa, Sb, theta, lay, edge, scratch, t0, t1,
-                                    heat_step(bufs.scale, tol, bufs.flips), True)
-        if track:
-            return force_sweep(X, Sa, Sb, theta, lay, edge, scratch, t0, t1,
-                               heat_step(bufs.scale, tol, bufs.flips), None)
-        return force_sweep(X, Sa, Sb, theta, lay, edge, scratch, t0, t1, heat_step(bufs.scale, tol, None), None)
-    stored_forces(X, Sa, theta, lay, edge, scratch, t0, t1, blas)
-    _extra_forces_range(Sa, scratch.F, pins, t0, t1)
-    if recording:
-        _record(bufs.counters[C_STEPS], Sa, scratch.E, lay, edge, pins, rec, bufs.counters)
-    return step_rows(Sa, Sb, scratch.F, 0, Sa.shape[0], bufs.scale, tol, bufs.flips, t0, t1)
-
-
-@njit(cache=True)
+# Inlined (numba IR): called every step, it would otherwise receive the whole log by value.
+@njit(cache=True, inline="always")
 def _scan_crossings(Sa, Sb, log, flips, step, counters):
     """Log the sign changes of hidden pre-activations between ``Sb`` (before step ``step``) and ``Sa``
     (after it); only rows flagged in ``flips`` are scanned."""
@@ -224,8 +204,11 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
         the result does not depend on it.
     """
     M = S.shape[1]
-    counters = bufs.counters
-    T = tile if tile > 0 else tile_width(lay.dims, S.shape[0], M)
+    n_rows = S.shape[0]
+    counters, scale, flips = bufs.counters, bufs.scale, bufs.flips
+    T = tile if tile > 0 else tile_width(lay.dims, n_rows, M)
+    # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
+    fused = pins.soft_rows.shape[0] == 0 and pins.rel_lam <= 0.0
     Sa = S               # current state
     Sb = bufs.S_prev     # receives the next one
     taken = 0
@@ -239,8 +222,23 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
         n_big = 0.0
         dsum = 0.0
         for t0 in range(0, M, width):
-            nb, sm = _step_tile(X, Sa, Sb, theta, lay, edge, pins, rec, log.track, scratch, bufs, tol, t0,
-                                min(t0 + width, M), recording, blas)
+            t1 = min(t0 + width, M)
+            if fused and not recording:
+                if blas is not None:
+                    nb, sm = force_sweep_blas(X, Sa, Sb, theta, lay, edge, scratch, t0, t1,
+                                              heat_step(scale, tol, flips), True)
+                elif log.track:
+                    nb, sm = force_sweep(X, Sa, Sb, theta, lay, edge, scratch, t0, t1, heat_step(scale, tol, flips),
+                                         None)
+                else:
+                    nb, sm = force_sweep(X, Sa, Sb, theta, lay, edge, scratch, t0, t1, heat_step(scale, tol, None),
+                                         None)
+            else:
+                stored_forces(X, Sa, theta, lay, edge, scratch, t0, t1, blas)
+                _extra_forces_range(Sa, scratch.F, pins, t0, t1)
+                if recording:
+                    _record(step, Sa, scratch.E, lay, edge, pins, rec, counters)
+                nb, sm = step_rows(Sa, Sb, scratch.F, 0, n_rows, scale, tol, flips, t0, t1)
             n_big += nb
             dsum += sm
         Sa, Sb = Sb, Sa
@@ -254,23 +252,26 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
             counters[C_STATUS] = STATUS_NONFINITE
             break
         if log.track:
-            _scan_crossings(Sa, Sb, log, bufs.flips, step, counters)
+            _scan_crossings(Sa, Sb, log, flips, step, counters)
         counters[C_QUIET] = 1 if n_big == 0.0 else 0
         if n_big == 0.0 and stop_when_quiet:
             counters[C_STATUS] = STATUS_CONVERGED
             break
-    if taken == 0:
-        return
-    S_prev = bufs.S_prev
-    if taken % 2 == 1:
-        # The latest state is in S_prev: swap the buffers' contents.
+    if taken > 0:
+        _last_forces(X, S, theta, lay, edge, pins, scratch, bufs.S_prev, taken % 2 == 1, blas)
+
+
+@njit(cache=True)
+def _last_forces(X, S, theta, lay, edge, pins, scratch, S_prev, swap, blas):
+    """After a run: ``S`` the latest state (swapped with ``S_prev`` when it is there), and the forces
+    of the last step (of the state before it, now in ``S_prev``) as the step used them."""
+    if swap:
         for r in range(S.shape[0]):
-            for s in range(M):
+            for s in range(S.shape[1]):
                 v = S[r, s]
                 S[r, s] = S_prev[r, s]
                 S_prev[r, s] = v
-    # Forces of the last step (the state before it), as the step used them.
-    stored_forces(X, S_prev, theta, lay, edge, scratch, 0, M, blas)
+    stored_forces(X, S_prev, theta, lay, edge, scratch, 0, S.shape[1], blas)
     _extra_forces(S_prev, scratch.F, pins)
 
 

@@ -30,6 +30,20 @@ KernelLayout
       the network output (``yhat``, or ``z(k+1)`` when reduced).
     * ``n_parameters`` : int, length of ``theta``.
 
+LayerOffsets
+    The offsets of one layer ``l``, taken from a ``KernelLayout`` by
+    :func:`layer_offsets` (integers: passed to the per-layer routines as
+    cheaply as separate arguments).
+
+    * ``l`` : the layer (1-based); ``n``, ``m`` : its width and its input's.
+    * ``zo``, ``ao`` : rows of ``z_l`` and ``a_l`` (``-1``: output layer).
+    * ``ao_prev`` : row of ``a_(l-1)`` (``-1``: the input ``X``).
+    * ``wo``, ``bo`` : offsets of ``W_l`` and ``b_l`` in ``theta``.
+    * ``n_next``, ``wo_next`` : width of layer ``l + 1`` (0: none) and
+      offset of ``W_(l+1)``.
+    * ``gsrc_row`` : row of ``z_(l+1)`` when that layer has width one (its
+      pull-back onto ``a_l`` is then taken inline), else ``-1``.
+
 OutputEdge
     How the output edge pulls on the state.
 
@@ -143,6 +157,7 @@ from numba import njit
 
 KernelLayout = namedtuple("KernelLayout", "dims zoff aoff woff boff yhat_off edge_offsets edge_sizes out_off n_out "
                                           "n_parameters")
+LayerOffsets = namedtuple("LayerOffsets", "l n m zo ao ao_prev wo bo n_next wo_next gsrc_row")
 OutputEdge = namedtuple("OutputEdge", "mode phi_code loss_kind loss_param")
 Scratch = namedtuple("Scratch", "F E phi_buf work")
 Step = namedtuple("Step", "scale tol velocity accumulate flips")
@@ -155,6 +170,16 @@ Rates = namedtuple("Rates", "alpha beta dt")
 Regularisation = namedtuple("Regularisation", "kind strength l1_ratio anchor")
 Tiles = namedtuple("Tiles", "bounds widths partials")
 GDBuffers = namedtuple("GDBuffers", "Z A D phi_buf grad")
+
+
+@njit(cache=True, inline="always")
+def layer_offsets(lay, l):
+    """The :class:`LayerOffsets` of layer ``l`` of the :class:`KernelLayout` ``lay``."""
+    last = l == lay.dims.shape[0] - 1
+    n_next = 0 if last else lay.dims[l + 1]
+    gsrc_row = lay.zoff[l + 1] if n_next == 1 else -1
+    return LayerOffsets(l, lay.dims[l], lay.dims[l - 1], lay.zoff[l], lay.aoff[l], lay.aoff[l - 1], lay.woff[l],
+                        lay.boff[l], n_next, lay.woff[l + 1], gsrc_row)
 
 
 @njit(cache=True, inline="always")

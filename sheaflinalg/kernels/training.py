@@ -26,7 +26,7 @@ from . import renamed
 from .force import (BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, force_sweep_blas,
                     layer_velocity_range, tile_width, uses_blas)
 from .products import outer_product, outer_sums_range, row_sums
-from .structs import GDBuffers, Rates, Regularisation, Scratch, Tiles, train_step  # noqa: F401  (documented names)
+from .structs import GDBuffers, Rates, Regularisation, Scratch, Tiles, layer_offsets, train_step  # noqa: F401
 
 REG_CODES = {"none": 0, "l2": 1, "l1": 2, "elastic": 3}
 
@@ -67,7 +67,7 @@ def weight_velocity_range(X, S, E, lay, out, s0, s1, accumulate):
     """:func:`weight_velocity` of the samples ``s0 <= s < s1``, added to ``out`` when ``accumulate``."""
     whole = s0 == 0 and s1 == S.shape[1]
     for l in range(1, lay.dims.shape[0]):
-        layer_velocity_range(X, S, E, l, lay, out, accumulate, whole, s0, s1, True)
+        layer_velocity_range(X, S, E, layer_offsets(lay, l), out, accumulate, whole, s0, s1, True)
 
 
 @njit(cache=True)
