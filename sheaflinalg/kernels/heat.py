@@ -133,30 +133,6 @@ def _record(step, S, E, lay, edge, pins, rec, counters):
     counters[C_LASTREC] = step
 
 
-# Inlined (numba IR): called every step, it would otherwise receive the whole log by value.
-@njit(cache=True, inline="always")
-def _scan_crossings(Sa, Sb, log, flips, step, counters):
-    """Log the sign changes of hidden pre-activations between ``Sb`` (before step ``step``) and ``Sa``
-    (after it); only rows flagged in ``flips`` are scanned."""
-    M = Sa.shape[1]
-    for h in range(log.hid_rows.shape[0]):
-        r = log.hid_rows[h]
-        if flips[r] == 0:
-            continue
-        # Blocks of 16 samples: a branch-free test per block, the scan only where it changed.
-        for b0 in range(0, M, 16):
-            b1 = min(b0 + 16, M)
-            changed = False
-            for s in range(b0, b1):
-                changed |= (Sa[r, s] >= 0) ^ (Sb[r, s] >= 0)
-            if not changed:
-                continue
-            for s in range(b0, b1):
-                now = Sa[r, s] >= 0
-                if now != (Sb[r, s] >= 0):
-                    _log_crossing(h, s, np.uint8(now), step, log, counters)
-
-
 def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, tol, stop_when_quiet, blas, tile):
     """Run Euler steps until ``counters[C_STEPS] == stop_at``, convergence or a non-finite value.
 
@@ -209,6 +185,7 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
     T = tile if tile > 0 else tile_width(lay.dims, n_rows, M)
     # Soft pins and reluctance edges add forces the fused step does not know: stored forces then.
     fused = pins.soft_rows.shape[0] == 0 and pins.rel_lam <= 0.0
+    track, hid_rows = log.track, log.hid_rows
     Sa = S               # current state
     Sb = bufs.S_prev     # receives the next one
     taken = 0
@@ -227,7 +204,7 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
                 if blas is not None:
                     nb, sm = force_sweep_blas(X, Sa, Sb, theta, lay, edge, scratch, t0, t1,
                                               heat_step(scale, tol, flips), True)
-                elif log.track:
+                elif track:
                     nb, sm = force_sweep(X, Sa, Sb, theta, lay, edge, scratch, t0, t1, heat_step(scale, tol, flips),
                                          None)
                 else:
@@ -251,8 +228,24 @@ def _heat_run(X, S, theta, lay, edge, pins, rec, log, scratch, bufs, stop_at, to
         if not (dsum - dsum == 0.0) and _has_nonfinite(Sa):
             counters[C_STATUS] = STATUS_NONFINITE
             break
-        if log.track:
-            _scan_crossings(Sa, Sb, log, flips, step, counters)
+        if track:
+            # Sign changes between the state before the step (now in Sb) and after it (Sa).
+            for h in range(hid_rows.shape[0]):
+                r = hid_rows[h]
+                if flips[r] == 0:
+                    continue
+                # Blocks of 16 samples: a branch-free test per block, the scan only where it changed.
+                for b0 in range(0, M, 16):
+                    b1 = min(b0 + 16, M)
+                    changed = False
+                    for s in range(b0, b1):
+                        changed |= (Sa[r, s] >= 0) ^ (Sb[r, s] >= 0)
+                    if not changed:
+                        continue
+                    for s in range(b0, b1):
+                        now = Sa[r, s] >= 0
+                        if now != (Sb[r, s] >= 0):
+                            _log_crossing(h, s, np.uint8(now), step, log, counters)
         counters[C_QUIET] = 1 if n_big == 0.0 else 0
         if n_big == 0.0 and stop_when_quiet:
             counters[C_STATUS] = STATUS_CONVERGED
