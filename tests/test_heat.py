@@ -322,7 +322,7 @@ def test_wide_layers_take_the_blas_kernel_and_match_the_naive_dense_step(output,
     X = rng.uniform(-2, 2, size=(M, 3))
     reduced = output == "identity"
     lay = sl.Layout(net.dims, reduced=reduced)
-    dims = lay.kernel_offsets()["dims"]
+    dims = lay.kernel_offsets().dims
     assert uses_blas(dims, M, tile_width(dims, lay.n_free, M))      # this batch goes to BLAS
     states = np.array([random_state(net, lay.n_free, "mixed", rng, reduced) for _ in range(M)])
     res = sl.heat(net, X, alpha=0.7, dt=0.013, max_steps=1, tol=0.0, init=states, reduced=reduced,

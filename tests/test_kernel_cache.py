@@ -46,3 +46,33 @@ print(numba.threading_layer())  # raises unless the parallel code ran
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
     assert any(p.name.startswith("substitution.backward_sweep_parallel") for p in tmp_path.rglob("*.nbi"))
+
+
+def test_kernels_taking_named_structures_load_from_the_cache_in_a_second_process():
+    # The structures are namedtuple classes at module level: numba must find them again when it loads
+    # a cached kernel, or every process would compile the heat and training loops anew.
+    import os
+    import subprocess
+    import sys
+
+    script = """
+import json, numpy as np, sheaflinalg as sl
+from sheaflinalg.kernels import heat, training
+X, Y = sl.tasks.paraboloid(40, seed=0)
+net = sl.Network.random([2, 5, 1], seed=0)
+sl.heat(net, X, max_steps=20, progress=False, threads=1)
+sl.train(net, X, Y, steps=20, epoch_steps=10, progress=False, stagnation=False, threads=1)
+sl.sgd(net, X, Y, epochs=5, progress=False)
+kernels = {"heat_run": heat.heat_run, "heat_finish": heat.heat_finish, "tiled_steps": training.tiled_steps,
+           "gd_steps": training.gd_steps}
+print(json.dumps({k: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
+                  for k, f in kernels.items()}))
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    for _ in range(2):  # the first run compiles whatever is not cached yet; the second must load it all
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+    import json
+
+    stats = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(hits >= 1 and misses == 0 for hits, misses in stats.values()), stats

@@ -10,6 +10,7 @@ import sheaflinalg.kernels.heat as kheat
 from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, OUTPUT_EDGE_NONE,
                                        PHI_CODES, compute_forces, compute_forces_range, force_sweep, step_rows,
                                        tile_width)
+from sheaflinalg.kernels.structs import OutputEdge, Scratch, heat_step, train_step
 from sheaflinalg.kernels.training import weight_velocity
 from sheaflinalg.kernels.products import outer_sums_range
 from strategies import networks
@@ -28,9 +29,8 @@ def kernel_args(net, M, rng, reduced):
 def force_call(off, X, S, theta, out_mode, phi, loss_kind, loss_param, dims_max, s0=None, s1=None):
     M = S.shape[1]
     F, E = np.full_like(S, np.nan), np.full_like(S, np.nan)
-    phi_buf, work = np.zeros((off["dims"][-1], M)), np.zeros((dims_max, M))
-    args = (X, S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], off["yhat_off"],
-            out_mode, phi, loss_kind, loss_param, F, E, phi_buf, work)
+    scratch = Scratch(F, E, np.zeros((off.n_out, M)), np.zeros((dims_max, M)))
+    args = (X, S, theta, off, OutputEdge(out_mode, phi, loss_kind, loss_param), scratch)
     if s0 is None:
         compute_forces(*args)
     else:
@@ -68,11 +68,11 @@ def test_tile_sweep_gives_the_whole_batch_forces_exactly(case, M, T, mode, loss)
     # Weight-edge discrepancies from their definition, z_l - W_l a_(l-1) - b_l (dense numpy).
     a = X
     for l, (W, b) in enumerate(zip(net.weights, net.biases), start=1):
-        zo = off["zoff"][l]
+        zo = off.zoff[l]
         z = S[zo:zo + W.shape[0]]
         np.testing.assert_allclose(E[zo:zo + W.shape[0]], z - W @ a - b[:, None], rtol=1e-12, atol=1e-12)
         if l < len(net.weights):
-            a = S[off["aoff"][l]:off["aoff"][l] + W.shape[0]]
+            a = S[off.aoff[l]:off.aoff[l] + W.shape[0]]
 
 
 @given(networks(max_hidden=3, max_width=9), st.integers(1, 41), st.sampled_from([1, 3, 8, 64]),
@@ -91,18 +91,18 @@ def test_fused_step_equals_the_step_from_stored_forces(case, M, T, mode, loss, p
     expected = S + scale[:, None] * F
     S_out = np.full_like(S, np.nan)
     E_s, F_s = np.zeros_like(S), np.zeros_like(S)
-    phi_buf, work = np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M))
+    scratch = Scratch(F_s, E_s, np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)))
+    edge = OutputEdge(out_mode, phi, lk, 0.4)
     flips = np.full(lay.n_free, -1, dtype=np.int64)
     velocity = np.full(net.n_parameters, np.nan)
     big = total = 0.0
     for t0 in range(0, M, T):
         t1 = min(t0 + T, M)
-        args = (X, S, S_out, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
-                off["yhat_off"], out_mode, phi, lk, 0.4, E_s, F_s, phi_buf, work, t0, t1, scale)
+        args = (X, S, S_out, theta, off, edge, scratch, t0, t1)
         if extra == "count":
-            b, t = force_sweep(*args, tol, None, False, flips, None)
+            b, t = force_sweep(*args, heat_step(scale, tol, flips), None)
         else:
-            b, t = force_sweep(*args, None, velocity, t0 > 0, None, None)
+            b, t = force_sweep(*args, train_step(scale, velocity, t0 > 0), None)
         big, total = big + b, total + t
     # Bit for bit the step taken from the stored forces (the kernels' recording path) ...
     stepped = np.empty_like(S)
@@ -113,13 +113,13 @@ def test_fused_step_equals_the_step_from_stored_forces(case, M, T, mode, loss, p
     np.testing.assert_allclose(total, (scale[:, None] * F).sum(), rtol=1e-12, atol=1e-12)
     if extra == "count":
         assert big == (np.abs(scale[:, None] * F) >= tol).sum()
-        hidden_z = [off["zoff"][l] + j for l in range(1, len(net.dims) - 1) for j in range(net.dims[l])]
+        hidden_z = [off.zoff[l] + j for l in range(1, len(net.dims) - 1) for j in range(net.dims[l])]
         changed = ((expected >= 0) != (S >= 0)).sum(axis=1)
         np.testing.assert_array_equal(flips[hidden_z] > 0, changed[hidden_z] > 0)
     else:
         assert big == 0.0
         ref = np.zeros(net.n_parameters)
-        weight_velocity(X, S, E, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], ref)
+        weight_velocity(X, S, E, off, ref)
         np.testing.assert_allclose(velocity, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -168,7 +168,7 @@ def test_tiled_training_steps_match_naive_dense_steps_for_every_tile_width(dims,
     else:
         Y = rng.uniform(0, 1, size=(M, dims[-1]))
     p = 0.3 if loss == "huber" else 0.0
-    n_move = sl.Layout(dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(dims).kernel_offsets().yhat_off
     state = rng.normal(size=(M, n_move))
     reg = sl.Regularization(lam=0.2, mu=0.1, kind="l2")
     ref_net, ref_state = net, state
@@ -193,7 +193,7 @@ def test_tiled_heat_runs_equal_the_one_tile_run_bit_for_bit(monkeypatch, M, outp
     orig = kheat.heat_run
     runs = {}
     for T in sorted({1, 8, 13, M}):
-        monkeypatch.setattr(kheat, "heat_run", lambda *a, T=T: orig(*a[:-2], T, a[-1]))
+        monkeypatch.setattr(kheat, "heat_run", lambda *a, T=T: orig(*a[:-1], T))
         runs[T] = sl.heat(net, X, **kw)
     ref = runs[M]
     for T, res in runs.items():

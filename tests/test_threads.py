@@ -417,8 +417,8 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
 
     def slowed(kernel, name, delay):
         def run(*args):
-            counts[name] = counts.get(name, 0) + args[16]          # n_steps
-            time.sleep(delay * args[16])
+            counts[name] = counts.get(name, 0) + args[6]           # n_steps
+            time.sleep(delay * args[6])
             return kernel(*args)
         return run
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import naive
 import sheaflinalg as sl
 from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
+from sheaflinalg.kernels.structs import OutputEdge, Rates, Regularisation, Scratch, Tiles
 from sheaflinalg.kernels.training import (pack_tiles, tiled_steps, tiled_steps_parallel, train_steps,
                                           unpack_tiles)
 from sheaflinalg.training.parameter_sheaf import parameter_sheaf
@@ -113,11 +114,16 @@ def targets(net, M, rng):
     return rng.normal(size=(M, n)), None
 
 
+def output_edge(net, loss, p):
+    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
+    return OutputEdge(out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p)
+
+
 def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=None, theta0=None, n_steps=1,
                 tile=0):
     lay = sl.Layout(net.dims)
     off = lay.kernel_offsets()
-    n_move = off["yhat_off"]
+    n_move = off.yhat_off
     S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
     theta = net.parameters()
     reg = reg or sl.Regularization()
@@ -126,13 +132,10 @@ def kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg=None, state0=Non
         if state0 is not None else S * 0
     th0 = theta0 * initial if theta0 is not None else theta * 0
     M = X.shape[0]
-    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
-    bufs = (np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)),
-            np.zeros_like(theta))
-    done = train_steps(np.ascontiguousarray(X.T), S, theta, off["dims"], off["zoff"], off["aoff"], off["woff"],
-                       off["boff"], off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p,
-                       alpha, beta, dt, n_steps, n_move, reg.code("lam"), reg.lam, reg.l1_ratio, S0,
-                       reg.code("mu"), reg.mu, reg.l1_ratio, th0, *bufs, tile)
+    scratch = Scratch(np.zeros_like(S), np.zeros_like(S), np.zeros((net.dims[-1], M)), np.zeros((max(net.dims), M)))
+    done = train_steps(np.ascontiguousarray(X.T), S, theta, off, output_edge(net, loss, p), Rates(alpha, beta, dt),
+                       n_steps, n_move, Regularisation(reg.code("lam"), reg.lam, reg.l1_ratio, S0),
+                       Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, th0), scratch, np.zeros_like(theta), tile)
     assert done == n_steps
     return sl.Network.from_parameters(theta, net.dims, net.output), S.T[:, :n_move].copy()
 
@@ -142,7 +145,7 @@ def tiled_kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg, state0, t
     """:func:`kernel_step` on the tiles ``bounds`` (cache tiles ``widths``) by ``kernel`` (serial or
     parallel), every batch array in tile-major order."""
     off = sl.Layout(net.dims).kernel_offsets()
-    n_move = off["yhat_off"]
+    n_move = off.yhat_off
     S = np.ascontiguousarray(np.concatenate([state[:, :n_move], Y], axis=1).T)
     theta = net.parameters()
     reg = reg or sl.Regularization()
@@ -157,14 +160,13 @@ def tiled_kernel_step(net, X, Y, state, loss, p, alpha, beta, dt, reg, state0, t
         pack_tiles(np.ascontiguousarray(A), bounds, flat)
         return flat
 
-    out_mode = OUTPUT_EDGE_DISCREPANCY if loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
-    scratch = [np.zeros(n * M) for n in (S.shape[0], S.shape[0], net.dims[-1], max(net.dims))]
+    scratch = Scratch(*(np.zeros(n * M) for n in (S.shape[0], S.shape[0], net.dims[-1], max(net.dims))))
     partials = np.full((len(bounds) - 1, theta.size), np.nan)     # every entry written before it is read
     St = tiles(S)
-    done = kernel(tiles(X.T), St, theta, off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"],
-                  off["yhat_off"], out_mode, PHI_CODES[net.output], KERNEL_LOSS[loss], p, alpha, beta, dt, n_steps,
-                  n_move, reg.code("lam"), reg.lam, reg.l1_ratio, tiles(S0), reg.code("mu"), reg.mu, reg.l1_ratio,
-                  theta0, *scratch, np.zeros_like(theta), bounds, widths, partials)
+    done = kernel(tiles(X.T), St, theta, off, output_edge(net, loss, p), Rates(alpha, beta, dt), n_steps, n_move,
+                  Regularisation(reg.code("lam"), reg.lam, reg.l1_ratio, tiles(S0)),
+                  Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, theta0), scratch, np.zeros_like(theta),
+                  Tiles(bounds, widths, partials))
     assert done == n_steps
     unpack_tiles(St, bounds, S)
     return theta, S.T[:, :n_move].copy()
@@ -179,7 +181,7 @@ def step_cases(draw):
     Y, loss = targets(net, M, rng)
     if loss is None:
         loss = draw(st.sampled_from(["mse", "l1", "pnorm", "huber"]))
-    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(net.dims).kernel_offsets().yhat_off
     kind = draw(st.sampled_from(["random", "forward", "all_active", "all_dead", "zeros_in_z"]))
     state = rng.normal(size=(M, n_move))
     if kind == "forward":
@@ -243,7 +245,7 @@ def test_one_tile_is_the_whole_batch_kernel():
     rng = np.random.default_rng(5)
     net = sl.Network.random([3, 7, 5, 2], seed=2)
     X, Y = rng.uniform(-2, 2, size=(40, 3)), rng.normal(size=(40, 2))
-    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(net.dims).kernel_offsets().yhat_off
     state = rng.normal(size=(40, n_move))
     args = (net, X, Y, state, "huber", 0.3, 0.7, 0.3, 0.01)
     net_k, s_k = kernel_step(*args, n_steps=4, tile=16)
@@ -270,7 +272,7 @@ def test_train_driver_matches_naive_loop(output, warm):
     net = sl.Network.random([2, 4, 3, 2 if output == "softmax" else 1], seed=1, output=output)
     X = rng.uniform(-2, 2, size=(6, 2))
     Y, _ = targets(net, 6, rng)
-    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(net.dims).kernel_offsets().yhat_off
     init = rng.normal(size=(6, n_move))
     fit = sl.train(net, X, Y, steps=25, epoch_steps=10, init=init, warm_start=warm, dt=0.02, beta=0.5,
                    progress=False)
@@ -346,7 +348,7 @@ def test_parameter_sheaf_laplacian_action_is_the_kernel_weight_update():
     net = sl.Network.random([3, 4, 5, 2], seed=2)
     X = rng.normal(size=(7, 3))
     Y = rng.normal(size=(7, 2))
-    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(net.dims).kernel_offsets().yhat_off
     state = rng.normal(size=(7, n_move))
     h = parameter_sheaf(net, X, state)
     beta, dt = 0.4, 0.01
@@ -366,7 +368,7 @@ def test_stagnation_ingredients_match_dense_definitions(monkeypatch):
     rng = np.random.default_rng(1)
     X, Y = sl.tasks.paraboloid(12, seed=1)
     net = sl.Network.random([2, 4, 1], seed=3)
-    n_move = sl.Layout(net.dims).kernel_offsets()["yhat_off"]
+    n_move = sl.Layout(net.dims).kernel_offsets().yhat_off
     init = rng.normal(size=(12, n_move))
     fit = sl.train(net, X, Y, steps=200, epoch_steps=100, init=init, progress=False)
     st_ = fit.history.stagnation

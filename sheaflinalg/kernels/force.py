@@ -12,8 +12,11 @@ Internal layout (samples are columns, so inner loops over samples vectorise):
   ``E[a_l] = a_l - R_l z_l``, ``E[yhat] = yhat - phi(z(k+1))``.
 * ``F``: (n_rows, M) force ``-grad`` of the discord energy (the velocity / alpha).
 
-Layer ``l`` (1-based) has ``dims[l]`` neurons; ``zoff[l]``, ``aoff[l]`` are
-row offsets (``aoff[0] = -1``: ``a_0`` is ``X``).
+Layer ``l`` (1-based) has ``lay.dims[l]`` neurons; ``lay.zoff[l]``, ``lay.aoff[l]`` are
+row offsets (``aoff[0] = -1``: ``a_0`` is ``X``).  The kernels take their
+offsets, output edge, buffers and step as the named structures of
+:mod:`sheaflinalg.kernels.structs` (``lay``: :class:`KernelLayout`, ``edge``:
+:class:`OutputEdge`, ``scratch``: :class:`Scratch`, ``step``: :class:`Step`).
 
 :func:`force_sweep` is the routine: it either stores ``E`` and ``F``
 (:func:`compute_forces`, :func:`compute_forces_range`) or applies one Euler
@@ -28,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .products import BLAS_THRESHOLD, outer_product, outer_sums_range, row_sums
+from .structs import KernelLayout, LayerOffsets, OutputEdge, Scratch, Step, layer_offsets  # noqa: F401
 
 PHI_CODES = {"identity": 0, "sigmoid": 1, "tanh": 2, "softmax": 3}
 
@@ -225,17 +229,26 @@ def _residual_rows(A, ao, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
 
 
 @njit(cache=True)
-def compute_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                   out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work):
-    """Edge discrepancies ``E`` and forces ``F = -grad (discord energy)`` of the state ``S``.
+def compute_forces(X, S, theta, lay, edge, scratch):
+    """Edge discrepancies ``scratch.E`` and forces ``scratch.F = -grad (discord energy)`` of the state ``S``.
 
-    The hidden masks are ``R_l = (z_l >= 0)`` of ``S``.  ``yhat_off`` is the
-    row offset of ``yhat`` (ignored when ``out_mode == OUTPUT_EDGE_NONE``);
-    ``phi_buf`` is (n_out, M) and receives ``phi(z(k+1))``; ``work`` is a
-    (max width, M) scratch buffer.  All samples; see :func:`compute_forces_range`.
+    The hidden masks are ``R_l = (z_l >= 0)`` of ``S``.  All samples; see
+    :func:`compute_forces_range`.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n_0, M)
+        Inputs.
+    S : ndarray, shape (n_rows, M)
+        Free cochain.
+    theta : ndarray
+        Flat parameters.
+    lay : KernelLayout
+    edge : OutputEdge
+    scratch : Scratch
+        Receives ``E`` and ``F`` (``phi_buf`` and ``work`` are scratch).
     """
-    compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                         out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, 0, S.shape[1])
+    compute_forces_range(X, S, theta, lay, edge, scratch, 0, S.shape[1])
 
 
 @njit(cache=True)
@@ -261,8 +274,7 @@ def tile_width(dims, n_rows, M):
 
 
 @njit(cache=True)
-def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
-                         out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1):
+def compute_forces_range(X, S, theta, lay, edge, scratch, s0, s1):
     """:func:`compute_forces` restricted to the samples (columns) ``s0 <= s < s1``.
 
     Samples are independent, so sweeping the batch in tiles gives exactly
@@ -271,8 +283,7 @@ def compute_forces_range(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off,
     batch (hand-written loops otherwise: same results up to the order of
     the floating-point sums).  This is :func:`force_sweep` without a step.
     """
-    stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                  loss_param, F, E, phi_buf, work, s0, s1, True)
+    stored_forces(X, S, theta, lay, edge, scratch, s0, s1, True)
 
 
 @njit(cache=True, inline="always")
@@ -342,38 +353,54 @@ def _neuron_step(S_out, zr, ar, s, z, a, e, g, cz, ca, tol, flips):
     return dz + da, count, flip
 
 
-@njit(cache=True, fastmath=FMA_SUMS)
-def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row, g_wo, inline_residual,
-                       scale, tol, velocity, accumulate, flips, s0, s1):
-    """Euler step of one hidden layer, neuron by neuron, without storing its forces.
+@njit(cache=True)
+def _first_layer_velocity(velocity, accumulate, lo, j, c0, c1, c2, cb):
+    """Neuron ``j`` of the first layer (at most three inputs): its weight velocity ``(c0, c1, c2)`` and
+    bias velocity ``cb`` into ``velocity`` (added when ``accumulate``; nothing when it is None)."""
+    if velocity is None:
+        return
+    m, wo, bo = lo.m, lo.wo, lo.bo
+    if not accumulate:
+        for q in range(m):
+            velocity[wo + j * m + q] = 0.0
+        velocity[bo + j] = 0.0
+    velocity[wo + j * m] += c0
+    if m >= 2:
+        velocity[wo + j * m + 1] += c1
+    if m >= 3:
+        velocity[wo + j * m + 2] += c2
+    velocity[bo + j] += cb
 
-    The weight-edge discrepancy ``e`` of neuron ``j`` is ``E[zo + j]``, or,
-    when ``inline_residual`` (first layer, at most three inputs), computed
-    here from ``X`` with the arithmetic of :func:`_residual_rows`, its
-    weight velocity (``e x^T`` and ``sum e``) accumulated on the way into
-    ``velocity`` (if given).  The pull-back ``g`` is ``theta[g_wo + j]
-    E[gsrc_row]`` (next layer of width one) or ``G[j]``; in the first case
-    the next layer's weight velocity ``E[gsrc_row] a_j`` is accumulated here
-    too (its bias velocity is left to :func:`force_sweep`).  Returns and
-    counts as :func:`step_rows` (``flips[zo + j]``).  "reassoc" only
-    reorders these sums (and the batch sums of the velocity).
+
+@njit(cache=True, fastmath=FMA_SUMS)
+def _step_hidden_layer(X, S, S_out, theta, E, G, lo, inline_residual, scale, tol, velocity, accumulate, flips, s0,
+                       s1):
+    """Euler step of the hidden layer ``lo`` (:class:`LayerOffsets`), neuron by neuron, without storing
+    its forces.
+
+    The weight-edge discrepancy ``e`` of neuron ``j`` is ``E[lo.zo + j]``,
+    or, when ``inline_residual`` (first layer, at most three inputs),
+    computed here from ``X`` with the arithmetic of :func:`_residual_rows`,
+    its weight velocity (``e x^T`` and ``sum e``) accumulated on the way
+    into ``velocity`` (if given).  The pull-back ``g`` is
+    ``theta[lo.wo_next + j] E[lo.gsrc_row]`` (next layer of width one) or
+    ``G[j]``; in the first case the next layer's weight velocity
+    ``E[gsrc_row] a_j`` is accumulated here too (its bias velocity is left
+    to :func:`force_sweep`).  ``scale`` .. ``flips`` are the fields of the
+    :class:`Step` (see there).  Returns and counts as :func:`step_rows`
+    (``flips[lo.zo + j]``).  "reassoc" only reorders these sums (and the
+    batch sums of the velocity).
     """
     big = 0.0
     total = 0.0
-    for j in range(n):
-        zr = zo + j
-        ar = ao + j
+    m, wo, bo, gsrc_row, g_wo = lo.m, lo.wo, lo.bo, lo.gsrc_row, lo.wo_next
+    for j in range(lo.n):
+        zr = lo.zo + j
+        ar = lo.ao + j
         cz = scale[zr]
         ca = scale[ar]
         fl = False
-        if gsrc_row >= 0:
-            gv = theta[g_wo + j]
-            grow = gsrc_row
-            Gs = E
-        else:
-            gv = 1.0
-            grow = j
-            Gs = G
+        gv, grow, Gs = (theta[g_wo + j], gsrc_row, E) if gsrc_row >= 0 else (1.0, j, G)
         cn = 0.0
         if inline_residual:
             bi = theta[bo + j]
@@ -405,17 +432,7 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
                     c1 += e * x1
                     c2 += e * x2
                     cb += e
-            if velocity is not None:
-                if not accumulate:
-                    for q in range(m):
-                        velocity[wo + j * m + q] = 0.0
-                    velocity[bo + j] = 0.0
-                velocity[wo + j * m] += c0
-                if m >= 2:
-                    velocity[wo + j * m + 1] += c1
-                if m >= 3:
-                    velocity[wo + j * m + 2] += c2
-                velocity[bo + j] += cb
+            _first_layer_velocity(velocity, accumulate, lo, j, c0, c1, c2, cb)
         else:
             for s in range(np.uint64(s0), np.uint64(s1)):
                 z = S[zr, s]
@@ -435,106 +452,127 @@ def _step_hidden_layer(X, S, S_out, theta, E, G, zo, ao, n, m, wo, bo, gsrc_row,
     return big, total
 
 
-def _sweep(X, S, S_out, theta, dims, zoff, aoff, woff, boff, yhat_off,
-           out_mode, phi_code, loss_kind, loss_param, F, E, phi_buf, work, s0, s1,
-           scale, tol, velocity, accumulate, flips, blas):
+@njit(cache=True, fastmath=FMA)
+def _weight_edge(X, S, theta, lo, E, F, write_force, whole, s0, s1, blas):
+    """``E[z_l] = z_l - W_l a_(l-1) - b_l`` (and ``F[z_l] = -E[z_l]`` if ``write_force``) of the layer
+    ``lo`` on the samples ``s0 <= s < s1``: by BLAS for a whole batch of a big layer when ``blas`` is not None."""
+    n, m, zo, wo, bo = lo.n, lo.m, lo.zo, lo.wo, lo.bo
+    if blas is not None:
+        if whole and n * m * S.shape[1] >= BLAS_THRESHOLD:
+            A = X if lo.ao_prev < 0 else S[lo.ao_prev:lo.ao_prev + m]
+            _affine_residual(theta[wo:wo + n * m].reshape(n, m), theta[bo:bo + n], A, S[zo:zo + n], E[zo:zo + n])
+            if write_force:
+                for i in range(n):
+                    for s in range(np.uint64(s0), np.uint64(s1)):
+                        F[zo + i, s] = -E[zo + i, s]
+            return
+    if lo.ao_prev < 0:
+        _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
+    else:
+        _residual_rows(S, lo.ao_prev, S, zo, theta, wo, bo, n, m, E, F, write_force, s0, s1)
+
+
+@njit(cache=True)
+def _pull_back(E, theta, lo, zo_next, G, whole, s0, s1, blas):
+    """``G[:n_l] = W_(l+1)^T E[z_(l+1)]`` onto ``a_l`` of the hidden layer ``lo`` (nothing for a next
+    layer of width one: that one is taken inline, see :func:`_step_hidden_layer`); by BLAS as
+    :func:`_weight_edge`.  ``zo_next``: row of ``z_(l+1)``."""
+    n = lo.n
+    n_next = lo.n_next
+    if n_next == 1:
+        return
+    wo_next = lo.wo_next
+    if blas is not None:
+        if whole and n_next * n * E.shape[1] >= BLAS_THRESHOLD:
+            W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
+            np.dot(W.T, E[zo_next:zo_next + n_next], G[:n])
+            return
+    _pullback_rows(E, zo_next, theta, wo_next, n_next, n, G, s0, s1)
+
+
+@njit(cache=True)
+def _step_velocity(X, S, E, lo, velocity, accumulate, inline_residual, whole, s0, s1, blas):
+    """Weight velocity of the layer ``lo`` after its step (none when ``velocity`` is None): a layer of
+    width one after the first rides on the previous layer's step (see :func:`_step_hidden_layer`) but
+    for its bias; the first layer's inline residual took its own."""
+    if velocity is None:
+        return
+    if lo.l >= 2 and lo.n == 1:
+        _bias_velocity(E, lo.zo, velocity, lo.bo, accumulate, s0, s1)
+    elif not inline_residual:
+        layer_velocity_range(X, S, E, lo, velocity, accumulate, whole, s0, s1, blas)
+
+
+def _sweep(X, S, S_out, theta, lay, edge, scratch, s0, s1, step, blas):
     """The one force routine: forces of the state ``S`` on the samples ``s0 <= s < s1``, stored or applied.
 
-    With ``scale`` None: ``E`` receives every edge discrepancy and ``F``
-    every force (this is :func:`compute_forces_range`).  Otherwise one
-    forward-Euler step ``S_out[r] = S[r] + scale[r] F[r]`` is taken
-    (``scale[r]`` is ``alpha dt`` for rows that move, ``0`` for pinned rows
-    and targets, which are copied), layer by layer from the output back to
-    the first layer, without storing the hidden layers' forces (``E`` and
-    ``F`` are then scratch).  ``S_out`` is another array of the shape of
-    ``S``: all forces are those of the old state, and separate arrays let
-    LLVM vectorise the fused loops.
+    With ``step`` None: ``scratch.E`` receives every edge discrepancy and
+    ``scratch.F`` every force (this is :func:`compute_forces_range`).
+    Otherwise one forward-Euler step ``S_out[r] = S[r] + scale[r] F[r]`` is
+    taken (``step.scale[r]`` is ``alpha dt`` for rows that move, ``0`` for
+    pinned rows and targets, which are copied), layer by layer from the
+    output back to the first layer, without storing the hidden layers'
+    forces (``E`` and ``F`` are then scratch).  ``S_out`` is another array of
+    the shape of ``S``: all forces are those of the old state, and separate
+    arrays let LLVM vectorise the fused loops.  Returns (number of changes
+    ``>= step.tol``, sum of changes).
 
-    Optional (None: not computed): ``tol``, count the changes ``>= tol``;
-    ``flips`` (int64, one per row), nonzero for the rows where some
-    sample's sign ``>= 0`` changed (see :func:`step_rows`; the boundary
-    crossings of hidden ``z``);
-    ``velocity`` (flat, like ``theta``), the weight velocity
-    ``E[z_l] a_(l-1)^T``, ``sum_s E[z_l]`` of the old state (added to it when
-    ``accumulate``).  Returns (number of changes ``>= tol``, sum of changes).
-
-    ``blas`` (None or True): whether layer products of the whole batch above
-    ``BLAS_THRESHOLD`` go to BLAS.  Compiled twice (see :func:`uses_blas`):
-    ``force_sweep`` without BLAS and without numba's reference counting
-    (which costs more than the arithmetic of a small network's step), and
-    ``force_sweep_blas`` with both.
+    Parameters
+    ----------
+    X : ndarray, shape (n_0, M)
+        Inputs.
+    S, S_out : ndarray, shape (n_rows, M)
+        Old state; the new one (with ``step``).
+    theta : ndarray
+        Flat parameters.
+    lay : KernelLayout
+    edge : OutputEdge
+    scratch : Scratch
+    s0, s1 : int
+        The samples ``s0 <= s < s1``.
+    step : Step or None
+        The step to take (:func:`~sheaflinalg.kernels.structs.heat_step`,
+        :func:`~sheaflinalg.kernels.structs.train_step`); None stores the forces.
+    blas : None or True
+        Whether layer products of the whole batch above ``BLAS_THRESHOLD`` go
+        to BLAS.  Compiled twice (see :func:`uses_blas`): ``force_sweep``
+        without BLAS and without numba's reference counting (which costs more
+        than the arithmetic of a small network's step), and
+        ``force_sweep_blas`` with both.
     """
-    n_layers = dims.shape[0] - 1
+    n_layers = lay.dims.shape[0] - 1
     k = n_layers - 1
-    M = S.shape[1]
-    whole = s0 == 0 and s1 == M
+    whole = s0 == 0 and s1 == S.shape[1]
+    F, E, work = scratch.F, scratch.E, scratch.work
     big = 0.0
     total = 0.0
     for l in range(n_layers, 0, -1):
-        n = dims[l]
-        m = dims[l - 1]
-        zo = zoff[l]
-        wo = woff[l]
-        bo = boff[l]
+        lo = layer_offsets(lay, l)
         hidden = l <= k
-        inline_residual = scale is not None and hidden and l == 1 and m <= 3
-        # Weight-edge discrepancies E[z_l] = z_l - W_l a_(l-1) - b_l.
-        by_blas = False
-        if blas is not None:
-            if whole and n * m * M >= BLAS_THRESHOLD and not inline_residual:
-                by_blas = True
-                A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
-                _affine_residual(theta[wo:wo + n * m].reshape(n, m), theta[bo:bo + n], A, S[zo:zo + n],
-                                 E[zo:zo + n])
-                if not hidden:
-                    for i in range(n):
-                        for s in range(np.uint64(s0), np.uint64(s1)):
-                            F[zo + i, s] = -E[zo + i, s]
-        if inline_residual or by_blas:
-            pass
-        elif l == 1:
-            _residual_rows(X, 0, S, zo, theta, wo, bo, n, m, E, F, not hidden, s0, s1)
-        else:
-            _residual_rows(S, aoff[l - 1], S, zo, theta, wo, bo, n, m, E, F, not hidden, s0, s1)
+        inline_residual = step is not None and hidden and l == 1 and lo.m <= 3
+        if not inline_residual:
+            _weight_edge(X, S, theta, lo, E, F, not hidden, whole, s0, s1, blas)
         if not hidden:
-            _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_param, phi_buf, s0, s1)
-            if scale is not None:
-                b, t = step_rows(S, S_out, F, zo, n, scale, tol, flips, s0, s1)
+            _output_edge(S, F, E, lo, lay.yhat_off, edge, scratch.phi_buf, s0, s1)
+            if step is not None:
+                b, t = step_rows(S, S_out, F, lo.zo, lo.n, step.scale, step.tol, step.flips, s0, s1)
                 big += b
                 total += t
-                if out_mode != OUTPUT_EDGE_NONE:
-                    b, t = step_rows(S, S_out, F, yhat_off, n, scale, tol, flips, s0, s1)
+                if edge.mode != OUTPUT_EDGE_NONE:
+                    b, t = step_rows(S, S_out, F, lay.yhat_off, lo.n, step.scale, step.tol, step.flips, s0, s1)
                     big += b
                     total += t
         else:
-            ao = aoff[l]
-            # Pull-back g = W_(l+1)^T E[z_(l+1)] onto a_l: inline for a next layer of width one.
-            n_next = dims[l + 1]
-            zo_next = zoff[l + 1]
-            wo_next = woff[l + 1]
-            gsrc_row = zo_next if n_next == 1 else -1
-            by_blas = False
-            if blas is not None:
-                if n_next > 1 and whole and n_next * n * M >= BLAS_THRESHOLD:
-                    by_blas = True
-                    W = theta[wo_next:wo_next + n_next * n].reshape(n_next, n)
-                    np.dot(W.T, E[zo_next:zo_next + n_next], work[:n])
-            if n_next > 1 and not by_blas:
-                _pullback_rows(E, zo_next, theta, wo_next, n_next, n, work, s0, s1)
-            if scale is not None:
-                b, t = _step_hidden_layer(X, S, S_out, theta, E, work, zo, ao, n, m, wo, bo, gsrc_row, wo_next,
-                                          inline_residual, scale, tol, velocity, accumulate, flips, s0, s1)
+            _pull_back(E, theta, lo, lay.zoff[l + 1], work, whole, s0, s1, blas)
+            if step is not None:
+                b, t = _step_hidden_layer(X, S, S_out, theta, E, work, lo, inline_residual, step.scale, step.tol,
+                                          step.velocity, step.accumulate, step.flips, s0, s1)
                 big += b
                 total += t
             else:
-                _store_hidden_forces(S, F, E, work, theta, zo, ao, n, gsrc_row, wo_next, s0, s1)
-        if velocity is not None:
-            if scale is not None and l >= 2 and n == 1:
-                # W_l's velocity rides on layer l - 1's step (see _step_hidden_layer): the bias's here.
-                _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1)
-            elif not inline_residual:
-                layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole,
-                                     s0, s1, blas)
+                _store_hidden_forces(S, F, E, work, theta, lo, s0, s1)
+        if step is not None:
+            _step_velocity(X, S, E, lo, step.velocity, step.accumulate, inline_residual, whole, s0, s1, blas)
     return big, total
 
 
@@ -543,16 +581,14 @@ force_sweep_blas = njit(cache=True, fastmath=FMA)(_sweep)
 
 
 @njit(cache=True)
-def stored_forces(X, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                  loss_param, F, E, phi_buf, work, s0, s1, blas):
-    """``E`` and ``F`` of the samples ``s0 <= s < s1``: the force routine without a step, by the
-    compilation ``blas`` asks for (None: :data:`force_sweep`, callable without reference counting)."""
+def stored_forces(X, S, theta, lay, edge, scratch, s0, s1, blas):
+    """``scratch.E`` and ``scratch.F`` of the samples ``s0 <= s < s1``: the force routine without a step,
+    by the compilation ``blas`` asks for (None: :data:`force_sweep`, callable without reference counting).
+    Arguments as :func:`_sweep`."""
     if blas is not None:
-        force_sweep_blas(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                         loss_param, F, E, phi_buf, work, s0, s1, None, None, None, False, None, True)
+        force_sweep_blas(X, S, S, theta, lay, edge, scratch, s0, s1, None, True)
     else:
-        force_sweep(X, S, S, theta, dims, zoff, aoff, woff, boff, yhat_off, out_mode, phi_code, loss_kind,
-                    loss_param, F, E, phi_buf, work, s0, s1, None, None, None, False, None, None)
+        force_sweep(X, S, S, theta, lay, edge, scratch, s0, s1, None, None)
 
 
 @njit(cache=True)
@@ -577,12 +613,15 @@ def _bias_velocity(E, zo, velocity, bo, accumulate, s0, s1):
 
 
 @njit(cache=True, fastmath=FMA)
-def _store_hidden_forces(S, F, E, G, theta, zo, ao, n, gsrc_row, g_wo, s0, s1):
-    """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of one hidden layer (see :func:`_hidden_forces`).
+def _store_hidden_forces(S, F, E, G, theta, lo, s0, s1):
+    """``E[a_l]``, ``F[z_l]`` and ``F[a_l]`` of the hidden layer ``lo`` (see :func:`_hidden_forces`).
 
     Two passes, each storing into at most two rows (LLVM vectorises those loops).
     """
-    for j in range(n):
+    zo = lo.zo
+    ao = lo.ao
+    gsrc_row, g_wo = lo.gsrc_row, lo.wo_next
+    for j in range(lo.n):
         zr = zo + j
         ar = ao + j
         for s in range(np.uint64(s0), np.uint64(s1)):
@@ -599,34 +638,35 @@ def _store_hidden_forces(S, F, E, G, theta, zo, ao, n, gsrc_row, g_wo, s0, s1):
 
 
 @njit(cache=True)
-def layer_velocity_range(X, S, E, l, dims, zoff, aoff, woff, boff, velocity, accumulate, whole, s0, s1,
-                         blas):
-    """Weight velocity of layer ``l`` on the samples ``s0 <= s < s1``: ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]``
-    (whole batches of big layers by BLAS when ``blas`` is not None)."""
-    n = dims[l]
-    m = dims[l - 1]
-    zo = zoff[l]
-    wo = woff[l]
-    bo = boff[l]
+def layer_velocity_range(X, S, E, lo, velocity, accumulate, whole, s0, s1, blas):
+    """Weight velocity of the layer ``lo`` (:class:`LayerOffsets`) on the samples ``s0 <= s < s1``:
+    ``E[z_l] a_(l-1)^T`` and ``sum E[z_l]`` (whole batches of big layers by BLAS when ``blas`` is not None)."""
+    n, m, zo, wo, bo = lo.n, lo.m, lo.zo, lo.wo, lo.bo
     M = S.shape[1]
     if blas is not None:
         if whole and not accumulate and n * m * M >= BLAS_THRESHOLD:
-            A = X if l == 1 else S[aoff[l - 1]:aoff[l - 1] + m]
+            A = X if lo.ao_prev < 0 else S[lo.ao_prev:lo.ao_prev + m]
             outer_product(E[zo:zo + n], A, velocity[wo:wo + n * m].reshape(n, m))
             row_sums(E[zo:zo + n], velocity[bo:bo + n])
             return
-    if l == 1:
+    if lo.ao_prev < 0:
         outer_sums_range(E, zo, n, X, 0, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1, accumulate)
     else:
-        outer_sums_range(E, zo, n, S, aoff[l - 1], m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,
+        outer_sums_range(E, zo, n, S, lo.ao_prev, m, velocity[wo:wo + n * m], velocity[bo:bo + n], s0, s1,
                          accumulate)
 
 
 @njit(cache=True, fastmath=FMA)
-def _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_param, phi_buf, s0, s1):
-    """Output-edge terms: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its pull onto ``F[z(k+1)]``."""
-    if out_mode == OUTPUT_EDGE_NONE:
+def _output_edge(S, F, E, lo, yhat_off, edge, phi_buf, s0, s1):
+    """Output-edge terms of the output layer ``lo``: ``E[yhat]``, ``F[yhat] = grad f(phi(z) - yhat)`` and its
+    pull onto ``F[z(k+1)]`` (``yhat`` at the row ``yhat_off``)."""
+    if edge.mode == OUTPUT_EDGE_NONE:
         return
+    zo = lo.zo
+    n = lo.n
+    phi_code = edge.phi_code
+    loss_kind = edge.loss_kind
+    loss_param = edge.loss_param
     apply_phi_range(phi_code, S, zo, n, phi_buf, s0, s1)
     # g = grad f(phi(z) - yhat) goes to F's yhat rows (the force on yhat);
     # rows outer, samples inner, so that the loops vectorise.
@@ -635,7 +675,7 @@ def _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_p
             d = phi_buf[i, s] - S[yhat_off + i, s]
             E[yhat_off + i, s] = -d
             F[yhat_off + i, s] = loss_gradient(loss_kind, loss_param, d)
-    if out_mode == OUTPUT_EDGE_DISCREPANCY or phi_code == 0:
+    if edge.mode == OUTPUT_EDGE_DISCREPANCY or phi_code == 0:
         for i in range(n):
             for s in range(np.uint64(s0), np.uint64(s1)):
                 F[zo + i, s] -= F[yhat_off + i, s]
@@ -659,13 +699,24 @@ def _output_edge(S, F, E, zo, n, yhat_off, out_mode, phi_code, loss_kind, loss_p
 
 
 @njit(cache=True)
-def discord_by_edge_block(E, edge_offsets, edge_sizes, yhat_off, loss_kind, loss_param, out):
+def discord_by_edge_block(E, lay, edge, out):
     """``out[i, s]`` = discord of edge block ``i`` for sample ``s``: ``1/2 ||E_e||^2``.
 
-    The output edge (rows from ``yhat_off``, ``-1`` when absent) uses the
-    loss potential ``f`` instead of ``1/2 d^2``.
+    The output edge (rows from ``lay.yhat_off``, ``-1`` when absent) uses the
+    loss potential ``f`` of ``edge`` instead of ``1/2 d^2``.
+
+    Parameters
+    ----------
+    E : ndarray, shape (n_rows, M)
+        Edge discrepancies.
+    lay : KernelLayout
+    edge : OutputEdge
+    out : ndarray, shape (n_blocks, M)
+        Receives the discord.
     """
     M = E.shape[1]
+    edge_offsets, edge_sizes, yhat_off = lay.edge_offsets, lay.edge_sizes, lay.yhat_off
+    loss_kind, loss_param = edge.loss_kind, edge.loss_param
     for blk in range(edge_offsets.shape[0]):
         o = edge_offsets[blk]
         for s in range(M):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import check_bool, check_dims
+from ..kernels.structs import KernelLayout
 from ..network.model import parameter_offsets
 
 
@@ -229,17 +230,18 @@ class Layout:
 
     # ----------------------------------------------------- kernel offsets
     def kernel_offsets(self):
-        """Integer arrays the numba kernels index with (see :mod:`sheaflinalg.kernels.force`).
+        """The offsets the numba kernels index with, as one :class:`~sheaflinalg.kernels.structs.KernelLayout`.
 
-        Returns
-        -------
-        dict
-            ``dims`` (int64, ``[n_0, ..., n_{k+1}]``), ``zoff`` and ``aoff``
-            (row offsets of ``z_l`` / ``a_l`` in the free order, index ``l``;
-            ``aoff[0] = aoff[k+1] = -1``), ``yhat_off`` (int, ``-1`` when
-            reduced), ``woff``/``boff`` (offsets of ``W_l``/``b_l`` in the flat
-            parameter vector), ``n_parameters``, and ``edge_offsets``/``edge_sizes``
-            of the edge blocks (same row offsets as their paired free blocks).
+        This is the only place that builds them (its fields are documented in
+        :mod:`sheaflinalg.kernels.structs`): row offsets ``zoff``/``aoff`` of
+        ``z_l``/``a_l`` in the free order, ``yhat_off`` (``-1`` when reduced),
+        the parameter offsets ``woff``/``boff``, the edge blocks, the output block.
+
+        Examples
+        --------
+        >>> off = Layout([2, 3, 1]).kernel_offsets()
+        >>> off.zoff.tolist(), off.aoff.tolist(), off.yhat_off, off.out_off, off.n_parameters
+        ([-1, 0, 6], [-1, 3, -1], 7, 7, 13)
         """
         k = self.n_hidden
         zoff = np.full(k + 2, -1, dtype=np.int64)
@@ -249,11 +251,9 @@ class Layout:
             if l <= k:
                 aoff[l] = self._free[f"a{l}"].offset
         woff, boff, n_parameters = parameter_offsets(self.dims)
-        return {
-            "dims": np.asarray(self.dims, dtype=np.int64),
-            "zoff": zoff, "aoff": aoff,
-            "yhat_off": -1 if self.reduced else self._free["yhat"].offset,
-            "woff": woff, "boff": boff, "n_parameters": n_parameters,
-            "edge_offsets": np.asarray([b.offset for b in self.edge_blocks], dtype=np.int64),
-            "edge_sizes": np.asarray([b.size for b in self.edge_blocks], dtype=np.int64),
-        }
+        return KernelLayout(
+            dims=np.asarray(self.dims, dtype=np.int64), zoff=zoff, aoff=aoff, woff=woff, boff=boff,
+            yhat_off=-1 if self.reduced else self._free["yhat"].offset,
+            edge_offsets=np.asarray([b.offset for b in self.edge_blocks], dtype=np.int64),
+            edge_sizes=np.asarray([b.size for b in self.edge_blocks], dtype=np.int64),
+            out_off=self._free[self.output_block].offset, n_out=self.dims[-1], n_parameters=n_parameters)

@@ -51,8 +51,8 @@ class CoboundaryOperator:
         self.layout = Layout(net.dims, reduced=reduced)
         off = self.layout.kernel_offsets()
         self.n = self.layout.n_free
-        self._dims, self._zoff, self._aoff = off["dims"], off["zoff"], off["aoff"]
-        self._yhat = off["yhat_off"]
+        self._dims, self._zoff, self._aoff = off.dims, off.zoff, off.aoff
+        self._yhat = off.yhat_off
         self._weights = typed_weights(net) if weights is None else weights
         m = np.zeros(self.n)
         for l, ml in enumerate(mask, start=1):

@@ -25,6 +25,7 @@ from .._common.threads import blas_limit, check_blas_threads, resolve_threads
 from .._common.validation import as_float64, check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
+from ..kernels.structs import OutputEdge, Rates, Regularisation, Scratch
 from ..network.model import Network, NetworkOverflowError
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
@@ -208,7 +209,7 @@ class _Settings:
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         if init is None or (isinstance(init, str) and init not in INITS):
-            n_move = Layout(prob.net.dims).kernel_offsets()["yhat_off"]
+            n_move = Layout(prob.net.dims).kernel_offsets().yhat_off
             raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
                              f"shape ({M}, {n_move})")
         return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
@@ -233,7 +234,7 @@ class _JointRun:
         M = X.shape[0]
         self.layout = layout = Layout(net.dims)
         self.off = off = layout.kernel_offsets()
-        self.n_move = off["yhat_off"]
+        self.n_move = off.yhat_off
         self.rng = np.random.default_rng(cfg.seed)
         self.rng_start = self.rng.bit_generator.state     # the run's identity when seeded by a Generator
         self.theta = net.parameters()
@@ -255,14 +256,14 @@ class _JointRun:
         n_ones = M * sum(b.size for b in layout.boundary_blocks if b.kind == "ones")
         self.fixed_sq = float(np.sum(X * X) + np.sum(Y * Y) + n_ones)
         out_mode = OUTPUT_EDGE_DISCREPANCY if prob.loss == "cross_entropy" else OUTPUT_EDGE_ADJOINT
-        self.kern = (off["dims"], off["zoff"], off["aoff"], off["woff"], off["boff"], off["yhat_off"],
-                     out_mode, PHI_CODES[net.output], self.loss_kind, self.loss_param)
+        self.edge = OutputEdge(out_mode, PHI_CODES[net.output], self.loss_kind, self.loss_param)
+        self.scratch = Scratch(self.F, self.E, self.phi_buf, self.work)
         self.history = History(method="sheaf", loss=prob.loss, edge_names=[b.name for b in layout.edge_blocks])
         self.rec = Recorder(self.history, net, X, Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param,
                             self.theta)
         self.step = 0
         self.rounds = Rounds(cfg.epoch_steps)   # an epoch in rounds of ~0.1 s: Ctrl-C is honoured
-        self.steps = TiledSteps(self.Xc, off["dims"], self.S.shape[0], self.theta.size, cfg.threads,
+        self.steps = TiledSteps(self.Xc, off.dims, self.S.shape[0], self.theta.size, cfg.threads,
                                 cfg.blas_threads)
 
     def start_state(self, method):
@@ -287,9 +288,8 @@ class _JointRun:
     def diagnose(self):
         """Total/per-edge discord, edge-vector norm and extended-cochain norm of the current state."""
         off = self.off
-        compute_forces(self.Xc, self.S, self.theta, *self.kern, self.F, self.E, self.phi_buf, self.work)
-        discord_by_edge_block(self.E, off["edge_offsets"], off["edge_sizes"], off["yhat_off"],
-                              self.loss_kind, self.loss_param, self.by_edge)
+        compute_forces(self.Xc, self.S, self.theta, off, self.edge, self.scratch)
+        discord_by_edge_block(self.E, off, self.edge, self.by_edge)
         per_edge = self.by_edge.sum(axis=1)
         state_norm = math.sqrt(float(np.sum(self.S[:self.n_move] ** 2)) + self.fixed_sq)
         return float(per_edge.sum()), per_edge, float(np.linalg.norm(self.E)), state_norm
@@ -358,9 +358,10 @@ class _JointRun:
             if reg.anchor == "initial" and reg.lam > 0:
                 self.S_anchor = self.S.copy()
         theta_prev, S_prev = self.theta.copy(), self.S.copy()
-        args = (self.theta, self.kern, (cfg.alpha, cfg.beta, cfg.dt), (self.n_move, reg.code("lam"), reg.lam,
-                reg.l1_ratio), (reg.code("mu"), reg.mu, reg.l1_ratio), self.theta_anchor,
-                (self.F, self.E, self.phi_buf, self.work), self.grad)
+        # The stalks' anchor is handed over by TiledSteps.packed, in the tiles' order.
+        args = (self.theta, self.off, self.edge, Rates(cfg.alpha, cfg.beta, cfg.dt), self.n_move,
+                Regularisation(reg.code("lam"), reg.lam, reg.l1_ratio, None),
+                Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, self.theta_anchor), self.scratch, self.grad)
         with self.steps.packed(self.S, self.S_anchor):
             done = self.rounds.run(n, lambda k: self.steps(k, *args))
         self.step += done

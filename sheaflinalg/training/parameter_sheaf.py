@@ -91,7 +91,7 @@ def parameter_sheaf(net, X, state):
     layout = Layout(net.dims)
     S = as_float64(state, "state")
     M = X.shape[0]
-    n_rows = layout.kernel_offsets()["yhat_off"]
+    n_rows = layout.kernel_offsets().yhat_off
     if S.ndim != 2 or S.shape[0] != M or S.shape[1] not in (n_rows, layout.n_free):
         raise ValueError(f"state must have shape ({M}, {layout.n_free}) (or ({M}, {n_rows}) without yhat), "
                          f"got {S.shape}")
@@ -99,7 +99,7 @@ def parameter_sheaf(net, X, state):
     dims = net.dims
     off = layout.kernel_offsets()
     rows_i, cols_i, vals = [], [], []
-    rho_parts, labels, trainable = [], [], np.empty(off["n_parameters"], dtype=np.int64)
+    rho_parts, labels, trainable = [], [], np.empty(off.n_parameters, dtype=np.int64)
     row0 = col0 = 0
     for l in range(1, len(dims)):
         n, m = dims[l], dims[l - 1]
@@ -122,8 +122,8 @@ def parameter_sheaf(net, X, state):
         labels += [f"up{l}[{i},{j}]" for i in range(n) for j in range(up_w)]
         labels += [f"down{l}[{i},{j}]" for i in range(n) for j in range(n)]
         ii, jj = np.meshgrid(np.arange(n), np.arange(m), indexing="ij")
-        trainable[off["woff"][l]:off["woff"][l] + n * m] = (up0 + ii * up_w + jj).ravel()
-        trainable[off["boff"][l]:off["boff"][l] + n] = up0 + np.arange(n) * up_w + m + np.arange(n)
+        trainable[off.woff[l]:off.woff[l] + n * m] = (up0 + ii * up_w + jj).ravel()
+        trainable[off.boff[l]:off.boff[l] + n] = up0 + np.arange(n) * up_w + m + np.arange(n)
         row0 += M * n
         col0 = down0 + n * n
     delta = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows_i), np.concatenate(cols_i))),

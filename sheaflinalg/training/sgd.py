@@ -7,6 +7,7 @@ from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads
 from .._common.validation import check_int, check_positive
 from ..kernels.force import PHI_CODES
+from ..kernels.structs import GDBuffers, Regularisation
 from ..kernels.training import gd_steps
 from ..sheaf.layout import Layout
 from ..sheaf.state import to_columns
@@ -84,9 +85,9 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     theta = net.parameters()
     theta_anchor = theta.copy() if reg.anchor == "initial" else np.zeros_like(theta)
     H = sum(net.dims[1:])
-    Z, A, D = np.zeros((H, M)), np.zeros((H, M)), np.zeros((H, M))
-    phi_buf = np.zeros((net.dims[-1], M))
-    grad = np.zeros_like(theta)
+    bufs = GDBuffers(np.zeros((H, M)), np.zeros((H, M)), np.zeros((H, M)), np.zeros((net.dims[-1], M)),
+                     np.zeros_like(theta))
+    weight_reg = Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor)
 
     history = History(method="sgd", loss=prob.loss)
     rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
@@ -98,10 +99,8 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
         while done < epochs:
             n = min(chunk, epochs - done)
             theta_prev = theta.copy()
-            k = rounds.run(n, lambda m: gd_steps(
-                Xc, Yc, theta, off["dims"], off["woff"], off["boff"], PHI_CODES[net.output], GD_LOSS[prob.loss],
-                float(prob.loss_param), lr, m, reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor, Z, A, D,
-                phi_buf, grad))
+            k = rounds.run(n, lambda m: gd_steps(Xc, Yc, theta, off, PHI_CODES[net.output], GD_LOSS[prob.loss],
+                                                 float(prob.loss_param), lr, m, weight_reg, bufs))
             done += k
             finite = k == n and np.all(np.isfinite(theta))
             if finite and (done % record_every == 0 or done == epochs):

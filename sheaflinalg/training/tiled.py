@@ -26,6 +26,7 @@ import numba
 import numpy as np
 
 from .._common import threads as _threads
+from ..kernels.structs import Scratch, Tiles
 from ..kernels.training import pack_tiles, tiled_steps, tiled_steps_parallel, train_tiles, unpack_tiles
 
 # A parallel stretch starts with this many steps and doubles, up to about
@@ -60,6 +61,7 @@ class TiledSteps:
         self.bounds, self.widths, blas = train_tiles(dims, n_rows, M)
         self.n_tiles = len(self.bounds) - 1
         self.partials = np.empty((self.n_tiles, n_params))
+        self.tiles = Tiles(self.bounds, self.widths, self.partials)
         self.X = self._tile_major(X)
         self.threads = threads
         self.parallel = self.n_tiles > 1 and threads > 1 and (blas_threads == 1 or not blas)
@@ -90,16 +92,16 @@ class TiledSteps:
                 unpack_tiles(self._S, self.bounds, S)
             self._S = self._S_anchor = None
 
-    def _run(self, kernel, n, theta, kern, rates, state_reg, weight_reg, theta_anchor, scratch, grad):
-        flat = [a.reshape(-1) for a in scratch]
-        return kernel(self.X, self._S, theta, *kern, *rates, n, *state_reg, self._S_anchor, *weight_reg,
-                      theta_anchor, *flat, grad, self.bounds, self.widths, self.partials)
+    def _run(self, kernel, n, theta, lay, edge, rates, n_move, state_reg, weight_reg, scratch, grad):
+        flat = Scratch(*(a.reshape(-1) for a in scratch))
+        return kernel(self.X, self._S, theta, lay, edge, rates, n, n_move, state_reg._replace(anchor=self._S_anchor),
+                      weight_reg, flat, grad, self.tiles)
 
     def __call__(self, n, *args):
-        """Run ``n`` steps inside :meth:`packed`.  ``args``: ``theta``; ``kern`` (``dims`` .. ``loss_param``
-        of :func:`~sheaflinalg.kernels.training.train_steps`); ``(alpha, beta, dt)``; ``(n_move,
-        state_reg, lam, lam_l1_ratio)``; ``(weight_reg, mu, mu_l1_ratio)``; ``theta_anchor``; the scratch
-        ``(F, E, phi_buf, work)``; ``grad``.  Returns the steps done (fewer when the run stopped being finite)."""
+        """Run ``n`` steps inside :meth:`packed`.  ``args``: ``theta, lay, edge, rates, n_move, state_reg,
+        weight_reg, scratch, grad`` as :func:`~sheaflinalg.kernels.training.train_steps` takes them, the
+        stalks' anchor (of ``state_reg``) being the one given to :meth:`packed`.  Returns the steps done
+        (fewer when the run stopped being finite)."""
         if not (self.parallel and _threads.parallel_allowed()):
             return self._run(tiled_steps, n, *args)
         done = 0

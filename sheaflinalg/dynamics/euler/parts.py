@@ -34,6 +34,7 @@ from ..._common.memory import check_memory
 from ..._common.rounds import Rounds
 from ...kernels import force as _force
 from ...kernels import heat as _kheat
+from ...kernels.structs import CrossingLog, HeatBuffers, OutputEdge, Pins, Records, Scratch
 
 # Parts have at least this many samples, and there are at most MAX_PARTS of
 # them.  Every part costs about 1 us per Euler step whatever its size (its
@@ -48,66 +49,124 @@ def part_count(n_samples):
     return int(max(1, min(MAX_PARTS, n_samples // MIN_SAMPLES_PER_PART)))
 
 
-class HeatPart:
-    """The kernel's buffers and counters for the samples ``lo <= s < hi`` of a batch.
+def batch_pins(lay, hard, soft, lam, anchor, M):
+    """The kernel's :class:`~sheaflinalg.kernels.structs.Pins` of a whole batch of ``M`` samples (resolved
+    hard pins, soft pins, reluctance strength and anchor ``(M, n_free)`` or None)."""
+    upd = np.ones(lay.n_free, dtype=bool)
+    upd[hard.index] = False
+    rel_anchor = np.ascontiguousarray(anchor.T) if anchor is not None else np.zeros((lay.n_free, M))
+    return Pins(np.flatnonzero(upd).astype(np.int64), soft.index.astype(np.int64),
+                np.ascontiguousarray(soft.values.T), np.ascontiguousarray(soft.gamma), lam, rel_anchor)
 
-    ``shared`` holds the arguments every part passes unchanged (weights,
-    offsets, step size, pins, recording settings); ``columns`` the
-    per-sample arrays of the whole batch as ``(name, array)``, with samples
-    on the last axis, of which the part keeps a contiguous copy of its range.
+
+def output_edge(net, lay, output_force):
+    """The heat equation's :class:`~sheaflinalg.kernels.structs.OutputEdge` (squared potential)."""
+    if lay.reduced:
+        mode = _force.OUTPUT_EDGE_NONE
+    elif output_force == "adjoint":
+        mode = _force.OUTPUT_EDGE_ADJOINT
+    else:
+        mode = _force.OUTPUT_EDGE_DISCREPANCY
+    return OutputEdge(mode, _force.PHI_CODES[net.output], _force.LOSS_CODES["squared"], 0.0)
+
+
+def build_parts(net, X, S, lay, pins, output_force, adt, tol, record_every, rec_samples, crossings, max_crossings,
+                sliding_window, sliding_min_flips):
+    """The parts of a heat run of ``X`` (``(M, n_0)``) from the state ``S`` (``(n_free, M)``), with the
+    kernel's structures: the settings are :func:`~sheaflinalg.dynamics.heat.heat`'s, ``pins`` the
+    :func:`batch_pins`.  Refuses crossing logs that would not fit in memory."""
+    M = X.shape[0]
+    n_parts = part_count(M)
+    max_crossings = max_crossings if crossings else 0
+    max_episodes = max(1000, max_crossings // 4) if crossings else 0
+    log_bytes = n_parts * 8 * (5 * max_crossings + 6 * max_episodes)
+    check_memory(log_bytes, f"the crossing logs of max_crossings={max_crossings}", "lower max_crossings")
+    off = lay.kernel_offsets()
+    hidden = [(l, j) for l in range(1, lay.n_hidden + 1) for j in range(net.dims[l])]
+    hid = np.array([(off.zoff[l] + j, l, j) for l, j in hidden], dtype=np.int64).reshape(-1, 3).T.copy()
+    shared = dict(theta=net.parameters(), lay=off, edge=output_edge(net, lay, output_force), pins=pins, adt=adt,
+                  tol=tol, record_every=record_every,
+                  log=CrossingLog(bool(crossings), hid[0], hid[1], hid[2], sliding_window, sliding_min_flips,
+                                  np.empty((max_crossings, 5), dtype=np.int64),   # written before read
+                                  np.empty((max_episodes, 6), dtype=np.int64), None, None, None))
+    cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
+    return [HeatPart(lo, hi, shared, X.T, S, rec_samples) for lo, hi in zip(cuts[:-1], cuts[1:])]
+
+
+class HeatPart:
+    """The kernel's structures and counters for the samples ``lo <= s < hi`` of a batch.
+
+    ``shared`` holds what every part passes unchanged (weights, layout
+    offsets, output edge, step size, recording settings) and the whole
+    batch's pins and crossing-log template (see :func:`build_parts`); of the
+    per-sample arrays (inputs ``Xc``, state ``S``, pins) the part keeps a
+    contiguous copy of its range.
     """
 
-    def __init__(self, lo, hi, shared, columns, rec_samples, n_rec, n_blocks, max_crossings, max_episodes,
-                 n_hidden_rows, max_width):
+    def __init__(self, lo, hi, shared, Xc, S, rec_samples):
         self.lo, self.hi = lo, hi
         m = hi - lo
-        self.shared = shared
-        for name, array in columns:
-            setattr(self, name, np.ascontiguousarray(array[..., lo:hi]))
+        self.theta, self.lay, self.edge, self.tol = shared["theta"], shared["lay"], shared["edge"], shared["tol"]
+        self.Xc = np.ascontiguousarray(Xc[:, lo:hi])
+        self.S = np.ascontiguousarray(S[:, lo:hi])
+        pins = shared["pins"]
+        self.pins = pins._replace(soft_targets=np.ascontiguousarray(pins.soft_targets[:, lo:hi]),
+                                  rel_anchor=np.ascontiguousarray(pins.rel_anchor[:, lo:hi]))
         local = (rec_samples >= lo) & (rec_samples < hi)
         self.rec_index = np.flatnonzero(local)                  # positions in the caller's list
-        self.rec_samples = (rec_samples[local] - lo).astype(np.int64)
-        n_free, n_out = self.S.shape[0], shared["n_out"]
-        self.rec_steps = np.zeros(n_rec, dtype=np.int64)
-        self.rec_discord = np.zeros((n_rec, n_blocks + 2))
-        self.rec_sample_discord = np.zeros((n_rec, m))
-        self.rec_output = np.zeros((n_rec, n_out, m))
-        self.rec_states = np.zeros((n_rec, self.rec_samples.size, n_free))
-        self._record_buffers = ("rec_steps", "rec_discord", "rec_sample_discord", "rec_output", "rec_states")
-        self.cross_buf = np.empty((max_crossings, 5), dtype=np.int64)   # written before read
-        self.episode_buf = np.empty((max_episodes, 6), dtype=np.int64)
-        self.last_cross = np.zeros((n_hidden_rows, m), dtype=np.int64)
-        self.ep_start = np.zeros((n_hidden_rows, m), dtype=np.int64)
-        self.ep_count = np.zeros((n_hidden_rows, m), dtype=np.int64)
-        self.F = np.zeros_like(self.S)
-        self.E = np.zeros_like(self.S)
-        self.phi_buf = np.zeros((n_out, m))
-        self.work = np.zeros((max_width, m))
-        self.blk_buf = np.zeros((n_blocks, m))
-        self.counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
-        self.counters[_kheat.C_LASTREC] = -1
+        n_free, n_out, n_blocks = self.S.shape[0], self.lay.n_out, self.lay.edge_offsets.shape[0]
+        n_rec = 2 if shared["record_every"] > 0 else 0     # grown with the run (reserve_records)
+        n_states = int(local.sum())
+        self.rec = Records(shared["record_every"], (rec_samples[local] - lo).astype(np.int64),
+                           np.zeros(n_rec, dtype=np.int64), np.zeros((n_rec, n_blocks + 2)), np.zeros((n_rec, m)),
+                           np.zeros((n_rec, n_out, m)), np.zeros((n_rec, n_states, n_free)), np.zeros((n_blocks, m)))
+        log = shared["log"]
+        n_hidden = log.hid_rows.shape[0]
+        self.log = log._replace(crossings=np.empty_like(log.crossings), episodes=np.empty_like(log.episodes),
+                                last_cross=np.zeros((n_hidden, m), dtype=np.int64),
+                                ep_start=np.zeros((n_hidden, m), dtype=np.int64),
+                                ep_count=np.zeros((n_hidden, m), dtype=np.int64))
+        self.scratch = Scratch(np.zeros_like(self.S), np.zeros_like(self.S), np.zeros((n_out, m)),
+                               np.zeros((int(self.lay.dims.max()), m)))
+        counters = np.zeros(_kheat.N_COUNTERS, dtype=np.int64)
+        counters[_kheat.C_LASTREC] = -1
+        scale = np.zeros(n_free)
+        scale[self.pins.update_rows] = shared["adt"]
         # The kernel allocates nothing (it runs without reference counting): its buffers.
-        self.S_prev = np.empty_like(self.S)
-        self.flips = np.zeros(n_free, dtype=np.int64)
-        self.scale = np.zeros(n_free)
-        self.scale[shared["update_rows"]] = shared["adt"]
-        tile = _force.tile_width(shared["dims"], n_free, m)
-        self.blas = True if _force.uses_blas(shared["dims"], m, tile) else None
+        self.bufs = HeatBuffers(np.empty_like(self.S), np.zeros(n_free, dtype=np.int64), scale, counters)
+        tile = _force.tile_width(self.lay.dims, n_free, m)
+        self.blas = True if _force.uses_blas(self.lay.dims, m, tile) else None
+
+    _RECORD_BUFFERS = ("steps", "discord", "sample_discord", "output", "states")
 
     def reserve_records(self, n_rec):
         """Grow the record buffers to at least ``n_rec`` records (kept records are copied)."""
-        have = self.rec_steps.shape[0]
+        have = self.rec.steps.shape[0]
         if n_rec <= have:
             return
         n_rec = max(n_rec, 2 * have)
-        per_record = sum(getattr(self, name)[0].nbytes for name in self._record_buffers) if have else 8
+        per_record = sum(getattr(self.rec, name)[0].nbytes for name in self._RECORD_BUFFERS) if have else 8
         check_memory(n_rec * per_record, f"the heat history ({n_rec} records)",
                      "record less often (a larger record_every) or record fewer states")
-        for name in self._record_buffers:
-            old = getattr(self, name)
+        grown = {}
+        for name in self._RECORD_BUFFERS:
+            old = getattr(self.rec, name)
             new = np.zeros((n_rec,) + old.shape[1:], dtype=old.dtype)
             new[:have] = old
-            setattr(self, name, new)
+            grown[name] = new
+        self.rec = self.rec._replace(**grown)
+
+    @property
+    def counters(self):
+        return self.bufs.counters
+
+    @property
+    def F(self):
+        return self.scratch.F
+
+    @property
+    def E(self):
+        return self.scratch.E
 
     @property
     def step(self):
@@ -121,36 +180,18 @@ class HeatPart:
     def quiet(self):
         return bool(self.counters[_kheat.C_QUIET])
 
-    def _common(self):
-        sh = self.shared
-        return (self.Xc, self.S, sh["theta"], sh["dims"], sh["zoff"], sh["aoff"], sh["woff"], sh["boff"],
-                sh["yhat_off"], sh["out_mode"], sh["phi_code"])
+    def _structures(self):
+        return (self.Xc, self.S, self.theta, self.lay, self.edge, self.pins, self.rec, self.log, self.scratch)
 
     def run(self, stop_at, stop_when_quiet):
         """Advance to step ``stop_at`` (or this part's first quiet step, if ``stop_when_quiet``)."""
-        sh = self.shared
         # Looked up at call time, so that tests can wrap the kernel.
         kernel = _kheat.heat_run_blas if self.blas else _kheat.heat_run
-        kernel(*self._common(), stop_at, sh["tol"], sh["update_rows"], sh["soft_rows"],
-                        self.soft_targets, sh["soft_gamma"], sh["lam"], self.rel_anchor, sh["record_every"],
-                        sh["edge_offsets"], sh["edge_sizes"], sh["out_off"], sh["n_out"], self.rec_samples,
-                        self.rec_steps, self.rec_discord, self.rec_sample_discord, self.rec_output,
-                        self.rec_states, sh["crossings"], sh["hid_rows"], sh["hid_layer"], sh["hid_neuron"],
-                        sh["sliding_window"], sh["sliding_min_flips"], self.cross_buf, self.episode_buf,
-                        self.last_cross, self.ep_start, self.ep_count, self.F, self.E, self.phi_buf, self.work,
-                        self.blk_buf, self.counters, self.S_prev, self.flips, self.scale, self.blas, 0,
-                        stop_when_quiet)
+        kernel(*self._structures(), self.bufs, stop_at, self.tol, stop_when_quiet, self.blas, 0)
 
     def finish(self):
         """Final forces, final record and open sliding episodes closed (:func:`~sheaflinalg.kernels.heat.heat_finish`)."""
-        sh = self.shared
-        _kheat.heat_finish(*self._common(), sh["update_rows"], sh["soft_rows"], self.soft_targets,
-                           sh["soft_gamma"], sh["lam"], self.rel_anchor, sh["record_every"], sh["edge_offsets"],
-                           sh["edge_sizes"], sh["out_off"], sh["n_out"], self.rec_samples, self.rec_steps,
-                           self.rec_discord, self.rec_sample_discord, self.rec_output, self.rec_states,
-                           sh["crossings"], sh["hid_layer"], sh["hid_neuron"], sh["sliding_min_flips"],
-                           self.episode_buf, self.last_cross, self.ep_start, self.ep_count, self.F, self.E,
-                           self.phi_buf, self.work, self.blk_buf, self.counters)
+        _kheat.heat_finish(*self._structures(), self.counters)
 
 
 def run_parts(parts, max_steps, threads, record_every=0, progress_every=None, on_progress=None):
@@ -210,7 +251,7 @@ def _merged_log(parts, buffer, counter, sample_column, sort_columns, limit):
     indices, sorted by ``sort_columns`` (first = primary key), at most ``limit`` rows; and the total count."""
     logs = []
     for p in parts:
-        log = getattr(p, buffer)
+        log = getattr(p.log, buffer)
         rows = log[:min(int(p.counters[counter]), log.shape[0])].copy()
         rows[:, sample_column] += p.lo
         logs.append(rows)
@@ -222,10 +263,10 @@ def _merged_log(parts, buffer, counter, sample_column, sort_columns, limit):
 def merged_crossings(parts, limit):
     """The parts' crossing logs in one run's order (step, layer, neuron, sample), at most ``limit``
     rows, and the number of crossings."""
-    return _merged_log(parts, "cross_buf", _kheat.C_NCROSS, 1, (0, 2, 3, 1), limit)
+    return _merged_log(parts, "crossings", _kheat.C_NCROSS, 1, (0, 2, 3, 1), limit)
 
 
 def merged_episodes(parts, limit):
     """The parts' sliding episodes sorted by (first step, layer, neuron, sample), at most ``limit``
     rows, and the number of episodes."""
-    return _merged_log(parts, "episode_buf", _kheat.C_NEP, 0, (3, 1, 2, 0), limit)
+    return _merged_log(parts, "episodes", _kheat.C_NEP, 0, (3, 1, 2, 0), limit)

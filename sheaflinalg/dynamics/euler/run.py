@@ -10,7 +10,6 @@ adjoint (eq. final-dynamics).  The whole time loop is the numba kernel
 
 import numpy as np
 
-from ..._common.memory import check_memory
 from ..._common.progress import progress_bar
 from ...kernels import force as _force
 from ...kernels import heat as _kheat
@@ -30,82 +29,22 @@ def check_stable(problem, settings):
             f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
 
 
-def _output_mode(net, reduced, output_force):
-    if reduced:
-        return _force.OUTPUT_EDGE_NONE
-    return _force.OUTPUT_EDGE_ADJOINT if output_force == "adjoint" else _force.OUTPUT_EDGE_DISCREPANCY
-
-
-def _hidden_units(net, off):
-    """Free rows, layers and neuron indices of every hidden pre-activation."""
-    hid_rows, hid_layer, hid_neuron = [], [], []
-    for l in range(1, len(net.dims) - 1):
-        zo = off["zoff"][l]
-        for j in range(net.dims[l]):
-            hid_rows.append(zo + j)
-            hid_layer.append(l)
-            hid_neuron.append(j)
-    return (np.asarray(hid_rows, dtype=np.int64), np.asarray(hid_layer, dtype=np.int64),
-            np.asarray(hid_neuron, dtype=np.int64))
-
-
-def _kernel_arguments(problem, settings):
-    """The arguments every part passes unchanged (``shared``) and the per-sample columns."""
-    net, lay, hard, soft, lam, anchor = (problem.net, problem.layout, problem.hard, problem.soft, problem.lam,
-                                         problem.anchor)
-    M = problem.n_samples
-    alpha, dt, tol = problem.settings.alpha, settings.dt, problem.settings.tol
-    record_every, crossings = settings.record_every, settings.crossings
-    sliding_window, sliding_min_flips = settings.sliding_window, settings.sliding_min_flips
-    off = lay.kernel_offsets()
-    theta = net.parameters()
-    out_mode = _output_mode(net, lay.reduced, settings.output_force)
-    phi_code = _force.PHI_CODES[net.output]
-    n_out = net.dims[-1]
-    out_off = lay.free(lay.output_block).start
-    upd = np.ones(lay.n_free, dtype=bool)
-    upd[hard.index] = False
-    update_rows = np.flatnonzero(upd).astype(np.int64)
-    soft_rows = soft.index.astype(np.int64)
-    soft_targets = np.ascontiguousarray(soft.values.T)
-    soft_gamma = np.ascontiguousarray(soft.gamma)
-    rel_anchor = np.ascontiguousarray(anchor.T) if anchor is not None else np.zeros((lay.n_free, M))
-    hid_rows, hid_layer, hid_neuron = _hidden_units(net, off)
-    shared = dict(
-        theta=theta, dims=off["dims"], zoff=off["zoff"], aoff=off["aoff"], woff=off["woff"], boff=off["boff"],
-        yhat_off=off["yhat_off"], out_mode=out_mode, phi_code=phi_code, adt=alpha * dt, tol=tol,
-        update_rows=update_rows, soft_rows=soft_rows, soft_gamma=soft_gamma, lam=lam, record_every=record_every,
-        edge_offsets=off["edge_offsets"], edge_sizes=off["edge_sizes"], out_off=out_off, n_out=n_out,
-        crossings=bool(crossings), hid_rows=hid_rows,
-        hid_layer=hid_layer, hid_neuron=hid_neuron,
-        sliding_window=sliding_window, sliding_min_flips=sliding_min_flips)
-    columns = (("Xc", problem.X.T), ("S", problem.S0), ("soft_targets", soft_targets), ("rel_anchor", rel_anchor))
-    return shared, columns
-
-
-def _make_parts(problem, settings, shared, columns):
-    """The batch's parts (:class:`~.parts.HeatPart`), after the memory check of their crossing logs."""
-    M, max_crossings = problem.n_samples, settings.max_crossings
-    crossings = settings.crossings
-    n_rec = 2 if settings.record_every > 0 else 0     # grown with the run (HeatPart.reserve_records)
-    max_episodes = max(1000, max_crossings // 4) if crossings else 0
-    n_parts = _parts.part_count(M)
-    log_bytes = n_parts * 8 * (5 * (max_crossings if crossings else 0) + 6 * max_episodes)
-    check_memory(log_bytes, f"the crossing logs of max_crossings={max_crossings}", "lower max_crossings")
-    cuts = np.linspace(0, M, n_parts + 1).round().astype(int)
-    n_blocks = len(problem.layout.edge_blocks)
-    return [_parts.HeatPart(lo, hi, shared, columns, settings.record_states, n_rec, n_blocks,
-                            max_crossings if crossings else 0, max_episodes, shared["hid_rows"].size,
-                            max(problem.net.dims))
-            for lo, hi in zip(cuts[:-1], cuts[1:])], max_episodes
+def _make_parts(problem, settings):
+    """The kernels' pins (:func:`~.parts.batch_pins`) and the batch's parts (:func:`~.parts.build_parts`)."""
+    lay = problem.layout
+    kpins = _parts.batch_pins(lay, problem.hard, problem.soft, problem.lam, problem.anchor, problem.n_samples)
+    parts = _parts.build_parts(problem.net, problem.X, problem.S0, lay, kpins, settings.output_force,
+                               problem.settings.alpha * settings.dt, problem.settings.tol, settings.record_every,
+                               settings.record_states, settings.crossings, settings.max_crossings,
+                               settings.sliding_window, settings.sliding_min_flips)
+    return kpins, parts
 
 
 def run_euler(problem, settings):
     """Forward Euler from ``problem`` (:class:`~sheaflinalg.dynamics.problem.HeatProblem`) with
     ``settings`` (:class:`~.settings.EulerSettings`); see :func:`sheaflinalg.heat`."""
     check_stable(problem, settings)
-    shared, columns = _kernel_arguments(problem, settings)
-    parts, max_episodes = _make_parts(problem, settings, shared, columns)
+    kpins, parts = _make_parts(problem, settings)
     max_steps, alpha, dt = settings.max_steps, problem.settings.alpha, settings.dt
     show = problem.settings.progress and max_steps >= 20_000
     with progress_bar(max_steps, show, "heat", unit="step") as bar:
@@ -117,27 +56,26 @@ def run_euler(problem, settings):
             f"the state became non-finite (NaN or Inf) at Euler step {step} (dt={dt:g}, alpha={alpha:g}); "
             f"reduce dt (largest dt certified stable: {2.0 / (alpha * problem.bound):.6g})")
     steps = parts[0].step
-    update_rows = shared["update_rows"]
+    update_rows = kpins.update_rows
     # Each part's F holds the forces of its last step: the largest change is adt max|F| (monotone rounding).
     final_change = alpha * dt * max(float(np.abs(p.F[update_rows]).max()) for p in parts) \
         if steps and update_rows.size else (0.0 if steps else float("inf"))
     for p in parts:
         p.finish()
-    return _result(problem, settings, shared, parts, status, steps, final_change, max_episodes)
+    return _result(problem, settings, kpins, parts, status, steps, final_change)
 
 
-def _final_discord(problem, shared, S, E):
+def _final_discord(problem, kpins, parts, S, E):
     """Total discord of each sample's final state: edge blocks, soft pins, reluctance."""
     soft, lam = problem.soft, problem.lam
     blk = np.zeros((len(problem.layout.edge_blocks), S.shape[1]))
-    _force.discord_by_edge_block(E, shared["edge_offsets"], shared["edge_sizes"], shared["yhat_off"], 0, 0.0, blk)
+    _force.discord_by_edge_block(E, parts[0].lay, parts[0].edge, blk)
     disc = blk.sum(axis=0)
     if soft.size:
-        disc += 0.5 * (soft.gamma[:, None] * (S[shared["soft_rows"]] - soft.values.T) ** 2).sum(axis=0)
+        disc += 0.5 * (soft.gamma[:, None] * (S[kpins.soft_rows] - kpins.soft_targets) ** 2).sum(axis=0)
     if lam > 0:
-        rows = shared["update_rows"]
-        anchor = problem.anchor.T[rows] if problem.anchor is not None else 0.0
-        disc += 0.5 * lam * ((S[rows] - anchor) ** 2).sum(axis=0)
+        rows = kpins.update_rows
+        disc += 0.5 * lam * ((S[rows] - kpins.rel_anchor[rows]) ** 2).sum(axis=0)
     return disc
 
 
@@ -151,28 +89,27 @@ def _history(problem, settings, parts):
     cols = list(range(n_blocks)) + ([n_blocks] if soft.size else []) + ([n_blocks + 1] if lam > 0 else [])
     states = np.zeros((nr, rec_samples.size, lay.n_free))
     for p in parts:
-        states[:, p.rec_index] = p.rec_states[:nr]
+        states[:, p.rec_index] = p.rec.states[:nr]
     return HeatHistory(
-        steps=parts[0].rec_steps[:nr].copy(),
-        discord=sum(p.rec_discord[:nr] for p in parts)[:, cols],
+        steps=parts[0].rec.steps[:nr].copy(),
+        discord=sum(p.rec.discord[:nr] for p in parts)[:, cols],
         labels=[b.name for b in lay.edge_blocks] + (["e_pin"] if soft.size else [])
         + (["e_rel"] if lam > 0 else []),
-        sample_discord=np.concatenate([p.rec_sample_discord[:nr] for p in parts], axis=1),
+        sample_discord=np.concatenate([p.rec.sample_discord[:nr] for p in parts], axis=1),
         output=np.ascontiguousarray(
-            np.concatenate([p.rec_output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
+            np.concatenate([p.rec.output[:nr] for p in parts], axis=2).transpose(0, 2, 1)),
         states=states, state_samples=rec_samples, layout=lay)
 
 
-def _result(problem, settings, shared, parts, status, steps, final_change, max_episodes):
+def _result(problem, settings, kpins, parts, status, steps, final_change):
     S = np.concatenate([p.S for p in parts], axis=1)
     E = np.concatenate([p.E for p in parts], axis=1)
-    out_off, n_out = shared["out_off"], shared["n_out"]
     cross, n_cross = _parts.merged_crossings(parts, settings.max_crossings if settings.crossings else 0)
-    sliding, n_sliding = _parts.merged_episodes(parts, max_episodes)
+    sliding, n_sliding = _parts.merged_episodes(parts, parts[0].log.episodes.shape[0])
     return HeatResult(
-        state=to_rows(S), output=to_rows(S[out_off:out_off + n_out]), steps=steps,
+        state=to_rows(S), output=to_rows(S[problem.layout.free(problem.layout.output_block)]), steps=steps,
         converged=status == _kheat.STATUS_CONVERGED, final_change=final_change,
-        discord=_final_discord(problem, shared, S, E), edge_discrepancy=to_rows(E),
+        discord=_final_discord(problem, kpins, parts, S, E), edge_discrepancy=to_rows(E),
         history=_history(problem, settings, parts), crossings=cross, crossings_total=n_cross,
         sliding=sliding, sliding_total=n_sliding, layout=problem.layout, pinned=list(problem.hard.labels),
         lambda_max_bound=problem.bound, dt=settings.dt, alpha=problem.settings.alpha)
