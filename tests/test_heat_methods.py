@@ -155,3 +155,9 @@ def test_block_runner_raises_the_error_of_a_block():
 
     with pytest.raises(ValueError, match="block 2"):
         map_blocks(work, range(4), threads=2)
+
+
+def test_convergence_study_runs_on_its_defaults():
+    # the default times are multiples of every default dt (they were not: a call on defaults was refused)
+    st = sl.convergence_study(NET, [[0.5, -1.0]])
+    assert st.errors.shape == (4, 3) and np.all(st.errors > 0) and 0.7 < st.slope < 1.3
