@@ -9,7 +9,7 @@ Nothing runs before every option is checked.
 """
 
 from .._common.options import Default, method_options
-from .._common.validation import as_samples, check_bool
+from .._common.validation import as_samples
 from ..network.model import check_network
 from . import problem as _problem
 from .euler.run import run_euler
@@ -127,8 +127,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         sliding_min_flips=sliding_min_flips, check_stability=check_stability, t_max=t_max, max_events=max_events))
     X, _ = as_samples(X, net.dims[0])
     shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress)
-    reduced = _problem.check_reduced(net, None if reduced is None else check_bool(reduced, "reduced"), pins,
-                                     soft_pins)
+    reduced = _problem.check_reduced(net, reduced, pins, soft_pins)
     if method == "exact":
         settings = ExactSettings.validated(net, **own)
         check_exact_memory(net, X.shape[0], shared.threads)

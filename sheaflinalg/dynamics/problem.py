@@ -115,9 +115,9 @@ def check_reduced(net, reduced, pins, soft_pins):
     """``reduced`` resolved: the default is the reduced system for identity output without output pins."""
     if reduced is None:
         return _pins.default_reduced(net, pins, soft_pins)
-    if reduced and net.output != "identity":
+    if check_bool(reduced, "reduced") and net.output != "identity":
         raise ValueError(f"reduced=True needs identity output (this network has {net.output!r})")
-    return bool(reduced)
+    return reduced
 
 
 def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):

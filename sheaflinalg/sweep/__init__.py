@@ -62,7 +62,7 @@ def run(spec, db, jobs=None, client=None, scheduler=None, retry_failed=False, pr
     [True, True]
     """
     spec = spec if isinstance(spec, Spec) else load_spec(spec)
-    _check_db(db)
+    check_path(db, "db")
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
     if client is not None and not callable(getattr(client, "submit", None)):
@@ -166,13 +166,9 @@ def status(db):
     return _read(db, count)
 
 
-def _check_db(db):
-    return check_path(db, "db")
-
-
 def _read(db, what):
     """``what(store)`` with ``db`` opened read-only (it must exist; nothing is written to it)."""
-    store = Store(_check_db(db), readonly=True)
+    store = Store(db, readonly=True)
     try:
         return what(store)
     finally:
@@ -181,7 +177,7 @@ def _read(db, what):
 
 def export_csv(db, path, sweep=None):
     """Write one CSV row per run: every parameter (fixed, axes, derived), every metric, ``status``."""
-    _check_db(db)
+    check_path(db, "db")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a file name (str or path-like), got {type(path).__name__}")
     if os.path.exists(db) and os.path.exists(path) and os.path.samefile(db, path):
