@@ -56,27 +56,45 @@ def as_float64(array, name):
     return arr
 
 
-def as_samples(X, n_features, name="X"):
+def as_samples(X, n_features, name="X", input_shape=None):
     """Validate samples-as-rows data for a network with ``n_features`` inputs.
+
+    Parameters
+    ----------
+    input_shape : tuple of int, optional
+        The per-sample shape of a graph network's input, e.g. ``(1, 40)``:
+        a batch in the model's own shape ``(n_samples, *input_shape)`` (or one
+        sample of shape ``input_shape``) is accepted and flattened in C order.
 
     Returns
     -------
     X2 : ndarray, shape (n_samples, n_features), float64
     was_1d : bool
-        True when a single 1-D sample was given.
+        True when a single sample was given (1-D, or of shape ``input_shape``).
+
+    Examples
+    --------
+    >>> as_samples(np.zeros((5, 1, 40)), 40, input_shape=(1, 40))[0].shape
+    (5, 40)
     """
     X2 = as_float64(X, name)
+    shaped = input_shape is not None and len(input_shape) > 1
+    if shaped and X2.shape[1:] == tuple(input_shape):
+        X2 = X2.reshape(X2.shape[0], -1)
+    elif shaped and X2.shape == tuple(input_shape):
+        X2 = X2.reshape(-1)
     was_1d = X2.ndim == 1
     if was_1d:
         X2 = X2[None, :]
+    expected = f"(n_samples, {n_features})" + (f" or (n_samples, *{tuple(input_shape)})" if shaped else "")
     if X2.ndim != 2:
-        raise ValueError(f"{name} must be 1-D (one sample) or 2-D (n_samples, n_features); got shape {X2.shape}")
+        raise ValueError(f"{name} must be 1-D (one sample) or 2-D {expected}; got shape {X2.shape}")
     if X2.shape[0] == 0:
         raise ValueError(f"{name} is empty: it has no samples")
     if X2.shape[1] != n_features:
         raise ValueError(
             f"{name} has {X2.shape[1]} features per sample but the network takes {n_features} "
-            f"(expected shape (n_samples, {n_features}))"
+            f"(expected shape {expected})"
         )
     return X2, was_1d
 

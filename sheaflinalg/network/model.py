@@ -8,11 +8,12 @@ import numpy as np
 from .._common.memory import FLOAT, check_batch, check_memory
 from .._common.validation import as_float64, as_samples, check_dims, check_seed, check_type
 from . import activations
+from .errors import GraphNetworkError, NetworkOverflowError
+from .graph import Graph
+from .graph.chain import as_chain, chain_graph
+from .graph.forward import evaluate
 from .importers import network_arrays_from_sklearn, network_arrays_from_torch
 from .io import read_network, write_network
-
-class NetworkOverflowError(FloatingPointError, ValueError):
-    """The forward pass overflows (a pre-activation is not a finite float64); the message names the layer."""
 
 
 def _read_only(array):
@@ -47,12 +48,14 @@ def parameter_offsets(dims):
     return woff, boff, off
 
 
-def check_network(net, name="net"):
+def check_network(net, name="net", graphs=False):
     """Return ``net`` if it is a :class:`Network`, else a TypeError saying what was expected and what was got.
 
     Applied first by every public function taking a network (it lives beside
     the class, as ``_common`` cannot import it); a file name gets the hint to
-    load it.
+    load it.  A graph network (:attr:`Network.is_graph`) is refused with a
+    :class:`GraphNetworkError` unless ``graphs`` is true (the functions that
+    take graph networks say so).
 
     Examples
     --------
@@ -62,7 +65,13 @@ def check_network(net, name="net"):
     TypeError: net must be a sheaflinalg.Network, got str 'net.npz' (load a network file with sl.Network.load(path))
     """
     hint = " (load a network file with sl.Network.load(path))" if isinstance(net, (str, os.PathLike)) else ""
-    return check_type(net, Network, name, "a sheaflinalg.Network", hint)
+    check_type(net, Network, name, "a sheaflinalg.Network", hint)
+    if net.is_graph and not graphs:
+        raise GraphNetworkError(
+            f"{name} is a graph network ({len(net.graph.nodes)} nodes: {', '.join(sorted(net.graph_ops))}); this "
+            "function takes chains of Linear/ReLU layers only. Graph networks enter sl.assemble, "
+            "sl.harmonic_extension, sl.verify, sl.complete, Network.forward and Network.save")
+    return net
 
 
 class Network:
@@ -128,19 +137,107 @@ class Network:
         self._biases = tuple(bs)
         self._views = (tuple(_read_only(W.view()) for W in Ws), tuple(_read_only(b.view()) for b in bs))
         self._output = output
+        self._graph = None
+        self._chain = None
 
     def __reduce__(self):
         # copy, deepcopy and pickle rebuild through the constructor, keeping the views tied to the storage.
+        if self.is_graph:
+            return (Network.from_graph, (self._graph,))
         return (Network, (self._weights, self._biases, self._output))
+
+    # ------------------------------------------------------------ graph networks
+    @classmethod
+    def from_graph(cls, graph):
+        """A network from a :class:`~sheaflinalg.network.graph.Graph` (convolution, pooling, residual, ...).
+
+        A graph that is a chain of linear and relu nodes on a flat input
+        becomes the chain network itself (the MLP, with its fast paths).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sheaflinalg.network.graph import Graph, Node
+        >>> conv = Node("conv", "conv", ["x"], {"stride": 1, "padding": 0, "dilation": 1, "groups": 1},
+        ...             {"weight": np.ones((2, 1, 3)), "bias": np.zeros(2)})
+        >>> net = Network.from_graph(Graph((1, 5), [conv, Node("act", "relu", ["conv"])]))
+        >>> net.is_graph, net.input_shape, net.forward(np.arange(5.0)).tolist()
+        (True, (1, 5), [3.0, 6.0, 9.0, 3.0, 6.0, 9.0])
+        """
+        check_type(graph, Graph, "graph", "a sheaflinalg Graph (sheaflinalg.network.graph.Graph)")
+        chain = as_chain(graph)
+        if chain is not None:
+            return cls(*chain, graph.output)
+        net = cls.__new__(cls)
+        net._weights = net._biases = net._views = net._chain = None
+        net._output = graph.output
+        net._graph = graph
+        return net
+
+    @classmethod
+    def from_nodes(cls, input_shape, nodes, output="identity"):
+        """:meth:`from_graph` of ``Graph(input_shape, nodes, output)`` (nodes in topological order)."""
+        return cls.from_graph(Graph(input_shape, nodes, output))
+
+    @property
+    def is_graph(self):
+        """Whether this is a graph network (anything but a chain of Linear/ReLU layers)."""
+        return self._graph is not None
+
+    @property
+    def graph(self):
+        """The network's :class:`~sheaflinalg.network.graph.Graph` (for a chain: nodes ``z1, a1, ..., z(k+1)``)."""
+        if self._graph is not None:
+            return self._graph
+        if self._chain is None:
+            self._chain = chain_graph(self._weights, self._biases, self._output)
+        return self._chain
+
+    @property
+    def graph_ops(self):
+        """The set of operations of the network's nodes."""
+        return {node.op for node in self.graph.nodes}
+
+    @property
+    def input_shape(self):
+        """Per-sample input shape (``(n_0,)`` for a chain)."""
+        return self.graph.input_shape if self.is_graph else (self.dims[0],)
+
+    @property
+    def n_inputs(self):
+        """Input features per sample."""
+        return self.graph.n_inputs if self.is_graph else self.dims[0]
+
+    @property
+    def n_outputs(self):
+        """Output features per sample."""
+        return self.graph.n_outputs if self.is_graph else self.dims[-1]
+
+    def _chain_only(self, what):
+        if self.is_graph:
+            raise GraphNetworkError(f"{what} describes a chain of Linear/ReLU layers; this is a graph network of "
+                                    f"{len(self._graph.nodes)} nodes (see net.graph)")
+
+    def evaluate(self, X, pattern=None):
+        """Every node's value and the activation pattern (:class:`~sheaflinalg.network.graph.forward.GraphState`).
+
+        ``X`` has shape ``(n_samples, n_inputs)`` or ``(n_samples, *input_shape)``.
+        ``pattern`` (a frozen pattern) is checked by the sheaf layer's callers, not here.
+        """
+        X, _ = as_samples(X, self.n_inputs, input_shape=self.input_shape)
+        check_batch(X.shape[0], 2 * FLOAT * sum(self.graph.sizes.values()), "the forward pass")
+        return evaluate(self.graph, X, pattern)
 
     @property
     def weights(self):
         """Weight matrices ``(W_1, ..., W_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        self._chain_only("net.weights")
         return self._views[0]
 
     @property
     def biases(self):
         """Bias vectors ``(b_1, ..., b_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
+        self._chain_only("net.biases")
         return self._views[1]
 
     @property
@@ -170,6 +267,7 @@ class Network:
         ...
         ValueError: W2 takes 7 inputs but layer 1 has 2 neurons
         """
+        self._chain_only("replace()")
         Ws = list(self._weights if weights is None else weights)
         bs = list(self._biases if biases is None else biases)
         for key, value in layers.items():
@@ -189,23 +287,32 @@ class Network:
     @property
     def dims(self):
         """Layer widths ``[n_0, n_1, ..., n_{k+1}]``."""
+        self._chain_only("net.dims")
         return [self.weights[0].shape[1]] + [W.shape[0] for W in self.weights]
 
     @property
     def n_hidden(self):
         """Number ``k`` of hidden ReLU layers."""
+        self._chain_only("net.n_hidden")
         return len(self.weights) - 1
 
     @property
     def n_parameters(self):
-        """Number of weights and biases."""
+        """Number of weights and biases (for a graph: every node's parameters)."""
+        if self.is_graph:
+            return self._graph.n_parameters
         return sum(W.size + b.size for W, b in zip(self.weights, self.biases))
 
     def __repr__(self):
+        if self.is_graph:
+            return (f"Network(graph of {len(self._graph.nodes)} nodes, input_shape={self.input_shape}, "
+                    f"output={self.output!r})")
         return f"Network(dims={self.dims}, output={self.output!r})"
 
     def copy(self):
         """Deep copy."""
+        if self.is_graph:
+            return Network.from_graph(self._graph)
         return Network(self.weights, self.biases, self.output)
 
     # ------------------------------------------------------------ constructors
@@ -245,6 +352,7 @@ class Network:
         NetworkOverflowError
             A pre-activation overflows float64 (the message names the layer).
         """
+        self._chain_only("forward_states() (use evaluate() for a graph)")
         X, _ = as_samples(X, self.dims[0])
         check_batch(X.shape[0], 2 * FLOAT * sum(self.dims[1:]), "the forward pass")
         zs, hidden = [], []
@@ -265,7 +373,16 @@ class Network:
         return zs, hidden
 
     def forward(self, X):
-        """Network output ``phi(z_{k+1})``, shape (n_samples, n_out) (1-D for a 1-D sample)."""
+        """Network output ``phi(z_{k+1})``, shape (n_samples, n_out) (1-D for a 1-D sample).
+
+        A graph network takes ``(n_samples, *input_shape)`` or ``(n_samples, n_inputs)``
+        (or one sample) and returns its output node's value flattened, after phi.
+        """
+        if self.is_graph:
+            _, was_1d = as_samples(X, self.n_inputs, input_shape=self.input_shape)
+            state = self.evaluate(X)
+            y = activations.apply(self.output, state.values[self._graph.output_node])
+            return y[0] if was_1d else y
         _, was_1d = as_samples(X, self.dims[0])
         zs, _ = self.forward_states(X)
         y = activations.apply(self.output, zs[-1])
@@ -274,8 +391,13 @@ class Network:
     def activation_pattern(self, X):
         """Forward-pass activation pattern (``z >= 0`` active) of every hidden layer.
 
-        Returns a list of boolean arrays of shape (n_samples, n_l), or (n_l,) for a 1-D sample.
+        Returns a list of boolean arrays of shape (n_samples, n_l), or (n_l,) for a 1-D sample;
+        for a graph network a dict ``{node name: array}`` (masks, max-pool argmax positions).
         """
+        if self.is_graph:
+            _, was_1d = as_samples(X, self.n_inputs, input_shape=self.input_shape)
+            pattern = self.evaluate(X).pattern
+            return {k: v[0] for k, v in pattern.items()} if was_1d else pattern
         _, was_1d = as_samples(X, self.dims[0])
         zs, _ = self.forward_states(X)
         pattern = [z >= 0 for z in zs[:-1]]
@@ -322,8 +444,10 @@ class Network:
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
 
-        Offsets are :func:`parameter_offsets`.
+        Offsets are :func:`parameter_offsets`; a graph network's are its nodes' parameters in node order.
         """
+        if self.is_graph:
+            return np.concatenate([p.ravel() for node in self._graph.nodes for p in node.params.values()])
         return np.concatenate([np.concatenate([W.ravel(), b]) for W, b in zip(self.weights, self.biases)])
 
     @classmethod
@@ -341,6 +465,7 @@ class Network:
 
     def to_dict(self):
         """Plain-JSON description (dims, output and nested weight lists)."""
+        self._chain_only("to_dict()")
         return {"dims": self.dims, "output": self.output,
                 "weights": [W.tolist() for W in self.weights],
                 "biases": [b.tolist() for b in self.biases]}

@@ -1,0 +1,95 @@
+"""Index arithmetic of sliding windows (convolution and pooling), written once.
+
+Every convolution, pooling and adaptive pooling map of the package reads its
+geometry from here: the forward products, the transposed products and the
+sparse restriction maps are all built from :func:`window_indices`, so they
+cannot disagree about which input feeds which output.
+
+Spatial positions are flattened in C order (for 2-D: ``row * width + col``).
+"""
+
+import numpy as np
+
+
+def output_size(size, kernel, stride, padding, dilation=1):
+    """Output length of a window sweep along one axis (PyTorch's rule, ``ceil_mode=False``).
+
+    Examples
+    --------
+    >>> output_size(40, 5, 2, 1)
+    19
+    """
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def window_indices(in_spatial, kernel, stride, padding, dilation):
+    """Flat input positions read by every output position and kernel offset.
+
+    Parameters
+    ----------
+    in_spatial, kernel, stride, padding, dilation : tuple of int
+        One entry per spatial axis (1 or 2 axes).
+
+    Returns
+    -------
+    index : ndarray of int64, shape (n_out_positions, n_kernel_offsets)
+        ``index[p, q]`` is the flat input position that kernel offset ``q``
+        (C order over the kernel's axes) reads for output position ``p``
+        (C order over the output's axes), or ``-1`` where it falls in the padding.
+    out_spatial : tuple of int
+
+    Examples
+    --------
+    >>> index, out = window_indices((4,), (3,), (1,), (1,), (1,))
+    >>> out, index.tolist()
+    ((4,), [[-1, 0, 1], [0, 1, 2], [1, 2, 3], [2, 3, -1]])
+    """
+    axes = []
+    out_spatial = []
+    for size, k, s, p, d in zip(in_spatial, kernel, stride, padding, dilation):
+        n_out = output_size(size, k, s, p, d)
+        pos = np.arange(n_out)[:, None] * s - p + np.arange(k)[None, :] * d   # (n_out, k) input positions
+        axes.append((pos, size))
+        out_spatial.append(n_out)
+    if len(axes) == 1:
+        (pos, size), = axes
+        return np.where((pos >= 0) & (pos < size), pos, -1).astype(np.int64), tuple(out_spatial)
+    (pr, hr), (pc, wc) = axes
+    rows = pr[:, None, :, None]          # (out_r, 1, k_r, 1)
+    cols = pc[None, :, None, :]          # (1, out_c, 1, k_c)
+    inside = (rows >= 0) & (rows < hr) & (cols >= 0) & (cols < wc)
+    flat = np.where(inside, rows * wc + cols, -1)
+    return flat.reshape(len(pr) * len(pc), pr.shape[1] * pc.shape[1]).astype(np.int64), tuple(out_spatial)
+
+
+def adaptive_windows(in_spatial, out_spatial):
+    """Windows of an adaptive pooling (PyTorch's rule: ``start = floor(i L / n)``, ``end = ceil((i + 1) L / n)``).
+
+    Returns
+    -------
+    index : ndarray of int64, shape (n_out_positions, max_window)
+        Flat input positions of every output position's window, ``-1``-padded
+        (adaptive windows may differ in size).
+    count : ndarray of int64, shape (n_out_positions,)
+        Number of valid entries of each row.
+
+    Examples
+    --------
+    >>> index, count = adaptive_windows((5,), (2,))
+    >>> index.tolist(), count.tolist()
+    ([[0, 1, 2], [2, 3, 4]], [3, 3])
+    """
+    per_axis = []
+    for size, n in zip(in_spatial, out_spatial):
+        i = np.arange(n)
+        start, end = (i * size) // n, -((-(i + 1) * size) // n)
+        per_axis.append([np.arange(a, b) for a, b in zip(start, end)])
+    strides = np.cumprod((list(in_spatial[1:]) + [1])[::-1])[::-1]
+    windows = [np.zeros(1, dtype=np.int64)]
+    for axis, ranges in enumerate(per_axis):
+        windows = [(w[:, None] + r[None, :] * strides[axis]).ravel() for w in windows for r in ranges]
+    count = np.array([w.size for w in windows], dtype=np.int64)
+    index = np.full((len(windows), int(count.max())), -1, dtype=np.int64)
+    for p, w in enumerate(windows):
+        index[p, :w.size] = w
+    return index, count

@@ -1,0 +1,42 @@
+"""The chain (an MLP) as a graph, and back: ``z1 = linear(x), a1 = relu(z1), ..., z(k+1) = linear(ak)``."""
+
+from .graph import Graph
+from .nodes import INPUT, Node
+
+
+def chain_graph(weights, biases, output):
+    """The :class:`Graph` of the chain with these layers, its nodes named as the chain's blocks (``z1``, ``a1``, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = chain_graph([np.ones((3, 2)), np.ones((1, 3))], [np.zeros(3), np.zeros(1)], "identity")
+    >>> [(n.name, n.op, n.inputs) for n in g.nodes]
+    [('z1', 'linear', ('x',)), ('a1', 'relu', ('z1',)), ('z2', 'linear', ('a1',))]
+    """
+    nodes, parent = [], INPUT
+    for l, (W, b) in enumerate(zip(weights, biases), start=1):
+        nodes.append(Node(f"z{l}", "linear", [parent], params={"weight": W, "bias": b}))
+        parent = f"z{l}"
+        if l < len(weights):
+            nodes.append(Node(f"a{l}", "relu", [parent]))
+            parent = f"a{l}"
+    return Graph((weights[0].shape[1],), nodes, output)
+
+
+def as_chain(graph):
+    """``(weights, biases)`` if ``graph`` is a chain of linear and relu nodes on a flat input, else None."""
+    if len(graph.input_shape) != 1:
+        return None
+    weights, biases, parent = [], [], INPUT
+    for i, node in enumerate(graph.nodes):
+        expected = "linear" if i % 2 == 0 else "relu"
+        if node.op != expected or node.inputs != (parent,):
+            return None
+        if expected == "linear":
+            weights.append(node.params["weight"])
+            biases.append(node.params["bias"])
+        parent = node.name
+    if graph.nodes[-1].op != "linear":
+        return None
+    return weights, biases
