@@ -145,11 +145,13 @@ def _cat_step(walk, node, name, op):
     dim = args["dim"]
 
     def axis(node, shape):
-        ndim = len(shape(node)) + 1
-        if not -ndim <= dim < ndim or dim % ndim == 0:
+        ndim = len(shape(parents[0])) + 1
+        if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
             raise refuse(name, op, f"dim={dim} concatenates along the batch axis; only per-sample axes "
                                    f"(1..{ndim - 1}, or negative) are supported")
         return {"axis": dim % ndim - 1}
+    if dim == 0:
+        axis(None, lambda parent: ())
     return Step("concat", parents, resolve=axis)
 
 
