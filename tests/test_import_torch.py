@@ -150,7 +150,7 @@ def test_bad_input_shapes_are_refused():
     with pytest.raises(sl.UnsupportedModelError, match="takes 2 inputs"):
         sl.Network.from_torch(_Two())
     net = sl.Network.from_torch(model, input_shape=(3, 8, 8))
-    with pytest.raises(ValueError, 
+    with pytest.raises(ValueError,
                        match=r"\(n_samples, 192\) or \(n_samples, \*\(3, 8, 8\)\); got shape \(2, 3, 8, 9\)"):
         net.forward(np.zeros((2, 3, 8, 9)))
 

@@ -119,10 +119,10 @@ class RandomCNN(nn.Module):
     @staticmethod
     def _block(block, axes, channels):
         kind = block["kind"]
-        if kind == "conv":
+        if kind == "conv":      # a LeakyReLU slope exact in float32, as ONNX attributes are
             conv = CONV[axes](channels, block["out"], block["k"], block["s"], block["p"], block["d"], block["groups"],
                               bias=block["bias"])
-            act = {"relu": nn.ReLU(), "leaky": nn.LeakyReLU(0.1), "F.relu": nn.Identity(), "none": nn.Identity()}
+            act = {"relu": nn.ReLU(), "leaky": nn.LeakyReLU(0.125), "F.relu": nn.Identity(), "none": nn.Identity()}
             return nn.Sequential(conv, BN[axes](block["out"]) if block["bn"] else nn.Identity(), act[block["act"]])
         if kind == "max":
             return MAXPOOL[axes](block["k"], block["s"], block["p"], block["d"])
