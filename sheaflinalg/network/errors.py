@@ -7,3 +7,8 @@ class NetworkOverflowError(FloatingPointError, ValueError):
 
 class GraphNetworkError(TypeError):
     """A graph network (convolution, pooling, residual, ...) was given where only a chain of Linear/ReLU is taken."""
+
+
+class UnsupportedModelError(ValueError):
+    """An imported model (PyTorch, ONNX) holds an operation or a setting the graph network cannot express;
+    the message names the node (its qualified name or ONNX node name) and its operation."""

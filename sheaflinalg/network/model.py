@@ -12,7 +12,7 @@ from .errors import GraphNetworkError, NetworkOverflowError
 from .graph import Graph
 from .graph.chain import as_chain, chain_graph
 from .graph.forward import evaluate
-from .importers import network_arrays_from_sklearn, network_arrays_from_torch
+from .importers import graph_from_onnx, graph_from_torch, network_arrays_from_sklearn
 from .io import read_network, write_network
 
 
@@ -486,13 +486,76 @@ class Network:
         return cls(*network_arrays_from_sklearn(model))
 
     @classmethod
-    def from_torch(cls, module):
-        """Import a PyTorch ``nn.Sequential`` of ``Linear``/``ReLU`` layers.
+    def from_torch(cls, module, input_shape=None):
+        """Import a PyTorch model: an ``nn.Sequential`` or a module torch.fx can trace (CNNs, ResNets).
 
-        An optional final ``Sigmoid``, ``Tanh`` or ``Softmax`` (over the last
-        dimension) becomes the output activation.  Real floating-point
-        parameters on any device are copied to the CPU as float64; parameters
-        on the meta device (no values) are refused with a ValueError, complex,
-        integer, boolean and quantized ones with a TypeError.
+        An ``nn.Sequential`` of ``Linear``/``ReLU`` layers is the MLP network,
+        as before; anything else is a graph network whose nodes are named
+        after the modules' qualified names (e.g. ``"layer1.0.conv1"``).
+        Supported: Linear, Conv1d/2d (zero padding), AvgPool1d/2d, MaxPool1d/2d,
+        AdaptiveAvgPool1d/2d, BatchNorm1d/2d in eval mode (folded into a
+        per-channel affine node), ReLU, LeakyReLU, residual ``+``,
+        ``torch.cat``, Flatten/``view``/``reshape``, Identity and Dropout (eval:
+        elided), their functional forms, and a final Sigmoid, Tanh or Softmax
+        (over the features) as the output activation.  Anything else is
+        refused, naming the node and its operation, before anything runs.
+
+        Parameters
+        ----------
+        module : torch.nn.Module
+        input_shape : tuple of int, optional
+            Per-sample input shape without the batch axis, e.g. ``(1, 40)`` or
+            ``(3, 32, 32)``; required unless the first layer is ``Linear``
+            (then ``(in_features,)``).
+
+        Raises
+        ------
+        UnsupportedModelError
+            An operation or setting with no graph-network counterpart (GELU, a
+            hidden sigmoid, ``ceil_mode=True``, a training-mode batch norm, ...),
+            or a model torch.fx cannot trace; the message names the node.
+        ValueError, TypeError
+            ``input_shape`` missing or not fitting the model; parameters on the
+            meta device (ValueError), or complex, integer, boolean or quantized
+            (TypeError).  Real floating-point parameters on any device are
+            copied to the CPU as float64.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from torch import nn
+        >>> _ = torch.manual_seed(0)
+        >>> cnn = nn.Sequential(nn.Conv1d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool1d(2),
+        ...                     nn.Flatten(), nn.Linear(4 * 5, 2)).double().eval()
+        >>> net = Network.from_torch(cnn, input_shape=(1, 10))
+        >>> [node.name for node in net.graph.nodes]
+        ['0', '1', '2', '3', '4']
+        >>> X = torch.randn(3, 1, 10, dtype=torch.float64)
+        >>> bool(np.allclose(net.forward(X.numpy()), cnn(X).detach().numpy(), rtol=1e-12))
+        True
         """
-        return cls(*network_arrays_from_torch(module))
+        return cls.from_graph(graph_from_torch(module, input_shape))
+
+    @classmethod
+    def from_onnx(cls, path):
+        """Import an ONNX file (read with the ``onnx`` package: protobuf, no pickle) as a network.
+
+        The op set is :meth:`from_torch`'s: Gemm, MatMul (+ Add), Conv,
+        MaxPool, AveragePool, GlobalAveragePool, BatchNormalization, Relu,
+        LeakyRelu, Add, Concat, Flatten, Reshape (a constant shape), Identity,
+        Dropout, and a final Sigmoid, Tanh or Softmax.  Node names are the
+        file's (characters other than letters, digits, ``_`` and ``.`` become
+        ``_``).  The batch axis may be symbolic; the others must be fixed.
+
+        Raises
+        ------
+        FileNotFoundError
+            No such file.
+        ValueError
+            Naming the file: not an ONNX model, fails ``onnx.checker``, an opset
+            outside 7 .. the installed onnx's, several inputs or outputs,
+            shapes that are not fixed.
+        UnsupportedModelError
+            Naming the node and its op_type.
+        """
+        return cls.from_graph(graph_from_onnx(path))

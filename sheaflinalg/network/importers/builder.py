@@ -1,0 +1,125 @@
+"""A graph being imported: nodes in order, the importer's names of elided values, refusals naming the node.
+
+The PyTorch and ONNX importers both walk a model's own graph in topological
+order and give each of its values a key (a torch.fx node, an ONNX tensor
+name).  Every value becomes a :class:`~sheaflinalg.network.graph.Node`, or is
+elided (Identity, Dropout in eval mode, a reshape that keeps the shape) and
+then stands for its parent.
+"""
+
+import math
+import numbers
+import re
+
+from ..errors import UnsupportedModelError
+from ..graph import Graph, Node
+from ..graph.nodes import INPUT, RESERVED, output_shape
+
+_NOT_NAME = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def refuse(name, op, why):
+    """The one refusal of an importer: ``UnsupportedModelError`` naming the node and its operation."""
+    return UnsupportedModelError(f"node {name!r} ({op}) is not supported: {why}")
+
+
+def check_input_shape(input_shape):
+    """``input_shape`` as a tuple of positive ints (per sample, no batch axis), or ValueError."""
+    shape = (input_shape,) if isinstance(input_shape, numbers.Integral) else input_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    if not shape or not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1 for n in shape):
+        raise ValueError(f"input_shape must be a tuple of positive ints, the per-sample shape without the batch "
+                         f"axis (e.g. (1, 40) or (3, 32, 32)), got {input_shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _node_name(label, taken):
+    name = _NOT_NAME.sub("_", str(label)).lstrip(".") or "node"
+    if name in RESERVED:
+        name += "_"
+    base, k = name, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
+
+
+class GraphBuilder:
+    """Nodes in topological order, keyed by the importer's own names for its values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = GraphBuilder((3,))
+    >>> b.add("fc", "fc", "linear", ["x"], params={"weight": np.ones((2, 3)), "bias": np.zeros(2)})
+    >>> b.elide("drop", "fc")
+    >>> b.add("act", "act", "relu", ["drop"])
+    >>> b.shape("act"), [n.inputs for n in b.graph("act").nodes]
+    ((2,), [('x',), ('fc',)])
+    """
+
+    def __init__(self, input_shape, input_key="x"):
+        self.input_shape = check_input_shape(input_shape)
+        self.nodes = []
+        self._names = {input_key: INPUT}
+        self._shapes = {INPUT: self.input_shape}
+
+    def name(self, key):
+        """The graph name standing for the importer's value ``key``."""
+        return self._names[key]
+
+    def shape(self, key):
+        """Per-sample shape of the value ``key``."""
+        return self._shapes[self._names[key]]
+
+    def elide(self, key, parent):
+        """``key`` is its parent's value (Identity, Dropout in eval mode, a reshape keeping the shape)."""
+        self._names[key] = self._names[parent]
+
+    def add(self, key, label, op, parents, attrs=None, params=None):
+        """Append a node called after ``label`` computing ``key`` from the values ``parents``."""
+        inputs = [self._names[p] for p in parents]
+        if op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]:
+            self._names[key] = inputs[0]
+            return
+        node = Node(_node_name(label, self._shapes), op, inputs, attrs, params)
+        self._shapes[node.name] = output_shape(node, [self._shapes[p] for p in inputs])
+        self.nodes.append(node)
+        self._names[key] = node.name
+
+    def replace_params(self, key, params):
+        """Give the node computing ``key`` new parameters (e.g. a bias added after a matrix product)."""
+        i = next(i for i, node in enumerate(self.nodes) if node.name == self._names[key])
+        node = self.nodes[i]
+        self.nodes[i] = Node(node.name, node.op, node.inputs, dict(node.attrs), {**node.params, **params})
+
+    def users(self, key):
+        """Names of the nodes reading the value ``key``."""
+        return [node.name for node in self.nodes if self._names[key] in node.inputs]
+
+    def graph(self, output_key, output="identity"):
+        """The :class:`Graph` computing ``output_key`` (nodes it does not read are dropped)."""
+        last = self._names[output_key]
+        if last == INPUT:
+            raise UnsupportedModelError("the model returns its input unchanged: it computes nothing")
+        needed, order = {last}, []
+        for node in reversed(self.nodes[:[n.name for n in self.nodes].index(last) + 1]):
+            if node.name in needed:
+                needed.update(node.inputs)
+                order.append(node)
+        return Graph(self.input_shape, order[::-1], output)
+
+
+def per_sample_shape(name, op, shape, batch):
+    """A value's shape without its batch axis; refuses an operation that mixes the samples of a batch."""
+    shape = tuple(int(n) for n in shape)
+    if not shape or shape[0] != batch:
+        raise refuse(name, op, f"it mixes the samples of a batch (a batch of {batch} gives shape {shape}); every "
+                               "operation must act on each sample separately")
+    if len(shape) == 1:
+        raise refuse(name, op, "its value has no per-sample axis (one number per batch entry)")
+    if math.prod(shape) == 0:
+        raise refuse(name, op, f"its value is empty (shape {shape})")
+    return shape[1:]

@@ -1,0 +1,398 @@
+"""ONNX files as graph networks, through the ``onnx`` package (protobuf: nothing is unpickled).
+
+The file is read (without external data), checked by ``onnx.checker`` and its
+opset and single input and output checked; then its nodes are converted in
+order, each refused with its name and op_type if it has no counterpart.
+Parameters must be initializers (or Constant nodes); they are read with
+``onnx.numpy_helper`` and converted to float64.
+"""
+
+import math
+import os
+
+import numpy as np
+
+from ..._common.validation import check_path
+from ..errors import UnsupportedModelError
+from .builder import GraphBuilder, refuse
+
+_FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+_FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
+MIN_OPSET = 7
+#: Batch sizes at which shape arithmetic is evaluated: a reshape must keep the batch axis at both.
+BATCHES = (2, 3)
+
+
+def _import_onnx():
+    try:
+        import onnx
+        from onnx import numpy_helper
+    except ImportError as exc:  # pragma: no cover - exercised only without onnx
+        raise ImportError("Network.from_onnx needs the onnx package (pip install onnx, or the 'import' "
+                          "extra: pip install sheaflinalg[import])") from exc
+    return onnx, numpy_helper
+
+
+def _load(onnx, path):
+    """The checked ModelProto of ``path`` (ValueError naming the file if it is not one)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        model = onnx.load(path, load_external_data=False)
+        onnx.checker.check_model(model)
+    except Exception as exc:     # DecodeError, ValidationError, ...: the file is not a valid model
+        raise ValueError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:300]})") from None
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+        raise ValueError(f"{path}: its initializers are stored in external files, which are not read")
+    opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    newest = onnx.defs.onnx_opset_version()
+    opset = opsets.get("ai.onnx")
+    if opset is None or not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"{path}: unsupported opset {opset} (supported: {MIN_OPSET} to {newest}, the installed "
+                         "onnx's newest)")
+    return model, opset
+
+
+def _input_shape(onnx, path, graph, constants):
+    inputs = [i for i in graph.input if i.name not in constants]
+    if len(inputs) != 1 or len(graph.output) != 1:
+        raise ValueError(f"{path}: the model has {len(inputs)} input(s) and {len(graph.output)} output(s); "
+                         "exactly one of each is supported")
+    (value,) = inputs
+    tensor = value.type.tensor_type
+    if value.type.WhichOneof("value") != "tensor_type" or tensor.elem_type not in _FLOATS:
+        raise ValueError(f"{path}: input {value.name!r} is not a floating-point tensor")
+    dims = [d.dim_value if d.WhichOneof("value") == "dim_value" else None for d in tensor.shape.dim]
+    if len(dims) < 2 or not all(isinstance(n, int) and n >= 1 for n in dims[1:]):
+        shown = [d.dim_value or d.dim_param or "?" for d in tensor.shape.dim]
+        raise ValueError(f"{path}: input {value.name!r} has shape {shown}; expected (batch, fixed per-sample "
+                         "sizes): dynamic shapes other than the batch axis cannot be resolved")
+    return value.name, tuple(dims[1:]), dims[0]
+
+
+class _Reader:
+    """The file's constants, the values its nodes consume, and the graph being built."""
+
+    def __init__(self, onnx, numpy_helper, path, model, opset):
+        self.onnx, self.helper, self.path, self.opset = onnx, numpy_helper, path, opset
+        graph = model.graph
+        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        x, input_shape, self.batch = _input_shape(onnx, path, graph, self.constants)
+        self.sizes = {}            # shape arithmetic: {tensor name: {batch: int64 array}}
+        self.builder = GraphBuilder(input_shape, x)
+        self.output_name = graph.output[0].name
+        self.consumers = {}
+        for node in graph.node:
+            for name in node.input:
+                self.consumers[name] = self.consumers.get(name, 0) + 1
+        self.consumers[self.output_name] = self.consumers.get(self.output_name, 0) + 1
+        self.matmuls = set()       # MatMul outputs still without a bias
+
+    def attrs(self, node):
+        return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+    def constant(self, node, name, label, what):
+        """The initializer ``name`` as a float64 array (refusal if it is computed by the network)."""
+        if name not in self.constants:
+            raise refuse(label, node.op_type, f"its {what} {name!r} is computed, not a constant initializer")
+        value = self.constants[name]
+        if not np.issubdtype(value.dtype, np.floating):
+            raise refuse(label, node.op_type, f"its {what} {name!r} has dtype {value.dtype}, not floating point")
+        return np.asarray(value, dtype=np.float64)
+
+    def only_first_output(self, node, label):
+        if any(self.consumers.get(name) for name in node.output[1:] if name):
+            raise refuse(label, node.op_type, "only its first output may be used")
+
+
+def _pads(node, label, attrs, n_axes, in_spatial, kernel, stride, dilation):
+    """Symmetric per-axis zero padding from ``pads`` / ``auto_pad`` (refusal if it is uneven)."""
+    auto = attrs.get("auto_pad", b"NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [max((math.ceil(n / s) - 1) * s + d * (k - 1) + 1 - n, 0)
+                 for n, k, s, d in zip(in_spatial, kernel, stride, dilation)]
+        begin, end = [t // 2 for t in total], [t - t // 2 for t in total]
+    elif auto == "VALID":
+        begin = end = [0] * n_axes
+    else:
+        pads = list(attrs.get("pads", [0] * 2 * n_axes))
+        begin, end = pads[:n_axes], pads[n_axes:]
+    if list(begin) != list(end):
+        raise refuse(label, node.op_type, f"padding begins {list(begin)} and ends {list(end)}: only symmetric "
+                                          "padding is supported")
+    return tuple(int(p) for p in begin)
+
+
+def _window(reader, node, label, attrs, kernel):
+    """``{stride, padding, dilation}`` of a Conv or pooling node."""
+    n_axes = len(kernel)
+    stride = tuple(attrs.get("strides", [1] * n_axes))
+    dilation = tuple(attrs.get("dilations", [1] * n_axes))
+    if attrs.get("ceil_mode", 0):
+        raise refuse(label, node.op_type, "ceil_mode=1 (windows past the edge) is not supported")
+    in_spatial = reader.builder.shape(node.input[0])[1:]
+    padding = _pads(node, label, attrs, n_axes, in_spatial, kernel, stride, dilation)
+    return {"stride": stride, "padding": padding, "dilation": dilation}
+
+
+def _linear(reader, node, label, weight, bias):
+    reader.builder.add(node.output[0], label, "linear", [node.input[0]], params={"weight": weight, "bias": bias})
+
+
+def _gemm(reader, node, label, attrs):
+    if attrs.get("transA", 0):
+        raise refuse(label, node.op_type, "transA=1 (the input transposed) is not supported")
+    B = reader.constant(node, node.input[1], label, "matrix B")
+    W = (B if attrs.get("transB", 0) else B.T) * float(attrs.get("alpha", 1.0))
+    bias = np.zeros(W.shape[0])
+    if len(node.input) > 2 and node.input[2]:
+        C = reader.constant(node, node.input[2], label, "bias C") * float(attrs.get("beta", 1.0))
+        try:
+            bias = np.broadcast_to(C.reshape(-1) if C.size == W.shape[0] else C, (W.shape[0],)).copy()
+        except ValueError:
+            raise refuse(label, node.op_type, f"its bias C of shape {C.shape} is not one value per output") from None
+    _linear(reader, node, label, W, bias)
+
+
+def _matmul(reader, node, label, attrs):
+    B = reader.constant(node, node.input[1], label, "matrix B")
+    if B.ndim != 2:
+        raise refuse(label, node.op_type, f"its matrix B has shape {B.shape}; expected 2-D")
+    _linear(reader, node, label, B.T, np.zeros(B.shape[1]))
+    reader.matmuls.add(node.output[0])
+
+
+def _add(reader, node, label, attrs):
+    a, b = node.input
+    if a in reader.constants or b in reader.constants:
+        value, const = (b, a) if a in reader.constants else (a, b)
+        if value not in reader.matmuls or reader.consumers.get(value) != 1:
+            raise refuse(label, node.op_type, "it adds a constant to a value that is not a MatMul's output")
+        width = reader.builder.shape(value)[0]
+        bias = reader.constant(node, const, label, "bias")
+        if bias.size != width:
+            raise refuse(label, node.op_type, f"its bias has {bias.size} entries for {width} features")
+        reader.matmuls.discard(value)
+        reader.builder.replace_params(value, {"bias": bias.reshape(-1)})
+        reader.builder.elide(node.output[0], value)
+        return
+    reader.builder.add(node.output[0], label, "add", [a, b])
+
+
+def _conv(reader, node, label, attrs):
+    W = reader.constant(node, node.input[1], label, "weight")
+    bias = (reader.constant(node, node.input[2], label, "bias") if len(node.input) > 2 and node.input[2]
+            else np.zeros(W.shape[0]))
+    window = _window(reader, node, label, attrs, tuple(attrs.get("kernel_shape", W.shape[2:])))
+    reader.builder.add(node.output[0], label, "conv", [node.input[0]], {**window, "groups": int(attrs.get("group", 1))},
+                       {"weight": W, "bias": bias})
+
+
+def _pool(reader, node, label, attrs):
+    reader.only_first_output(node, label)
+    kernel = tuple(attrs["kernel_shape"])
+    window = _window(reader, node, label, attrs, kernel)
+    if node.op_type == "MaxPool":
+        reader.builder.add(node.output[0], label, "maxpool", [node.input[0]], {**window, "kernel_size": kernel})
+        return
+    if any(d != 1 for d in window.pop("dilation")):
+        raise refuse(label, node.op_type, "dilated average pooling is not supported")
+    reader.builder.add(node.output[0], label, "avgpool", [node.input[0]],
+                       {**window, "kernel_size": kernel, "count_include_pad": bool(attrs.get("count_include_pad", 0))})
+
+
+def _global_pool(reader, node, label, attrs):
+    n_axes = len(reader.builder.shape(node.input[0])) - 1
+    reader.builder.add(node.output[0], label, "adaptive_avgpool", [node.input[0]], {"output_size": (1,) * n_axes})
+
+
+def _batchnorm(reader, node, label, attrs):
+    reader.only_first_output(node, label)
+    if attrs.get("training_mode", 0) or not attrs.get("spatial", 1):
+        raise refuse(label, node.op_type, "training_mode=1 or spatial=0 is not supported (eval mode, per channel)")
+    gamma, beta, mean, var = (reader.constant(node, name, label, what) for name, what in
+                              zip(node.input[1:5], ("scale", "B", "input_mean", "input_var")))
+    scale = gamma / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))
+    reader.builder.add(node.output[0], label, "batchnorm", [node.input[0]],
+                       params={"scale": scale, "shift": beta - mean * scale})
+
+
+def _batch_axis(reader, node, label, axis, rank):
+    """A batched axis as a per-sample one (refusal for the batch axis itself)."""
+    if not -rank <= axis < rank or axis % rank == 0:
+        raise refuse(label, node.op_type, f"axis={axis} is the batch axis (or out of range for rank {rank}); only "
+                                          "per-sample axes are supported")
+    return axis % rank - 1
+
+
+def _concat(reader, node, label, attrs):
+    rank = len(reader.builder.shape(node.input[0])) + 1
+    axis = _batch_axis(reader, node, label, int(attrs["axis"]), rank)
+    reader.builder.add(node.output[0], label, "concat", list(node.input), {"axis": axis})
+
+
+def _flatten(reader, node, label, attrs):
+    shape = reader.builder.shape(node.input[0])
+    if _batch_axis(reader, node, label, int(attrs.get("axis", 1)), len(shape) + 1) != 0:
+        raise refuse(label, node.op_type, f"axis={attrs['axis']} mixes the batch with the features; only axis=1 "
+                                          "is supported")
+    reader.builder.add(node.output[0], label, "reshape", [node.input[0]], {"shape": (math.prod(shape),)})
+
+
+def _reshape_target(shape, target, allowzero, batch):
+    """ONNX's Reshape rule on a batch of ``batch`` samples of per-sample ``shape``."""
+    full = (batch,) + tuple(shape)
+    dims = [full[i] if n == 0 and not allowzero and i < len(full) else int(n) for i, n in enumerate(target)]
+    if dims.count(-1) == 1:
+        known = math.prod(n for n in dims if n != -1)
+        dims[dims.index(-1)] = math.prod(full) // known if known and math.prod(full) % known == 0 else -2
+    return tuple(dims)
+
+
+def _reshape(reader, node, label, attrs):
+    name = node.input[1]
+    if name in reader.sizes:
+        targets = reader.sizes[name]
+    elif name in reader.constants:
+        target = [int(n) for n in np.asarray(reader.constants[name]).reshape(-1)]
+        # a file exported with a fixed batch size writes it into its reshapes: that entry is the batch axis
+        fixed = bool(target) and reader.batch is not None and target[0] == reader.batch
+        targets = {b: [b] + target[1:] if fixed else target for b in BATCHES}
+    else:
+        raise refuse(label, node.op_type, "its target shape is computed from values, not from shapes")
+    shape = reader.builder.shape(node.input[0])
+    results = {b: _reshape_target(shape, targets[b], attrs.get("allowzero", 0), b) for b in BATCHES}
+    per_sample = {r[1:] for r in results.values()}
+    per = next(iter(per_sample))
+    if any(r[0] != b for b, r in results.items()) or len(per_sample) != 1 or not all(n >= 1 for n in per) or \
+            math.prod(per) != math.prod(shape):
+        raise refuse(label, node.op_type, f"the target shape {list(targets[BATCHES[0]])} (for a batch of "
+                                          f"{BATCHES[0]}) does not keep the batch axis and the {math.prod(shape)} "
+                                          "values per sample")
+    reader.builder.add(node.output[0], label, "reshape", [node.input[0]], {"shape": per})
+
+
+def _axes_argument(reader, node, attrs):
+    if "axes" in attrs:
+        return tuple(int(a) for a in attrs["axes"])
+    if len(node.input) > 1 and node.input[1]:
+        return tuple(int(a) for a in np.asarray(reader.constants[node.input[1]]).reshape(-1))
+    return None
+
+
+def _size_values(reader, node, attrs, batch):
+    """One shape-arithmetic node evaluated for a batch of ``batch`` samples (int64 arrays)."""
+    def value(name):
+        return reader.sizes[name][batch] if name in reader.sizes else np.asarray(reader.constants[name])
+    if node.op_type == "Shape":
+        full = np.array((batch,) + reader.builder.shape(node.input[0]), dtype=np.int64)
+        return full[attrs.get("start", 0):attrs.get("end", len(full))]
+    args = [value(name) for name in node.input if name]
+    if node.op_type == "Gather":
+        return np.take(args[0], args[1], axis=attrs.get("axis", 0))
+    if node.op_type == "Unsqueeze":
+        return np.expand_dims(args[0], _axes_argument(reader, node, attrs))
+    if node.op_type == "Squeeze":
+        return np.squeeze(args[0], _axes_argument(reader, node, attrs))
+    if node.op_type == "Concat":
+        return np.concatenate([np.atleast_1d(a) for a in args], axis=attrs["axis"])
+    return {"Cast": lambda a: a, "Identity": lambda a: a, "Mul": np.multiply, "Div": np.floor_divide,
+            "Add": np.add, "Sub": np.subtract}[node.op_type](*args).astype(np.int64)
+
+
+_SIZE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add", "Sub")
+
+
+def _is_size(reader, node):
+    """Whether ``node`` computes sizes (``x.size(0)`` exported as Shape, Gather, Unsqueeze, Concat, ...)."""
+    if node.op_type == "Shape":
+        return True
+    names = [name for name in node.input if name]
+    return (node.op_type in _SIZE_OPS and any(name in reader.sizes for name in names)
+            and all(name in reader.sizes or name in reader.constants for name in names))
+
+
+def _sizes(reader, node, label, attrs):
+    try:
+        reader.sizes[node.output[0]] = {b: np.asarray(_size_values(reader, node, attrs, b), dtype=np.int64)
+                                        for b in BATCHES}
+    except (ValueError, IndexError, TypeError, KeyError, np.exceptions.AxisError) as exc:
+        raise refuse(label, node.op_type, f"its size arithmetic cannot be evaluated ({exc})") from None
+
+
+def _dropout(reader, node, label, attrs):
+    reader.only_first_output(node, label)
+    if len(node.input) > 2 and node.input[2]:
+        mode = reader.constants.get(node.input[2])
+        if mode is None or bool(np.asarray(mode).reshape(-1)[0]):
+            raise refuse(label, node.op_type, "training_mode is not a constant false; dropout must be in eval mode")
+    reader.builder.elide(node.output[0], node.input[0])
+
+
+def _constant(reader, node, label, attrs):
+    if "value" not in attrs:
+        raise refuse(label, node.op_type, f"only a tensor 'value' is supported, got {sorted(attrs)}")
+    reader.constants[node.output[0]] = reader.helper.to_array(attrs["value"])
+
+
+_OPS = {"Gemm": _gemm, "MatMul": _matmul, "Add": _add, "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool,
+        "GlobalAveragePool": _global_pool, "BatchNormalization": _batchnorm, "Concat": _concat,
+        "Flatten": _flatten, "Reshape": _reshape, "Dropout": _dropout, "Constant": _constant,
+        "Relu": lambda reader, node, label, attrs: reader.builder.add(node.output[0], label, "relu", [node.input[0]]),
+        "LeakyRelu": lambda reader, node, label, attrs: reader.builder.add(
+            node.output[0], label, "leaky_relu", [node.input[0]], {"negative_slope": float(attrs.get("alpha", 0.01))}),
+        "Identity": lambda reader, node, label, attrs: reader.builder.elide(node.output[0], node.input[0])}
+
+
+def _final(reader, node, label, attrs):
+    """The output activation of the node computing the graph's output, or None if it is not one."""
+    kind = _FINALS.get(node.op_type)
+    if kind is None:
+        return None
+    if node.output[0] != reader.output_name:
+        raise refuse(label, node.op_type, f"{kind} is supported only as the output activation (the last node)")
+    if kind == "softmax":
+        rank = len(reader.builder.shape(node.input[0])) + 1
+        axis = int(attrs.get("axis", 1 if reader.opset < 13 else -1))
+        if rank != 2 or axis not in (1, -1):
+            raise refuse(label, node.op_type, f"softmax over axis {axis} of a rank-{rank} value; only a softmax "
+                                              "over the features of a flat output is supported")
+    return kind
+
+
+def graph_from_onnx(path):
+    """The :class:`~sheaflinalg.network.graph.Graph` of an ONNX file (see ``Network.from_onnx``)."""
+    path = check_path(path, "path")
+    onnx, numpy_helper = _import_onnx()
+    model, opset = _load(onnx, path)
+    reader = _Reader(onnx, numpy_helper, path, model, opset)
+    output, result = "identity", reader.output_name
+    for i, node in enumerate(model.graph.node):
+        label = (node.name or (node.output[0] if node.output else "") or f"{node.op_type}_{i}").strip("/")
+        label = label.replace("/", ".")       # torch.onnx names nodes after module paths: /layer1/conv/Conv
+        if node.domain not in ("", "ai.onnx"):
+            raise refuse(label, f"{node.domain}.{node.op_type}", "operations outside the default ONNX domain are "
+                                                                 "not supported")
+        attrs = reader.attrs(node)
+        try:
+            kind = _final(reader, node, label, attrs)
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"{path}: {exc}") from None
+        if kind is not None:
+            output, result = kind, node.input[0]
+            continue
+        convert = _sizes if _is_size(reader, node) else _OPS.get(node.op_type)
+        if convert is None:
+            raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map; supported: "
+                                              f"{', '.join(sorted(_OPS))} and a final Sigmoid, Tanh or Softmax")
+        try:
+            convert(reader, node, label, attrs)
+        except UnsupportedModelError as exc:
+            raise UnsupportedModelError(f"{path}: {exc}") from None
+        except (ValueError, KeyError) as exc:
+            raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}): {exc}") from None
+    try:
+        return reader.builder.graph(result, output)
+    except UnsupportedModelError as exc:
+        raise UnsupportedModelError(f"{path}: {exc}") from None

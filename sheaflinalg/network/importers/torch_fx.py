@@ -1,0 +1,322 @@
+"""PyTorch models as graph networks, through torch.fx.
+
+The model is traced symbolically (``torch.fx.symbolic_trace``: a
+``Sequential`` or any module whose ``forward`` torch.fx can record), every
+recorded operation is converted or refused (naming it) before anything runs,
+then one forward pass of zeros in float64 (``ShapeProp``) gives every value's
+shape, which fixes reshapes and adaptive pools and is compared with the
+graph's own shape rules node by node.
+"""
+
+import copy
+import inspect
+import operator
+
+from ..errors import UnsupportedModelError
+from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
+from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_step, reshape_step
+
+#: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
+BATCH = 2
+_SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub)
+_ALIASING_METHODS = ("view", "reshape", "flatten", "contiguous")
+
+
+def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Stand-in signature of ``F.max_pool1d/2d``."""
+
+
+def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    """Stand-in signature of ``F.avg_pool1d/2d``."""
+
+
+def _leaky_relu(input, negative_slope=0.01, inplace=False):
+    """Stand-in signature of ``F.leaky_relu``."""
+
+
+def _dropout(input, p=0.5, training=True, inplace=False):
+    """Stand-in signature of ``F.dropout``."""
+
+
+def _cat(tensors, dim=0):
+    """Stand-in signature of ``torch.cat``."""
+
+
+def _add(input, other, alpha=1):
+    """Stand-in signature of ``torch.add``."""
+
+
+def _bind(signature, node):
+    bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def import_torch():
+    try:
+        import torch
+        from torch import nn
+    except ImportError as exc:  # pragma: no cover - exercised only without torch
+        raise ImportError("Network.from_torch needs PyTorch (pip install torch)") from exc
+    return torch, nn
+
+
+class _Walk:
+    """The traced model's nodes, their labels and the tables that convert them."""
+
+    def __init__(self, torch, nn, traced):
+        import torch.nn.functional as F
+        self.torch, self.traced = torch, traced
+        self.nodes = list(traced.graph.nodes)
+        self.order = {node: i for i, node in enumerate(self.nodes)}
+        self.shape_valued = set()
+        self.modules = module_steps(nn)
+        self.finals = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Softmax: "softmax", torch.sigmoid: "sigmoid",
+                       torch.tanh: "tanh", F.sigmoid: "sigmoid", F.tanh: "tanh", F.softmax: "softmax",
+                       torch.softmax: "softmax", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax"}
+        self.functions = _function_table(torch, F)
+
+    def module(self, node):
+        return self.traced.get_submodule(node.target) if node.op == "call_module" else None
+
+    def label(self, node):
+        """``(name, op)``: the module's qualified name and class, or the fx node's name and function."""
+        if node.op == "call_module":
+            return node.target, type(self.module(node)).__name__
+        if node.op == "call_method":
+            return node.name, f"Tensor.{node.target}"
+        return node.name, getattr(node.target, "__name__", str(node.target))
+
+    def final_kind(self, node):
+        """``"sigmoid"``, ``"tanh"`` or ``"softmax"`` if ``node`` applies one of them, else None."""
+        key = type(self.module(node)) if node.op == "call_module" else node.target
+        return self.finals.get(key) if node.op in ("call_module", "call_function", "call_method") else None
+
+    def is_shape(self, node):
+        """Whether ``node`` computes a size (``x.size(0)``, ``x.shape[1] * 2``), not a tensor."""
+        if node.op == "call_method" and node.target == "size":
+            return True
+        if node.op == "call_function" and node.target is getattr and node.args[1:] == ("shape",):
+            return True
+        tensors = [a for a in node.all_input_nodes]
+        return (node.op == "call_function" and node.target in _SHAPE_ARITHMETIC and bool(tensors)
+                and all(a in self.shape_valued for a in tensors))
+
+    def in_place(self, node):
+        module = self.module(node)
+        if module is not None:
+            return bool(getattr(module, "inplace", False))
+        name = getattr(node.target, "__name__", node.target)
+        return bool(node.kwargs.get("inplace")) or (isinstance(name, str) and name.endswith("_")
+                                                     and not name.startswith("_"))
+
+    def check_in_place(self, node, name, op):
+        """An in-place operation may not overwrite a tensor (or what it views) that another node reads later."""
+        value = node.args[0]
+        while True:
+            later = [u for u in value.users if u is not node and self.order[u] > self.order[node]]
+            if later:
+                raise refuse(name, op, f"it modifies its input {value.name!r} in place, which {later[0].name!r} "
+                                       "reads afterwards; use the out-of-place form (inplace=False)")
+            if not (value.op == "call_method" and value.target in _ALIASING_METHODS):
+                return
+            value = value.args[0]
+
+
+def _tensor_args(node, name, op, values):
+    for value in values:
+        if not hasattr(value, "op") or value.op == "get_attr":
+            raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only tensors "
+                                   "computed from the input are supported")
+    return list(values)
+
+
+def _add_step(walk, node, name, op):
+    args = _bind(_add, node)
+    if args["alpha"] != 1:
+        raise refuse(name, op, f"alpha={args['alpha']!r}; only a plain sum (alpha=1) is supported")
+    return Step("add", _tensor_args(node, name, op, (args["input"], args["other"])))
+
+
+def _cat_step(walk, node, name, op):
+    args = _bind(_cat, node)
+    parents = _tensor_args(node, name, op, args["tensors"])
+    dim = args["dim"]
+
+    def axis(node, shape):
+        ndim = len(shape(parents[0])) + 1
+        if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
+            raise refuse(name, op, f"dim={dim} concatenates along the batch axis; only per-sample axes "
+                                   f"(1..{ndim - 1}, or negative) are supported")
+        return {"axis": dim % ndim - 1}
+    if dim == 0:
+        axis(None, lambda parent: ())
+    return Step("concat", parents, resolve=axis)
+
+
+def _dropout_step(walk, node, name, op):
+    args = _bind(_dropout, node)
+    if args["training"] and args["p"] > 0:
+        raise refuse(name, op, "dropout with training=True is random; call model.eval() first")
+    return Step(None, [args["input"]])
+
+
+def _function_table(torch, F):
+    """``{function: converter(walk, node, name, op) -> Step}`` of the supported functions."""
+    def pool(kind, n_axes, signature):
+        return lambda walk, node, name, op: pool_step(name, op, n_axes, kind, node.args[0], _bind(signature, node))
+
+    def leaky(walk, node, name, op):
+        return leaky_step(name, op, node.args[0], _bind(_leaky_relu, node)["negative_slope"])
+
+    def unary(op_name):
+        return lambda walk, node, name, op: Step(op_name, [node.args[0]])
+
+    return {operator.add: _add_step, operator.iadd: _add_step, torch.add: _add_step,
+            torch.cat: _cat_step, torch.concat: _cat_step,
+            torch.flatten: lambda walk, node, name, op: reshape_step(node.args[0]),
+            F.relu: unary("relu"), torch.relu: unary("relu"), torch.relu_: unary("relu"), F.leaky_relu: leaky,
+            F.max_pool1d: pool("maxpool", 1, _max_pool), F.max_pool2d: pool("maxpool", 2, _max_pool),
+            F.avg_pool1d: pool("avgpool", 1, _avg_pool), F.avg_pool2d: pool("avgpool", 2, _avg_pool),
+            F.adaptive_avg_pool1d: lambda walk, node, name, op: adaptive_step(node.args[0]),
+            F.adaptive_avg_pool2d: lambda walk, node, name, op: adaptive_step(node.args[0]),
+            F.dropout: _dropout_step}
+
+
+_METHODS = {"view": lambda walk, node, name, op: reshape_step(node.args[0]),
+            "reshape": lambda walk, node, name, op: reshape_step(node.args[0]),
+            "flatten": lambda walk, node, name, op: reshape_step(node.args[0]),
+            "contiguous": lambda walk, node, name, op: Step(None, [node.args[0]]),
+            "relu": lambda walk, node, name, op: Step("relu", [node.args[0]]),
+            "relu_": lambda walk, node, name, op: Step("relu", [node.args[0]]),
+            "add": _add_step}
+
+
+def _converter(walk, node, name, op):
+    if node.op == "call_module":
+        module = walk.module(node)
+        convert = walk.modules.get(type(module))
+        return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
+    if node.op == "call_method":
+        return _METHODS.get(node.target)
+    if node.op == "call_function":
+        return walk.functions.get(node.target)
+    raise refuse(name, node.op, "reading a parameter or buffer directly in forward is not supported; "
+                               "use a module (nn.Linear, nn.Conv2d, ...)")
+
+
+def _steps(walk, final):
+    """``[(fx node, name, op, Step)]`` of every computing node, or the refusal of the first unsupported one."""
+    steps = []
+    for node in walk.nodes:
+        if node.op in ("placeholder", "output") or node is final:
+            continue
+        if walk.is_shape(node):
+            walk.shape_valued.add(node)
+            continue
+        name, op = walk.label(node)
+        if walk.final_kind(node):
+            raise refuse(name, op, f"{walk.final_kind(node)} is supported only as the output activation (the "
+                                   "model's last operation)")
+        convert = _converter(walk, node, name, op)
+        if convert is None:
+            raise refuse(name, op, "this operation has no sparse restriction map; supported: Linear, Conv1d/2d, "
+                                   "AvgPool, AdaptiveAvgPool, MaxPool, BatchNorm (eval), ReLU, LeakyReLU, add, "
+                                   "cat, flatten/view/reshape, Identity, Dropout (eval), and a final "
+                                   "Sigmoid/Tanh/Softmax (docs/guide.md, Importing CNNs and ResNets)")
+        if walk.in_place(node):
+            walk.check_in_place(node, name, op)
+        steps.append((node, name, op, convert(walk, node, name, op)))
+    return steps
+
+
+def _output(walk):
+    """``(final activation node or None, output activation, the fx node computing z_out)``."""
+    (result,) = [node for node in walk.nodes if node.op == "output"][0].args
+    if not hasattr(result, "op"):
+        raise UnsupportedModelError(f"the model returns {type(result).__name__}; expected one tensor (several "
+                                    "outputs are not supported)")
+    kind = walk.final_kind(result)
+    if kind is None:
+        return None, "identity", result
+    name, op = walk.label(result)
+    if kind == "softmax":
+        dim = walk.module(result).dim if result.op == "call_module" else \
+            _bind(lambda input, dim=None, *a, **k: None, result)["dim"]
+        if dim not in (-1, 1):
+            raise ValueError(f"Softmax must act on the feature dimension (dim=-1 or 1), got dim={dim}")
+    return result, kind, result.args[0]
+
+
+def _input_shape(walk, input_shape):
+    placeholders = [node for node in walk.nodes if node.op == "placeholder"]
+    if len(placeholders) != 1:
+        raise UnsupportedModelError(f"the model takes {len(placeholders)} inputs "
+                                    f"({', '.join(p.name for p in placeholders)}); exactly one is supported")
+    (x,) = placeholders
+    if input_shape is not None:
+        return x, check_input_shape(input_shape)
+    first = min(x.users, key=walk.order.get, default=None)
+    module = walk.module(first) if first is not None else None
+    if module is not None and type(module) is walk.torch.nn.Linear:
+        return x, (int(module.in_features),)
+    first_name = walk.label(first) if first is not None else ("nothing", "")
+    raise ValueError(f"input_shape is required: the model's first layer {first_name[0]!r} ({first_name[1]}) is not "
+                     "Linear; pass the per-sample input shape without the batch axis, e.g. input_shape=(1, 40) or "
+                     "(3, 32, 32)")
+
+
+def _propagate(torch, traced, input_shape):
+    """Run the model once on zeros in float64 (a copy on the CPU); ``{fx node name: torch's shape or None}``."""
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    model = copy.deepcopy(traced).to(device="cpu", dtype=torch.float64)
+    try:
+        with torch.no_grad():
+            ShapeProp(model).propagate(torch.zeros((BATCH,) + input_shape, dtype=torch.float64))
+    except Exception as exc:     # torch's own message says what does not fit
+        raise ValueError(f"the model does not run on inputs of shape (n, *{input_shape}) "
+                         f"(input_shape={input_shape}): {type(exc).__name__}: {exc}") from None
+    return {node.name: getattr(node.meta.get("tensor_meta"), "shape", None) for node in model.graph.nodes}
+
+
+def _trace(torch, nn, module):
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"expected a torch.nn.Module (nn.Sequential or a module torch.fx can trace), "
+                        f"got {type(module).__name__}")
+    try:
+        return torch.fx.symbolic_trace(module)
+    except Exception as exc:     # TraceError and the errors of control flow on traced values
+        raise UnsupportedModelError(f"torch.fx cannot trace {type(module).__name__} (data-dependent control flow "
+                                    f"or an operation it cannot record): {type(exc).__name__}: {exc}") from None
+
+
+def graph_from_torch(module, input_shape=None):
+    """The :class:`~sheaflinalg.network.graph.Graph` of a PyTorch model (see ``Network.from_torch``)."""
+    torch, nn = import_torch()
+    walk = _Walk(torch, nn, _trace(torch, nn, module))
+    final, output, result = _output(walk)
+    steps = _steps(walk, final)
+    x, input_shape = _input_shape(walk, input_shape)
+    torch_shapes = _propagate(torch, walk.traced, input_shape)
+
+    def shape(node):
+        name, op = walk.label(node)
+        if torch_shapes.get(node.name) is None:
+            raise refuse(name, op, "its result is not a single tensor")
+        return per_sample_shape(name, op, torch_shapes[node.name], BATCH)
+
+    builder = GraphBuilder(input_shape, x)
+    for node, name, op, step in steps:
+        if step.op is None:
+            builder.elide(node, step.parents[0])
+            continue
+        attrs = {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
+        builder.add(node, name, step.op, step.parents, attrs, step.params)
+        if builder.shape(node) != shape(node):
+            raise refuse(name, op, f"its per-sample shape is {builder.shape(node)} by the graph's rules but "
+                                   f"{shape(node)} in torch")
+    if output == "softmax" and len(shape(result)) != 1:
+        raise UnsupportedModelError(f"the softmax output acts on values of shape {shape(result)}; flatten first")
+    return builder.graph(result, output)
