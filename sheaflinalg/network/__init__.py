@@ -1,9 +1,11 @@
 """The network: weights, biases, output activation, forward pass, He initialisation, ``.npz``
-I/O without pickle, importers from scikit-learn and PyTorch.
+I/O without pickle, importers from scikit-learn and PyTorch; graph networks (:mod:`.graph`).
 
 Bottom layer: imports only ``_common``.
 """
 
+from .errors import GraphNetworkError
+from .graph import Graph, Node
 from .model import Network, NetworkOverflowError, check_network, parameter_offsets
 
-__all__ = ["Network", "NetworkOverflowError", "parameter_offsets"]
+__all__ = ["Network", "NetworkOverflowError", "GraphNetworkError", "Graph", "Node", "parameter_offsets"]
