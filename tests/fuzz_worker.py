@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 import sheaflinalg as sl
+from graph_examples import every_op_network
 
 RUN = dict(steps=200, epoch_steps=50, seed=3, progress=False, checkpoint_every=1, stagnation=False,
            reg={"lam": 1e-3, "anchor": "initial"})
@@ -59,7 +60,15 @@ def read_experiment(path):
     return _digest(*parts), {"meta": exp.meta, "output": exp.network.output}
 
 
-READERS = {"network": read_network, "checkpoint": read_checkpoint, "experiment": read_experiment}
+def read_graph(path):
+    """A graph network file: its parameters, structure and forward pass on fixed inputs."""
+    net = sl.Network.load(path)
+    X = np.random.default_rng(0).normal(size=(2,) + net.input_shape)
+    return _digest(net.parameters(), net.forward(X), np.array(repr(net.graph.nodes))), {}
+
+
+READERS = {"network": read_network, "checkpoint": read_checkpoint, "experiment": read_experiment,
+           "graph": read_graph}
 
 
 def make_network(path):
@@ -96,7 +105,11 @@ def make_experiment(path):
     np.savez(path, **arrays)
 
 
-MAKERS = {"network": make_network, "checkpoint": make_checkpoint, "experiment": make_experiment}
+def make_graph(path):
+    every_op_network(seed=3, output="softmax").save(path)
+
+
+MAKERS = {"network": make_network, "checkpoint": make_checkpoint, "experiment": make_experiment, "graph": make_graph}
 
 
 def main():

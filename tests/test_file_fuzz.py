@@ -1,6 +1,6 @@
 """Fuzzing every file reader with crafted files, each read in a child process.
 
-Readers: ``Network.load``, training checkpoints (``train(..., checkpoint=FILE)`` resuming the
+Readers: ``Network.load`` (chain and graph network files), training checkpoints (``train(..., checkpoint=FILE)`` resuming the
 run), recorded experiments (``tasks.load_experiment``, behind ``table_e1`` and ``train
 --experiment``).  Mutations: truncations, byte flips, entries dropped, added, reshaped,
 retyped or made non-finite, and JSON metadata fields changed or removed (checkpoints both
@@ -289,6 +289,24 @@ def test_changed_metadata(files, reader, data):
     else:
         accepted = None
     _check(files, reader, _write(files, _savez_bytes(entries)), named={"meta", "digest"}, accepted=accepted)
+
+
+@FUZZ
+@given(data=st.data())
+def test_changed_graph_description(files, data):
+    """A graph file's JSON description changed field by field, re-signed or not: refused naming the file, or
+    (re-signed, when the change leaves a graph the constructor accepts) read as that graph."""
+    entries = dict(files["graph"]["entries"])
+    description = json.loads(str(entries["graph"]))
+    field = data.draw(st.sampled_from(_json_paths(description)), label="field")
+    value = data.draw(JSON_VALUES, label="value")
+    entries["graph"] = np.array(json.dumps(_set_json(description, field, value)))
+    resigned = data.draw(st.booleans(), label="re-sign digest")
+    if resigned:
+        arrays = {k: v for k, v in entries.items() if k not in ("format", "graph", "digest")}
+        entries["digest"] = np.array(content_digest(arrays, str(entries["format"]) + str(entries["graph"])))
+    _check(files, "graph", _write(files, _savez_bytes(entries)), named={"graph", "digest"},
+           accepted=_still_valid if resigned else None)
 
 
 def _right_counters(files):

@@ -27,7 +27,8 @@ def _figure_functions():
 
 def _draw_every_figure(tmp_path):
     """Draw each figure once (with ``path=`` where it takes one); returns the names drawn."""
-    from sheaflinalg.plotting import discord, exact, heat, spectral, sweep, training
+    from graph_examples import every_op_network
+    from sheaflinalg.plotting import discord, exact, graph, heat, spectral, sweep, training
 
     net = sl.Network.random([2, 4, 1], seed=0)
     x = [[0.5, -1.0]]
@@ -56,6 +57,7 @@ def _draw_every_figure(tmp_path):
         "plot_histogram": spectral.plot_histogram([sp]),
         "spectra_figure": spectral.spectra_figure(sp, path=tmp_path / "s.png"),
         "plot_residuals": discord.plot_residuals(sl.discord.pinned(net, X, Y), path=tmp_path / "r.png"),
+        "plot_graph": graph.plot_graph(every_op_network(), path=tmp_path / "g.png"),
         "plot_sweep": sweep.plot_sweep([{"b": b, "loss": b * m, "m": m} for b in (1, 2) for m in (3, 4)], "b", "loss",
                                        hue="m"),
     }
@@ -111,3 +113,47 @@ def test_saved_figures_are_complete_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pdf", "a.png"]
     with pytest.raises(ValueError, match="does not exist"):
         save_figure(fig, tmp_path / "no" / "a.png")
+
+
+def test_graph_figure(tmp_path):
+    """Every node once with its operation and stalk size, a joint per hyperedge, the boundary and the output."""
+    from graph_examples import every_op_network
+    from sheaflinalg.plotting.graph import plot_graph
+
+    net = every_op_network()
+    ax = plot_graph(net, path=tmp_path / "g.svg")
+    labels = [t.get_text() for t in ax.texts if t.get_text()]
+    for node in net.graph.nodes:
+        assert sum(t.startswith(node.name + "\n" + node.op + " ") for t in labels) == 1, node.name
+        assert sum(t.endswith(f"= {net.graph.sizes[node.name]}") and t.startswith(node.name) for t in labels) == 1
+    assert "x (input)\n2x6x6 = 72" in labels and "yhat\nidentity(fc)" in labels
+    assert labels.count("1") == sum(node.spec.has_bias for node in net.graph.nodes) == 4
+    assert len([line for line in ax.lines if line.get_marker() == "o"]) == 2        # res (add) and cat (concat)
+    assert (tmp_path / "g.svg").read_bytes().lstrip().startswith(b"<?xml")
+    ax = plot_graph(net.graph, nodes=("res", "cat"), title="part")
+    labels = [t.get_text() for t in ax.texts if t.get_text()]
+    assert {t.split()[0] for t in labels} == {"conv2", "relu1", "res", "pool", "avg", "cat"}
+    assert "conv2\n(outside) 144" in labels and ax.get_title() == "part"
+
+
+@pytest.mark.parametrize("kwargs, words", [({"max_nodes": 5}, r"12 nodes, more than 5 .* nodes=\('conv1', 'res'\)"),
+                                           ({"nodes": ("fc", "res")}, "comes after"),
+                                           ({"nodes": ("res", "ghost")}, "pair .* of node names"),
+                                           ({"max_nodes": 0}, "positive integer")])
+def test_graph_figure_refusals(kwargs, words):
+    from graph_examples import every_op_network
+    from sheaflinalg.plotting.graph import plot_graph
+
+    with pytest.raises(ValueError, match=words):
+        plot_graph(every_op_network(), **kwargs)
+    with pytest.raises(TypeError, match="Network or a sheaflinalg Graph, got str"):
+        plot_graph("net.npz")
+
+
+def test_graph_figure_refuses_more_than_60_nodes_by_default():
+    from sheaflinalg.plotting.graph import plot_graph
+
+    nodes = [sl.Node("r0", "relu", ["x"])] + [sl.Node(f"r{i}", "relu", [f"r{i - 1}"]) for i in range(1, 61)]
+    with pytest.raises(ValueError, match=r"61 nodes, more than 60 can be drawn legibly: .* nodes=\('r0', 'r59'\)"):
+        plot_graph(sl.Graph((3,), nodes))
+    assert len([t for t in plot_graph(sl.Graph((3,), nodes), nodes=("r10", "r20")).texts if t.get_text()]) == 12

@@ -57,6 +57,8 @@ CASES = {
     "sl.num_threads": (lambda bad: sl.num_threads(bad), "integer"),
     "sl.process_pool": (lambda bad: sl.process_pool(bad), "integer"),
     "sl.Network": (lambda bad: sl.Network(bad, [np.zeros(1)]), "sequence of arrays"),
+    "sl.Graph": (lambda bad: sl.Graph(bad, [sl.Node("a", "relu", ["x"])]), "input_shape must be a tuple"),
+    "sl.Node": (lambda bad: sl.Node(bad, "relu", ["x"]), "node name"),
     "sl.Layout": (lambda bad: sl.Layout(bad), "sequence of layer widths"),
     "sl.SheafSystem": (lambda bad: sl.SheafSystem(bad, X, None), NETWORK),
     "sl.AugmentedSheafSystem": (lambda bad: sl.AugmentedSheafSystem(bad, X, None, False, None, None, 0.0, None,
@@ -132,6 +134,8 @@ def test_wrong_first_argument_is_refused_at_the_entry(name, bad, tmp_path, monke
     (lambda: sl.spectrum_of_system("x"), "sl.assemble"),
     (lambda: sl.spectrum_of_system(NET), "sl.assemble(net, x)"),
     (lambda: sl.switch_statistics(sl.heat(NET, X, max_steps=3, progress=False)), "got HeatResult"),
+    (lambda: sl.Network.from_graph(NET), "a sheaflinalg Graph"),
+    (lambda: sl.Network.from_nodes((2,), [{"name": "a", "op": "relu"}]), "Node objects, got dict"),
 ])
 def test_messages_say_what_was_got_and_how_to_get_the_right_object(call, hint):
     with pytest.raises(TypeError, match=None) as info:

@@ -119,16 +119,18 @@ def parse_arch(text):
     return dims
 
 
-def network_from_args(args):
+def network_from_args(args, graphs=False):
     """The network of ``--network FILE.npz``, else a He-initialised ``--arch`` network.
 
     ``--arch`` and ``--output`` describe the random network: with ``--network`` they are refused.
+    A graph network file is refused (:class:`~sheaflinalg.network.errors.GraphNetworkError`) unless
+    the command takes graph networks (``graphs``).
     """
-    from ..network.model import Network
+    from ..network.model import Network, check_network
 
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--output": "output"}, "--network (the file fixes the network)")
-        return Network.load(args.network)
+        return check_network(Network.load(args.network), f"--network {args.network}", graphs=graphs)
     arch = args.arch if args.arch is not None else args.default_arch
     return Network.random(parse_arch(arch), seed=args.seed, output=args.output or "identity")
 

@@ -28,11 +28,12 @@ def add_arguments(parser):
 
 def run(args):
     import sheaflinalg as sl
+    from ..network.model import check_network
 
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--method": "method", "--steps": "steps"},
                        "--network (the file fixes the network; nothing is trained)")
-        net = sl.Network.load(args.network)
+        net = check_network(sl.Network.load(args.network), f"--network {args.network}")
         data = sl.tasks.make(args.task, n_train=10, n_test=args.samples, seed=args.seed)
         if data.X_test.shape[1] != net.dims[0]:
             raise ValueError(f"--network takes {net.dims[0]} inputs but task {args.task!r} has "

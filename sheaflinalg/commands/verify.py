@@ -13,7 +13,7 @@ def add_arguments(parser):
     parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=0,
                         help="seed of the network and the inputs (default: 0)")
     parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
-                        help="number of inputs, uniform on [-2,2]^n0 (default: 50)")
+                        help="number of inputs, uniform on [-2,2]^n_inputs (default: 50)")
     parser.add_argument("--backend", default="auto", choices=("auto", "cholmod", "superlu"),
                         help="sparse Cholesky backend (default: CHOLMOD if installed)")
 
@@ -22,9 +22,9 @@ def run(args):
     import sheaflinalg as sl
     from ..sheaf.verify import EXIT_STATUS
 
-    net = network_from_args(args)
+    net = network_from_args(args, graphs=True)
     rng = np.random.default_rng(args.seed)
-    X = rng.uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
+    X = rng.uniform(-2.0, 2.0, size=(args.samples, net.n_inputs))
     report = sl.verify(net, X, backend=args.backend)
     print(report)
     return EXIT_STATUS[report.status]

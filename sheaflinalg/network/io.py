@@ -1,6 +1,6 @@
 """Network files (``.npz``, no pickle): the arrays of a network, written atomically and read with every entry checked.
 
-A network file holds ``format`` (the text ``sheaflinalg.network/1``),
+A chain network's file holds ``format`` (the text ``sheaflinalg.network/1``),
 ``output`` (the output activation) and ``W1, b1, ..., W{k+1}, b{k+1}``
 (float64, finite, shapes ``(n_l, n_{l-1})`` and ``(n_l,)`` that chain).
 and ``digest``, the SHA-256 of the rest (:func:`~sheaflinalg._common.npzfile.content_digest`),
@@ -8,6 +8,10 @@ so that a file edited after :meth:`~sheaflinalg.Network.save` wrote it is refuse
 ``format``, ``output`` and ``digest`` may be absent (files written by hand
 with ``numpy.savez``; the output is then the identity); other entries are ignored with one
 :class:`~sheaflinalg._common.npzfile.UnreadEntriesWarning` naming them.
+
+A graph network's file (``format`` ``sheaflinalg.graph/1``) holds its structure as JSON data
+and one array per parameter: :mod:`sheaflinalg.network.graph.files`.  :func:`read_file` reads
+either kind.
 """
 
 import re
@@ -17,6 +21,7 @@ import numpy as np
 from .._common.atomic import save_npz
 from .._common.npzfile import content_digest, read_npz
 from . import activations
+from .graph import files as graph_files
 
 FORMAT = "sheaflinalg.network/1"
 _LAYER_ENTRY = re.compile(r"[Wb][1-9][0-9]*")
@@ -32,8 +37,13 @@ def write_network(path, weights, biases, output):
     save_npz(path, dict(layers, format=np.array(FORMAT), output=np.array(output), digest=np.array(digest)))
 
 
-def read_network(path):
-    """``(weights, biases, output)`` of the network file ``path``, every entry checked.
+def write_graph(path, graph):
+    """Write a graph network's file to exactly ``path`` (atomically; no extension is added)."""
+    save_npz(path, graph_files.graph_entries(graph))
+
+
+def read_file(path):
+    """``("chain", (weights, biases, output))`` or ``("graph", Graph)``: the network file ``path``, every entry checked.
 
     Raises
     ------
@@ -43,10 +53,19 @@ def read_network(path):
         Naming the file and the entry: corrupt or truncated file, an entry
         that needs pickle, is not float64, has the wrong number of dimensions,
         holds NaN/Inf, a missing entry, a layer numbered beyond a gap, an unknown ``format`` or
-        ``output``.  (Shapes that do not chain are refused by the
+        ``output``, a digest that does not match; for a graph file, JSON that is not of
+        the schema or a graph the :class:`~sheaflinalg.network.graph.Graph` constructor refuses.
+        (Chain shapes that do not chain are refused by the
         :class:`~sheaflinalg.network.model.Network` constructor, also named.)
     """
     f = read_npz(path, "network file")
+    if "graph" in f or ("format" in f and f.text("format") == graph_files.FORMAT):
+        return "graph", graph_files.read_graph(f)
+    return "chain", chain_file(f)
+
+
+def chain_file(f):
+    """``(weights, biases, output)`` of the chain network file ``f`` (an :class:`~sheaflinalg._common.npzfile.NpzEntries`)."""
     if "meta" in f:     # the output activation of those files is in their meta, which this reader would ignore
         raise f.error("holds 'meta': it is a recorded experiment or a training checkpoint, not a network file "
                       "(a recorded experiment's network: sl.tasks.load_experiment(path).network)")

@@ -13,7 +13,7 @@ from .graph import Graph
 from .graph.chain import as_chain, chain_graph
 from .graph.forward import evaluate
 from .importers import graph_from_onnx, graph_from_torch, network_arrays_from_sklearn
-from .io import read_network, write_network
+from .io import read_file, write_graph, write_network
 
 
 def _read_only(array):
@@ -407,6 +407,9 @@ class Network:
     def save(self, path):
         """Write the network to exactly ``path`` (no extension is added) as an ``.npz`` file readable without pickle.
 
+        A chain is saved as its layers' arrays; a graph network as its structure (JSON data, never code)
+        and one array per parameter (:mod:`sheaflinalg.network.graph.files`).
+
         The directory is checked first; the file is written to a temporary
         name beside it and renamed, so an interrupted save never leaves a
         half-written file (see ``docs/errors.md``, *Files and writes*).
@@ -419,7 +422,10 @@ class Network:
         >>> os.listdir(os.path.dirname(path)), Network.load(path).dims
         (['mynet'], [2, 3, 1])
         """
-        write_network(path, self.weights, self.biases, self.output)
+        if self.is_graph:
+            write_graph(path, self._graph)
+        else:
+            write_network(path, self.weights, self.biases, self.output)
 
     @classmethod
     def load(cls, path):
@@ -432,12 +438,16 @@ class Network:
         ValueError
             Naming the file and the entry: corrupt or truncated file, arrays
             that need pickle, missing entries, entries that are not finite
-            float64 arrays or whose shapes do not chain.  Entries a network
+            float64 arrays or whose shapes do not chain; for a graph file, a
+            description that is not of the schema or a graph refused by the
+            :class:`~sheaflinalg.network.graph.Graph` constructor.  Entries a network
             file does not hold are ignored with one warning naming them.
         """
-        weights, biases, output = read_network(path)
+        kind, content = read_file(path)
+        if kind == "graph":
+            return cls.from_graph(content)
         try:
-            return cls(weights, biases, output)
+            return cls(*content)
         except ValueError as exc:
             raise ValueError(f"{os.fspath(path)}: {exc}") from None
 

@@ -1,6 +1,7 @@
 """A feedforward computational graph: the input shape, the nodes in topological order, the output."""
 
 import math
+import numbers
 
 from .. import activations
 from .nodes import INPUT, Node, output_shape
@@ -41,10 +42,13 @@ class Graph:
 
     def __init__(self, input_shape, nodes, output="identity"):
         activations.check_output(output)
-        input_shape = (input_shape,) if isinstance(input_shape, int) else tuple(input_shape)
-        if not input_shape or not all(isinstance(n, int) and n >= 1 for n in input_shape):
+        if isinstance(input_shape, numbers.Integral):
+            input_shape = (input_shape,)
+        if not isinstance(input_shape, (tuple, list)) or not input_shape or not all(
+                isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= 1 for n in input_shape):
             raise ValueError(f"input_shape must be a tuple of positive ints (per sample, no batch axis), "
                              f"got {input_shape!r}")
+        input_shape = tuple(int(n) for n in input_shape)
         nodes = tuple(nodes)
         if not nodes:
             raise ValueError("a graph needs at least one node")

@@ -169,7 +169,7 @@ def _ints(node, key, n_axes, minimum):
 
 
 def _spatial(node, parent, n_axes):
-    if len(parent) != n_axes + 1:
+    if n_axes not in (1, 2) or len(parent) != n_axes + 1:
         raise ValueError(f"node {node.name!r} ({node.op}) takes a (channels, {n_axes} spatial axes) input, "
                          f"got shape {parent}")
     return parent[1:]
