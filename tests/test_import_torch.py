@@ -169,3 +169,12 @@ def test_model_is_left_unchanged_and_other_devices_dtypes_read():
     _check_forward(net, model.double(), (1, 8))
     with pytest.raises(ValueError, match=r"layer 0 \(Conv1d\) weight is on the meta device"):
         sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 2, 3)).to("meta"), input_shape=(1, 8))
+
+
+def test_arguments_by_keyword_or_of_another_kind_are_refused():
+    cases = [(_Wrap(lambda s, x: s.fc(input=x), fc=nn.Linear(3, 3)), "a module must be called on one tensor"),
+             (_Wrap(lambda s, x: torch.relu(input=x)), r"'relu' \(relu\).*arguments"),
+             (_Wrap(lambda s, x: F.max_pool1d(x, x.size(2))), r"kernel_size=size is not 1 integer")]
+    for model, match in cases:
+        with pytest.raises(sl.UnsupportedModelError, match=match):
+            sl.Network.from_torch(model, input_shape=(1, 3))

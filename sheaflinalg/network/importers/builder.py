@@ -80,6 +80,9 @@ class GraphBuilder:
 
     def add(self, key, label, op, parents, attrs=None, params=None):
         """Append a node called after ``label`` computing ``key`` from the values ``parents``."""
+        unknown = [p for p in parents if p not in self._names]
+        if unknown:
+            raise ValueError(f"it reads {unknown[0]!r}, which is not computed from the network's input")
         inputs = [self._names[p] for p in parents]
         if op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]:
             self._names[key] = inputs[0]

@@ -390,8 +390,8 @@ def graph_from_onnx(path):
             convert(reader, node, label, attrs)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{path}: {exc}") from None
-        except (ValueError, KeyError) as exc:
-            raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}): {exc}") from None
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}) is not supported: {exc}") from None
     try:
         return reader.builder.graph(result, output)
     except UnsupportedModelError as exc:

@@ -48,7 +48,11 @@ def _add(input, other, alpha=1):
 
 
 def _bind(signature, node):
-    bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    try:
+        bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    except TypeError as exc:
+        raise refuse(node.name, getattr(node.target, "__name__", node.target),
+                     f"its arguments are not understood ({exc})") from None
     bound.apply_defaults()
     return bound.arguments
 
@@ -111,6 +115,13 @@ class _Walk:
         return bool(node.kwargs.get("inplace")) or (isinstance(name, str) and name.endswith("_")
                                                      and not name.startswith("_"))
 
+    def check_parents(self, step, name, op):
+        """Every value a step reads is a tensor computed from the input (not a constant or a size)."""
+        for value in step.parents:
+            if not hasattr(value, "op") or value in self.shape_valued or value.op == "get_attr":
+                raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
+                                       "tensors computed from the input are supported")
+
     def check_in_place(self, node, name, op):
         """An in-place operation may not overwrite a tensor (or what it views) that another node reads later."""
         value = node.args[0]
@@ -124,24 +135,16 @@ class _Walk:
             value = value.args[0]
 
 
-def _tensor_args(node, name, op, values):
-    for value in values:
-        if not hasattr(value, "op") or value.op == "get_attr":
-            raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only tensors "
-                                   "computed from the input are supported")
-    return list(values)
-
-
 def _add_step(walk, node, name, op):
     args = _bind(_add, node)
     if args["alpha"] != 1:
         raise refuse(name, op, f"alpha={args['alpha']!r}; only a plain sum (alpha=1) is supported")
-    return Step("add", _tensor_args(node, name, op, (args["input"], args["other"])))
+    return Step("add", [args["input"], args["other"]])
 
 
 def _cat_step(walk, node, name, op):
     args = _bind(_cat, node)
-    parents = _tensor_args(node, name, op, args["tensors"])
+    parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
     dim = args["dim"]
 
     def axis(node, shape):
@@ -195,6 +198,8 @@ _METHODS = {"view": lambda walk, node, name, op: reshape_step(node.args[0]),
 
 def _converter(walk, node, name, op):
     if node.op == "call_module":
+        if len(node.args) != 1 or node.kwargs:
+            raise refuse(name, op, "a module must be called on one tensor, given positionally")
         module = walk.module(node)
         convert = walk.modules.get(type(module))
         return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
@@ -227,7 +232,12 @@ def _steps(walk, final):
                                    "Sigmoid/Tanh/Softmax (docs/guide.md, Importing CNNs and ResNets)")
         if walk.in_place(node):
             walk.check_in_place(node, name, op)
-        steps.append((node, name, op, convert(walk, node, name, op)))
+        try:
+            step = convert(walk, node, name, op)
+        except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
+            raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
+        walk.check_parents(step, name, op)
+        steps.append((node, name, op, step))
     return steps
 
 
