@@ -178,3 +178,18 @@ def test_arguments_by_keyword_or_of_another_kind_are_refused():
     for model, match in cases:
         with pytest.raises(sl.UnsupportedModelError, match=match):
             sl.Network.from_torch(model, input_shape=(1, 3))
+
+
+def test_parameters_that_hold_no_network_are_refused_before_running():
+    bn = nn.Sequential(nn.Conv1d(1, 2, 3), nn.BatchNorm1d(2)).eval()
+    with torch.no_grad():
+        bn[1].running_var.fill_(-1.0)
+    with pytest.raises(sl.UnsupportedModelError, match=r"'1' \(BatchNorm1d\).*running_var \+ eps must be positive"):
+        sl.Network.from_torch(bn, input_shape=(1, 8))
+    fc = nn.Sequential(nn.Linear(3, 2))
+    with torch.no_grad():
+        fc[0].weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="parameter 'weight' holds NaN or Inf"):
+        sl.Network.from_torch(fc)
+    with pytest.raises(sl.InsufficientMemoryError, match="shape pass"):
+        sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 1, 1)), input_shape=(1, 2**50))

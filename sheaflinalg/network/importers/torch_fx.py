@@ -10,8 +10,10 @@ graph's own shape rules node by node.
 
 import copy
 import inspect
+import math
 import operator
 
+from ..._common.memory import FLOAT, check_memory
 from ..errors import UnsupportedModelError
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
 from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_step, reshape_step
@@ -281,6 +283,8 @@ def _propagate(torch, traced, input_shape):
     """Run the model once on zeros in float64 (a copy on the CPU); ``{fx node name: torch's shape or None}``."""
     from torch.fx.passes.shape_prop import ShapeProp
 
+    n_values = BATCH * math.prod(input_shape) * 4 + sum(p.numel() for p in traced.parameters())
+    check_memory(FLOAT * n_values, f"the shape pass on inputs of shape {input_shape}", "check input_shape")
     model = copy.deepcopy(traced).to(device="cpu", dtype=torch.float64)
     try:
         with torch.no_grad():
