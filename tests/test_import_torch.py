@@ -193,3 +193,15 @@ def test_parameters_that_hold_no_network_are_refused_before_running():
         sl.Network.from_torch(fc)
     with pytest.raises(sl.InsufficientMemoryError, match="shape pass"):
         sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 1, 1)), input_shape=(1, 2**50))
+
+
+def test_in_place_operations_through_views_and_identities():
+    def through_flatten(s, x):
+        y = s.conv(x)
+        s.act(s.flat(s.ident(y)))
+        return y
+    model = _Wrap(through_flatten, conv=_conv1(), flat=nn.Flatten(), ident=nn.Identity(), act=nn.ReLU(inplace=True))
+    with pytest.raises(sl.UnsupportedModelError, match=r"'act' \(ReLU\) .*modifies its input 'conv' in place"):
+        sl.Network.from_torch(model, input_shape=(1, 8))
+    safe = nn.Sequential(_conv1(), nn.ReLU(inplace=True), nn.Flatten(), nn.ReLU(inplace=True), nn.Linear(12, 2))
+    _check_forward(sl.Network.from_torch(safe.double(), input_shape=(1, 8)), safe, (1, 8))

@@ -21,7 +21,6 @@ from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_s
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
 BATCH = 2
 _SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub)
-_ALIASING_METHODS = ("view", "reshape", "flatten", "contiguous")
 
 
 def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -77,6 +76,7 @@ class _Walk:
         self.nodes = list(traced.graph.nodes)
         self.order = {node: i for i, node in enumerate(self.nodes)}
         self.shape_valued = set()
+        self.aliases = set()        # nodes whose value may share memory with their parent (reshapes, elided)
         self.modules = module_steps(nn)
         self.finals = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Softmax: "softmax", torch.sigmoid: "sigmoid",
                        torch.tanh: "tanh", F.sigmoid: "sigmoid", F.tanh: "tanh", F.softmax: "softmax",
@@ -126,15 +126,13 @@ class _Walk:
 
     def check_in_place(self, node, name, op):
         """An in-place operation may not overwrite a tensor (or what it views) that another node reads later."""
-        value = node.args[0]
-        while True:
+        value = node.args[0] if node.args else None
+        while hasattr(value, "users"):
             later = [u for u in value.users if u is not node and self.order[u] > self.order[node]]
             if later:
                 raise refuse(name, op, f"it modifies its input {value.name!r} in place, which {later[0].name!r} "
                                        "reads afterwards; use the out-of-place form (inplace=False)")
-            if not (value.op == "call_method" and value.target in _ALIASING_METHODS):
-                return
-            value = value.args[0]
+            value = value.args[0] if value in self.aliases else None
 
 
 def _add_step(walk, node, name, op):
@@ -239,6 +237,8 @@ def _steps(walk, final):
         except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
             raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
         walk.check_parents(step, name, op)
+        if step.op in (None, "reshape"):
+            walk.aliases.add(node)
         steps.append((node, name, op, step))
     return steps
 
