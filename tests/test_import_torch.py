@@ -169,3 +169,39 @@ def test_model_is_left_unchanged_and_other_devices_dtypes_read():
     _check_forward(net, model.double(), (1, 8))
     with pytest.raises(ValueError, match=r"layer 0 \(Conv1d\) weight is on the meta device"):
         sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 2, 3)).to("meta"), input_shape=(1, 8))
+
+
+def test_arguments_by_keyword_or_of_another_kind_are_refused():
+    cases = [(_Wrap(lambda s, x: s.fc(input=x), fc=nn.Linear(3, 3)), "a module must be called on one tensor"),
+             (_Wrap(lambda s, x: torch.relu(input=x)), r"'relu' \(relu\).*arguments"),
+             (_Wrap(lambda s, x: F.max_pool1d(x, x.size(2))), r"kernel_size=size is not 1 integer")]
+    for model, match in cases:
+        with pytest.raises(sl.UnsupportedModelError, match=match):
+            sl.Network.from_torch(model, input_shape=(1, 3))
+
+
+def test_parameters_that_hold_no_network_are_refused_before_running():
+    bn = nn.Sequential(nn.Conv1d(1, 2, 3), nn.BatchNorm1d(2)).eval()
+    with torch.no_grad():
+        bn[1].running_var.fill_(-1.0)
+    with pytest.raises(sl.UnsupportedModelError, match=r"'1' \(BatchNorm1d\).*running_var \+ eps must be positive"):
+        sl.Network.from_torch(bn, input_shape=(1, 8))
+    fc = nn.Sequential(nn.Linear(3, 2))
+    with torch.no_grad():
+        fc[0].weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="parameter 'weight' holds NaN or Inf"):
+        sl.Network.from_torch(fc)
+    with pytest.raises(sl.InsufficientMemoryError, match="shape pass"):
+        sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 1, 1)), input_shape=(1, 2**50))
+
+
+def test_in_place_operations_through_views_and_identities():
+    def through_flatten(s, x):
+        y = s.conv(x)
+        s.act(s.flat(s.ident(y)))
+        return y
+    model = _Wrap(through_flatten, conv=_conv1(), flat=nn.Flatten(), ident=nn.Identity(), act=nn.ReLU(inplace=True))
+    with pytest.raises(sl.UnsupportedModelError, match=r"'act' \(ReLU\) .*modifies its input 'conv' in place"):
+        sl.Network.from_torch(model, input_shape=(1, 8))
+    safe = nn.Sequential(_conv1(), nn.ReLU(inplace=True), nn.Flatten(), nn.ReLU(inplace=True), nn.Linear(12, 2))
+    _check_forward(sl.Network.from_torch(safe.double(), input_shape=(1, 8)), safe, (1, 8))

@@ -11,6 +11,8 @@ import math
 import numbers
 import re
 
+import numpy as np
+
 from ..errors import UnsupportedModelError
 from ..graph import Graph, Node
 from ..graph.nodes import INPUT, RESERVED, output_shape
@@ -21,6 +23,22 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_.]")
 def refuse(name, op, why):
     """The one refusal of an importer: ``UnsupportedModelError`` naming the node and its operation."""
     return UnsupportedModelError(f"node {name!r} ({op}) is not supported: {why}")
+
+
+def fold_batchnorm(name, op, gamma, beta, mean, var, eps):
+    """``(scale, shift)`` of an eval-mode batch norm: ``scale = gamma / sqrt(var + eps)``, ``shift = beta - mean
+    * scale`` (float64); refusal if ``var + eps`` is not positive.
+
+    Examples
+    --------
+    >>> fold_batchnorm("bn", "BatchNorm1d", np.ones(1), np.zeros(1), np.ones(1), np.full(1, 3.0), 1.0)
+    (array([0.5]), array([-0.5]))
+    """
+    denominator = np.asarray(var, dtype=np.float64) + float(eps)
+    if not np.all(denominator > 0):
+        raise refuse(name, op, f"running_var + eps must be positive, got {denominator.min()!r}")
+    scale = np.asarray(gamma, dtype=np.float64) / np.sqrt(denominator)
+    return scale, np.asarray(beta, dtype=np.float64) - np.asarray(mean, dtype=np.float64) * scale
 
 
 def check_input_shape(input_shape):
@@ -80,6 +98,9 @@ class GraphBuilder:
 
     def add(self, key, label, op, parents, attrs=None, params=None):
         """Append a node called after ``label`` computing ``key`` from the values ``parents``."""
+        unknown = [p for p in parents if p not in self._names]
+        if unknown:
+            raise ValueError(f"it reads {unknown[0]!r}, which is not computed from the network's input")
         inputs = [self._names[p] for p in parents]
         if op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]:
             self._names[key] = inputs[0]

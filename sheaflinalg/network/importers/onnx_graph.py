@@ -14,7 +14,7 @@ import numpy as np
 
 from ..._common.validation import check_path
 from ..errors import UnsupportedModelError
-from .builder import GraphBuilder, refuse
+from .builder import GraphBuilder, fold_batchnorm, refuse
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
@@ -213,9 +213,8 @@ def _batchnorm(reader, node, label, attrs):
         raise refuse(label, node.op_type, "training_mode=1 or spatial=0 is not supported (eval mode, per channel)")
     gamma, beta, mean, var = (reader.constant(node, name, label, what) for name, what in
                               zip(node.input[1:5], ("scale", "B", "input_mean", "input_var")))
-    scale = gamma / np.sqrt(var + float(attrs.get("epsilon", 1e-5)))
-    reader.builder.add(node.output[0], label, "batchnorm", [node.input[0]],
-                       params={"scale": scale, "shift": beta - mean * scale})
+    scale, shift = fold_batchnorm(label, node.op_type, gamma, beta, mean, var, attrs.get("epsilon", 1e-5))
+    reader.builder.add(node.output[0], label, "batchnorm", [node.input[0]], params={"scale": scale, "shift": shift})
 
 
 def _batch_axis(reader, node, label, axis, rank):
@@ -390,8 +389,8 @@ def graph_from_onnx(path):
             convert(reader, node, label, attrs)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{path}: {exc}") from None
-        except (ValueError, KeyError) as exc:
-            raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}): {exc}") from None
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}) is not supported: {exc}") from None
     try:
         return reader.builder.graph(result, output)
     except UnsupportedModelError as exc:

@@ -10,8 +10,10 @@ graph's own shape rules node by node.
 
 import copy
 import inspect
+import math
 import operator
 
+from ..._common.memory import FLOAT, check_memory
 from ..errors import UnsupportedModelError
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
 from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_step, reshape_step
@@ -19,7 +21,6 @@ from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_s
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
 BATCH = 2
 _SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub)
-_ALIASING_METHODS = ("view", "reshape", "flatten", "contiguous")
 
 
 def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -48,7 +49,11 @@ def _add(input, other, alpha=1):
 
 
 def _bind(signature, node):
-    bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    try:
+        bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    except TypeError as exc:
+        raise refuse(node.name, getattr(node.target, "__name__", node.target),
+                     f"its arguments are not understood ({exc})") from None
     bound.apply_defaults()
     return bound.arguments
 
@@ -71,6 +76,7 @@ class _Walk:
         self.nodes = list(traced.graph.nodes)
         self.order = {node: i for i, node in enumerate(self.nodes)}
         self.shape_valued = set()
+        self.aliases = set()        # nodes whose value may share memory with their parent (reshapes, elided)
         self.modules = module_steps(nn)
         self.finals = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Softmax: "softmax", torch.sigmoid: "sigmoid",
                        torch.tanh: "tanh", F.sigmoid: "sigmoid", F.tanh: "tanh", F.softmax: "softmax",
@@ -111,37 +117,34 @@ class _Walk:
         return bool(node.kwargs.get("inplace")) or (isinstance(name, str) and name.endswith("_")
                                                      and not name.startswith("_"))
 
+    def check_parents(self, step, name, op):
+        """Every value a step reads is a tensor computed from the input (not a constant or a size)."""
+        for value in step.parents:
+            if not hasattr(value, "op") or value in self.shape_valued or value.op == "get_attr":
+                raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
+                                       "tensors computed from the input are supported")
+
     def check_in_place(self, node, name, op):
         """An in-place operation may not overwrite a tensor (or what it views) that another node reads later."""
-        value = node.args[0]
-        while True:
+        value = node.args[0] if node.args else None
+        while hasattr(value, "users"):
             later = [u for u in value.users if u is not node and self.order[u] > self.order[node]]
             if later:
                 raise refuse(name, op, f"it modifies its input {value.name!r} in place, which {later[0].name!r} "
                                        "reads afterwards; use the out-of-place form (inplace=False)")
-            if not (value.op == "call_method" and value.target in _ALIASING_METHODS):
-                return
-            value = value.args[0]
-
-
-def _tensor_args(node, name, op, values):
-    for value in values:
-        if not hasattr(value, "op") or value.op == "get_attr":
-            raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only tensors "
-                                   "computed from the input are supported")
-    return list(values)
+            value = value.args[0] if value in self.aliases else None
 
 
 def _add_step(walk, node, name, op):
     args = _bind(_add, node)
     if args["alpha"] != 1:
         raise refuse(name, op, f"alpha={args['alpha']!r}; only a plain sum (alpha=1) is supported")
-    return Step("add", _tensor_args(node, name, op, (args["input"], args["other"])))
+    return Step("add", [args["input"], args["other"]])
 
 
 def _cat_step(walk, node, name, op):
     args = _bind(_cat, node)
-    parents = _tensor_args(node, name, op, args["tensors"])
+    parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
     dim = args["dim"]
 
     def axis(node, shape):
@@ -195,6 +198,8 @@ _METHODS = {"view": lambda walk, node, name, op: reshape_step(node.args[0]),
 
 def _converter(walk, node, name, op):
     if node.op == "call_module":
+        if len(node.args) != 1 or node.kwargs:
+            raise refuse(name, op, "a module must be called on one tensor, given positionally")
         module = walk.module(node)
         convert = walk.modules.get(type(module))
         return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
@@ -227,7 +232,14 @@ def _steps(walk, final):
                                    "Sigmoid/Tanh/Softmax (docs/guide.md, Importing CNNs and ResNets)")
         if walk.in_place(node):
             walk.check_in_place(node, name, op)
-        steps.append((node, name, op, convert(walk, node, name, op)))
+        try:
+            step = convert(walk, node, name, op)
+        except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
+            raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
+        walk.check_parents(step, name, op)
+        if step.op in (None, "reshape"):
+            walk.aliases.add(node)
+        steps.append((node, name, op, step))
     return steps
 
 
@@ -271,6 +283,8 @@ def _propagate(torch, traced, input_shape):
     """Run the model once on zeros in float64 (a copy on the CPU); ``{fx node name: torch's shape or None}``."""
     from torch.fx.passes.shape_prop import ShapeProp
 
+    n_values = BATCH * math.prod(input_shape) * 4 + sum(p.numel() for p in traced.parameters())
+    check_memory(FLOAT * n_values, f"the shape pass on inputs of shape {input_shape}", "check input_shape")
     model = copy.deepcopy(traced).to(device="cpu", dtype=torch.float64)
     try:
         with torch.no_grad():

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .builder import refuse
+from .builder import fold_batchnorm, refuse
 
 
 @dataclass
@@ -139,8 +139,8 @@ def _batchnorm(torch, module, name, op, parent):
              else np.ones_like(mean))
     beta = (torch_values(torch, module.bias, f"layer {name} ({op}) bias") if module.bias is not None
             else np.zeros_like(mean))
-    scale = gamma / np.sqrt(var + float(module.eps))
-    return Step("batchnorm", [parent], params={"scale": scale, "shift": beta - mean * scale})
+    scale, shift = fold_batchnorm(name, op, gamma, beta, mean, var, module.eps)
+    return Step("batchnorm", [parent], params={"scale": scale, "shift": shift})
 
 
 def _dropout(torch, module, name, op, parent):
