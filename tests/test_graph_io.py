@@ -168,6 +168,7 @@ CRAFTED = {
     "count_include_pad int": (_set(("nodes", 6, "attrs", "count_include_pad"), 1), "must be true or false"),
     "slope text": (_set(("nodes", 8, "attrs", "negative_slope"), "0.1"), "must be a finite number"),
     "slope bool": (_set(("nodes", 8, "attrs", "negative_slope"), False), "must be a finite number"),
+    "slope huge integer": (_set(("nodes", 8, "attrs", "negative_slope"), 10 ** 400), "must be an integer in"),
     "slope overflows": (lambda d: json.dumps(d).replace('"negative_slope": 0.01', '"negative_slope": 1e999'),
                         "must be a finite number"),
     "axis out of range": (_set(("nodes", 7, "attrs", "axis"), 5), "axis must be"),

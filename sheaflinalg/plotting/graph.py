@@ -60,16 +60,32 @@ def _layers(graph, names):
     return column
 
 
-def _positions(row):
-    """``{vertex: (x, y)}``: rows top to bottom, each row's vertices centred left to right; the widest row."""
+def _parents(graph, vertex):
+    if vertex == YHAT:
+        return [graph.output_node]
+    return list(graph.node(vertex).inputs) if vertex in graph.shapes and vertex != INPUT else []
+
+
+def _positions(graph, row):
+    """``{vertex: (x, y)}`` and the widest row's width: rows top to bottom; in each row, a vertex goes
+    under the mean of its parents (a chain stays in a column, branches side by side), one unit apart."""
     by_row = {}
     for vertex, r in row.items():
         by_row.setdefault(r, []).append(vertex)
-    pos = {}
-    for r, vertices in by_row.items():
-        for i, vertex in enumerate(vertices):
-            pos[vertex] = (i - (len(vertices) - 1) / 2.0, -float(r))
-    return pos, max(len(v) for v in by_row.values())
+    x = {}
+    for r in sorted(by_row):
+        wanted = {}
+        for i, vertex in enumerate(by_row[r]):
+            above = [x[p] for p in _parents(graph, vertex) if p in x]
+            wanted[vertex] = sum(above) / len(above) if above else i - (len(by_row[r]) - 1) / 2.0
+        ordered = sorted(by_row[r], key=lambda v: wanted[v])
+        placed = [wanted[ordered[0]]]
+        for vertex in ordered[1:]:
+            placed.append(max(wanted[vertex], placed[-1] + 1.0))
+        shift = sum(p - wanted[v] for p, v in zip(placed, ordered)) / len(ordered)
+        x.update({v: p - shift for v, p in zip(ordered, placed)})
+    pos = {v: (x[v], -float(r)) for v, r in row.items()}
+    return pos, max(xx for xx, _ in pos.values()) - min(xx for xx, _ in pos.values()) + 1.0
 
 
 def _label(graph, vertex, drawn):
@@ -91,7 +107,10 @@ SHRINK = 13
 
 def _arrow(ax, start, end, head=True, shrink=(SHRINK, SHRINK), **style):
     """An edge from ``start`` to ``end``; one that skips rows bends (an arc) so as not to cross the rows between."""
-    bend = 0.35 if abs(start[1] - end[1]) > 1.5 else 0.0
+    rows = abs(start[1] - end[1])
+    bend = min(1.4, 3.5 / rows) if rows > 1.5 else 0.0      # over an inch aside: clear of the boxes between
+    if start[0] > end[0] + 0.1:                               # from the right: bend out to the right
+        bend = -bend
     ax.annotate("", xy=end, xytext=start, arrowprops=dict(
         arrowstyle="-|>" if head else "-", shrinkA=shrink[0], shrinkB=shrink[1], lw=0.9,
         connectionstyle=f"arc3,rad={bend}", color=style.pop("color", "0.3"), **style))
@@ -161,10 +180,10 @@ def plot_graph(network, path=None, ax=None, nodes=None, max_nodes=MAX_NODES, tit
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise ValueError(f"max_nodes must be a positive integer, got {max_nodes!r}")
     names = _selection(graph, nodes, max_nodes)
-    pos, widest = _positions(_layers(graph, names))
+    pos, widest = _positions(graph, _layers(graph, names))
     if ax is None:
         n_rows = 1 - min(y for _, y in pos.values())
-        _, ax = new_figure(figsize=(min(1.0 + 1.9 * widest, 40.0), min(1.0 + 0.75 * n_rows, 40.0)))
+        _, ax = new_figure(figsize=(min(1.0 + 2.2 * widest, 40.0), min(1.0 + 0.75 * n_rows, 40.0)))
     _draw_edges(ax, graph, names, pos)
     drawn = set(names)
     for vertex, (x, y) in pos.items():

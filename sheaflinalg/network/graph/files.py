@@ -18,6 +18,7 @@ parents and shapes; any defect is one ValueError naming the file and the entry.
 """
 
 import json
+import math
 import numbers
 
 import numpy as np
@@ -122,7 +123,9 @@ class _Schema:
             if not isinstance(value, bool):
                 raise self.fail(where, f"must be true or false, got {_kind(value)}")
             return value
-        if type(value) not in (int, float) or not np.isfinite(value):      # "number"
+        if type(value) is int:                                              # "number"
+            return self.integer(value, where)
+        if type(value) is not float or not math.isfinite(value):
             raise self.fail(where, f"must be a finite number, got {_kind(value)} {value!r:.40}")
         return value
 
