@@ -15,10 +15,11 @@ from .._common.memory import check_memory
 from .._common.validation import as_float64, as_samples, check_bool, check_type
 from ..network import activations
 from ..network.model import Network, check_network
-from .harmonic import harmonic_extension
+from .harmonic import graph_extension, harmonic_extension
 from .layout import Layout
-from .patterns import normalise_pattern, output_jacobian
+from .patterns import normalise_graph_pattern, normalise_pattern, output_jacobian
 from .pins import resolve_pins
+from .restriction_maps import map_nnz, node_bias, node_maps
 from .sparse_blocks import csr_from_blocks, transpose_times
 
 
@@ -41,6 +42,54 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     if not reduced:
         rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
     return rows
+
+
+def node_row(node, graph, pattern=None):
+    """The block row of node ``v``'s defining edge ``x_v - sum_u F_(u->v) x_u - diag(b_v) 1_v`` (one sample).
+
+    ``[(parent, -F), ..., ("1>v", -b_v), (v, identity)]``, the identity as a 1-D
+    diagonal; ``pattern`` is the node's own pattern for one sample (pattern nodes only).
+    """
+    entries = [(u, -F) for u, F in node_maps(node, graph, pattern)]
+    bias = node_bias(node, graph)
+    if bias is not None:
+        entries.append((f"1>{node.name}", -bias))
+    entries.append((node.name, np.ones(graph.sizes[node.name])))
+    return entries
+
+
+def graph_rows(graph, pattern_row, out_jacobian, reduced, static):
+    """Block rows of a graph network's coboundary for one sample, in edge order (as :func:`coboundary_rows`).
+
+    ``pattern_row`` is ``{node: pattern of this sample}``; ``static`` holds the
+    rows of the pattern-independent nodes (:func:`static_rows`), shared by every
+    sample so that their Gram products are computed once per batch.
+    """
+    rows = [(f"e_{node.name}", static[node.name] if node.name in static
+             else node_row(node, graph, pattern_row[node.name])) for node in graph.nodes]
+    if not reduced:
+        out = graph.output_node
+        rows.append(("e_y", [(out, -out_jacobian), ("yhat", np.ones(graph.sizes[out]))]))
+    return rows
+
+
+def static_rows(graph):
+    """``{node: block row}`` of every node whose restriction maps do not depend on the pattern."""
+    return {node.name: node_row(node, graph) for node in graph.nodes if not node.spec.pattern_dependent}
+
+
+def check_pattern(net, pattern, n_samples):
+    """A validated frozen pattern: a list of masks (chains) or ``{node: array}`` (graph networks)."""
+    if net.is_graph:
+        return normalise_graph_pattern(net.graph, pattern, n_samples)
+    return normalise_pattern(net, pattern, n_samples)
+
+
+def forward_pattern(net, X):
+    """The forward pass's own pattern of the (validated, flat) inputs ``X``."""
+    if net.is_graph:
+        return net.evaluate(X).pattern
+    return [z >= 0 for z in net.forward_states(X)[0][:-1]]
 
 
 def check_system(system, name="system"):
@@ -67,8 +116,11 @@ class SheafSystem:
     layout : Layout
         Layout of one sample; sample ``s`` occupies rows/columns
         ``[s * n, (s + 1) * n)`` of every matrix, with ``n`` the layout size.
-    pattern : list of ndarray
-        Hidden-layer masks, shape (n_samples, n_l).
+    graph : Graph or None
+        The graph whose rows were assembled (None: the chain's own rows).
+    pattern : list of ndarray or dict
+        Hidden-layer masks, shape (n_samples, n_l); for a graph network
+        ``{node: (n_samples, n) array}`` (masks, max-pool argmax positions).
     u : ndarray
         Boundary vector ``(x, 1, ..., 1)`` of every sample, concatenated.
     edge_offset : ndarray
@@ -80,17 +132,25 @@ class SheafSystem:
         output is linearised (``-J_phi`` in the ``e_y`` block row).
     """
 
-    def __init__(self, net, X, pattern, reduced=False):
-        check_network(net)
+    def __init__(self, net, X, pattern, reduced=False, as_graph=False):
+        check_network(net, graphs=True)
         self.network = net
         self.X = X
         self.n_samples = X.shape[0]
         self.reduced = bool(reduced)
-        self.layout = Layout(net.dims, reduced=reduced)
+        # as_graph: a chain assembled through its chain graph (the graph rows; tests compare both)
+        self.graph = net.graph if net.is_graph or as_graph else None
         self.pattern = pattern
-        h = harmonic_extension(net, X, pattern=pattern)
+        if self.graph is None:
+            self.layout = Layout(net.dims, reduced=reduced)
+            h = harmonic_extension(net, X, pattern=pattern)
+            zs = h.preactivations[-1]
+        else:
+            self.layout = Layout.from_graph(self.graph, reduced=reduced)
+            h = graph_extension(self.graph, X, pattern)
+            zs = h.node(self.graph.output_node)
         self.harmonic = h
-        self._linearise(h.preactivations[-1])
+        self._linearise(zs)
         self.u = np.concatenate([self.layout.boundary_values(x) for x in X])
 
     def _linearise(self, zs):
@@ -98,9 +158,14 @@ class SheafSystem:
         net, pattern, lay = self.network, self.pattern, self.layout
         self.linearisation_point = zs
         self._jacobians = [output_jacobian(net.output, z) for z in self.linearisation_point]
-        self._rows = [coboundary_rows(net, [m[s] for m in pattern], self._jacobians[s], self.reduced)
-                      for s in range(self.n_samples)]
-        self._shared_rows(net)
+        if self.graph is None:
+            self._rows = [coboundary_rows(net, [m[s] for m in pattern], self._jacobians[s], self.reduced)
+                          for s in range(self.n_samples)]
+            self._shared_rows(net)
+        else:
+            static = static_rows(self.graph)
+            self._rows = [graph_rows(self.graph, {k: v[s] for k, v in pattern.items()}, self._jacobians[s],
+                                     self.reduced, static) for s in range(self.n_samples)]
         offset = np.zeros((self.n_samples, lay.n_edges))
         if not self.reduced and net.output != "identity":
             zs = self.linearisation_point
@@ -121,8 +186,11 @@ class SheafSystem:
                 if name in shared:
                     rows[i] = (name, shared[name])
 
+    def _describe(self):
+        return f"graph={self.graph!r}" if self.graph is not None else f"dims={self.network.dims}"
+
     def __repr__(self):
-        return (f"SheafSystem(dims={self.network.dims}, output={self.network.output!r}, "
+        return (f"SheafSystem({self._describe()}, output={self.network.output!r}, "
                 f"n_samples={self.n_samples}, reduced={self.reduced})")
 
     # ------------------------------------------------------------ helpers
@@ -203,11 +271,14 @@ class SheafSystem:
         """
         if self.reduced:
             return self.laplacian_free
-        return SheafSystem(self.network, self.X, self.pattern, reduced=True).laplacian_free
+        return SheafSystem(self.network, self.X, self.pattern, reduced=True,
+                           as_graph=self.graph is not None).laplacian_free
 
     @property
     def reduced_layout(self):
         """Layout of :attr:`laplacian_reduced`."""
+        if self.graph is not None:
+            return Layout.from_graph(self.graph, reduced=True)
         return Layout(self.network.dims, reduced=True)
 
 
@@ -247,9 +318,10 @@ class AugmentedSheafSystem(SheafSystem):
     n_free_sample, n_boundary_sample, n_edges_sample : int
     """
 
-    def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None):
-        check_network(net)
-        super().__init__(net, X, pattern, reduced)
+    def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None,
+                 as_graph=False):
+        check_network(net, graphs=True)
+        super().__init__(net, X, pattern, reduced, as_graph)
         if linearise_at is not None:
             self._linearise(np.asarray(linearise_at, dtype=np.float64).reshape(self.n_samples, -1))
         lay = self.layout
@@ -304,7 +376,7 @@ class AugmentedSheafSystem(SheafSystem):
             [self.edge_offset.reshape(M, lay.n_edges), np.zeros((M, n_soft + n_rel))], axis=1).ravel()
 
     def __repr__(self):
-        return (f"AugmentedSheafSystem(dims={self.network.dims}, output={self.network.output!r}, "
+        return (f"AugmentedSheafSystem({self._describe()}, output={self.network.output!r}, "
                 f"n_samples={self.n_samples}, reduced={self.reduced}, hard_pins={self.hard_pins.size}, "
                 f"soft_pins={self.soft_pins.size}, reluctance={self.reluctance}, "
                 f"free_inputs={self.free_inputs.size})")
@@ -409,17 +481,38 @@ def system_bytes(net, n_samples):
     """Estimate of the memory of an assembled batch: ``delta`` (with the temporaries of its
     construction) and ``L[Omega, Omega]``, whose blocks ``W_l^T W_l`` are dense, in CSR (16 bytes an entry).
 
+    For a graph network ``delta`` has the restriction maps' nonzeros
+    (:func:`~sheaflinalg.sheaf.restriction_maps.map_nnz`) and a Gram block of
+    an edge whose rows hold ``m`` entries on ``c`` columns at most
+    ``min(rows * m**2, c**2)``.
+
     Examples
     --------
     >>> import sheaflinalg as sl
     >>> system_bytes(sl.Network.random([2, 30, 1], seed=0), 1000) < 2**25
     True
     """
-    dims = net.dims
-    n_free = 2 * sum(dims[1:-1]) + 2 * dims[-1]
-    nnz_delta = net.n_parameters + 2 * n_free
-    nnz_laplacian = sum(n * n for n in dims[:-1]) + 2 * net.n_parameters + 3 * n_free
+    if net.is_graph:
+        nnz_delta, nnz_laplacian = _graph_nnz(net.graph)
+    else:
+        dims = net.dims
+        n_free = 2 * sum(dims[1:-1]) + 2 * dims[-1]
+        nnz_delta = net.n_parameters + 2 * n_free
+        nnz_laplacian = sum(n * n for n in dims[:-1]) + 2 * net.n_parameters + 3 * n_free
     return 16 * n_samples * (3 * nnz_delta + nnz_laplacian)
+
+
+def _graph_nnz(graph):
+    """Nonzeros of one sample's ``delta`` and a bound on those of its Laplacian."""
+    nnz_delta = nnz_laplacian = 0
+    for node in graph.nodes:
+        n = graph.sizes[node.name]
+        row = map_nnz(node, graph) + n                                   # the maps, the bias, the identity
+        cols = sum(graph.sizes[p] for p in node.inputs) + (2 if node.spec.has_bias else 1) * n
+        nnz_delta += row
+        nnz_laplacian += min(n * (row // n + 1) ** 2, cols * cols)
+    n_out = graph.n_outputs
+    return nnz_delta + 2 * n_out, nnz_laplacian + 4 * n_out * n_out
 
 
 def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, reluctance=None,
@@ -429,12 +522,19 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     Parameters
     ----------
     net : Network
+        A chain or a graph network: every node has one defining edge
+        ``x_v - sum_u F_(u->v) x_u - diag(b_v) 1_v`` (rows from
+        :mod:`sheaflinalg.sheaf.restriction_maps`), laid out by
+        :meth:`Layout.from_graph`.
     x : array_like, shape (n_0,) or (n_samples, n_0)
-        One input or a batch (assembled block-diagonally, sample-major).
-    pattern : sequence of array_like, optional
+        One input or a batch (assembled block-diagonally, sample-major); a
+        graph network also takes ``input_shape`` or ``(n_samples, *input_shape)``.
+    pattern : sequence of array_like or dict, optional
         One boolean mask per hidden layer, shape ``(n_l,)`` or ``(n_samples, n_l)``,
-        freezing the activation pattern (``True`` = active).  Default: each
-        sample's own forward-pass pattern (``z >= 0`` active).
+        freezing the activation pattern (``True`` = active); for a graph network a
+        dict ``{node: array}`` over its pattern nodes (masks; max-pool argmax
+        positions in the parent's stalk).  Default: each sample's own
+        forward-pass pattern (``z >= 0`` active, first maximum of a window).
     reduced : bool
         Assemble the reduced sheaf without ``v_y`` and ``e_y``.
     pins : dict, optional
@@ -470,26 +570,24 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     >>> bool((s.delta_free.diagonal() == 1.0).all())
     True
     """
-    check_network(net)
-    X, _ = as_samples(x, net.dims[0], name="x")
+    check_network(net, graphs=True)
+    X, _ = as_samples(x, net.n_inputs, name="x", input_shape=net.input_shape)
     reduced = check_bool(reduced, "reduced")
-    M = X.shape[0]
+    M, n_out = X.shape[0], net.n_outputs
     augmented = not (pins is None and soft_pins is None and reluctance is None and free_inputs is None
                      and linearise_at is None)
     if augmented:
-        r = resolve_pins(net, X, Layout(net.dims, reduced=reduced), pins, soft_pins, reluctance, free_inputs)
+        r = resolve_pins(net, X, Layout.for_network(net, reduced), pins, soft_pins, reluctance, free_inputs)
     if linearise_at is not None:
         linearise_at = as_float64(linearise_at, "linearise_at")
-        if linearise_at.shape not in ((M, net.dims[-1]), (net.dims[-1],)):
-            raise ValueError(f"linearise_at must have shape ({M}, {net.dims[-1]}) or ({net.dims[-1]},), got "
-                             f"{linearise_at.shape}")
-        linearise_at = np.ascontiguousarray(np.broadcast_to(linearise_at, (M, net.dims[-1])))
+        if linearise_at.shape not in ((M, n_out), (n_out,)):
+            raise ValueError(f"linearise_at must have shape ({M}, {n_out}) or ({n_out},), got {linearise_at.shape}")
+        linearise_at = np.ascontiguousarray(np.broadcast_to(linearise_at, (M, n_out)))
+    pattern = None if pattern is None else check_pattern(net, pattern, M)
     check_memory(system_bytes(net, M), f"the sparse sheaf system of {M} samples",
                  "assemble fewer samples at a time (samples are independent blocks)")
     if pattern is None:
-        pattern = [z >= 0 for z in net.forward_states(X)[0][:-1]]
-    else:
-        pattern = normalise_pattern(net, pattern, M)
+        pattern = forward_pattern(net, X)
     if not augmented:
         return SheafSystem(net, X, pattern, reduced=reduced)
     return AugmentedSheafSystem(net, X, pattern, reduced, r.hard, r.soft, r.lam, r.anchor, r.free_inputs,

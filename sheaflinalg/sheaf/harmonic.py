@@ -16,9 +16,11 @@ from .._common.memory import FLOAT, check_batch
 from .._common.threads import blas_limit, resolve_threads
 from .._common.validation import as_samples, check_optional_int
 from ..network import activations
+from ..network.errors import GraphNetworkError
+from ..network.graph.forward import evaluate
 from ..network.model import NetworkOverflowError, check_network
 from .layout import Layout
-from .patterns import normalise_pattern
+from .patterns import normalise_graph_pattern, normalise_pattern
 
 
 @dataclass
@@ -28,11 +30,13 @@ class HarmonicExtension:
     Attributes
     ----------
     free : ndarray, shape (n_samples, n_free)
-        Free cochain in the layout's order ``z1, a1, ..., z(k+1), yhat``.
+        Free cochain in the layout's order ``z1, a1, ..., z(k+1), yhat`` (a graph
+        network: its nodes in topological order, then ``yhat``).
     output : ndarray, shape (n_samples, n_out)
         ``yhat`` (equal to ``phi(z(k+1))``).
-    pattern : list of ndarray
-        The activation pattern used, (n_samples, n_l) per hidden layer.
+    pattern : list of ndarray or dict
+        The activation pattern used, (n_samples, n_l) per hidden layer (a graph
+        network: ``{node: array}``, masks and max-pool argmax positions).
     self_consistent : ndarray of bool, shape (n_samples,)
         Whether the pattern agrees with the signs of the computed
         pre-activations (a pre-activation exactly 0 agrees with either label).
@@ -45,15 +49,41 @@ class HarmonicExtension:
     self_consistent: np.ndarray
     layout: Layout
 
+    def node(self, name):
+        """The values of free block ``name`` (a node of a graph network, ``"z1"``, ``"yhat"``...), (n_samples, size)."""
+        return self.free[:, self.layout.free(name)]
+
     @property
     def preactivations(self):
-        """``[z1, ..., z(k+1)]``, each (n_samples, n_l)."""
+        """``[z1, ..., z(k+1)]``, each (n_samples, n_l) (chains; a graph network reads :meth:`node`)."""
+        self._chain_only("preactivations")
         return [self.free[:, self.layout.free(f"z{l}")] for l in range(1, self.layout.n_hidden + 2)]
 
     @property
     def hidden_activations(self):
-        """``[a1, ..., ak]``, each (n_samples, n_l)."""
+        """``[a1, ..., ak]``, each (n_samples, n_l) (chains; a graph network reads :meth:`node`)."""
+        self._chain_only("hidden_activations")
         return [self.free[:, self.layout.free(f"a{l}")] for l in range(1, self.layout.n_hidden + 1)]
+
+
+    def _chain_only(self, what):
+        if self.layout.is_graph:
+            raise GraphNetworkError(f"HarmonicExtension.{what} is defined for chains of Linear/ReLU layers; read a "
+                                    "graph network's nodes with h.node(name)")
+
+
+def graph_extension(graph, X, pattern=None):
+    """The harmonic extension of a graph network: its forward substitution (``evaluate``) laid out in free order.
+
+    ``X`` (flat, ``(n_samples, n_inputs)``) and ``pattern`` (normalised, or None) are checked by the caller.
+    """
+    lay = Layout.from_graph(graph)
+    state = evaluate(graph, X, pattern)
+    out = state.values[graph.output_node]
+    free = np.concatenate([state.values[node.name] for node in graph.nodes]
+                          + [activations.apply(graph.output, out)], axis=1)
+    return HarmonicExtension(free=free, output=free[:, lay.free("yhat")], pattern=state.pattern,
+                             self_consistent=state.self_consistent, layout=lay)
 
 
 # A big batch is cut into sample blocks by its size and the network alone
@@ -87,8 +117,11 @@ def harmonic_extension(net, X, pattern=None, threads=None):
     Parameters
     ----------
     net : Network
+        A chain or a graph network (for a graph network the extension is the
+        block forward substitution in topological order, :meth:`Network.evaluate`).
     X : array_like, shape (n_samples, n_0) or (n_0,)
-    pattern : sequence of array_like, optional
+        A graph network also takes ``(n_samples, *input_shape)``.
+    pattern : sequence of array_like or dict, optional
         Frozen activation pattern (see :func:`sheaflinalg.assemble`).  By
         default the self-consistent pattern is found layer by layer, and the
         result is the forward pass.
@@ -112,10 +145,16 @@ def harmonic_extension(net, X, pattern=None, threads=None):
     >>> bool(np.allclose(h.output, net.forward(X), rtol=1e-12, atol=0))
     True
     """
-    check_network(net)
-    X, _ = as_samples(X, net.dims[0])
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     threads = resolve_threads(check_optional_int(threads, "threads"))
     M = X.shape[0]
+    if net.is_graph:
+        graph = net.graph
+        check_batch(M, FLOAT * (2 * sum(graph.sizes.values()) + graph.n_outputs), "the harmonic extension")
+        if pattern is not None:
+            pattern = normalise_graph_pattern(graph, pattern, M)
+        return graph_extension(graph, X, pattern)
     lay = Layout(net.dims)
     # free, the pattern and the forward pass's temporaries of a block
     check_batch(M, FLOAT * (lay.n_free + 2 * sum(net.dims[1:])), "the harmonic extension")

@@ -8,6 +8,11 @@ Conventions (``DESIGN.md``): vertices in path order
 ``e_z1, e_a1, e_z2, ..., e_ak, e_z(k+1), e_y``; free coordinates
 ``z1, a1, ..., ak, z(k+1), yhat``; boundary coordinates ``x, 1@x, 1@a1, ..., 1@ak``
 (the ones block at ``v_x`` has ``n_1`` entries, the one at ``v_al`` has ``n_{l+1}``).
+
+Graph networks (:meth:`Layout.from_graph`): the input ``x``, the nodes in
+topological order (each with its defining edge ``e_<node>``), the ones block
+``1><node>`` of every node with a bias right after its first parent, and
+``yhat`` with ``e_y``; on the chain graph this is the order above.
 """
 
 from dataclasses import dataclass
@@ -16,6 +21,8 @@ import numpy as np
 
 from .._common.validation import check_bool, check_dims
 from ..kernels.structs import KernelLayout
+from ..network.errors import GraphNetworkError
+from ..network.graph.nodes import INPUT
 from ..network.model import parameter_offsets
 
 
@@ -77,6 +84,7 @@ class Layout:
     def __init__(self, dims, reduced=False):
         dims = check_dims(dims)
         self.dims = dims
+        self.graph = None
         self.reduced = check_bool(reduced, "reduced")
         self.n_hidden = len(dims) - 2
         k = self.n_hidden
@@ -90,7 +98,77 @@ class Layout:
         coords.append((f"z{k + 1}", dims[k + 1], "preactivation", k + 1, f"v_z{k + 1}", True))
         if not self.reduced:
             coords.append(("yhat", dims[k + 1], "output", k + 2, "v_y", True))
+        edges = []  # (name, size, kind, layer, "upstream->downstream")
+        upstream = "v_x"
+        for l in range(1, k + 2):
+            edges.append((f"e_z{l}", dims[l], "weight", l, f"{upstream}->v_z{l}"))
+            if l <= k:
+                edges.append((f"e_a{l}", dims[l], "activation", l, f"v_z{l}->v_a{l}"))
+                upstream = f"v_a{l}"
+        if not self.reduced:
+            edges.append(("e_y", dims[k + 1], "output", k + 2, f"v_z{k + 1}->v_y"))
+        self._build(coords, edges)
 
+    @classmethod
+    def from_graph(cls, graph, reduced=False):
+        """The layout of a feedforward computational graph (:class:`~sheaflinalg.network.graph.Graph`).
+
+        Coordinates: the input ``"x"``, every node (free, named as the node),
+        the ones block ``"1>v"`` of every node ``v`` with a bias (boundary,
+        placed right after ``v``'s first parent), and ``"yhat"`` (unless
+        ``reduced``).  Edges: ``"e_" + v`` for every node (its one defining
+        edge, a hyperedge when ``v`` has several parents), then ``"e_y"``.
+        Block kinds: ``"input"``, ``"ones"``, the node's op, ``"output"``;
+        ``layer`` is the node's position in topological order (1-based).  On
+        the chain graph of an MLP the coordinate order is the MLP layout's.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sheaflinalg.network.graph.chain import chain_graph
+        >>> lay = Layout.from_graph(chain_graph([np.ones((3, 2)), np.ones((1, 3))], [np.zeros(3), np.zeros(1)],
+        ...                                     "identity"))
+        >>> [b.name for b in lay.full_blocks]
+        ['x', '1>z1', 'z1', 'a1', '1>z2', 'z2', 'yhat']
+        >>> lay.edge("e_a1"), lay.full_labels[3]
+        (slice(3, 6, None), '1>z1[1]')
+        """
+        self = cls.__new__(cls)
+        self.dims = None
+        self.graph = graph
+        self.reduced = check_bool(reduced, "reduced")
+        self.n_hidden = None
+        biased = {}
+        for node in graph.nodes:
+            if node.spec.has_bias:
+                biased.setdefault(node.inputs[0], []).append(node)
+        coords = []
+        for layer, (name, op) in enumerate([(INPUT, "input")] + [(n.name, n.op) for n in graph.nodes]):
+            coords.append((name, graph.sizes[name], op, layer, name, name != INPUT))
+            coords += [(f"1>{child.name}", graph.sizes[child.name], "ones", layer, name, False)
+                       for child in biased.get(name, ())]
+        edges = [(f"e_{n.name}", graph.sizes[n.name], n.op, layer, f"{','.join(n.inputs)}->{n.name}")
+                 for layer, n in enumerate(graph.nodes, start=1)]
+        if not self.reduced:
+            out = graph.output_node
+            coords.append(("yhat", graph.sizes[out], "output", len(graph.nodes) + 1, "yhat", True))
+            edges.append(("e_y", graph.sizes[out], "output", len(graph.nodes) + 1, f"{out}->yhat"))
+        self._build(coords, edges)
+        return self
+
+    @classmethod
+    def for_network(cls, net, reduced=False):
+        """The layout of ``net``: :class:`Layout` ``(net.dims)`` for a chain, :meth:`from_graph` for a graph network."""
+        return cls.from_graph(net.graph, reduced) if net.is_graph else cls(net.dims, reduced)
+
+    @property
+    def is_graph(self):
+        """Whether this is the layout of a graph network (built by :meth:`from_graph`)."""
+        return self.graph is not None
+
+    def _build(self, coords, edges):
+        # Blocks, offsets and lookups from (name, size, kind, layer, vertex, free?) coordinates and
+        # (name, size, kind, layer, vertex) edges, both in cochain order.
         self.full_blocks, self.free_blocks, self.boundary_blocks = [], [], []
         full_off = free_off = bnd_off = 0
         for name, size, kind, layer, vertex, free in coords:
@@ -102,21 +180,11 @@ class Layout:
             else:
                 self.boundary_blocks.append(Block(name, size, bnd_off, kind, layer, vertex))
                 bnd_off += size
-
         self.edge_blocks = []
         off = 0
-        upstream = "v_x"
-        for l in range(1, k + 2):
-            self.edge_blocks.append(Block(f"e_z{l}", dims[l], off, "weight", l, f"{upstream}->v_z{l}"))
-            off += dims[l]
-            if l <= k:
-                self.edge_blocks.append(Block(f"e_a{l}", dims[l], off, "activation", l, f"v_z{l}->v_a{l}"))
-                off += dims[l]
-                upstream = f"v_a{l}"
-        if not self.reduced:
-            self.edge_blocks.append(Block("e_y", dims[k + 1], off, "output", k + 2, f"v_z{k + 1}->v_y"))
-            off += dims[k + 1]
-
+        for name, size, kind, layer, vertex in edges:
+            self.edge_blocks.append(Block(name, size, off, kind, layer, vertex))
+            off += size
         self.n_full = full_off
         self.n_free = free_off
         self.n_boundary = bnd_off
@@ -134,6 +202,8 @@ class Layout:
                 self.vertices[-1] = (name, o, s + b.size)
 
     def __repr__(self):
+        if self.is_graph:
+            return f"Layout.from_graph({self.graph!r}, reduced={self.reduced})"
         return f"Layout(dims={self.dims}, reduced={self.reduced})"
 
     # --------------------------------------------------------------- lookups
@@ -177,8 +247,10 @@ class Layout:
 
     @property
     def output_block(self):
-        """Name of the block that holds the network output (``yhat``, or ``z(k+1)`` when reduced)."""
-        return f"z{self.n_hidden + 1}" if self.reduced else "yhat"
+        """Name of the block that holds the network output (``yhat``, or ``z(k+1)`` / the output node when reduced)."""
+        if not self.reduced:
+            return "yhat"
+        return self.graph.output_node if self.is_graph else f"z{self.n_hidden + 1}"
 
     # ------------------------------------------------------- index vectors
     @property
@@ -218,7 +290,7 @@ class Layout:
         return self._labels(self.full_blocks)
 
     def boundary_values(self, x):
-        """Boundary vector ``u = (x, 1, ..., 1)`` for one input ``x`` of length ``n_0``."""
+        """Boundary vector ``u = (x, 1, ..., 1)`` for one input ``x`` (flat, ``n_0`` entries)."""
         u = np.ones(self.n_boundary)
         u[self.boundary("x")] = x
         return u
@@ -243,6 +315,9 @@ class Layout:
         >>> off.zoff.tolist(), off.aoff.tolist(), off.yhat_off, off.out_off, off.n_parameters
         ([-1, 0, 6], [-1, 3, -1], 7, 7, 13)
         """
+        if self.is_graph:
+            raise GraphNetworkError("kernel_offsets describe the compiled kernels of a chain of Linear/ReLU "
+                                    "layers; this is the layout of a graph network")
         k = self.n_hidden
         zoff = np.full(k + 2, -1, dtype=np.int64)
         aoff = np.full(k + 2, -1, dtype=np.int64)

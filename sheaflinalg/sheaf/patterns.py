@@ -1,4 +1,4 @@
-"""Activation patterns: validated hidden-layer masks and the linearised output map.
+"""Activation patterns: validated hidden-layer masks (chains), pattern dicts (graphs), the linearised output map.
 
 Shared by assembly, harmonic extension and the spectral drivers (one place
 below all of them, so none needs to import another for these helpers).
@@ -6,7 +6,9 @@ below all of them, so none needs to import another for these helpers).
 
 import numpy as np
 
+from ..kernels.pooling import max_pool
 from ..network import activations
+from ..network.graph.forward import pool_windows
 
 
 def normalise_pattern(net, pattern, n_samples):
@@ -47,3 +49,102 @@ def output_jacobian(output, z):
     if output == "identity":
         return np.ones(z.size)
     return np.diag(activations.jacobian(output, z)).copy()
+
+
+def _pattern_array(value, shape_one, n_samples, what):
+    try:
+        arr = np.asarray(value)
+    except ValueError:
+        raise ValueError(f"{what} is ragged") from None
+    if arr.ndim == 1:
+        arr = np.broadcast_to(arr, (n_samples, arr.size))
+    if arr.shape != (n_samples, shape_one):
+        raise ValueError(f"{what} has shape {np.shape(value)}; expected ({shape_one},) or ({n_samples}, {shape_one})")
+    return arr
+
+
+def _mask(value, n, n_samples, what):
+    m = _pattern_array(value, n, n_samples, what)
+    if m.dtype != bool:
+        if m.dtype.kind not in "iuf" or not np.all((m == 0) | (m == 1)):
+            raise ValueError(f"{what} must be boolean (or 0/1), got dtype {m.dtype}")
+        m = m.astype(bool)
+    return np.ascontiguousarray(m)
+
+
+def _argmax(node, graph, value, n_samples, what):
+    """Validated max-pool selection: integers, each inside its own output position's window."""
+    channels, n_in, index, _ = pool_windows(node, graph)
+    n = graph.sizes[node.name]
+    a = _pattern_array(value, n, n_samples, what)
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"{what} must hold integer argmax positions in the parent's stalk, got dtype {a.dtype}")
+    a = a.astype(np.int64)
+    n_out = index.shape[0]
+    channel = np.arange(n) // n_out                     # output o = channel * n_out + position
+    pos = index[np.arange(n) % n_out]                   # (n, K) window of every output, -1 in the padding
+    inside = np.zeros(a.shape, dtype=bool)
+    for q in range(index.shape[1]):
+        inside |= (pos[None, :, q] >= 0) & (a == channel * n_in + pos[None, :, q])
+    if not inside.all():
+        s, o = np.argwhere(~inside)[0]
+        raise ValueError(f"{what}: entry {o} of sample {s} is {a[s, o]}, not a position inside its window "
+                         f"(output {o} of channel {channel[o]} reads {(channel[o] * n_in + pos[o][pos[o] >= 0]).tolist()})")
+    return np.ascontiguousarray(a)
+
+
+def normalise_graph_pattern(graph, pattern, n_samples):
+    """Validate a graph network's pattern and return it as ``{node: (n_samples, n) array}``.
+
+    ``pattern`` is a dict with one entry per pattern-dependent node
+    (:attr:`~sheaflinalg.network.graph.Graph.pattern_nodes`): a bool (or 0/1)
+    mask for ``relu``/``leaky_relu`` (``True`` = active), int argmax positions
+    in the parent's stalk for ``maxpool`` (each inside its window); shape
+    ``(n,)`` (every sample) or ``(n_samples, n)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sheaflinalg.network.graph import Graph, Node
+    >>> g = Graph((1, 4), [Node("p", "maxpool", ["x"], {"kernel_size": 2, "stride": 2, "padding": 0,
+    ...                                                 "dilation": 1})])
+    >>> normalise_graph_pattern(g, {"p": [1, 2]}, 1)["p"].tolist()
+    [[1, 2]]
+    >>> normalise_graph_pattern(g, {"p": [1, 1]}, 1)
+    Traceback (most recent call last):
+    ...
+    ValueError: pattern['p']: entry 1 of sample 0 is 1, not a position inside its window (output 1 of channel 0 reads [2, 3])
+    """
+    names = graph.pattern_nodes
+    if not isinstance(pattern, dict):
+        raise TypeError(f"the pattern of a graph network must be a dict {{node: array}} over its pattern nodes "
+                        f"{names}, got {type(pattern).__name__}")
+    missing, extra = [n for n in names if n not in pattern], [k for k in pattern if k not in names]
+    if missing or extra:
+        raise ValueError(f"pattern must have exactly one entry per pattern node {names}: missing {missing}, "
+                         f"unexpected {extra}")
+    out = {}
+    for name in names:
+        node, what = graph.node(name), f"pattern[{name!r}]"
+        if node.op == "maxpool":
+            out[name] = _argmax(node, graph, pattern[name], n_samples, what)
+        else:
+            out[name] = _mask(pattern[name], graph.sizes[name], n_samples, what)
+    return out
+
+
+def graph_pattern(graph, values):
+    """The pattern every pattern node reads off its parent's value (``z >= 0`` active; first maximum of a window).
+
+    ``values`` is ``{node: (n_samples, n) array}`` (a harmonic extension or a completion).
+    """
+    out = {}
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        z = values[node.inputs[0]]
+        if node.op == "maxpool":
+            channels, n_in, index, _ = pool_windows(node, graph)
+            out[name] = max_pool(z, channels, n_in, index)[1]
+        else:
+            out[name] = z >= 0
+    return out

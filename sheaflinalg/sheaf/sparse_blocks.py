@@ -1,6 +1,8 @@
 """Sparse matrices built directly from dense and diagonal blocks.
 
-A *block* is either a 2-D ndarray (dense) or a 1-D ndarray (a diagonal).
+A *block* is a 2-D ndarray (dense), a 1-D ndarray (a diagonal) or a
+``scipy.sparse`` matrix (the convolution, pooling and selection maps of graph
+networks, :mod:`sheaflinalg.sheaf.restriction_maps`).
 Matrices are written straight into COO triplets and converted to CSR once,
 so no dense N x N intermediate ever exists.
 """
@@ -10,12 +12,26 @@ import scipy.sparse as sp
 
 
 def block_shape(block):
-    """``(rows, cols)`` of a dense or diagonal block."""
+    """``(rows, cols)`` of a dense, diagonal or sparse block."""
     return (block.shape[0], block.shape[0]) if block.ndim == 1 else block.shape
 
 
+def _as_sparse(block):
+    return sp.diags(block, format="csr") if block.ndim == 1 else sp.csr_matrix(block)
+
+
 def transpose_times(left, right):
-    """``left.T @ right`` for dense or diagonal blocks, keeping diagonals diagonal."""
+    """``left.T @ right`` for dense, diagonal or sparse blocks, keeping diagonals diagonal (sparse stays sparse).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> transpose_times(sp.csr_matrix(np.array([[1.0, 2.0]])), np.array([3.0])).toarray()
+    array([[3.],
+           [6.]])
+    """
+    if sp.issparse(left) or sp.issparse(right):
+        return (_as_sparse(left).T @ _as_sparse(right)).tocsr()
     if left.ndim == 1 and right.ndim == 1:
         return left * right
     if left.ndim == 1:
@@ -42,7 +58,12 @@ def csr_from_blocks(blocks, shape):
     rows, cols, vals = [], [], []
     nnz = 0
     for r0, c0, block in blocks:
-        if block.ndim == 1:
+        if sp.issparse(block):
+            coo = block.tocoo()
+            rows.append(coo.row.astype(index_dtype) + r0)
+            cols.append(coo.col.astype(index_dtype) + c0)
+            vals.append(coo.data)
+        elif block.ndim == 1:
             idx = np.arange(block.size, dtype=index_dtype)
             rows.append(idx + r0)
             cols.append(idx + c0)
