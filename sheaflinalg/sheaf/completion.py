@@ -32,10 +32,11 @@ import numpy as np
 
 from .._common.validation import as_samples, check_choice, check_int
 from ..network.model import check_network
-from .assembly import assemble
+from ..network.graph.nodes import INPUT
+from .assembly import assemble, check_pattern, forward_pattern
 from .factor import check_backend, cholesky
 from .layout import Layout
-from .patterns import normalise_pattern
+from .patterns import graph_pattern
 from .pins import pins_or_clamp, resolve_pins
 from .verify import unit_lower_triangular_certificate
 
@@ -193,8 +194,10 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     Parameters
     ----------
     net : Network
+        A chain or a graph network (pins on any node, e.g. ``{"layer1.0.conv1": 0.0}``
+        clamps a whole feature map).
     X : array_like, shape (n_samples, n_0) or (n_0,)
-        Inputs.  Coordinates listed in ``free_inputs`` are completed (their
+        Inputs (a graph network also takes ``(n_samples, *input_shape)``).  Coordinates listed in ``free_inputs`` are completed (their
         values here only seed the initial activation pattern).
     pins : dict, optional
         Hard pins ``{selector: values}`` on hidden coordinates and outputs,
@@ -204,8 +207,9 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
         Soft pins (penalty edges).
     free_inputs : sequence of int or boolean mask, optional
         Input coordinates to complete (imputation).
-    pattern : sequence of array_like, optional
-        Freeze this activation pattern (one solve, no pattern updates).
+    pattern : sequence of array_like or dict, optional
+        Freeze this activation pattern (one solve, no pattern updates); a graph
+        network's is a dict (see :func:`sheaflinalg.assemble`).
     reluctance : float or Reluctance, optional
         Reluctance edges on every free coordinate: makes a non-unique
         completion unique (the one closest to the anchor, 0 by default).
@@ -236,9 +240,9 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     >>> float(c.block("a1")[0, 0])
     2.0
     """
-    check_network(net)
+    check_network(net, graphs=True)
     pins = pins_or_clamp(pins, clamp)
-    X, _ = as_samples(X, net.dims[0])
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
     check_backend(backend)
@@ -248,20 +252,17 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     lay, hard, fi = resolved.layout, resolved.hard, resolved.free_inputs
     reduced = lay.reduced
     frozen = pattern is not None
-    if frozen:
-        pat = normalise_pattern(net, pattern, M)
-    else:
-        pat = [z >= 0 for z in net.forward_states(X)[0][:-1]]
+    pat = _as_list(net, check_pattern(net, pattern, M) if frozen else forward_pattern(net, X))
     nonlinear = not reduced and net.output != "identity"
-    zlin = net.forward_states(X)[0][-1] if nonlinear else None
-    k = lay.n_hidden
+    zname = net.graph.output_node       # z(k+1) of a chain, the output node of a graph
+    zlin = _forward_output(net, X) if nonlinear else None
     Xc = X.copy()
     done = np.zeros(M, dtype=bool)
     history = []
     it = 0
     while it < max_iter:
         it += 1
-        s = assemble(net, Xc, pattern=pat, reduced=reduced, pins=pins if pins is not None else {},
+        s = assemble(net, Xc, pattern=_from_list(net, pat), reduced=reduced, pins=pins if pins is not None else {},
                      soft_pins=soft_pins, reluctance=reluctance, free_inputs=fi, linearise_at=zlin)
         omega, unique, method = _solve(s, nonunique, backend)
         omega = omega.reshape(M, s.n_free_sample)
@@ -270,12 +271,12 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
         state[:, lfi[lfi >= 0]] = omega[:, lfi >= 0]
         state[:, hard.index] = hard.values
         Xc[:, fi] = omega[:, lfi < 0]
-        new_pat = [state[:, lay.free(f"z{l}")] >= 0 for l in range(1, k + 1)]
+        new_pat = _state_pattern(net, lay, state, Xc, pat)
         same = np.ones(M, dtype=bool)
         for a, b in zip(new_pat, pat):
             same &= np.all(a == b, axis=1)
         if nonlinear:
-            znew = state[:, lay.free(f"z{k + 1}")]
+            znew = state[:, lay.free(zname)]
             same &= np.all(np.isclose(znew, zlin, rtol=1e-13, atol=1e-13), axis=1)
             zlin = np.where(done[:, None], zlin, znew)
         done = same if frozen else (done | same)
@@ -286,7 +287,7 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
                 break
             continue
         # Samples are independent: only the unsettled ones take their new pattern.
-        key = b"".join(np.packbits(p_[~done]).tobytes() for p_ in new_pat)
+        key = b"".join(np.ascontiguousarray(p_[~done]).tobytes() for p_ in new_pat)
         pat = [np.where(done[:, None], p_, q) for p_, q in zip(pat, new_pat)]
         if key in history[-2:] and not nonlinear:
             break  # the pattern cycles: the equilibrium sits on a switching surface
@@ -294,6 +295,33 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     e = s.delta_free @ omega.ravel() + s.delta_boundary @ s.u + s.edge_offset
     discord = 0.5 * (e.reshape(M, -1) ** 2).sum(axis=1)
     out = state[:, lay.free(lay.output_block)]
-    return Completion(state=state, inputs=Xc, output=out.copy(), pattern=pat, settled=bool(done.all()),
-                      settled_samples=done, iterations=it, unique=unique, method=method, discord=discord,
-                      layout=lay)
+    return Completion(state=state, inputs=Xc, output=out.copy(), pattern=_from_list(net, pat),
+                      settled=bool(done.all()), settled_samples=done, iterations=it, unique=unique, method=method,
+                      discord=discord, layout=lay)
+
+
+def _as_list(net, pattern):
+    """A pattern as a list of (n_samples, n) arrays (a graph's dict in the order of its pattern nodes)."""
+    return [pattern[name] for name in net.graph.pattern_nodes] if net.is_graph else list(pattern)
+
+
+def _from_list(net, pattern):
+    """Inverse of :func:`_as_list`."""
+    return dict(zip(net.graph.pattern_nodes, pattern)) if net.is_graph else pattern
+
+
+def _forward_output(net, X):
+    """The output node's value (``z(k+1)``) of the forward pass."""
+    if net.is_graph:
+        return net.evaluate(X).values[net.graph.output_node]
+    return net.forward_states(X)[0][-1]
+
+
+def _state_pattern(net, lay, state, X, previous):
+    """The pattern a completed state reads off itself (``z >= 0`` active, first maxima; a max-pool keeps its
+    ``previous`` selection where it is still a maximum up to rounding), as a list."""
+    if net.is_graph:
+        values = {node.name: state[:, lay.free(node.name)] for node in net.graph.nodes}
+        values[INPUT] = X
+        return _as_list(net, graph_pattern(net.graph, values, _from_list(net, previous)))
+    return [state[:, lay.free(f"z{l}")] >= 0 for l in range(1, lay.n_hidden + 1)]

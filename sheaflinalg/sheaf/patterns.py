@@ -133,18 +133,27 @@ def normalise_graph_pattern(graph, pattern, n_samples):
     return out
 
 
-def graph_pattern(graph, values):
+def graph_pattern(graph, values, previous=None, rtol=1e-12):
     """The pattern every pattern node reads off its parent's value (``z >= 0`` active; first maximum of a window).
 
-    ``values`` is ``{node: (n_samples, n) array}`` (a harmonic extension or a completion).
+    ``values`` is ``{node: (n_samples, n) array}`` (a harmonic extension or a
+    completion).  With ``previous`` (a pattern dict), a max-pool keeps its
+    previous selection wherever that is still a maximum up to ``rtol`` times
+    the sample's largest ``|value|`` in the parent (ties that a numerical solve
+    resolves by rounding noise, e.g. windows of dead ReLUs, do not flip).
     """
     out = {}
     for name in graph.pattern_nodes:
         node = graph.node(name)
         z = values[node.inputs[0]]
-        if node.op == "maxpool":
-            channels, n_in, index, _ = pool_windows(node, graph)
-            out[name] = max_pool(z, channels, n_in, index)[1]
-        else:
+        if node.op != "maxpool":
             out[name] = z >= 0
+            continue
+        channels, n_in, index, _ = pool_windows(node, graph)
+        best, argmax = max_pool(z, channels, n_in, index)
+        if previous is not None:
+            scale = rtol * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
+            kept = np.take_along_axis(z, previous[name], axis=1) >= best - scale
+            argmax = np.where(kept, previous[name], argmax)
+        out[name] = argmax
     return out

@@ -6,8 +6,9 @@ and :func:`sheaflinalg.complete`)
 
 A *selector* names free coordinates of the layout (see :class:`~sheaflinalg.sheaf.layout.Layout`):
 
-* a block name: ``"z1"``, ``"a2"``, ``"yhat"`` (the whole block);
-* one coordinate: ``"a1[3]"``;
+* a block name: ``"z1"``, ``"a2"``, ``"yhat"`` (the whole block); on a graph
+  network a node's name, e.g. ``"layer1.0.conv1"`` (clamp a whole feature map);
+* one coordinate: ``"a1[3]"``, ``"layer1.0.conv1[17]"`` (the node's stalk in C order);
 * several coordinates: ``"a1[0,2,5]"`` or a half-open range ``"z2[1:4]"``.
 
 ``"yhat"`` is the output vertex.  For identity output, pinning ``"yhat"``
@@ -55,7 +56,7 @@ import numpy as np
 from .._common.validation import as_float64, check_real, check_type
 from .layout import Layout
 
-_SELECTOR = re.compile(r"^\s*([A-Za-z_@0-9]+?)\s*(?:\[([^\]]*)\])?\s*$")
+_SELECTOR = re.compile(r"^\s*([A-Za-z_@>0-9.]+?)\s*(?:\[([^\]]*)\])?\s*$")
 
 
 @dataclass
@@ -146,14 +147,14 @@ def parse_selector(layout, selector):
     if not m:
         raise ValueError(f"cannot parse pin selector {selector!r}; use 'block', 'block[i]', 'block[i,j]' or 'block[i:j]'")
     name, inner = m.group(1), m.group(2)
-    if name == "x" or name.startswith("1@"):
+    if name == "x" or name.startswith(("1@", "1>")):
         raise ValueError(f"pin selector {selector!r}: the input and the ones blocks are always pinned "
                          "(inputs come from X; to free inputs use complete(..., free_inputs=...))")
     names = [b.name for b in layout.free_blocks]
     if name not in names:
         hint = ""
         if name == "yhat" and layout.reduced:
-            hint = " (this is a reduced system without the output vertex; pin the last z block instead)"
+            hint = f" (this is a reduced system without the output vertex; pin {layout.output_block!r} instead)"
         raise ValueError(f"pin selector {selector!r}: no free block {name!r}; free blocks are "
                          f"{', '.join(names)}{hint}")
     blk = layout.free_block(name)
@@ -405,13 +406,13 @@ def resolve_pins(net, X, layout=None, pins=None, soft_pins=None, reluctance=None
     (True, ['a1[1]'], [[0.5], [0.5]], 0.001)
     """
     if layout is None:
-        layout = Layout(net.dims, reduced=default_reduced(net, pins, soft_pins))
+        layout = Layout.for_network(net, reduced=default_reduced(net, pins, soft_pins))
     M = X.shape[0]
     hard = resolve(layout, pins, M, what="pins")
     soft = resolve_soft(layout, soft_pins, M)
     check_disjoint(hard, soft)
     lam, anchor = resolve_reluctance(layout, reluctance, M)
-    return ResolvedPins(layout, hard, soft, lam, anchor, resolve_free_inputs(free_inputs, net.dims[0]))
+    return ResolvedPins(layout, hard, soft, lam, anchor, resolve_free_inputs(free_inputs, net.n_inputs))
 
 
 def pins_or_clamp(pins, clamp, stacklevel=3):

@@ -99,7 +99,7 @@ class VerificationReport:
         certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
     """
 
-    dims: list
+    dims: object
     output: str
     n_samples: int
     det_certificate: np.ndarray
@@ -205,7 +205,10 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     Parameters
     ----------
     net : Network
+        A chain or a graph network (its ``delta_Omega`` is square and unit lower
+        triangular too: one defining edge per node, in topological order).
     X : array_like, shape (n_samples, n_0) or (n_0,)
+        A graph network also takes ``(n_samples, *input_shape)``.
     tol : float
         Relative tolerance for the deviations (finite, >= 0).
     logdet_tol : float
@@ -233,16 +236,15 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     'PASSED'
     """
     edges = check_skip_encoding(skip_encoding) == "edges"
-    check_network(net, graphs=edges)
-    if not edges:
-        X, _ = as_samples(X, net.dims[0])
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
     check_backend(backend)
     if edges:
         return verify_edges(net, X, backend)
     M = X.shape[0]
-    check_batch(M, 2 * FLOAT * Layout(net.dims).n_free, "the verification")   # beside the harmonic extension
+    check_batch(M, 2 * FLOAT * Layout.for_network(net).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
     reference = _forward_reference(net, X)
     rows = [_sample_checks(assemble(net, X[s]), h.free[s], reference[s], backend) for s in range(M)]
@@ -260,7 +262,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         bounds = {CHECKS[1]: solve_bound, CHECKS[2]: solve_bound * condition, CHECKS[4]: solve_bound,
                   CHECKS[5]: residual_bound}
     report = VerificationReport(
-        condition=condition, rounding_bound=bounds, dims=net.dims, output=net.output, n_samples=M,
+        condition=condition, rounding_bound=bounds, dims=_describe(net), output=net.output, n_samples=M,
         det_certificate=cert, certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
         self_consistent=h.self_consistent, factor_backend=resolved_backend(backend), tol=tol,
@@ -271,8 +273,19 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     return report
 
 
+def _describe(net):
+    """What the report calls the network: its widths, or a graph's nodes and input shape."""
+    if net.is_graph:
+        return f"graph of {len(net.graph.nodes)} nodes on input {net.input_shape}"
+    return net.dims
+
+
 def _forward_reference(net, X):
-    """The forward pass in layout order ``z1, a1, ..., z(k+1), yhat``, shape ``(n_samples, n_free)``."""
+    """The forward pass in layout order ``z1, a1, ..., z(k+1), yhat``, shape ``(n_samples, n_free)``
+    (a graph network: every node's value in topological order, then ``net.forward``)."""
+    if net.is_graph:
+        values = net.evaluate(X).values
+        return np.concatenate([values[node.name] for node in net.graph.nodes] + [net.forward(X)], axis=1)
     zs, hidden = net.forward_states(X)
     blocks = [b for z, a in zip(zs[:-1], hidden) for b in (z, a)] + [zs[-1], net.forward(X)]
     return np.concatenate(blocks, axis=1)
