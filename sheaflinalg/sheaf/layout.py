@@ -209,7 +209,7 @@ class Layout:
 
     def __repr__(self):
         if self.is_graph:
-            return f"Layout.from_graph({self.graph!r}, reduced={self.reduced})"
+            return f"Layout.from_graph({self.graph!r}, reduced={self.reduced}, skip_encoding={self.skip_encoding!r})"
         return f"Layout(dims={self.dims}, reduced={self.reduced})"
 
     # --------------------------------------------------------------- lookups
