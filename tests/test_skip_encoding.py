@@ -248,3 +248,15 @@ def test_an_unknown_skip_encoding_is_refused_listing_the_choices(call, bad):
 def test_edges_with_pins_are_refused_before_work():
     with pytest.raises(ValueError, match="skip_encoding='edges' takes no pins"):
         sl.assemble(_tiny_residual(), [1.0], pins={"s": [0.0]}, skip_encoding="edges")
+
+
+def test_concatenations_alone_keep_the_forward_pass():
+    # a concat's edges P_i x_v - x_(u_i) are its hyperedge's rows regrouped: square, and solved exactly
+    rng = np.random.default_rng(3)
+    net = sl.Network.from_nodes((3,), [_linear(rng, "l", "x", 2, 3), Node("c", "concat", ["l", "x"], {"axis": 0}),
+                                       Node("r", "relu", ["c"]), _linear(rng, "head", "r", 2, 5)])
+    X = rng.uniform(-2, 2, size=(4, 3))
+    s = sl.assemble(net, X, skip_encoding="edges")
+    assert s.delta_free.shape[0] == s.delta_free.shape[1]
+    report = sl.verify(net, X, skip_encoding="edges")
+    assert report.status == "PASSED" and np.all(report.forward_distance < 1e-12)
