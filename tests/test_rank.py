@@ -80,17 +80,18 @@ def test_explicit_zeros_do_not_hide_a_certificate():
     assert rank_certificate(A).method == "structural"
 
 
-def test_sparse_numerical_path(monkeypatch):
+@pytest.mark.parametrize("backend", ["auto", "superlu"])
+def test_sparse_numerical_path(monkeypatch, backend):
     monkeypatch.setattr(rank, "DENSE_COLUMNS", 5)
     A = sp.csr_matrix(sp.random(80, 40, density=0.1, random_state=1) + sp.eye(80, 40) * 2.0)
     A.data[A.data == 1.0] = 1.5      # no exact unit entries: the structural certificate cannot apply
-    cert = rank_certificate(A)
+    cert = rank_certificate(A, backend=backend)
     assert cert.method == "numerical" and cert.certified
     lam = np.linalg.eigvalsh((A.T @ A).toarray())[0]
     assert cert.lambda_min == pytest.approx(lam, rel=1e-8)
     D = A.tolil()
     D[:, 7] = D[:, 3] * -2.0
-    dependent = rank_certificate(D)
+    dependent = rank_certificate(D, backend=backend)
     assert not dependent.certified and np.linalg.matrix_rank(D.toarray()) < 40
     assert "rounding bound" in dependent.reason or "Cholesky" in dependent.reason
 

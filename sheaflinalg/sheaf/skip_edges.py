@@ -83,7 +83,7 @@ def node_edges(graph, skip_encoding="sum"):
 def _fed_rows(F):
     """Rows of a restriction-map block (1-D diagonal, dense or sparse) holding a nonzero entry."""
     if sp.issparse(F):
-        F = sp.csr_matrix(F)
+        F = sp.csr_matrix(F, copy=True)     # eliminate_zeros works in place: never on the caller's block
         F.eliminate_zeros()
         return np.flatnonzero(np.diff(F.indptr))
     if F.ndim == 1:
