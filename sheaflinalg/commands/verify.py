@@ -24,7 +24,7 @@ def run(args):
 
     net = network_from_args(args)
     rng = np.random.default_rng(args.seed)
-    X = rng.uniform(-2.0, 2.0, size=(args.samples, net.dims[0]))
+    X = rng.uniform(-2.0, 2.0, size=(args.samples, net.n_inputs))
     report = sl.verify(net, X, backend=args.backend)
     print(report)
     return EXIT_STATUS[report.status]

@@ -498,10 +498,10 @@ def system_bytes(net, n_samples):
     """Estimate of the memory of an assembled batch: ``delta`` (with the temporaries of its
     construction) and ``L[Omega, Omega]``, whose blocks ``W_l^T W_l`` are dense, in CSR (16 bytes an entry).
 
-    For a graph network ``delta`` has the restriction maps' nonzeros
-    (:func:`~sheaflinalg.sheaf.restriction_maps.map_nnz`) and a Gram block of
-    an edge whose rows hold ``m`` entries on ``c`` columns at most
-    ``min(rows * m**2, c**2)``.
+    For a graph network ``delta`` has the restriction maps' nonzeros and the
+    Laplacian at most their Gram blocks' bound
+    (:func:`~sheaflinalg.sheaf.restriction_maps.map_nnz`) plus the products
+    with the other entries of each row.
 
     Examples
     --------
@@ -524,10 +524,11 @@ def _graph_nnz(graph):
     nnz_delta = nnz_laplacian = 0
     for node in graph.nodes:
         n = graph.sizes[node.name]
-        row = map_nnz(node, graph) + n                                   # the maps, the bias, the identity
-        cols = sum(graph.sizes[p] for p in node.inputs) + (2 if node.spec.has_bias else 1) * n
-        nnz_delta += row
-        nnz_laplacian += min(n * (row // n + 1) ** 2, cols * cols)
+        maps, gram = map_nnz(node, graph)
+        entries = len(node.inputs) + (2 if node.spec.has_bias else 1)
+        nnz_delta += maps + n
+        # the maps' Gram blocks, their products with the other entries of the row, the diagonal ones
+        nnz_laplacian += len(node.inputs) * gram + 2 * entries * maps + entries * entries * n
     n_out = graph.n_outputs
     return nnz_delta + 2 * n_out, nnz_laplacian + 4 * n_out * n_out
 

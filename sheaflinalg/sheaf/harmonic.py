@@ -65,7 +65,6 @@ class HarmonicExtension:
         self._chain_only("hidden_activations")
         return [self.free[:, self.layout.free(f"a{l}")] for l in range(1, self.layout.n_hidden + 1)]
 
-
     def _chain_only(self, what):
         if self.layout.is_graph:
             raise GraphNetworkError(f"HarmonicExtension.{what} is defined for chains of Linear/ReLU layers; read a "

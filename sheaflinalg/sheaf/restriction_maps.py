@@ -126,16 +126,24 @@ def node_maps(node, graph, pattern=None):
 
 
 def map_nnz(node, graph):
-    """Stored entries of the node's restriction maps (and its bias), for memory estimates."""
+    """``(nnz, gram)``: stored entries of the node's restriction maps (bias included) and a bound on the
+    entries of their Gram blocks ``F^T F`` (an input meets the inputs of the windows that read it)."""
     n = graph.sizes[node.name]
-    parent = graph.sizes[node.inputs[0]]
+    parent = graph.shapes[node.inputs[0]]
+    n_in = graph.sizes[node.inputs[0]]
     if node.op == "linear":
-        nnz = n * parent
-    elif node.op == "conv":
-        W = node.params["weight"]
-        nnz = n * int(np.prod(W.shape[1:]))
-    elif node.op in ("avgpool", "adaptive_avgpool"):
-        nnz = n * pool_windows(node, graph)[2].shape[1]
+        nnz, gram = n * n_in, n_in * n_in
+    elif node.op in ("conv", "avgpool", "maxpool"):
+        kernel = window_geometry(node, parent)[1]
+        reach = int(np.prod([2 * k - 1 for k in kernel]))
+        if node.op == "conv":
+            W = node.params["weight"]
+            nnz, gram = n * int(np.prod(W.shape[1:])), n_in * W.shape[1] * reach
+        else:
+            nnz, gram = n * int(np.prod(kernel)), n_in * reach
+    elif node.op == "adaptive_avgpool":
+        K = pool_windows(node, graph)[2].shape[1]
+        nnz, gram = n * K, n_in * K * 2 ** (len(parent) - 1)
     else:
-        nnz = n * len(node.inputs)
-    return nnz + (n if node.spec.has_bias else 0)
+        nnz = gram = sum(graph.sizes[p] for p in node.inputs)
+    return nnz + (n if node.spec.has_bias else 0), gram
