@@ -8,7 +8,8 @@ May import ``network``, ``kernels`` and ``_common``.
 
 from .assembly import AugmentedSheafSystem, SheafSystem, assemble
 from .completion import Completion, NonUniqueCompletionError, complete
-from .harmonic import HarmonicExtension, harmonic_extension
+from .harmonic import HarmonicExtension
+from .least_squares import harmonic_extension
 from .layout import Block, Layout
 from .pins import Reluctance, SoftPins
 from .verify import VerificationReport, verify

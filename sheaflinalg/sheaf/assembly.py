@@ -20,6 +20,7 @@ from .layout import Layout
 from .patterns import normalise_graph_pattern, normalise_pattern, output_jacobian
 from .pins import resolve_pins
 from .restriction_maps import map_nnz, node_bias, node_maps
+from .skip_edges import check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
 
 
@@ -58,15 +59,22 @@ def node_row(node, graph, pattern=None):
     return entries
 
 
-def graph_rows(graph, pattern_row, out_jacobian, reduced, static):
+def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
     """Block rows of a graph network's coboundary for one sample, in edge order (as :func:`coboundary_rows`).
 
     ``pattern_row`` is ``{node: pattern of this sample}``; ``static`` holds the
     rows of the pattern-independent nodes (:func:`static_rows`), shared by every
-    sample so that their Gram products are computed once per batch.
+    sample so that their Gram products are computed once per batch; ``split``
+    the rows replacing the hyperedges of ``skip_encoding="edges"``
+    (:func:`~sheaflinalg.sheaf.skip_edges.split_static_rows`), shared likewise.
     """
-    rows = [(f"e_{node.name}", static[node.name] if node.name in static
-             else node_row(node, graph, pattern_row[node.name])) for node in graph.nodes]
+    rows = []
+    for node in graph.nodes:
+        if split and node.name in split:
+            rows += split[node.name]
+        else:
+            rows.append((f"e_{node.name}", static[node.name] if node.name in static
+                         else node_row(node, graph, pattern_row[node.name])))
     if not reduced:
         out = graph.output_node
         rows.append(("e_y", [(out, -out_jacobian), ("yhat", np.ones(graph.sizes[out]))]))
@@ -130,14 +138,21 @@ class SheafSystem:
     linearisation_point : ndarray, shape (n_samples, n_out)
         ``z(k+1)`` of the pattern's harmonic extension, where a nonlinear
         output is linearised (``-J_phi`` in the ``e_y`` block row).
+    skip_encoding : {"sum", "edges"}
+        How nodes with several parents are encoded
+        (:mod:`sheaflinalg.sheaf.skip_edges`).  ``harmonic`` is the pattern's
+        forward substitution either way; under ``"edges"`` the harmonic
+        extension of the tall ``delta_Omega`` is
+        :func:`sheaflinalg.sheaf.least_squares.least_squares_extension`.
     """
 
-    def __init__(self, net, X, pattern, reduced=False, as_graph=False):
+    def __init__(self, net, X, pattern, reduced=False, as_graph=False, skip_encoding="sum"):
         check_network(net, graphs=True)
         self.network = net
         self.X = X
         self.n_samples = X.shape[0]
         self.reduced = bool(reduced)
+        self.skip_encoding = check_skip_encoding(skip_encoding)
         # as_graph: a chain assembled through its chain graph (the graph rows; tests compare both)
         self.graph = net.graph if net.is_graph or as_graph else None
         self.pattern = pattern
@@ -146,7 +161,7 @@ class SheafSystem:
             h = harmonic_extension(net, X, pattern=pattern)
             zs = h.preactivations[-1]
         else:
-            self.layout = Layout.from_graph(self.graph, reduced=reduced)
+            self.layout = Layout.from_graph(self.graph, reduced=reduced, skip_encoding=skip_encoding)
             h = graph_extension(self.graph, X, pattern)
             zs = h.node(self.graph.output_node)
         self.harmonic = h
@@ -164,8 +179,9 @@ class SheafSystem:
             self._shared_rows(net)
         else:
             static = static_rows(self.graph)
+            split = split_static_rows(self.graph, static, self.skip_encoding)
             self._rows = [graph_rows(self.graph, {k: v[s] for k, v in pattern.items()}, self._jacobians[s],
-                                     self.reduced, static) for s in range(self.n_samples)]
+                                     self.reduced, static, split) for s in range(self.n_samples)]
         offset = np.zeros((self.n_samples, lay.n_edges))
         if not self.reduced and net.output != "identity":
             zs = self.linearisation_point
@@ -239,7 +255,8 @@ class SheafSystem:
 
     @cached_property
     def delta_free(self):
-        """``delta_Omega``: edges x free coordinates, square and unit lower triangular (CSR)."""
+        """``delta_Omega``: edges x free coordinates, square and unit lower triangular (CSR); tall with
+        ``skip_encoding="edges"`` on a network with ``add`` or ``concat`` nodes."""
         return self._coboundary("free")
 
     @cached_property
@@ -271,14 +288,14 @@ class SheafSystem:
         """
         if self.reduced:
             return self.laplacian_free
-        return SheafSystem(self.network, self.X, self.pattern, reduced=True,
-                           as_graph=self.graph is not None).laplacian_free
+        return SheafSystem(self.network, self.X, self.pattern, reduced=True, as_graph=self.graph is not None,
+                           skip_encoding=self.skip_encoding).laplacian_free
 
     @property
     def reduced_layout(self):
         """Layout of :attr:`laplacian_reduced`."""
         if self.graph is not None:
-            return Layout.from_graph(self.graph, reduced=True)
+            return Layout.from_graph(self.graph, reduced=True, skip_encoding=self.skip_encoding)
         return Layout(self.network.dims, reduced=True)
 
 
@@ -517,7 +534,7 @@ def _graph_nnz(graph):
 
 
 def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, reluctance=None,
-             free_inputs=None, linearise_at=None):
+             free_inputs=None, linearise_at=None, skip_encoding="sum"):
     """Assemble the neural sheaf of ``net`` at input(s) ``x``.
 
     Parameters
@@ -551,6 +568,12 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     linearise_at : array_like, shape (n_samples, n_out), optional
         Linearise a nonlinear output at this ``z(k+1)`` instead of the
         pattern's harmonic extension (augmented systems only).
+    skip_encoding : {"sum", "edges"}
+        ``"sum"``: one defining hyperedge per node, ``delta_Omega`` square and
+        unit lower triangular.  ``"edges"``: the paper's encoding, one
+        two-endpoint edge per parent of an ``add`` or ``concat`` node
+        (:mod:`sheaflinalg.sheaf.skip_edges`), ``delta_Omega`` tall (not with
+        pins, soft pins, reluctance, free inputs or ``linearise_at``).
 
     Returns
     -------
@@ -577,6 +600,9 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     M, n_out = X.shape[0], net.n_outputs
     augmented = not (pins is None and soft_pins is None and reluctance is None and free_inputs is None
                      and linearise_at is None)
+    if check_skip_encoding(skip_encoding) == "edges" and augmented:
+        raise ValueError("skip_encoding='edges' takes no pins, soft_pins, reluctance, free_inputs or linearise_at "
+                         "(they are defined on the default encoding, skip_encoding='sum')")
     if augmented:
         r = resolve_pins(net, X, Layout.for_network(net, reduced), pins, soft_pins, reluctance, free_inputs)
     if linearise_at is not None:
@@ -590,6 +616,6 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     if pattern is None:
         pattern = forward_pattern(net, X)
     if not augmented:
-        return SheafSystem(net, X, pattern, reduced=reduced)
+        return SheafSystem(net, X, pattern, reduced=reduced, skip_encoding=skip_encoding)
     return AugmentedSheafSystem(net, X, pattern, reduced, r.hard, r.soft, r.lam, r.anchor, r.free_inputs,
                                 linearise_at)

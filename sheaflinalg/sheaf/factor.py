@@ -26,6 +26,11 @@ def cholmod_available():
     return _cholmod is not None
 
 
+def resolved_backend(backend):
+    """The backend ``"auto"``, ``"cholmod"`` or ``"superlu"`` (checked) resolves to on this machine."""
+    return "cholmod" if backend != "superlu" and _cholmod is not None else "superlu"
+
+
 def check_backend(backend, name="backend"):
     """Return ``backend`` if it names a usable Cholesky backend, else raise; called at the entry of every
     public function that factorises, before any work.

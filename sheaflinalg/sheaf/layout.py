@@ -24,6 +24,7 @@ from ..kernels.structs import KernelLayout
 from ..network.errors import GraphNetworkError
 from ..network.graph.nodes import INPUT
 from ..network.model import parameter_offsets
+from .skip_edges import check_skip_encoding, node_edges
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ class Layout:
     (8, 8, 6)
     """
 
+    #: How nodes with several parents are encoded (:meth:`from_graph`); a chain has none.
+    skip_encoding = "sum"
+
     def __init__(self, dims, reduced=False):
         dims = check_dims(dims)
         self.dims = dims
@@ -110,14 +114,16 @@ class Layout:
         self._build(coords, edges)
 
     @classmethod
-    def from_graph(cls, graph, reduced=False):
+    def from_graph(cls, graph, reduced=False, skip_encoding="sum"):
         """The layout of a feedforward computational graph (:class:`~sheaflinalg.network.graph.Graph`).
 
         Coordinates: the input ``"x"``, every node (free, named as the node),
         the ones block ``"1>v"`` of every node ``v`` with a bias (boundary,
         placed right after ``v``'s first parent), and ``"yhat"`` (unless
         ``reduced``).  Edges: ``"e_" + v`` for every node (its one defining
-        edge, a hyperedge when ``v`` has several parents), then ``"e_y"``.
+        edge, a hyperedge when ``v`` has several parents), then ``"e_y"``;
+        with ``skip_encoding="edges"`` a node with several parents has instead
+        one edge ``"e_v<u"`` per parent ``u`` (:mod:`sheaflinalg.sheaf.skip_edges`).
         Block kinds: ``"input"``, ``"ones"``, the node's op, ``"output"``;
         ``layer`` is the node's position in topological order (1-based).  On
         the chain graph of an MLP the coordinate order is the MLP layout's.
@@ -137,6 +143,7 @@ class Layout:
         self.dims = None
         self.graph = graph
         self.reduced = check_bool(reduced, "reduced")
+        self.skip_encoding = check_skip_encoding(skip_encoding)
         self.n_hidden = None
         biased = {}
         for node in graph.nodes:
@@ -147,8 +154,7 @@ class Layout:
             coords.append((name, graph.sizes[name], op, layer, name, name != INPUT))
             coords += [(f"1>{child.name}", graph.sizes[child.name], "ones", layer, name, False)
                        for child in biased.get(name, ())]
-        edges = [(f"e_{n.name}", graph.sizes[n.name], n.op, layer, f"{','.join(n.inputs)}->{n.name}")
-                 for layer, n in enumerate(graph.nodes, start=1)]
+        edges = node_edges(graph, skip_encoding)
         if not self.reduced:
             out = graph.output_node
             coords.append(("yhat", graph.sizes[out], "output", len(graph.nodes) + 1, "yhat", True))
@@ -203,7 +209,7 @@ class Layout:
 
     def __repr__(self):
         if self.is_graph:
-            return f"Layout.from_graph({self.graph!r}, reduced={self.reduced})"
+            return f"Layout.from_graph({self.graph!r}, reduced={self.reduced}, skip_encoding={self.skip_encoding!r})"
         return f"Layout(dims={self.dims}, reduced={self.reduced})"
 
     # --------------------------------------------------------------- lookups

@@ -9,9 +9,11 @@ from .._common.memory import FLOAT, check_batch
 from .._common.validation import as_samples, check_tol
 from ..network.model import check_network
 from .assembly import assemble
-from .factor import check_backend, cholesky, cholmod_available
+from .factor import check_backend, cholesky, resolved_backend
 from .harmonic import harmonic_extension
 from .layout import Layout
+from .skip_edges import check_skip_encoding
+from .verify_edges import verify_edges
 
 
 def unit_lower_triangular_certificate(matrix):
@@ -182,7 +184,7 @@ class VerificationReport:
                 "det delta_Omega = 1 holds by structure")
 
 
-def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
+def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="sum"):
     """Certify, per sample, ``det delta_Omega = 1`` and harmonic extension = forward pass.
 
     For each sample: (1) an exact certificate that ``delta_Omega`` is square,
@@ -213,10 +215,17 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
         Tolerance for ``|log det|`` (finite, >= 0).
     backend : {"auto", "cholmod", "superlu"}
         Sparse Cholesky backend.
+    skip_encoding : {"sum", "edges"}
+        ``"edges"``: the paper's encoding of skip connections
+        (:mod:`sheaflinalg.sheaf.skip_edges`), whose ``delta_Omega`` is tall:
+        the report is an :class:`~sheaflinalg.sheaf.verify_edges.EdgesVerificationReport`,
+        the rank certificate of ``delta_Omega`` (structural or numerical with its
+        rounding bound) and the measured distance of its least-squares
+        extension from the forward pass (``tol`` and ``logdet_tol`` do not apply).
 
     Returns
     -------
-    VerificationReport
+    VerificationReport or EdgesVerificationReport
 
     Examples
     --------
@@ -226,11 +235,14 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
     >>> sl.verify(net, X).status
     'PASSED'
     """
+    edges = check_skip_encoding(skip_encoding) == "edges"
     check_network(net, graphs=True)
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
     check_backend(backend)
+    if edges:
+        return verify_edges(net, X, backend)
     M = X.shape[0]
     check_batch(M, 2 * FLOAT * Layout.for_network(net).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
@@ -253,16 +265,12 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto"):
         condition=condition, rounding_bound=bounds, dims=_describe(net), output=net.output, n_samples=M,
         det_certificate=cert, certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
-        self_consistent=h.self_consistent, factor_backend=_backend_used(backend), tol=tol,
+        self_consistent=h.self_consistent, factor_backend=resolved_backend(backend), tol=tol,
         logdet_tol=logdet_tol, notes=notes)
     checks, tolerances = report.checks, report.tolerances
     # A failed check is inconclusive when rounding alone can exceed its tolerance (a NaN bound counts).
     report.inconclusive = {name: ~checks[name] & ~(b <= tolerances[name]) for name, b in bounds.items()}
     return report
-
-
-def _backend_used(backend):
-    return "cholmod" if backend != "superlu" and cholmod_available() else "superlu"
 
 
 def _describe(net):
