@@ -236,9 +236,9 @@ def test_sample_blocks_depend_on_the_batch_and_the_graph_only():
 
 def test_evaluate_is_the_same_bit_for_bit_for_any_thread_count():
     g = small_resnet()
-    X = np.random.default_rng(3).standard_normal((300, g.n_inputs))
+    X = np.random.default_rng(3).standard_normal((600, g.n_inputs))
     X[:5] = 0.0                                   # zero pre-activations, tied maxima
-    assert len(forward.sample_blocks(g, 300)) > 2
+    assert len(forward.sample_blocks(g, 600)) > 2
     states = [forward.evaluate(g, X, threads=t) for t in (1, 2, 3)]
     frozen = [forward.evaluate(g, X, pattern=states[0].pattern, threads=t) for t in (1, 3)]
     for state in states[1:] + frozen:
@@ -251,9 +251,9 @@ def test_evaluate_is_the_same_bit_for_bit_for_any_thread_count():
 
 def test_evaluate_blocks_equal_a_sample_by_sample_reference():
     g = small_resnet()
-    X = np.random.default_rng(4).standard_normal((300, g.n_inputs))
+    X = np.random.default_rng(4).standard_normal((600, g.n_inputs))
     state = forward.evaluate(g, X, threads=2)
-    for s in (0, 149, 299):
+    for s in (0, 149, 599):
         one = forward.evaluate(g, X[s:s + 1], threads=1)
         for name, value in one.values.items():
             np.testing.assert_allclose(state.values[name][s], value[0], rtol=1e-12, atol=1e-12)
@@ -263,19 +263,79 @@ def test_evaluate_blocks_equal_a_sample_by_sample_reference():
 
 def test_a_frozen_pattern_that_disagrees_is_reported_sample_by_sample():
     g = small_resnet()
-    X = np.random.default_rng(5).standard_normal((300, g.n_inputs))
+    X = np.random.default_rng(5).standard_normal((600, g.n_inputs))
     pattern = {k: v.copy() for k, v in forward.evaluate(g, X).pattern.items()}
     pattern["r0"][7] = ~pattern["r0"][7]
     pattern["mp"][250] = pattern["mp"][250, 0]     # every window of sample 250 picks one position
     consistent = forward.evaluate(g, X, pattern=pattern, threads=2).self_consistent
-    assert not consistent[7] and not consistent[250] and consistent.sum() == 298
+    assert not consistent[7] and not consistent[250] and consistent.sum() == 598
 
 
 def test_overflow_names_the_first_node_and_sample_whatever_the_threads():
     g = small_resnet()
-    X = np.random.default_rng(6).standard_normal((300, g.n_inputs))
+    X = np.random.default_rng(6).standard_normal((600, g.n_inputs))
     X[260, 0] = np.inf
     X[200, 5] = np.nan
     for t in (1, 2):
         with pytest.raises(NetworkOverflowError, match=r"node 'c0' \(conv\).*sample 200"):
             forward.evaluate(g, X, threads=t)
+
+
+def naive_forward(graph, X, pattern=None):
+    """Every node's value, one sample at a time, from dense matrices and the definitions of the ops."""
+    values = {"x": X}
+    for node in graph.nodes:
+        parents = [values[p] for p in node.inputs]
+        parent_shape = graph.shapes[node.inputs[0]]
+        C, spatial = parent_shape[0], parent_shape[1:]
+        a = node.attrs
+        if node.op == "conv":
+            W = node.params["weight"]
+            F, out_spatial = dense_conv(W, spatial, a["groups"], (a["stride"],) * 2, (a["padding"],) * 2, (1, 1))
+            value = parents[0] @ F.T + np.repeat(node.params["bias"], np.prod(out_spatial))
+        elif node.op == "batchnorm":
+            per = np.prod(spatial)
+            value = parents[0] * np.repeat(node.params["scale"], per) + np.repeat(node.params["shift"], per)
+        elif node.op in ("relu", "leaky_relu"):
+            mask = parents[0] >= 0 if pattern is None else pattern[node.name]
+            value = np.where(mask, parents[0], a.get("negative_slope", 0.0) * parents[0])
+        elif node.op in ("maxpool", "avgpool"):
+            k, s, p = (a["kernel_size"],) * 2, (a["stride"],) * 2, (a["padding"],) * 2
+            windows, _ = dense_windows(C, spatial, k, s, p)
+            if node.op == "maxpool":
+                chosen = [[w[int(np.argmax(x[w]))] for w, _ in windows] for x in parents[0]] if pattern is None \
+                    else pattern[node.name]
+                value = np.take_along_axis(parents[0], np.array(chosen), axis=1)
+            else:
+                value = np.array([[x[w].sum() / len(w) for w, _ in windows] for x in parents[0]])
+        elif node.op == "concat":
+            M = X.shape[0]
+            value = np.concatenate([v.reshape((M,) + graph.shapes[p]) for v, p in zip(parents, node.inputs)],
+                                   axis=a["axis"] + 1).reshape(M, -1)
+        elif node.op == "linear":
+            value = parents[0] @ node.params["weight"].T + node.params["bias"]
+        else:
+            value = sum(parents) if node.op == "add" else parents[0]
+        values[node.name] = value
+    return values
+
+
+@pytest.mark.parametrize("kind", ["forward", "all_active", "all_dead", "zeros"])
+def test_evaluate_equals_the_naive_forward_pass_for_every_pattern_kind(kind):
+    g = small_resnet()
+    X = np.random.default_rng(7).standard_normal((40, g.n_inputs))
+    if kind == "zeros":
+        X[::2] = 0.0                 # zero pre-activations and constant windows (ties)
+    own = forward.evaluate(g, X).pattern
+    pattern = None if kind in ("forward", "zeros") else {
+        name: (np.full_like(p, kind == "all_active") if p.dtype == bool else p) for name, p in own.items()}
+    state = forward.evaluate(g, X, pattern=pattern, threads=2)
+    want = naive_forward(g, X, pattern)
+    for name, value in want.items():
+        np.testing.assert_allclose(state.values[name], value, rtol=1e-12, atol=1e-12, err_msg=name)
+    if pattern is None:
+        assert state.self_consistent.all()
+    else:      # a pattern that forces every unit on or off disagrees with the signs of most samples
+        signs = [state.values[g.node(n).inputs[0]] for n in ("r0", "r1", "lr")]
+        agree = np.all([np.all(((z >= 0) == (kind == "all_active")) | (z == 0), axis=1) for z in signs], axis=0)
+        np.testing.assert_array_equal(state.self_consistent, agree)

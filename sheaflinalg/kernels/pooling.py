@@ -99,10 +99,10 @@ def average_pool_transpose(y, channels, n_in_positions, index, divisor):
     return out
 
 
-def max_pool(x, channels, n_in_positions, index, out=None):
+def max_pool(x, channels, n_in_positions, index, out=None, argmax=None):
     """Max of every window and its argmax, the first maximum in the window's order.
 
-    ``out`` (optional, C-contiguous) receives the values.
+    ``out`` and ``argmax`` (optional, C-contiguous) receive the values and the argmax.
 
     Returns
     -------
@@ -118,7 +118,7 @@ def max_pool(x, channels, n_in_positions, index, out=None):
     """
     M = x.shape[0]
     values = np.empty((M, channels * index.shape[0])) if out is None else out
-    argmax = np.empty((M, channels * index.shape[0]), dtype=np.int64)
+    argmax = np.empty((M, channels * index.shape[0]), dtype=np.int64) if argmax is None else argmax
     _max(_check_x(x), index, values, argmax)
     return values, argmax
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..._common.blocks import map_blocks
 from ..._common.threads import blas_limit, resolve_threads
 from ...kernels.convolution import conv_forward, conv_geometry
+from ...kernels.elementwise import channel_affine, rectify
 from ...kernels.pooling import average_pool, max_pool
 from ...kernels.windows import adaptive_windows, window_indices
 from ..errors import NetworkOverflowError
@@ -87,15 +88,8 @@ def _pool_step(node, graph):
 
 
 def _batchnorm_step(node, graph):
-    channels = graph.shapes[node.name][0]
-    scale = node.params["scale"][None, :, None]
-    shift = node.params["shift"][None, :, None]
-
-    def batchnorm(inputs, out):
-        by_channel = out.reshape(out.shape[0], channels, -1)
-        np.multiply(inputs[0].reshape(by_channel.shape), scale, out=by_channel)
-        by_channel += shift
-    return batchnorm
+    scale, shift = node.params["scale"], node.params["shift"]
+    return lambda inputs, out: channel_affine(inputs[0], scale, shift, out)
 
 
 def _linear_step(node, graph):
@@ -141,52 +135,43 @@ _LINEAR = {
 
 
 def _mask_step(node, graph):
-    slope = node.attrs["negative_slope"] if node.op == "leaky_relu" else 0.0
+    slope = float(node.attrs["negative_slope"]) if node.op == "leaky_relu" else 0.0
 
-    def masked(z, mask, out):
-        if node.op == "relu":
-            np.multiply(z, mask, out=out)
-        else:
-            np.multiply(z, np.where(mask, 1.0, slope), out=out)
-
-    def step(inputs, frozen, out):
-        (z,) = inputs
-        active = z >= 0
-        if frozen is None:
-            masked(z, active, out)
-            return active, None
-        masked(z, frozen, out)
-        return frozen, np.all((frozen == active) | (z == 0), axis=1)
+    def step(inputs, out, pattern, frozen):
+        agrees = np.ones(out.shape[0], dtype=bool)
+        rectify(inputs[0], slope, pattern, out, agrees, frozen)
+        return agrees if frozen else None
     return step
 
 
 def _maxpool_step(node, graph):
     channels, n_in, index, _ = pool_windows(node, graph)
 
-    def step(inputs, frozen, out):
+    def step(inputs, out, pattern, frozen):
         (z,) = inputs
-        if frozen is None:
-            return max_pool(z, channels, n_in, index, out=out)[1], None
+        if not frozen:
+            max_pool(z, channels, n_in, index, out=out, argmax=pattern)
+            return None
         best, _ = max_pool(z, channels, n_in, index)
-        out[...] = np.take_along_axis(z, frozen, axis=1)
-        return frozen, np.all(out == best, axis=1)
+        out[...] = np.take_along_axis(z, pattern, axis=1)
+        return np.all(out == best, axis=1)
     return step
 
 
 def _without_pattern(linear):
-    def step(inputs, frozen, out):
+    def step(inputs, out, pattern, frozen):
         linear(inputs, out)
-        return None, None
     return step
 
 
 def node_steps(graph):
-    """One function per node of ``graph``, in order: ``step(inputs, frozen, out) -> (pattern, agrees)``.
+    """One function per node of ``graph``, in order: ``step(inputs, out, pattern, frozen) -> agrees``.
 
     ``inputs`` are the parents' values for a block of samples, ``out`` the block's rows of the
-    node's value (written), ``frozen`` the node's frozen pattern rows (None: read the pattern off
-    the input).  ``pattern`` is None for a linear node, ``agrees`` None unless a frozen pattern
-    was given.
+    node's value (written).  For a pattern-dependent node ``pattern`` is the block's rows of its
+    pattern: written (``frozen`` False: read off the input) or read (``frozen`` True: a frozen
+    pattern, and ``agrees`` says sample by sample whether it agrees with the input); otherwise
+    None, and so is ``agrees``.
     """
     steps = []
     for node in graph.nodes:
@@ -200,10 +185,11 @@ def node_steps(graph):
 
 
 # A batch is cut into sample blocks by its size and the graph alone (never by the thread
-# count): at least BLOCK_WORK multiply-adds each, at most MAX_BLOCKS (every block runs the
-# whole graph in Python, so many small blocks would cost more in calls than they gain).
-BLOCK_WORK = 1 << 21
-MAX_BLOCKS = 8
+# count): at least BLOCK_WORK multiply-adds each, at most MAX_BLOCKS.  Every block runs the
+# whole graph in Python and makes shorter products: on ResNet-20 (batch 16) 8 blocks cost 12%
+# more CPU time than one, 4 blocks 7%, 2 blocks 2% (benchmarks/graph_forward.py).
+BLOCK_WORK = 1 << 23
+MAX_BLOCKS = 4
 
 
 def node_work(node, graph):
@@ -223,8 +209,8 @@ def sample_blocks(graph, M):
     --------
     >>> from sheaflinalg.network.graph import Graph, Node
     >>> g = Graph((2,), [Node("fc", "linear", ["x"], params={"weight": np.ones((1000, 2)), "bias": np.zeros(1000)})])
-    >>> sample_blocks(g, 100), sample_blocks(g, 3000)
-    ([0, 100], [0, 1500, 3000])
+    >>> sample_blocks(g, 100), sample_blocks(g, 20000)
+    ([0, 100], [0, 5000, 10000, 15000, 20000])
     """
     per_sample = sum(node_work(node, graph) for node in graph.nodes)
     n = max(1, min(MAX_BLOCKS, M, M * per_sample // BLOCK_WORK))
@@ -264,6 +250,10 @@ def evaluate(graph, X, pattern=None, threads=None):
                 for name in graph.pattern_nodes}
     else:
         used = {name: pattern[name] for name in graph.pattern_nodes}
+        for name, rows in used.items():     # the compiled loops read them unchecked
+            if np.shape(rows) != (M, graph.sizes[name]):
+                raise ValueError(f"the frozen pattern of node {name!r} must have shape {(M, graph.sizes[name])}, "
+                                 f"got {np.shape(rows)}")
     consistent = np.ones(M, dtype=bool)
     bounds = sample_blocks(graph, M)
 
@@ -289,16 +279,14 @@ def _run_block(graph, steps, values, used, frozen, consistent, lo, hi):
     """The graph on the samples ``lo <= s < hi``, written into their rows of ``values``, ``used`` and
     ``consistent``; returns ``(node index, sample)`` of the first value that is not finite, or None."""
     local = {INPUT: values[INPUT][lo:hi]}
-    for k, (node, step) in enumerate(zip(graph.nodes, steps)):
-        inputs = [local[p] for p in node.inputs]
-        out = local[node.name] = values[node.name][lo:hi]
-        with np.errstate(over="ignore", invalid="ignore"):
-            chosen, agrees = step(inputs, used[node.name][lo:hi] if frozen and node.name in used else None, out)
-            finite = np.isfinite(np.sum(out)) or np.all(np.isfinite(out))   # the sum is not finite if an entry is not
-        if not finite:
-            return k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])
-        if chosen is not None and not frozen:
-            used[node.name][lo:hi] = chosen
-        if agrees is not None:
-            consistent[lo:hi] &= agrees
+    with np.errstate(over="ignore", invalid="ignore"):
+        for k, (node, step) in enumerate(zip(graph.nodes, steps)):
+            out = local[node.name] = values[node.name][lo:hi]
+            pattern = used[node.name][lo:hi] if node.name in used else None
+            agrees = step([local[p] for p in node.inputs], out, pattern, frozen)
+            # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
+            if not (np.isfinite(np.sum(out)) or np.all(np.isfinite(out))):
+                return k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])
+            if agrees is not None:
+                consistent[lo:hi] &= agrees
     return None
