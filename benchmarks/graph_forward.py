@@ -174,8 +174,29 @@ def build(case, batch=None):
 
 
 # ------------------------------------------------------------------ timing
+def _cpu_clock(fn):
+    """``fn`` wrapped to record the process's CPU time of every call in ``wrapped.cpu`` (all its threads)."""
+    def wrapped():
+        t = time.process_time()
+        fn()
+        wrapped.cpu.append(time.process_time() - t)
+    wrapped.cpu = []
+    return wrapped
+
+
+def _harmonic_extension(net):
+    """``sl.harmonic_extension`` where it takes graph networks (the sheaf layer of issue 21), else None."""
+    from sheaflinalg.network.errors import GraphNetworkError
+
+    try:
+        sl.harmonic_extension(net, np.zeros((1,) + net.input_shape))
+    except GraphNetworkError:
+        return None
+    return lambda X: sl.harmonic_extension(net, X)
+
+
 def compare(case, threads, runs, batch=None):
-    """Print torch vs sheaflinalg on one case with ``threads`` threads (both libraries)."""
+    """Print torch vs sheaflinalg on one case with ``threads`` threads (both libraries); returns the median times."""
     t = _torch()
     model, net, X = build(case, batch)
     Xt = t.from_numpy(X)
@@ -184,23 +205,44 @@ def compare(case, threads, runs, batch=None):
     state = net.evaluate(X)
     frozen = state.pattern
     error = float(np.max(np.abs(state.values[net.graph.output_node] - reference)))
+    fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X), "frozen": lambda: net.evaluate(X, frozen)}
+    harmonic = _harmonic_extension(net)
+    if harmonic is not None:
+        fns["harmonic_extension"] = lambda: harmonic(X)
+    fns = {k: _cpu_clock(fn) for k, fn in fns.items()}
     before = t.get_num_threads()
     t.set_num_threads(threads)
     try:
         with num_threads(threads), t.no_grad():
-            fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X),
-                   "frozen": lambda: net.evaluate(X, frozen)}
-            fns["evaluate"]()            # compile, warm the caches
-            fns["frozen"]()
+            for fn in fns.values():      # compile, warm the caches
+                fn()
+                fn.cpu.clear()
             ts = timings(fns, runs)
     finally:
         t.set_num_threads(before)
     med = {k: float(np.median(v)) for k, v in ts.items()}
-    parts = "  ".join(f"{k} {1e3 * v.min():8.2f} / {1e3 * med[k]:8.2f} ms" for k, v in ts.items())
-    print(f"{case:12s} batch {X.shape[0]:5d} threads {threads}: {parts}   (min / median)")
-    print(f"{'':12s} ratio evaluate/torch {med['evaluate'] / med['torch']:.2f}x, frozen/torch "
-          f"{med['frozen'] / med['torch']:.2f}x; max |sheaflinalg - torch| = {error:.1e}")
+    cpu = {k: float(np.median(fn.cpu)) for k, fn in fns.items()}
+    print(f"{case} batch {X.shape[0]} threads {threads} (ms: min / median wall, median CPU of the process):")
+    for k, v in ts.items():
+        print(f"  {k:20s} {1e3 * v.min():8.2f} / {1e3 * med[k]:8.2f}   CPU {1e3 * cpu[k]:8.2f}   "
+              f"ratio to torch {med[k] / med['torch']:.2f}x wall, {cpu[k] / cpu['torch']:.2f}x CPU")
+    print(f"  max |sheaflinalg - torch| = {error:.1e}")
     return med
+
+
+def assembly(case):
+    """Print the assembly time and the nonzeros of ``delta_Omega`` for one sample (where the sheaf layer takes graphs)."""
+    from sheaflinalg.network.errors import GraphNetworkError
+
+    _, net, X = build(case, 1)
+    t = time.perf_counter()
+    try:
+        s = sl.assemble(net, X[0])
+    except GraphNetworkError:
+        print(f"{case}: sl.assemble does not take graph networks on this branch")
+        return
+    print(f"{case}: assemble on one sample {1e3 * (time.perf_counter() - t):.1f} ms, delta_Omega "
+          f"{s.delta_free.shape[0]} x {s.delta_free.shape[1]}, {s.delta_free.nnz} nonzeros")
 
 
 def node_split(case, runs, batch=None):
@@ -215,8 +257,10 @@ def node_split(case, runs, batch=None):
             values = {"x": X}
             for node, step in zip(graph.nodes, steps):
                 out = np.empty((X.shape[0], graph.sizes[node.name]))
+                pattern = (np.empty(out.shape, dtype=np.int64 if node.op == "maxpool" else bool)
+                           if node.spec.pattern_dependent else None)
                 t = time.perf_counter()
-                step([values[p] for p in node.inputs], None, out)
+                step([values[p] for p in node.inputs], out, pattern, False)
                 spent[node.op] += (time.perf_counter() - t) * (r > 0)
                 values[node.name] = out
     total = sum(spent.values())
@@ -236,6 +280,7 @@ def main(argv=None):
         for n in threads:
             compare(case, n, runs, batches.get(case))
         node_split(case, runs, batches.get(case))
+        assembly(case)
 
 
 if __name__ == "__main__":
