@@ -137,6 +137,12 @@ def test_convolution_equals_torch(case):
     geom = conv_geometry(x.shape[1], spatial, W.shape[0], groups, W.shape[2:], stride, padding, dilation)
     got = conv_forward(x.reshape(M, -1), W, b, geom)
     np.testing.assert_allclose(got, want.numpy().reshape(M, -1), rtol=1e-12, atol=1e-12)
+    # F^T y is the gradient of <F x, y> in x: torch's autograd computes it on its own
+    y = rng.standard_normal(want.shape)
+    tx = torch.from_numpy(x).requires_grad_()
+    (fn(tx, torch.from_numpy(W), None, stride, padding, dilation, groups) * torch.from_numpy(y)).sum().backward()
+    np.testing.assert_allclose(conv_transpose(y.reshape(M, -1), W, geom), tx.grad.numpy().reshape(M, -1),
+                               rtol=1e-12, atol=1e-12)
 
 
 # ---------------------------------------------------------------- pooling
@@ -198,6 +204,23 @@ def test_pooling_equals_torch_ties_included(case):
     np.testing.assert_array_equal(values, want.numpy().reshape(M, -1))
     offsets = np.repeat(np.arange(channels) * n_in, index.shape[0])
     np.testing.assert_array_equal(argmax, where.numpy().reshape(M, -1) + offsets)
+    # the transposes are the gradients of <pool(x), y>: torch's autograd scatters the same way
+    y = np.random.default_rng(0).standard_normal(values.shape)
+    tx = t.clone().requires_grad_()
+    (fn(tx, kernel, stride, padding, dilation) * torch.from_numpy(y.reshape(want.shape))).sum().backward()
+    np.testing.assert_allclose(max_pool_transpose(y, argmax, x.shape[1]), tx.grad.numpy().reshape(M, -1),
+                               rtol=1e-14, atol=1e-15)
+    avg = F.avg_pool1d if len(spatial) == 1 else F.avg_pool2d
+    tx = t.clone().requires_grad_()
+    pooled = avg(tx, kernel, stride, padding, count_include_pad=False)
+    y = np.random.default_rng(1).standard_normal(pooled.shape)
+    (pooled * torch.from_numpy(y)).sum().backward()
+    index, _ = window_indices(spatial, kernel, stride, padding, (1,) * len(spatial))
+    divisor = (index >= 0).sum(axis=1) * 1.0
+    np.testing.assert_allclose(average_pool(x, channels, n_in, index, divisor), pooled.detach().numpy().reshape(M, -1),
+                               rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(average_pool_transpose(y.reshape(M, -1), channels, n_in, index, divisor),
+                               tx.grad.numpy().reshape(M, -1), rtol=1e-13, atol=1e-14)
     if len(spatial) == 2:
         out = (1 + spatial[0] // 2, 2)
         index, count = adaptive_windows(spatial, out)
