@@ -362,3 +362,11 @@ def test_evaluate_equals_the_naive_forward_pass_for_every_pattern_kind(kind):
         signs = [state.values[g.node(n).inputs[0]] for n in ("r0", "r1", "lr")]
         agree = np.all([np.all(((z >= 0) == (kind == "all_active")) | (z == 0), axis=1) for z in signs], axis=0)
         np.testing.assert_array_equal(state.self_consistent, agree)
+
+
+def test_a_frozen_pattern_of_the_wrong_shape_is_refused_before_the_compiled_loops_read_it():
+    g = small_resnet()
+    X = np.zeros((3, g.n_inputs))
+    pattern = {k: v[:2] for k, v in forward.evaluate(g, X).pattern.items()}
+    with pytest.raises(ValueError, match=r"frozen pattern of node 'r0' must have shape \(3, 1024\), got \(2, 1024\)"):
+        forward.evaluate(g, X, pattern=pattern)
