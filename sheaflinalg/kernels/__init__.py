@@ -1,6 +1,7 @@
 """numba-compiled kernels: the one force routine, products, the heat and training loops, block
-substitutions.  No Python API here (``dynamics``, ``training`` and ``spectral`` drive them); bottom
-layer: imports nothing else of the package.
+substitutions, convolution and pooling products and their transposes.  No Python API here
+(``dynamics``, ``training``, ``spectral`` and the graph forward pass drive them); bottom layer:
+imports nothing else of the package.
 
 numba's on-disk cache (``cache=True``) is keyed on each kernel's own source
 file, not on the files it calls into: after an edit of ``force.py`` alone, a

@@ -9,6 +9,7 @@ Spatial positions are flattened in C order (for 2-D: ``row * width + col``).
 """
 
 import numpy as np
+from numba import njit
 
 
 def output_size(size, kernel, stride, padding, dilation=1):
@@ -93,3 +94,11 @@ def adaptive_windows(in_spatial, out_spatial):
     for p, w in enumerate(windows):
         index[p, :w.size] = w
     return index, count
+
+
+@njit(cache=True, nogil=True)
+def window_loop_sizes(x, index, channels):
+    """``(samples, n_out_positions, window, n_in_positions)`` of a window loop over the batch ``x``
+    (``(samples, channels * n_in_positions)``) and the window table ``index``."""
+    n_out, K = index.shape
+    return x.shape[0], n_out, K, x.shape[1] // channels
