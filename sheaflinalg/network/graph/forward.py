@@ -246,11 +246,13 @@ def evaluate(graph, X, pattern=None, threads=None):
     steps = node_steps(graph)
     values = {INPUT: X}
     values.update(_node_arrays(graph, M))
+    dtypes = {name: np.int64 if graph.node(name).op == "maxpool" else bool for name in graph.pattern_nodes}
     if pattern is None:
-        used = {name: np.empty((M, graph.sizes[name]), dtype=np.int64 if graph.node(name).op == "maxpool" else bool)
-                for name in graph.pattern_nodes}
+        used = {name: np.empty((M, graph.sizes[name]), dtype=dtype) for name, dtype in dtypes.items()}
     else:
-        used = {name: pattern[name] for name in graph.pattern_nodes}
+        # One array type for the compiled loops: a read-only or broadcast pattern is copied.
+        used = {name: np.require(pattern[name], dtype=dtype, requirements=["C", "W"])
+                for name, dtype in dtypes.items()}
         for name, rows in used.items():     # the compiled loops read them unchecked
             if np.shape(rows) != (M, graph.sizes[name]):
                 raise ValueError(f"the frozen pattern of node {name!r} must have shape {(M, graph.sizes[name])}, "
