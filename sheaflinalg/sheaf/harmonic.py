@@ -71,13 +71,14 @@ class HarmonicExtension:
                                     "graph network's nodes with h.node(name)")
 
 
-def graph_extension(graph, X, pattern=None):
+def graph_extension(graph, X, pattern=None, threads=None):
     """The harmonic extension of a graph network: its forward substitution (``evaluate``) laid out in free order.
 
-    ``X`` (flat, ``(n_samples, n_inputs)``) and ``pattern`` (normalised, or None) are checked by the caller.
+    ``X`` (flat, ``(n_samples, n_inputs)``) and ``pattern`` (normalised, or None) are checked by the caller;
+    ``threads`` share the sample blocks of ``evaluate`` (the result is the same for any number).
     """
     lay = Layout.from_graph(graph)
-    state = evaluate(graph, X, pattern)
+    state = evaluate(graph, X, pattern, threads=threads)
     out = state.values[graph.output_node]
     free = np.concatenate([state.values[node.name] for node in graph.nodes]
                           + [activations.apply(graph.output, out)], axis=1)
@@ -153,7 +154,7 @@ def harmonic_extension(net, X, pattern=None, threads=None):
         check_batch(M, FLOAT * (2 * sum(graph.sizes.values()) + graph.n_outputs), "the harmonic extension")
         if pattern is not None:
             pattern = normalise_graph_pattern(graph, pattern, M)
-        return graph_extension(graph, X, pattern)
+        return graph_extension(graph, X, pattern, threads)
     lay = Layout(net.dims)
     # free, the pattern and the forward pass's temporaries of a block
     check_batch(M, FLOAT * (lay.n_free + 2 * sum(net.dims[1:])), "the harmonic extension")

@@ -43,7 +43,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from ...kernels.windows import output_size
+from ...kernels.windows import output_size, window_indices
 
 #: The input vertex of every graph.
 INPUT = "x"
@@ -234,7 +234,12 @@ def _shape_pool(node, parents):
     if node.op == "avgpool" and not isinstance(node.attrs["count_include_pad"], (bool, np.bool_)):
         raise ValueError(f"node {node.name!r} (avgpool): count_include_pad must be a bool")
     spatial, kernel, stride, padding, dilation = _pool_geometry(node, parents[0])
-    return (parent[0],) + _window_out(node, spatial, kernel, stride, padding, dilation)
+    out = _window_out(node, spatial, kernel, stride, padding, dilation)
+    index, _ = window_indices(spatial, kernel, stride, padding, dilation)
+    if np.any(np.all(index < 0, axis=1)):
+        raise ValueError(f"node {node.name!r} ({node.op}): a window (kernel {kernel}, dilation {dilation}, padding "
+                         f"{padding}) reads only padding on the input of spatial shape {spatial}")
+    return (parent[0],) + out
 
 
 def _shape_adaptive(node, parents):
