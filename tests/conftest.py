@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 
 import numpy as np
@@ -9,6 +10,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 settings.register_profile("sheaflinalg", deadline=None, max_examples=30, derandomize=True)
 settings.load_profile("sheaflinalg")
+
+# A suite started in the background of a non-interactive shell inherits SIGINT ignored, and every child
+# process it starts would inherit that too: the Ctrl-C tests need Python's default handler in their children.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
