@@ -5,6 +5,7 @@ import numpy as np
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.kernels.windows import window_indices
+from sheaflinalg.network.graph.forward import pool_windows
 from sheaflinalg.network.graph.nodes import output_shape, window_geometry
 
 #: "mixed": random weights; "active"/"dead": large positive/negative biases; "ties": zero weights in
@@ -121,3 +122,22 @@ def random_inputs(net, seed, n_samples, mode="mixed"):
         level = rng.integers(0, 2, size=(n_samples,) + (1,) * len(net.input_shape))
         return np.zeros((n_samples,) + net.input_shape) + level
     return rng.uniform(-2, 2, size=(n_samples,) + net.input_shape)
+
+
+def random_pattern(net, rng, n_samples):
+    """A frozen pattern of every kind at random: masks, and any position of every max-pool window."""
+    pattern = {}
+    for name in net.graph.pattern_nodes:
+        node = net.graph.node(name)
+        n = net.graph.sizes[name]
+        if node.op != "maxpool":
+            pattern[name] = rng.random((n_samples, n)) < 0.5
+            continue
+        channels, n_in, index, _ = pool_windows(node, net.graph)
+        choice = np.empty((n_samples, n), dtype=np.int64)
+        for o in range(n):
+            window = index[o % index.shape[0]]
+            window = window[window >= 0] + (o // index.shape[0]) * n_in
+            choice[:, o] = rng.choice(window, size=n_samples)
+        pattern[name] = choice
+    return pattern

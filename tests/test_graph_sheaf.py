@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import naive_graph
 import sheaflinalg as sl
-from graph_builders import MODES, random_graph, random_inputs
+from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from sheaflinalg.network.errors import GraphNetworkError
 from sheaflinalg.sheaf.assembly import SheafSystem, system_bytes
 from sheaflinalg.sheaf.harmonic import graph_extension
@@ -91,32 +91,11 @@ def test_delta_omega_is_unit_lower_triangular_and_the_harmonic_extension_is_the_
     assert sl.verify(net, X).status == "PASSED"
 
 
-def _random_pattern(net, rng, n_samples):
-    """A frozen pattern of every kind at random: masks, and any position of every max-pool window."""
-    from sheaflinalg.network.graph.forward import pool_windows
-
-    pattern = {}
-    for name in net.graph.pattern_nodes:
-        node = net.graph.node(name)
-        n = net.graph.sizes[name]
-        if node.op != "maxpool":
-            pattern[name] = rng.random((n_samples, n)) < 0.5
-            continue
-        channels, n_in, index, _ = pool_windows(node, net.graph)
-        choice = np.empty((n_samples, n), dtype=np.int64)
-        for o in range(n):
-            window = index[o % index.shape[0]]
-            window = window[window >= 0] + (o // index.shape[0]) * n_in
-            choice[:, o] = rng.choice(window, size=n_samples)
-        pattern[name] = choice
-    return pattern
-
-
 @given(seed=seeds, mode=modes)
 def test_a_frozen_pattern_is_solved_by_forward_substitution(seed, mode):
     net = random_graph(seed, mode)
     X = random_inputs(net, seed, 2, mode)
-    pattern = _random_pattern(net, np.random.default_rng(seed), 2)
+    pattern = random_pattern(net, np.random.default_rng(seed), 2)
     h = sl.harmonic_extension(net, X, pattern=pattern)
     s = sl.assemble(net, X, pattern=pattern)
     D, u_full, _ = _naive_batch(net, s.layout, X.reshape(2, -1), pattern, False)

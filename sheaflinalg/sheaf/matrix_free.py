@@ -1,0 +1,169 @@
+"""``delta_Omega`` of a graph network as a matrix-free operator: products and substitutions node by node.
+
+For a batch of samples with a frozen pattern, every node ``v`` has the defining
+edge ``(delta w)_v = w_v - sum over free parents u of F_(u->v) w_u`` (the input
+and the ones blocks are boundary, so they do not enter ``delta_Omega``), and the
+output edge ``(delta w)_y = yhat - J z_out`` unless the system is reduced.
+This module applies ``delta_Omega``, its transpose and both inverses (forward
+substitution in topological order, backward substitution in reverse) with the
+convolution and pooling kernels, never building a matrix: the building block of
+spectra, heat and training on graph networks.  Cochains are ``(n_samples,
+n_free)`` arrays in the layout's free order (:meth:`Layout.from_graph`).
+"""
+
+import numpy as np
+
+from ..kernels.convolution import conv_forward, conv_transpose
+from ..kernels.pooling import average_pool, average_pool_transpose, max_pool_transpose
+from ..network.graph.forward import conv_geometry_of, pool_windows
+from ..network.graph.nodes import INPUT
+from .layout import Layout
+
+
+def _concat_slices(node, graph):
+    """For each parent of a concat node, the index array of its entries in the child's stalk."""
+    axis = node.attrs["axis"]
+    shape = graph.shapes[node.name]
+    positions = np.arange(graph.sizes[node.name]).reshape(shape)
+    bounds = np.cumsum([0] + [graph.shapes[p][axis] for p in node.inputs])
+    return [np.take(positions, np.arange(lo, hi), axis=axis).ravel() for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def _pair(node, graph, pattern):
+    """``(forward, transpose)`` of one node's map from its parent number ``i`` (same for every parent
+    but concat's)."""
+    op = node.op
+    if op == "linear":
+        W = node.params["weight"]
+        return (lambda i, x: x @ W.T), (lambda i, y: y @ W)
+    if op == "conv":
+        W, geom = node.params["weight"], conv_geometry_of(node, graph)
+        zero = np.zeros(W.shape[0])
+        return (lambda i, x: conv_forward(x, W, zero, geom)), (lambda i, y: conv_transpose(y, W, geom))
+    if op in ("avgpool", "adaptive_avgpool"):
+        channels, n_in, index, divisor = pool_windows(node, graph)
+        return ((lambda i, x: average_pool(x, channels, n_in, index, divisor)),
+                (lambda i, y: average_pool_transpose(y, channels, n_in, index, divisor)))
+    if op == "maxpool":
+        argmax, n_parent = pattern[node.name], graph.sizes[node.inputs[0]]
+        return ((lambda i, x: np.take_along_axis(x, argmax, axis=1)),
+                (lambda i, y: max_pool_transpose(y, argmax, n_parent)))
+    if op in ("batchnorm", "relu", "leaky_relu"):
+        diagonal = _diagonal(node, graph, pattern)
+        return (lambda i, x: x * diagonal), (lambda i, y: y * diagonal)
+    if op == "concat":
+        parts = _concat_slices(node, graph)
+
+        def place(i, x):
+            out = np.zeros((x.shape[0], graph.sizes[node.name]))
+            out[:, parts[i]] = x
+            return out
+        return place, (lambda i, y: y[:, parts[i]])
+    return (lambda i, x: x), (lambda i, y: y)          # add, reshape: identities
+
+
+def _diagonal(node, graph, pattern):
+    if node.op == "batchnorm":
+        per = graph.sizes[node.name] // node.params["scale"].size
+        return np.repeat(node.params["scale"], per)[None, :]
+    slope = 0.0 if node.op == "relu" else float(node.attrs["negative_slope"])
+    return np.where(pattern[node.name], 1.0, slope)
+
+
+class GraphCoboundary:
+    """``delta_Omega`` of a graph network for a batch under a frozen pattern, without a matrix.
+
+    Parameters
+    ----------
+    graph : Graph
+    pattern : dict
+        ``{node: (n_samples, size) array}`` (masks, argmax), as :func:`sheaflinalg.harmonic_extension`
+        returns it (checked by the caller).
+    jacobians : ndarray, shape (n_samples, n_out, n_out), optional
+        ``J_phi`` of the output edge; None for the reduced system (no ``yhat``, no ``e_y``).
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> conv = sl.Node("c", "conv", ["x"], {"stride": 1, "padding": 1, "dilation": 1, "groups": 1},
+    ...                {"weight": np.ones((2, 1, 3)), "bias": np.zeros(2)})
+    >>> net = sl.Network.from_nodes((1, 4), [conv, sl.Node("r", "relu", ["c"])])
+    >>> x = np.array([[1.0, -2.0, 3.0, 0.5]])
+    >>> op = GraphCoboundary(net.graph, sl.harmonic_extension(net, x).pattern)
+    >>> w = np.random.default_rng(0).normal(size=(1, op.layout.n_free))
+    >>> bool(np.allclose(op.solve(op.apply(w)), w))
+    True
+    """
+
+    def __init__(self, graph, pattern, jacobians=None):
+        self.graph = graph
+        self.jacobians = jacobians
+        self.layout = Layout.from_graph(graph, reduced=jacobians is None)
+        self._maps = {node.name: _pair(node, graph, pattern) for node in graph.nodes}
+
+    def _blocks(self, w):
+        return {b.name: w[:, b.slice] for b in self.layout.free_blocks}
+
+    def apply(self, w):
+        """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets)."""
+        blocks, out = self._blocks(w), np.empty_like(w)
+        for node in self.graph.nodes:
+            forward = self._maps[node.name][0]
+            e = out[:, self.layout.edge(f"e_{node.name}")]
+            e[...] = blocks[node.name]
+            for i, parent in enumerate(node.inputs):
+                if parent != INPUT:
+                    e -= forward(i, blocks[parent])
+        if self.jacobians is not None:
+            z = blocks[self.graph.output_node]
+            out[:, self.layout.edge("e_y")] = blocks["yhat"] - np.einsum("sij,sj->si", self.jacobians, z)
+        return out
+
+    def apply_transpose(self, e):
+        """``delta_Omega^T e``."""
+        out = np.zeros_like(e)
+        free = self._blocks(out)
+        for node in self.graph.nodes:
+            edge = e[:, self.layout.edge(f"e_{node.name}")]
+            free[node.name] += edge
+            transpose = self._maps[node.name][1]
+            for i, parent in enumerate(node.inputs):
+                if parent != INPUT:
+                    free[parent] -= transpose(i, edge)
+        if self.jacobians is not None:
+            ey = e[:, self.layout.edge("e_y")]
+            free["yhat"] += ey
+            free[self.graph.output_node] -= np.einsum("sij,si->sj", self.jacobians, ey)
+        return out
+
+    def solve(self, r):
+        """``delta_Omega^{-1} r`` by forward substitution in topological order."""
+        out = np.empty_like(r)
+        free = self._blocks(out)
+        for node in self.graph.nodes:
+            forward = self._maps[node.name][0]
+            value = r[:, self.layout.edge(f"e_{node.name}")].copy()
+            for i, parent in enumerate(node.inputs):
+                if parent != INPUT:
+                    value += forward(i, free[parent])
+            free[node.name][...] = value
+        if self.jacobians is not None:
+            z = free[self.graph.output_node]
+            free["yhat"][...] = r[:, self.layout.edge("e_y")] + np.einsum("sij,sj->si", self.jacobians, z)
+        return out
+
+    def solve_transpose(self, r):
+        """``delta_Omega^{-T} r`` by backward substitution in reverse topological order."""
+        out = np.zeros_like(r)
+        free = self._blocks(out)
+        edges = {b.name: r[:, b.slice] for b in self.layout.free_blocks}
+        if self.jacobians is not None:
+            free["yhat"][...] = edges["yhat"]
+            free[self.graph.output_node] += np.einsum("sij,si->sj", self.jacobians, free["yhat"])
+        for node in reversed(self.graph.nodes):
+            free[node.name] += edges[node.name]
+            transpose = self._maps[node.name][1]
+            for i, parent in enumerate(node.inputs):
+                if parent != INPUT:
+                    free[parent] += transpose(i, free[node.name])
+        return out
