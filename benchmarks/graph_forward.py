@@ -9,7 +9,7 @@ Cases (the issue's):
   shortcut where the shape changes; global average pool, linear 64 -> 10; batch 16 of 3x32x32.
 
 Both are built in torch (float64, eval mode, seeded random weights and batch-norm statistics) and
-converted to sheaflinalg nodes by a small converter written here.  For each case and each thread
+imported with ``sl.Network.from_torch``.  For each case and each thread
 count (1 and the available cores; torch's own count is set to the same and restored): torch's
 forward pass, ``net.evaluate`` (the forward substitution in ``delta_Omega`` with the pattern read on
 the way) and the same under the forward pass's own pattern frozen, ``--runs`` runs each, interleaved,
@@ -28,7 +28,6 @@ from bench_threads import timings   # interleaved timing, round by round
 import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
 from sheaflinalg.network.graph import forward
-from sheaflinalg.network.graph import Node
 
 torch = None
 
@@ -85,7 +84,7 @@ def resnet20():
 
         def forward(self, x):
             out = self.blocks(torch.relu(self.bn(self.conv(x))))
-            return self.fc(out.mean(dim=(2, 3)))
+            return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(out, 1), 1))
 
     return ResNet20()
 
@@ -105,70 +104,14 @@ def prepared(model, seed):
     return model
 
 
-# ------------------------------------------------------------- the converter
-def _np(tensor):
-    return tensor.detach().cpu().numpy().astype(np.float64)
-
-
-def _conv(name, m, parent):
-    bias = _np(m.bias) if m.bias is not None else np.zeros(m.out_channels)
-    attrs = {"stride": m.stride, "padding": m.padding, "dilation": m.dilation, "groups": m.groups}
-    return Node(name, "conv", [parent], attrs, {"weight": _np(m.weight), "bias": bias})
-
-
-def _bn(name, m, parent):
-    scale = _np(m.weight) / np.sqrt(_np(m.running_var) + m.eps)
-    return Node(name, "batchnorm", [parent], params={"scale": scale, "shift": _np(m.bias) - _np(m.running_mean) * scale})
-
-
-def cnn_nodes(model):
-    """Nodes of :func:`mnist1d_cnn` (the Sequential's modules in order)."""
-    nn = _torch().nn
-    nodes, parent = [], "x"
-    for i, m in enumerate(model):
-        name = f"l{i}"
-        if isinstance(m, nn.Conv1d):
-            nodes.append(_conv(name, m, parent))
-        elif isinstance(m, nn.ReLU):
-            nodes.append(Node(name, "relu", [parent]))
-        elif isinstance(m, nn.Flatten):
-            nodes.append(Node(name, "reshape", [parent], {"shape": (125,)}))
-        else:
-            nodes.append(Node(name, "linear", [parent], params={"weight": _np(m.weight), "bias": _np(m.bias)}))
-        parent = name
-    return nodes
-
-
-def resnet_nodes(model):
-    """Nodes of :func:`resnet20`: convolution and batch norm as separate nodes, residual adds, global pooling."""
-    nodes = [_conv("conv", model.conv, "x"), _bn("bn", model.bn, "conv"), Node("relu", "relu", ["bn"])]
-    parent = "relu"
-    for b, block in enumerate(model.blocks):
-        p = f"b{b}."
-        nodes += [_conv(p + "conv1", block.conv1, parent), _bn(p + "bn1", block.bn1, p + "conv1"),
-                  Node(p + "relu1", "relu", [p + "bn1"]), _conv(p + "conv2", block.conv2, p + "relu1"),
-                  _bn(p + "bn2", block.bn2, p + "conv2")]
-        short = parent
-        if block.shortcut is not None:
-            nodes += [_conv(p + "sc", block.shortcut[0], parent), _bn(p + "scbn", block.shortcut[1], p + "sc")]
-            short = p + "scbn"
-        nodes += [Node(p + "add", "add", [p + "bn2", short]), Node(p + "out", "relu", [p + "add"])]
-        parent = p + "out"
-    nodes += [Node("pool", "adaptive_avgpool", [parent], {"output_size": (1, 1)}),
-              Node("flat", "reshape", ["pool"], {"shape": (64,)}),
-              Node("fc", "linear", ["flat"], params={"weight": _np(model.fc.weight), "bias": _np(model.fc.bias)})]
-    return nodes
-
-
-CASES = {"mnist1d_cnn": (mnist1d_cnn, cnn_nodes, (1, 40), 1000),
-         "resnet20": (resnet20, resnet_nodes, (3, 32, 32), 16)}
+CASES = {"mnist1d_cnn": (mnist1d_cnn, (1, 40), 1000), "resnet20": (resnet20, (3, 32, 32), 16)}
 
 
 def build(case, batch=None):
     """``(torch model, sheaflinalg network, inputs as a float64 array (n, *input_shape))``."""
-    make, convert, input_shape, default_batch = CASES[case]
+    make, input_shape, default_batch = CASES[case]
     model = prepared(make(), seed=0)
-    net = sl.Network.from_nodes(input_shape, convert(model))
+    net = sl.Network.from_torch(model, input_shape=input_shape)
     X = np.random.default_rng(1).standard_normal((batch or default_batch,) + input_shape)
     return model, net, X
 
@@ -184,17 +127,6 @@ def _cpu_clock(fn):
     return wrapped
 
 
-def _harmonic_extension(net):
-    """``sl.harmonic_extension`` where it takes graph networks (the sheaf layer of issue 21), else None."""
-    from sheaflinalg.network.errors import GraphNetworkError
-
-    try:
-        sl.harmonic_extension(net, np.zeros((1,) + net.input_shape))
-    except GraphNetworkError:
-        return None
-    return lambda X: sl.harmonic_extension(net, X)
-
-
 def compare(case, threads, runs, batch=None):
     """Print torch vs sheaflinalg on one case with ``threads`` threads (both libraries); returns the median times."""
     t = _torch()
@@ -203,12 +135,11 @@ def compare(case, threads, runs, batch=None):
     with t.no_grad():
         reference = model(Xt).numpy()
     state = net.evaluate(X)
-    frozen = state.pattern
+    frozen, X_flat = state.pattern, X.reshape(X.shape[0], -1)
     error = float(np.max(np.abs(state.values[net.graph.output_node] - reference)))
-    fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X), "frozen": lambda: net.evaluate(X, frozen)}
-    harmonic = _harmonic_extension(net)
-    if harmonic is not None:
-        fns["harmonic_extension"] = lambda: harmonic(X)
+    fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X),
+           "frozen": lambda: forward.evaluate(net.graph, X_flat, frozen),
+           "harmonic_extension": lambda: sl.harmonic_extension(net, X)}
     fns = {k: _cpu_clock(fn) for k, fn in fns.items()}
     before = t.get_num_threads()
     t.set_num_threads(threads)
@@ -231,16 +162,10 @@ def compare(case, threads, runs, batch=None):
 
 
 def assembly(case):
-    """Print the assembly time and the nonzeros of ``delta_Omega`` for one sample (where the sheaf layer takes graphs)."""
-    from sheaflinalg.network.errors import GraphNetworkError
-
+    """Print the assembly time and the nonzeros of ``delta_Omega`` for one sample."""
     _, net, X = build(case, 1)
     t = time.perf_counter()
-    try:
-        s = sl.assemble(net, X[0])
-    except GraphNetworkError:
-        print(f"{case}: sl.assemble does not take graph networks on this branch")
-        return
+    s = sl.assemble(net, X[0])
     print(f"{case}: assemble on one sample {1e3 * (time.perf_counter() - t):.1f} ms, delta_Omega "
           f"{s.delta_free.shape[0]} x {s.delta_free.shape[1]}, {s.delta_free.nnz} nonzeros")
 

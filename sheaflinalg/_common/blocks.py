@@ -67,3 +67,23 @@ def map_blocks(fn, blocks, threads):
     blocks = list(blocks)
     with BlockRunner(threads, len(blocks)) as runner:
         return runner.map(fn, blocks)
+
+
+def block_bounds(M, work_per_sample, block_work, max_blocks, min_block_samples=1):
+    """Row bounds ``[0, ..., M]`` of equal sample blocks, chosen by the work alone (never the thread count).
+
+    As many blocks as hold at least ``block_work`` units of work and ``min_block_samples``
+    samples each, at most ``max_blocks``; one block when the batch is small.  The one rule
+    every batched computation cuts its batch by, so that its result is the same for any
+    number of threads.
+
+    Examples
+    --------
+    >>> block_bounds(500, 1_003_000, 1 << 19, 16, 128)
+    [0, 167, 334, 500]
+    >>> block_bounds(10, 100, 1 << 19, 16)
+    [0, 10]
+    """
+    n = max(1, min(max_blocks, M // min_block_samples, M * work_per_sample // block_work))
+    per = -(-M // n)
+    return [min(M, k * per) for k in range(n)] + [M]

@@ -218,15 +218,15 @@ class Network:
             raise GraphNetworkError(f"{what} describes a chain of Linear/ReLU layers; this is a graph network of "
                                     f"{len(self._graph.nodes)} nodes (see net.graph)")
 
-    def evaluate(self, X, pattern=None):
+    def evaluate(self, X):
         """Every node's value and the activation pattern (:class:`~sheaflinalg.network.graph.forward.GraphState`).
 
-        ``X`` has shape ``(n_samples, n_inputs)`` or ``(n_samples, *input_shape)``.
-        ``pattern`` (a frozen pattern) is checked by the sheaf layer's callers, not here.
+        ``X`` has shape ``(n_samples, n_inputs)`` or ``(n_samples, *input_shape)``.  Under a frozen
+        pattern of your own, use :func:`sheaflinalg.harmonic_extension` (``pattern=``), which checks it.
         """
         X, _ = as_samples(X, self.n_inputs, input_shape=self.input_shape)
         check_batch(X.shape[0], 2 * FLOAT * sum(self.graph.sizes.values()), "the forward pass")
-        return evaluate(self.graph, X, pattern)
+        return evaluate(self.graph, X)
 
     @property
     def weights(self):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.blocks import map_blocks
+from .._common.blocks import block_bounds, map_blocks
 from .._common.memory import FLOAT, check_batch
 from .._common.threads import blas_limit, resolve_threads
 from .._common.validation import as_samples, check_optional_int
@@ -105,10 +105,8 @@ def sample_blocks(dims, M):
     >>> sample_blocks([2, 1000, 1000, 1], 500)
     [0, 167, 334, 500]
     """
-    work = M * sum(int(a) * int(b) for a, b in zip(dims[:-1], dims[1:]))
-    n = max(1, min(MAX_BLOCKS, M // MIN_BLOCK_SAMPLES, work // BLOCK_WORK))
-    per = -(-M // n)
-    return [min(M, k * per) for k in range(n)] + [M]
+    work = sum(int(a) * int(b) for a, b in zip(dims[:-1], dims[1:]))
+    return block_bounds(M, work, BLOCK_WORK, MAX_BLOCKS, MIN_BLOCK_SAMPLES)
 
 
 def harmonic_extension(net, X, pattern=None, threads=None):

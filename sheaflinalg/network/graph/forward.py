@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._common.blocks import map_blocks
+from ..._common.blocks import block_bounds, map_blocks
 from ..._common.threads import blas_limit, resolve_threads
 from ...kernels.convolution import conv_forward, conv_geometry
 from ...kernels.elementwise import channel_affine, rectify
@@ -213,10 +213,7 @@ def sample_blocks(graph, M):
     >>> sample_blocks(g, 100), sample_blocks(g, 20000)
     ([0, 100], [0, 5000, 10000, 15000, 20000])
     """
-    per_sample = sum(node_work(node, graph) for node in graph.nodes)
-    n = max(1, min(MAX_BLOCKS, M, M * per_sample // BLOCK_WORK))
-    per = -(-M // n)
-    return [min(M, k * per) for k in range(n)] + [M]
+    return block_bounds(M, sum(node_work(node, graph) for node in graph.nodes), BLOCK_WORK, MAX_BLOCKS)
 
 
 def evaluate(graph, X, pattern=None, threads=None):
