@@ -13,61 +13,9 @@ n_free)`` arrays in the layout's free order (:meth:`Layout.from_graph`).
 
 import numpy as np
 
-from ..kernels.convolution import conv_forward, conv_transpose
-from ..kernels.pooling import average_pool, average_pool_transpose, max_pool_transpose
-from ..network.graph.forward import conv_geometry_of, pool_windows
 from ..network.graph.nodes import INPUT
+from .graph_maps import NodeMaps
 from .layout import Layout
-
-
-def _concat_slices(node, graph):
-    """For each parent of a concat node, the index array of its entries in the child's stalk."""
-    axis = node.attrs["axis"]
-    shape = graph.shapes[node.name]
-    positions = np.arange(graph.sizes[node.name]).reshape(shape)
-    bounds = np.cumsum([0] + [graph.shapes[p][axis] for p in node.inputs])
-    return [np.take(positions, np.arange(lo, hi), axis=axis).ravel() for lo, hi in zip(bounds[:-1], bounds[1:])]
-
-
-def _pair(node, graph, pattern):
-    """``(forward, transpose)`` of one node's map from its parent number ``i`` (same for every parent
-    but concat's)."""
-    op = node.op
-    if op == "linear":
-        W = node.params["weight"]
-        return (lambda i, x: x @ W.T), (lambda i, y: y @ W)
-    if op == "conv":
-        W, geom = node.params["weight"], conv_geometry_of(node, graph)
-        zero = np.zeros(W.shape[0])
-        return (lambda i, x: conv_forward(x, W, zero, geom)), (lambda i, y: conv_transpose(y, W, geom))
-    if op in ("avgpool", "adaptive_avgpool"):
-        channels, n_in, index, divisor = pool_windows(node, graph)
-        return ((lambda i, x: average_pool(x, channels, n_in, index, divisor)),
-                (lambda i, y: average_pool_transpose(y, channels, n_in, index, divisor)))
-    if op == "maxpool":
-        argmax, n_parent = pattern[node.name], graph.sizes[node.inputs[0]]
-        return ((lambda i, x: np.take_along_axis(x, argmax, axis=1)),
-                (lambda i, y: max_pool_transpose(y, argmax, n_parent)))
-    if op in ("batchnorm", "relu", "leaky_relu"):
-        diagonal = _diagonal(node, graph, pattern)
-        return (lambda i, x: x * diagonal), (lambda i, y: y * diagonal)
-    if op == "concat":
-        parts = _concat_slices(node, graph)
-
-        def place(i, x):
-            out = np.zeros((x.shape[0], graph.sizes[node.name]))
-            out[:, parts[i]] = x
-            return out
-        return place, (lambda i, y: y[:, parts[i]])
-    return (lambda i, x: x), (lambda i, y: y)          # add, reshape: identities
-
-
-def _diagonal(node, graph, pattern):
-    if node.op == "batchnorm":
-        per = graph.sizes[node.name] // node.params["scale"].size
-        return np.repeat(node.params["scale"], per)[None, :]
-    slope = 0.0 if node.op == "relu" else float(node.attrs["negative_slope"])
-    return np.where(pattern[node.name], 1.0, slope)
 
 
 class GraphCoboundary:
@@ -81,6 +29,8 @@ class GraphCoboundary:
         returns it (checked by the caller).
     jacobians : ndarray, shape (n_samples, n_out, n_out), optional
         ``J_phi`` of the output edge; None for the reduced system (no ``yhat``, no ``e_y``).
+    maps : NodeMaps, optional
+        The graph's :class:`~sheaflinalg.sheaf.graph_maps.NodeMaps`, when the caller has them.
 
     Examples
     --------
@@ -95,11 +45,18 @@ class GraphCoboundary:
     True
     """
 
-    def __init__(self, graph, pattern, jacobians=None):
+    def __init__(self, graph, pattern, jacobians=None, maps=None):
         self.graph = graph
+        self.pattern = pattern
         self.jacobians = jacobians
         self.layout = Layout.from_graph(graph, reduced=jacobians is None)
-        self._maps = {node.name: _pair(node, graph, pattern) for node in graph.nodes}
+        self.maps = NodeMaps(graph) if maps is None else maps
+
+    def _forward(self, node, i, x):
+        return self.maps.forward(node.name, i, x, self.pattern.get(node.name))
+
+    def _transpose(self, node, i, y):
+        return self.maps.transpose(node.name, i, y, self.pattern.get(node.name))
 
     def _blocks(self, w):
         return {b.name: w[:, b.slice] for b in self.layout.free_blocks}
@@ -108,12 +65,11 @@ class GraphCoboundary:
         """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets)."""
         blocks, out = self._blocks(w), np.empty_like(w)
         for node in self.graph.nodes:
-            forward = self._maps[node.name][0]
             e = out[:, self.layout.edge(f"e_{node.name}")]
             e[...] = blocks[node.name]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    e -= forward(i, blocks[parent])
+                    e -= self._forward(node, i, blocks[parent])
         if self.jacobians is not None:
             z = blocks[self.graph.output_node]
             out[:, self.layout.edge("e_y")] = blocks["yhat"] - np.einsum("sij,sj->si", self.jacobians, z)
@@ -126,10 +82,9 @@ class GraphCoboundary:
         for node in self.graph.nodes:
             edge = e[:, self.layout.edge(f"e_{node.name}")]
             free[node.name] += edge
-            transpose = self._maps[node.name][1]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    free[parent] -= transpose(i, edge)
+                    free[parent] -= self._transpose(node, i, edge)
         if self.jacobians is not None:
             ey = e[:, self.layout.edge("e_y")]
             free["yhat"] += ey
@@ -141,11 +96,10 @@ class GraphCoboundary:
         out = np.empty_like(r)
         free = self._blocks(out)
         for node in self.graph.nodes:
-            forward = self._maps[node.name][0]
             value = r[:, self.layout.edge(f"e_{node.name}")].copy()
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    value += forward(i, free[parent])
+                    value += self._forward(node, i, free[parent])
             free[node.name][...] = value
         if self.jacobians is not None:
             z = free[self.graph.output_node]
@@ -162,8 +116,7 @@ class GraphCoboundary:
             free[self.graph.output_node] += np.einsum("sij,si->sj", self.jacobians, free["yhat"])
         for node in reversed(self.graph.nodes):
             free[node.name] += edges[node.name]
-            transpose = self._maps[node.name][1]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    free[parent] += transpose(i, free[node.name])
+                    free[parent] += self._transpose(node, i, free[node.name])
         return out
