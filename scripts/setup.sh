@@ -2,7 +2,8 @@
 # One-step, idempotent set-up on Debian 12 / Python 3.11 (root or sudo):
 #   - Debian's SuiteSparse (libsuitesparse-dev) for scikit-sparse's CHOLMOD,
 #   - a virtual environment in .venv,
-#   - sheaflinalg (editable) with its extras: CHOLMOD, importers, tests, Dask (sweeps on a cluster).
+#   - sheaflinalg (editable) with its extras: CHOLMOD, importers, tests, Dask (sweeps on a cluster),
+#     mnist1d (generates the MNIST-1D data of the case study offline).
 # A second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +30,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # PyTorch only for the importer (Network.from_torch) and its tests; the CPU
     # build 2.13.0 is the one this kind of machine carries locally.
     pip install "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
-    pip install -e ".[cholmod,import,test,dask]" 2>&1 | grep -v "^WARNING: Location" || true
-    .venv/bin/python -c "import sheaflinalg, sksparse.cholmod, numba, torch, sklearn, hypothesis, dask.distributed" \
+    pip install -e ".[cholmod,import,test,dask,data]" 2>&1 | grep -v "^WARNING: Location" || true
+    .venv/bin/python -c "import sheaflinalg, sksparse.cholmod, numba, torch, sklearn, hypothesis, dask.distributed, mnist1d" \
         || { echo "setup: installation failed" >&2; exit 1; }
     echo "$want" > "$stamp"
 fi

@@ -10,6 +10,7 @@ Every message names the parameter by its public name.  These checks run
 before any work.
 """
 
+import difflib
 import numbers
 import os
 
@@ -310,3 +311,21 @@ def check_dims(dims, name="dims"):
     if min(out) < 1:
         raise ValueError(f"every layer needs at least one neuron, got {name} {out}")
     return out
+
+
+def did_you_mean(name, choices, shown=12):
+    """A hint for an unknown ``name``: the closest of ``choices``, else (some of) the choices.
+
+    Examples
+    --------
+    >>> did_you_mean("layer1.0.conv", ["layer1.0.conv1", "layer1.0.conv2", "fc"])
+    "did you mean 'layer1.0.conv1'?"
+    >>> did_you_mean("zz", ["a", "b"])
+    'expected one of a, b'
+    """
+    choices = [str(c) for c in choices]
+    close = difflib.get_close_matches(str(name), choices, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    listed = ", ".join(choices[:shown]) + (f", ... ({len(choices)} in all)" if len(choices) > shown else "")
+    return f"expected one of {listed}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import check_bool, check_dims
+from .._common.validation import check_bool, check_dims, did_you_mean
 from ..kernels.structs import KernelLayout
 from ..network.errors import GraphNetworkError
 from ..network.graph.nodes import INPUT
@@ -217,7 +217,7 @@ class Layout:
         try:
             return table[name]
         except KeyError:
-            raise KeyError(f"no {what} block {name!r}; available: {', '.join(table)}") from None
+            raise KeyError(f"no {what} block {name!r}; {did_you_mean(name, table)}") from None
 
     def free(self, name):
         """Slice of free block ``name`` in the free cochain ``omega``."""

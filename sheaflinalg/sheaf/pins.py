@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_float64, check_real, check_type
+from .._common.validation import as_float64, check_real, check_type, did_you_mean
 from .layout import Layout
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@>0-9.]+?)\s*(?:\[([^\]]*)\])?\s*$")
@@ -155,8 +155,7 @@ def parse_selector(layout, selector):
         hint = ""
         if name == "yhat" and layout.reduced:
             hint = f" (this is a reduced system without the output vertex; pin {layout.output_block!r} instead)"
-        raise ValueError(f"pin selector {selector!r}: no free block {name!r}; free blocks are "
-                         f"{', '.join(names)}{hint}")
+        raise ValueError(f"pin selector {selector!r}: no free block {name!r}; {did_you_mean(name, names)}{hint}")
     blk = layout.free_block(name)
     if inner is None:
         idx = np.arange(blk.size)
