@@ -318,7 +318,7 @@ def did_you_mean(name, choices, shown=12):
 
     Examples
     --------
-    >>> did_you_mean("layer1.0.conv", ["layer1.0.conv1", "layer1.0.conv2", "fc"])
+    >>> did_you_mean("layer1.0.cnv1", ["layer1.0.conv1", "layer2.0.conv1", "fc"])
     "did you mean 'layer1.0.conv1'?"
     >>> did_you_mean("zz", ["a", "b"])
     'expected one of a, b'
