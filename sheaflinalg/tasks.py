@@ -6,7 +6,9 @@ Generators (seeded with ``numpy.random.default_rng``; samples are rows):
 * :func:`saddle` -- ``f = x1^2 - x2^2 + 0.5 sin(2 x1)`` on ``[0, 2]^2``, noise std 0.02;
 * :func:`circular` -- unit disk (label 0) against the annulus ``1.5 < r < 2.5`` (label 1),
   radial noise std 0.1, one sigmoid output;
-* :func:`blobs` -- four Gaussian blobs, one-hot targets for a softmax output.
+* :func:`blobs` -- four Gaussian blobs, one-hot targets for a softmax output;
+* :func:`mnist1d` -- the MNIST-1D digits (Greydanus), generated offline by the ``mnist1d``
+  package (the ``data`` extra), one-hot targets for a softmax output.
 
 :func:`make` splits one draw into train and test sets.  The exact inputs of
 the paper's Table E.1 ship as package data (``sheaflinalg/data/table_e1/``) and replay with
@@ -15,6 +17,7 @@ the paper's Table E.1 ship as package data (``sheaflinalg/data/table_e1/``) and 
 
 import math
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +33,8 @@ from .network.model import Network
 from .training import sgd, train
 
 TASKS = ("paraboloid", "saddle", "circular", "blobs")
-OUTPUTS = {"paraboloid": "identity", "saddle": "identity", "circular": "sigmoid", "blobs": "softmax"}
+OUTPUTS = {"paraboloid": "identity", "saddle": "identity", "circular": "sigmoid", "blobs": "softmax",
+           "mnist1d": "softmax"}
 BLOB_CENTERS = np.array([[-1.5, -1.5], [1.8, -1.0], [1.0, 2.0], [-2.0, 1.5]])
 BLOB_COVARIANCES = np.array([[[0.80, 0.30], [0.30, 0.40]], [[0.30, -0.20], [-0.20, 1.00]],
                              [[1.20, 0.50], [0.50, 0.50]], [[0.50, 0.00], [0.00, 0.80]]])
@@ -192,6 +196,53 @@ def make(task, n_train=300, n_test=100, seed=0, noise=None):
     else:
         X, Y = globals()[task](n, seed=seed, **({} if noise is None else {"noise": noise}))
     return Dataset(task, X[:n_train], Y[:n_train], X[n_train:n], Y[n_train:n])
+
+
+def _mnist1d_package():
+    """``(make_dataset, get_dataset_args)`` of the ``mnist1d`` package, or ImportError naming the extra."""
+    try:
+        from mnist1d.data import get_dataset_args, make_dataset
+    except ImportError as exc:
+        raise ImportError("the MNIST-1D data need the mnist1d package (pip install mnist1d, or the 'data' "
+                          "extra: pip install sheaflinalg[data])") from exc
+    return make_dataset, get_dataset_args
+
+
+def mnist1d(seed=42, n_samples=5000):
+    """The MNIST-1D digits: ``n_samples`` signals of length 40, 10 classes, split 80/20 into train and test.
+
+    Generated offline by the ``mnist1d`` package with its default arguments (``seed=42`` and
+    ``n_samples=5000`` give the published data set: 4000 training and 1000 test signals, a few
+    seconds); nothing is downloaded and no pickle is read.  The package seeds numpy's and
+    Python's global generators: their states are restored afterwards.
+
+    Parameters
+    ----------
+    seed : int
+        The generator's seed (an integer in ``[0, 2**32)``).
+    n_samples : int
+        Signals in all, at least 20; ``n_samples // 10`` per class are drawn.
+
+    Returns
+    -------
+    Dataset
+        Task ``"mnist1d"``; ``X_train`` (n_train, 40), ``Y_train`` one-hot (n_train, 10),
+        likewise for the test set.
+    """
+    seed = check_int(seed, "seed", 0, 2 ** 32 - 1)        # numpy's legacy generator seeds the package
+    n_samples = _check_n(n_samples, 20, "n_samples")
+    make_dataset, get_dataset_args = _mnist1d_package()
+    args = get_dataset_args()
+    args.seed, args.num_samples = seed, n_samples
+    saved = np.random.get_state(), random.getstate()
+    try:
+        data = make_dataset(args)
+    finally:
+        np.random.set_state(saved[0])
+        random.setstate(saved[1])
+    onehot = np.eye(10)
+    return Dataset("mnist1d", np.ascontiguousarray(data["x"], dtype=np.float64), onehot[data["y"]],
+                   np.ascontiguousarray(data["x_test"], dtype=np.float64), onehot[data["y_test"]])
 
 
 @dataclass

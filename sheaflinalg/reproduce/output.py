@@ -1,13 +1,57 @@
 """The output directory of a reproduction: figures (PNG and PDF), tables (Markdown, LaTeX, CSV),
 finished-item markers for resuming, and the index."""
 
+import csv
+import io
 import json
 import os
+
+import numpy as np
 
 from .._common.atomic import prepare_target, write_text
 from ..plotting.figure import save_figure
 
 MISMATCH = "NOT reproduced"       # in an item's notes: a replay missed its record
+
+
+def _cell(value, digits):
+    """A table cell: numbers to ``digits`` significant digits, anything else as it is."""
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _latex_row(cells):
+    return " & ".join(v.replace("_", r"\_").replace("%", r"\%") for v in cells) + r" \\"
+
+
+def table_texts(header, rows, digits=4):
+    """``(markdown, latex, csv)`` of a table: ``header`` (column names) and ``rows`` (lists of cells).
+
+    Numbers show ``digits`` significant digits in Markdown and LaTeX and every digit (``repr``) in CSV.
+
+    Examples
+    --------
+    >>> md, tex, text = table_texts(["group", "median"], [["correct", 0.123456], ["wrong", 2]])
+    >>> print(md)
+    | group | median |
+    |---|---|
+    | correct | 0.1235 |
+    | wrong | 2 |
+    <BLANKLINE>
+    >>> text.splitlines()[1]
+    'correct,0.123456'
+    """
+    cells = [[_cell(v, digits) for v in row] for row in rows]
+    md = [f"| {' | '.join(header)} |", "|" + "---|" * len(header)] + [f"| {' | '.join(r)} |" for r in cells]
+    tex = [rf"\begin{{tabular}}{{l{'c' * (len(header) - 1)}}}", r"\toprule", _latex_row(header), r"\midrule"]
+    tex += ["  " + _latex_row(r) for r in cells]
+    tex += [r"\bottomrule", r"\end{tabular}"]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([[repr(float(v)) if isinstance(v, (float, np.floating)) else v for v in row] for row in rows])
+    return "\n".join(md) + "\n", "\n".join(tex) + "\n", buf.getvalue()
 
 
 def check_directory(root, name="out"):
