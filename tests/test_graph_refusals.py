@@ -24,7 +24,7 @@ BAD_X = np.full((2, 5), np.nan)          # wrong width and not finite: refused l
 BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
-                "sl.AugmentedSheafSystem"}
+                "sl.AugmentedSheafSystem", "sl.discord.pinned", "sl.discord.residuals"}
 REFUSED = {
     "sl.heat": lambda tmp: sl.heat(NET, BAD_X, record_every=1, progress=False),
     "sl.lambda_max_bound": lambda tmp: sl.lambda_max_bound(NET, gamma_max=-1.0),
@@ -32,8 +32,6 @@ REFUSED = {
     "sl.train": lambda tmp: sl.train(NET, BAD_X, BAD_Y, checkpoint=os.path.join(tmp, "run.npz"), progress=False),
     "sl.sgd": lambda tmp: sl.sgd(NET, BAD_X, BAD_Y, progress=False),
     "sl.spectrum": lambda tmp: sl.spectrum(NET, BAD_X, progress=False),
-    "sl.discord.pinned": lambda tmp: sl.discord.pinned(NET, BAD_X, BAD_Y),
-    "sl.discord.residuals": lambda tmp: sl.discord.residuals(NET, BAD_X, BAD_Y),
 }
 #: Chain-only members of a network: they describe Linear/ReLU layers.
 CHAIN_ONLY = {

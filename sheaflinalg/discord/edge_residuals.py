@@ -17,6 +17,7 @@ from .._common.validation import as_float64, as_samples, check_type
 from ..network import activations
 from ..network.model import check_network
 from ..sheaf.layout import Layout
+from .node_residuals import node_residuals
 
 
 def edge_name(label):
@@ -79,15 +80,19 @@ def residuals(net, X, state, layout=None):
     Parameters
     ----------
     net : Network
+        A chain or a graph network.
     X : array_like, shape (n_samples, n_0)
+        (a graph network also takes ``(n_samples, *input_shape)``).
     state : array_like, shape (n_samples, n_free)
-        Free coordinates in ``layout``'s order (``z1, a1, ..., z(k+1)[, yhat]``).
+        Free coordinates in ``layout``'s order (``z1, a1, ..., z(k+1)[, yhat]``; a graph network's nodes in
+        topological order ``[, yhat]``).
     layout : Layout, optional
         Default: the full layout when ``state`` has its size, else the reduced one.
 
     Returns
     -------
-    EdgeResiduals
+    EdgeResiduals, or NodeResiduals for a graph network
+        (:mod:`sheaflinalg.discord.node_residuals`: per node, per channel, split by every pattern node).
 
     Examples
     --------
@@ -98,21 +103,17 @@ def residuals(net, X, state, layout=None):
     >>> r.edge_names, float(np.abs(r.by_edge()).max())
     (['W1', 'R1', 'W2', 'out'], 0.0)
     """
-    check_network(net)
-    X, _ = as_samples(X, net.dims[0])
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     state = as_float64(state, "state")
     if state.ndim == 1:
         state = state[None, :]
-    if layout is not None:
-        check_type(layout, Layout, "layout", "a sheaflinalg.Layout (e.g. system.layout)")
-    else:
-        full = Layout(net.dims)
-        layout = full if state.shape[-1] == full.n_free else Layout(net.dims, reduced=True)
-    if list(layout.dims) != list(net.dims):
-        raise ValueError(f"layout is of a network with widths {list(layout.dims)}, not {net.dims}")
+    layout = _state_layout(net, state, layout)
     if state.shape != (X.shape[0], layout.n_free):
         raise ValueError(f"state has shape {state.shape}; expected ({X.shape[0]}, {layout.n_free}) "
                          f"(n_samples, free coordinates of {'the reduced' if layout.reduced else 'the'} layout)")
+    if net.is_graph:
+        return node_residuals(net, X, state, layout)
     k = net.n_hidden
     names, values, zs = [], [], []
     a_prev = X
@@ -132,3 +133,17 @@ def residuals(net, X, state, layout=None):
         values.append(activations.apply(net.output, z) - state[:, layout.free("yhat")])
         zs.append(z)
     return EdgeResiduals(names, values, zs, layout)
+
+
+def _state_layout(net, state, layout):
+    """``layout`` checked against ``net``, or the default one for a state of ``state``'s width."""
+    if layout is None:
+        full = Layout.for_network(net)
+        return full if state.shape[-1] == full.n_free else Layout.for_network(net, reduced=True)
+    check_type(layout, Layout, "layout", "a sheaflinalg.Layout (e.g. system.layout)")
+    if net.is_graph:
+        if layout.graph is not net.graph:
+            raise ValueError("layout is not the layout of this graph network; use Layout.for_network(net, reduced)")
+    elif layout.is_graph or list(layout.dims) != list(net.dims):
+        raise ValueError(f"layout is of a network with widths {layout.dims}, not {net.dims}")
+    return layout

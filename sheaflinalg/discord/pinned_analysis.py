@@ -25,6 +25,7 @@ from .._common.validation import as_float64, as_samples
 from ..network.model import check_network
 from ..sheaf.completion import complete
 from .edge_residuals import EdgeResiduals, residuals
+from .graph_pinned import pinned_equilibrium
 
 
 @dataclass
@@ -98,7 +99,7 @@ class PinnedDiscord:
 
 def _targets(net, Y, M):
     """Labels as ``(M, n_out)`` float64; integer class labels for a softmax output become one-hot."""
-    n_out = net.dims[-1]
+    n_out = net.n_outputs
     Y = np.asarray(Y)
     if net.output == "softmax" and Y.ndim == 1 and n_out > 1:
         if Y.dtype.kind not in "iu" or Y.shape[0] != M or Y.min() < 0 or Y.max() >= n_out:
@@ -107,8 +108,12 @@ def _targets(net, Y, M):
     Y = as_float64(Y, "Y")
     if Y.ndim == 1 and n_out == 1:
         Y = Y[:, None]
+    shape = net.graph.shapes[net.graph.output_node] if net.is_graph else (n_out,)
+    if Y.ndim > 2 and Y.shape == (M, *shape):
+        Y = Y.reshape(M, n_out)
     if Y.shape != (M, n_out):
-        raise ValueError(f"Y has shape {Y.shape}; expected ({M}, {n_out})")
+        also = f" or ({M}, {', '.join(map(str, shape))})" if len(shape) > 1 else ""
+        raise ValueError(f"Y has shape {Y.shape}; expected ({M}, {n_out}){also} (n_samples, outputs)")
     return Y
 
 
@@ -141,9 +146,18 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     >>> bool(np.allclose(pd.by_edge.sum(axis=1), pd.total))
     True
     """
-    check_network(net)
-    X, _ = as_samples(X, net.dims[0])
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     Y = _targets(net, Y, X.shape[0])
+    equilibrium = pinned_equilibrium if net.is_graph else _chain_equilibrium
+    state, layout, settled, sliding = equilibrium(net, X, Y, max_iter, backend)
+    res = residuals(net, X, state, layout)
+    return PinnedDiscord(state=state, layout=layout, by_edge=res.by_edge(), edge_names=res.edge_names,
+                         residuals=res, settled=settled, sliding=sliding)
+
+
+def _chain_equilibrium(net, X, Y, max_iter, backend):
+    """``(state, layout, settled, sliding)`` of a chain's output pinned to ``Y`` (validated arrays)."""
     k = net.n_hidden
     output = f"z{k + 1}" if net.output == "identity" else "yhat"
     c = complete(net, X, pins={output: Y}, max_iter=max_iter, backend=backend)
@@ -154,9 +168,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
         if found is not None:
             state[s], sliding[s] = found
             settled[s] = True
-    res = residuals(net, X, state, c.layout)
-    return PinnedDiscord(state=state, layout=c.layout, by_edge=res.by_edge(), edge_names=res.edge_names,
-                         residuals=res, settled=settled, sliding=sliding)
+    return state, c.layout, settled, sliding
 
 
 def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
