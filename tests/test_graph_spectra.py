@@ -131,3 +131,15 @@ def test_the_command_prints_a_table_per_node(tmp_path):
     for node in NET.graph.nodes:
         assert rows[node.name][1] == node.op, done.stdout
     assert rows["cat"][2] == "(8,3,3)", done.stdout
+
+
+def test_the_two_products_of_a_step_in_two_threads_change_nothing(monkeypatch):
+    from sheaflinalg._common import threads as _threads
+
+    X = np.random.default_rng(5).normal(size=(2, 72))
+    one = sl.spectrum(NET, X, k=2, method="arpack", threads=1, progress=False)
+    monkeypatch.setattr(_threads, "usable_threads", lambda n: n)       # a second core, whatever the load
+    two = sl.spectrum(NET, X, k=2, method="arpack", threads=2, progress=False)
+    for name in ("smallest", "largest", "vectors_smallest", "vectors_largest"):
+        assert getattr(one, name).tobytes() == getattr(two, name).tobytes(), name
+    assert one.n_operator == two.n_operator

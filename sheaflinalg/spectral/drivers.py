@@ -335,7 +335,7 @@ def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, max
     if jacobians is not None:
         jacobians = jacobians[first]
     return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
-                           lambda threads: graph_operators(net, pattern, jacobians), net.n_parameters, first,
+                           lambda threads: graph_operators(net, pattern, jacobians, threads), net.n_parameters, first,
                            inverse, layout, reduced, method, k, vectors, full, tol, maxiter, ncv, threads, progress)
 
 

@@ -5,11 +5,17 @@ maps) and one in reverse (their transposes); ``L^{-1} v = delta^{-1}
 (delta^{-T} v)`` is a backward then a forward block substitution
 (:class:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary`, a batch of one
 sample).  No matrix is formed: the cost of either product is about two
-forward passes of the network.
+forward passes of the network.  When ARPACK asks for both products in one
+step (:func:`sheaflinalg.spectral.arpack_pair.largest_pair`), they run in two
+threads (the convolution kernels and BLAS release the GIL); each is computed
+exactly as alone, so the results do not depend on the thread count.
 """
+
+import threading
 
 import numpy as np
 
+from .._common import threads as _threads
 from ..sheaf.matrix_free import GraphCoboundary
 
 
@@ -25,6 +31,9 @@ class GraphLaplacianOperator:
         ``J_phi`` of the output edge (the ``"free"`` system); None for the reduced system.
     maps : NodeMaps, optional
         The graph's restriction maps, shared by the operators of several samples.
+    threads : int
+        With 2 or more, a step that asks for both products computes them in two threads (when the
+        cores that other runnable tasks leave free allow it).
 
     Examples
     --------
@@ -39,7 +48,8 @@ class GraphLaplacianOperator:
     True
     """
 
-    def __init__(self, graph, pattern, jacobian=None, maps=None):
+    def __init__(self, graph, pattern, jacobian=None, maps=None, threads=1):
+        self.threads = threads
         self._delta = GraphCoboundary(graph, pattern, None if jacobian is None else jacobian[None], maps)
         self.layout = self._delta.layout
         self.n = self.layout.n_free
@@ -52,13 +62,26 @@ class GraphLaplacianOperator:
         The protocol of :func:`sheaflinalg.spectral.arpack_pair.largest_pair`; ``x`` and ``y`` are
         float64 vectors of length ``n``.
         """
-        delta = self._delta
+        if a is not None and b is not None and self.threads > 1 and _threads.usable_threads(2) > 1:
+            other = threading.Thread(target=self._matvec, args=a)
+            other.start()
+            try:
+                self._solve(*b)
+            finally:
+                other.join()
+            return
         if a is not None:
-            self.n_matvec += 1
-            a[1][:] = delta.apply_transpose(delta.apply(self._row(a[0])))[0]
+            self._matvec(*a)
         if b is not None:
-            self.n_solve += 1
-            b[1][:] = delta.solve(delta.solve_transpose(self._row(b[0])))[0]
+            self._solve(*b)
+
+    def _matvec(self, x, y):
+        self.n_matvec += 1
+        y[:] = self._delta.apply_transpose(self._delta.apply(self._row(x)))[0]
+
+    def _solve(self, x, y):
+        self.n_solve += 1
+        y[:] = self._delta.solve(self._delta.solve_transpose(self._row(x)))[0]
 
     def _row(self, v):
         v = np.asarray(v, dtype=np.float64)

@@ -70,13 +70,13 @@ def sample_pattern(pattern, s):
     return {name: rows[s:s + 1] for name, rows in pattern.items()}
 
 
-def graph_operators(net, pattern, jacobians):
+def graph_operators(net, pattern, jacobians, threads=1):
     """``make(u)``: the :class:`GraphLaplacianOperator` of sample ``u`` (one :class:`NodeMaps` for all)."""
     maps = NodeMaps(net.graph)
 
     def make(u):
         return GraphLaplacianOperator(net.graph, sample_pattern(pattern, u),
-                                      None if jacobians is None else jacobians[u], maps)
+                                      None if jacobians is None else jacobians[u], maps, threads)
     return make
 
 
