@@ -10,7 +10,6 @@ network fails :func:`test_every_network_function_is_classified` until it is clas
 import inspect
 import os
 import traceback
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,14 +23,13 @@ BAD_X = np.full((2, 5), np.nan)          # wrong width and not finite: refused l
 BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
-                "sl.AugmentedSheafSystem", "sl.discord.pinned", "sl.discord.residuals"}
+                "sl.AugmentedSheafSystem", "sl.discord.pinned", "sl.discord.residuals", "sl.spectrum"}
 REFUSED = {
     "sl.heat": lambda tmp: sl.heat(NET, BAD_X, record_every=1, progress=False),
     "sl.lambda_max_bound": lambda tmp: sl.lambda_max_bound(NET, gamma_max=-1.0),
     "sl.convergence_study": lambda tmp: sl.convergence_study(NET, BAD_X),
     "sl.train": lambda tmp: sl.train(NET, BAD_X, BAD_Y, checkpoint=os.path.join(tmp, "run.npz"), progress=False),
     "sl.sgd": lambda tmp: sl.sgd(NET, BAD_X, BAD_Y, progress=False),
-    "sl.spectrum": lambda tmp: sl.spectrum(NET, BAD_X, progress=False),
 }
 #: Chain-only members of a network: they describe Linear/ReLU layers.
 CHAIN_ONLY = {
@@ -67,12 +65,6 @@ def test_graph_networks_are_refused_first(name, tmp_path):
     assert isinstance(info.value, TypeError)          # callers catching TypeError keep working
 
 
-def test_a_tracker_refuses_a_graph_network_when_called():
-    tracker = sl.SpectralTracker(np.zeros((2, 72)))
-    with pytest.raises(sl.GraphNetworkError, match="is a graph network"):
-        tracker(SimpleNamespace(method="sgd", epoch=0, step=0, network=NET, X=None))
-
-
 @pytest.mark.parametrize("member", sorted(CHAIN_ONLY))
 def test_chain_only_members_refuse_a_graph_network(member):
     with pytest.raises(sl.GraphNetworkError, match="graph network of 12 nodes"):
@@ -88,7 +80,7 @@ def test_what_graph_networks_do_take():
     assert NET.copy().forward(x).tobytes() == NET.forward(x).tobytes()
 
 
-@pytest.mark.parametrize("command", ["heat", "spectrum", "discord"])
+@pytest.mark.parametrize("command", ["heat", "discord"])
 def test_commands_refuse_a_graph_network_file_in_one_line(command, tmp_path):
     import subprocess
     import sys

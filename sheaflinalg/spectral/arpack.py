@@ -8,7 +8,9 @@ residual reached.
 
 import numpy as np
 
+from .._common.progress import progress_iter
 from .arpack_pair import ArpackNotConverged, largest_pair
+from .result import fix_signs
 
 
 class SpectrumConvergenceError(RuntimeError):
@@ -93,6 +95,32 @@ def arpack_extremes(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sa
     order = np.argsort(mu)[::-1]
     ws, Vs = 1.0 / mu[order], Vs[:, order]  # mu descending -> lambda ascending
     return ws, Vs, wl, Vl, (_residual(apply_L, ws, Vs), _residual(apply_L, wl, Vl))
+
+
+def arpack_samples(make_operator, samples, n, k, vectors, tol, maxiter, ncv, progress):
+    """:func:`arpack_extremes` of the operator ``make_operator(u)`` of every distinct system ``u``.
+
+    ``samples[u]`` is the sample the errors name.  The operator has ``apply_pair``,
+    ``laplacian_matvec``, ``laplacian_solve`` and the counters ``n_matvec``, ``n_solve``.
+    Returns ``(smallest, largest, vectors_smallest, vectors_largest, residuals, operator applications)``.
+    """
+    U = len(samples)
+    ws, wl = np.empty((U, k)), np.empty((U, k))
+    Vs = np.empty((U, k, n)) if vectors else None
+    Vl = np.empty((U, k, n)) if vectors else None
+    residuals = np.empty((U, 2))
+    n_op = 0
+    for u in progress_iter(range(U), U, progress, "spectrum"):
+        op = make_operator(u)
+        a, Va, b, Vb, res = arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, n, k,
+                                            tol, maxiter, ncv, int(samples[u]))
+        ws[u], wl[u] = a, b
+        residuals[u] = res
+        n_op += op.n_matvec + op.n_solve
+        if vectors:
+            Vs[u] = fix_signs(Va.T)
+            Vl[u] = fix_signs(Vb.T)
+    return ws, wl, Vs, Vl, residuals, n_op
 
 
 def _residual(apply_L, lam, V):
