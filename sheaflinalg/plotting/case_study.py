@@ -13,6 +13,7 @@ import numpy as np
 from .figure import axes_or_new
 
 GROUP_COLOURS = ("C0", "C3", "C2", "C1", "C4", "C5")
+LOG_RANGE = 6             # decades shown by a log-scaled heat map
 
 
 def plot_groups(groups, ax=None, log=True, ylabel=None, colours=None):
@@ -51,7 +52,7 @@ def plot_groups(groups, ax=None, log=True, ylabel=None, colours=None):
     return ax
 
 
-def plot_node_profile(nodes, groups, ax=None, log=False, ylabel=None):
+def plot_node_profile(nodes, groups, ax=None, log=False, ylabel=None, colours=GROUP_COLOURS):
     """Median (markers) and quartiles (bars) of a per-node quantity, one series per group.
 
     Parameters
@@ -60,6 +61,8 @@ def plot_node_profile(nodes, groups, ax=None, log=False, ylabel=None):
         The x axis.
     groups : dict
         ``{label: ndarray (n_inputs, n_nodes)}``; a group without inputs is left out.
+    colours : sequence of str
+        The groups' colours, in order.
 
     Examples
     --------
@@ -75,7 +78,7 @@ def plot_node_profile(nodes, groups, ax=None, log=False, ylabel=None):
     for i, (label, v) in enumerate(shown):
         lo, med, hi = np.percentile(v, [25, 50, 75], axis=0)
         pos = x + (i - (len(shown) - 1) / 2) * width
-        colour = GROUP_COLOURS[i % len(GROUP_COLOURS)]
+        colour = colours[list(groups).index(label) % len(colours)]
         ax.errorbar(pos, med, yerr=[med - lo, hi - med], fmt="o", ms=4, capsize=2, color=colour,
                     label=f"{label} ({v.shape[0]})")
     ax.set_xticks(x)
@@ -97,7 +100,8 @@ def plot_channel_map(rows, ax=None, label=None, log=False):
     rows : dict
         ``{node: 1-D array over its channels}``, all of the same length.
     log : bool
-        Colour on a log scale (zeros are shown as the smallest positive value).
+        Colour on a log scale over at most :data:`LOG_RANGE` decades below the largest value (smaller
+        values and zeros, such as dead channels, show as the floor).
 
     Examples
     --------
@@ -113,7 +117,7 @@ def plot_channel_map(rows, ax=None, label=None, log=False):
     norm = None
     if log:
         positive = M[M > 0]
-        floor = positive.min() if positive.size else 1.0
+        floor = max(positive.min(), positive.max() * 10.0 ** -LOG_RANGE) if positive.size else 1.0
         M = np.maximum(M, floor)
         norm = LogNorm(vmin=floor, vmax=max(floor, M.max()))
     image = ax.imshow(M, aspect="auto", interpolation="nearest", cmap="viridis", norm=norm)

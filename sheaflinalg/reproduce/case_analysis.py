@@ -1,12 +1,23 @@
 """The sheaf diagnostics of a trained classifier on chosen test inputs, grouped by class and by outcome.
 
 For each input: the spectral gap ``lambda_1`` of the reduced ``L[Omega, Omega]`` under its own
-activation pattern (:func:`sheaflinalg.spectrum`), where the eigenvector of ``lambda_1`` (the
-Fiedler vector) puts its energy node by node and channel by channel, and the pinned discord with
-the output pinned to the true label, one-hot (:func:`sheaflinalg.discord.pinned`), per node and
-per channel.  The inputs are chosen so that both outcomes are represented: the first
-``per_class`` correctly classified test inputs of every class and the first ``n_wrong``
-misclassified ones (misclassified inputs are rare in a good classifier).
+activation pattern (:func:`sheaflinalg.spectrum`), and where the eigenvector of ``lambda_1`` (the
+Fiedler vector) puts its energy node by node and channel by channel.  For each misclassified
+input: the pinned discord (:func:`sheaflinalg.discord.pinned`) per node and per channel, with the
+output (the logits) pinned to the true label at the network's own confidence: the logits with the
+entries of the true and the predicted class exchanged (:func:`relabelled`).  A correctly
+classified input pinned that way keeps its forward pass (discord 0), so only misclassified inputs
+are pinned.
+
+Why not the one-hot label itself: pinned on the logits, a one-hot vector is far from any output
+of a cross-entropy-trained network (its logits are in the tens), so the discord measures the
+logits' scale, equally for correct and misclassified inputs, and the pattern iteration does not
+settle; pinned on a softmax output, the Gauss-Newton iteration of :func:`sheaflinalg.complete`
+oscillates for misclassified inputs (the target is unreachable and the softmax saturated).
+
+The inputs are chosen so that both outcomes are represented: the first ``per_class`` correctly
+classified test inputs of every class and the first ``n_wrong`` misclassified ones
+(misclassified inputs are rare in a good classifier).
 """
 
 from dataclasses import dataclass
@@ -33,6 +44,24 @@ def choose_inputs(labels, predicted, per_class, n_wrong):
     return np.concatenate(chosen + [np.flatnonzero(~correct)[:n_wrong]]).astype(np.int64)
 
 
+def relabelled(logits, labels):
+    """The logits with, in each row, the entries of the true class and of the predicted (largest) one exchanged.
+
+    The true class then wins with the margin the network gave its own answer; a correctly
+    classified row is unchanged.
+
+    Examples
+    --------
+    >>> relabelled(np.array([[1.0, 3.0, 2.0], [5.0, 0.0, 1.0]]), np.array([2, 0])).tolist()
+    [[1.0, 2.0, 3.0], [5.0, 0.0, 1.0]]
+    """
+    out = np.array(logits, dtype=np.float64)
+    rows = np.arange(out.shape[0])
+    predicted = out.argmax(axis=1)
+    out[rows, labels], out[rows, predicted] = out[rows, predicted], out[rows, labels]
+    return out
+
+
 @dataclass
 class CaseAnalysis:
     """Diagnostics per input (rows) of :func:`analyse`.
@@ -50,13 +79,15 @@ class CaseAnalysis:
     channel_energy : dict
         ``{node: (n, C)}`` for the feature-map nodes (shape ``(C, L)``): energy per channel.
     edges : list of str
-        Edges of the pinned discord (the nodes' defining edges and the output edge), columns of ``discord``.
-    discord : ndarray, shape (n, n_edges)
-        Pinned discord ``1/2 ||r||^2`` per edge.
+        Edges of the pinned discord (each node's defining edge), columns of ``discord``.
+    discord : ndarray, shape (n_wrong, n_edges)
+        Pinned discord ``1/2 ||r||^2`` per edge of the misclassified inputs (in their order).
     channel_discord : dict
-        ``{node: (n, C)}`` for the feature-map nodes: pinned discord per channel.
-    settled : ndarray of bool, shape (n,)
+        ``{node: (n_wrong, C)}`` for the feature-map nodes: pinned discord per channel.
+    settled : ndarray of bool, shape (n_wrong,)
         The pinned equilibrium was found (possibly on a switching surface).
+    sliding : ndarray of int, shape (n_wrong,)
+        Coordinates held on a switching surface ``z = 0`` (a Filippov equilibrium) per input.
     """
 
     index: np.ndarray
@@ -71,6 +102,7 @@ class CaseAnalysis:
     discord: np.ndarray
     channel_discord: dict
     settled: np.ndarray
+    sliding: np.ndarray
 
     @property
     def correct(self):
@@ -91,16 +123,32 @@ def feature_maps(graph):
 
 
 def analyse(net, X, Y, index):
-    """The :class:`CaseAnalysis` of the test inputs ``X[index]`` with one-hot labels ``Y[index]``."""
+    """The :class:`CaseAnalysis` of the test inputs ``X[index]`` with one-hot labels ``Y[index]``.
+
+    ``net`` is a classifier with an identity output (its outputs are logits).
+    """
     X, Y = X[index], Y[index]
     labels = Y.argmax(axis=1)
-    predicted = net.forward(X).argmax(axis=1)
+    logits = net.forward(X)
+    predicted = logits.argmax(axis=1)
     sp = spectrum(net, X, vectors=True, progress=False)
     maps = feature_maps(net.graph)
     channel_energy = sp.channel_energy()
-    pd = pinned(net, X, Y)
+    wrong = labels != predicted
     return CaseAnalysis(index=np.asarray(index), labels=labels, predicted=predicted, lambda_min=sp.lambda_min,
                         lambda_max=sp.lambda_max, nodes=sp.block_names, energy=sp.block_energy(),
-                        channel_energy={name: channel_energy[name] for name in maps}, edges=list(pd.edge_names),
-                        discord=pd.by_edge, channel_discord={name: pd.residuals.by_channel(name) for name in maps},
-                        settled=pd.settled)
+                        channel_energy={name: channel_energy[name] for name in maps},
+                        **_pinned_discord(net, X[wrong], relabelled(logits[wrong], labels[wrong]), maps))
+
+
+def _pinned_discord(net, X, target, maps):
+    """The pinned-discord fields of :class:`CaseAnalysis` (empty when no input is misclassified)."""
+    if not X.shape[0]:
+        names = [node.name for node in net.graph.nodes]
+        return dict(edges=names, discord=np.zeros((0, len(names))), settled=np.zeros(0, dtype=bool),
+                    channel_discord={n: np.zeros((0, net.graph.shapes[n][0])) for n in maps},
+                    sliding=np.zeros(0, dtype=np.int64))
+    pd = pinned(net, X, target)
+    return dict(edges=list(pd.edge_names), discord=pd.by_edge, settled=pd.settled,
+                channel_discord={name: pd.residuals.by_channel(name) for name in maps},
+                sliding=np.array([len(s) for s in pd.sliding], dtype=np.int64))

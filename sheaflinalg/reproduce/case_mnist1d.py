@@ -9,6 +9,8 @@ and the pinned discord per node and channel.  Figures, tables and the trained ne
 output directory; the network is reused by a rerun (``networks/``).
 """
 
+import csv
+import io
 import os
 from dataclasses import dataclass
 
@@ -37,7 +39,7 @@ class Settings:
 
 
 SETTINGS = {False: Settings(5000, mnist1d_cnn.Protocol(epochs=100), 20, 20, 100),
-            True: Settings(500, mnist1d_cnn.Protocol(epochs=10), 3, 2, 10)}
+            True: Settings(500, mnist1d_cnn.Protocol(epochs=10), 2, 1, 3)}
 
 
 def _stats(v):
@@ -79,52 +81,37 @@ def study(outputs, quick, progress=False):
     return Study(s, record, net, float(np.mean(labels == predicted)), certified, analysis, [rel, rel + ".json"])
 
 
-def gap_figure(a):
-    """``lambda_1`` per true class (correctly classified inputs) and for correct vs misclassified inputs."""
-    fig, axes = new_figure(1, 2, figsize=(12, 4), sharey=True, gridspec_kw={"width_ratios": [3, 1]})
+def gap_figure(a, record):
+    """Training curves; ``lambda_1`` per true class (correctly classified inputs) and by outcome."""
+    fig, axes = new_figure(1, 3, figsize=(16, 4), gridspec_kw={"width_ratios": [1.3, 2.2, 0.8]})
+    plot_training_record(record["train_loss"], record["test_accuracy"], ax=axes[0])
+    axes[0].set_title(f"Adam, {len(record['train_loss'])} epochs")
     ok = a.correct
-    plot_groups({str(c): a.lambda_min[ok & (a.labels == c)] for c in range(10)}, ax=axes[0],
+    plot_groups({str(c): a.lambda_min[ok & (a.labels == c)] for c in range(10)}, ax=axes[1],
                 ylabel=r"spectral gap $\lambda_1$")
-    axes[0].set_xlabel("true class (correctly classified test inputs)")
-    plot_groups(a.outcome_groups(a.lambda_min), ax=axes[1], colours=("C0", "C3"))
-    axes[1].set_title("all analysed inputs")
+    axes[1].set_xlabel("true class (correctly classified test inputs)")
+    plot_groups(a.outcome_groups(a.lambda_min), ax=axes[2], colours=("C0", "C3"))
+    axes[2].set_ylim(axes[1].get_ylim())
+    axes[2].set_title("by outcome")
     fig.tight_layout()
     return fig
 
 
-def _profile_figure(nodes, groups, channels, ylabel, channel_label, channel_title):
-    """A per-node profile by group (left) beside a per-channel heat map of the feature maps (right)."""
-    fig, axes = new_figure(1, 2, figsize=(13, 4), gridspec_kw={"width_ratios": [1, 1.3]})
-    plot_node_profile(nodes, groups, ax=axes[0], log=True, ylabel=ylabel)
-    axes[0].set_title("median and quartiles")
-    plot_channel_map(channels, ax=axes[1], log=True, label=channel_label)
-    axes[1].set_title(channel_title)
-    fig.tight_layout()
-    return fig
-
-
-def energy_figure(a):
-    """The Fiedler vector's energy node by node (correct vs misclassified) and channel by channel."""
-    return _profile_figure(a.nodes, a.outcome_groups(a.energy),
-                           {n: e.mean(axis=0) for n, e in a.channel_energy.items()},
-                           r"energy of the $\lambda_1$ eigenvector per node", "mean energy",
-                           "per channel of the feature maps, mean over the analysed inputs")
-
-
-def discord_figure(a):
-    """Pinned discord (output pinned to the true label) per edge and, for misclassified inputs, per channel."""
-    shown = ~a.correct if (~a.correct).any() else a.correct
-    return _profile_figure(a.edges, a.outcome_groups(a.discord),
-                           {n: d[shown].mean(axis=0) for n, d in a.channel_discord.items()},
-                           r"pinned discord $\frac{1}{2}\|r_e\|^2$ per edge", "mean pinned discord",
-                           f"per channel, mean over the {'misclassified' if (~a.correct).any() else 'correct'} "
-                           "inputs")
-
-
-def training_figure(record):
-    fig, ax = new_figure(figsize=(6, 3.5))
-    plot_training_record(record["train_loss"], record["test_accuracy"], ax=ax)
-    ax.set_title(f"MNIST-1D CNN, Adam, {len(record['train_loss'])} epochs ({record['seconds']:.0f} s)")
+def nodes_figure(a):
+    """Top: the Fiedler vector's energy per node (correct vs misclassified) and per channel.  Bottom: the
+    pinned discord of the misclassified inputs (output pinned to the true label) per edge and per channel."""
+    fig, axes = new_figure(2, 2, figsize=(14, 8), gridspec_kw={"width_ratios": [1, 1.3]})
+    wrong = {n: d.mean(axis=0) if d.size else np.zeros(d.shape[1]) for n, d in a.channel_discord.items()}
+    for row, (nodes, groups, colours, channels, what, where) in enumerate((
+            (a.nodes, a.outcome_groups(a.energy), ("C0", "C3"),
+             {n: e.mean(axis=0) for n, e in a.channel_energy.items()}, r"energy of the $\lambda_1$ eigenvector",
+             "the analysed inputs"),
+            (a.edges, {"misclassified": a.discord}, ("C3",), wrong, r"pinned discord $\frac{1}{2}\|r_e\|^2$",
+             "the misclassified inputs"))):
+        plot_node_profile(nodes, groups, ax=axes[row, 0], log=True, ylabel=what, colours=colours)
+        axes[row, 0].set_title("per node: median and quartiles")
+        plot_channel_map(channels, ax=axes[row, 1], log=True, label=f"mean {what}")
+        axes[row, 1].set_title(f"per channel of the feature maps, mean over {where}")
     fig.tight_layout()
     return fig
 
@@ -137,32 +124,54 @@ def summary_rows(st):
             ["test accuracy (torch, after the last epoch)", st.record["test_accuracy"][-1]],
             ["training time (s)", st.record["seconds"]],
             ["certified inputs (det = 1 and harmonic = forward)", f"{passed[0]}/{passed[1]}"],
-            ["largest |harmonic - forward| (relative)", passed[2]],
+            ["largest deviation of the harmonic extension from the forward pass (relative)", passed[2]],
             ["analysed inputs: correct, misclassified", f"{int(a.correct.sum())}, {int((~a.correct).sum())}"],
-            ["pinned equilibria settled", f"{int(a.settled.sum())}/{a.settled.size}"]]
+            ["pinned equilibria settled (misclassified inputs)", f"{int(a.settled.sum())}/{a.settled.size}"],
+            ["of them on a switching surface (Filippov)", int(np.sum(a.sliding > 0))]]
     for group, mask in (("correct", a.correct), ("misclassified", ~a.correct)):
         rows.append([f"median lambda_1, {group}", _stats(a.lambda_min[mask])[0]])
-        rows.append([f"median total pinned discord, {group}", _stats(total[mask])[0]])
+    rows.append(["median total pinned discord, misclassified", _stats(total)[0]])
     return rows
 
 
 def group_rows(a):
-    """Per class (true label) and per outcome: inputs, ``lambda_1`` quartiles, median total pinned discord."""
+    """Per class (true label) and per outcome: inputs, misclassified ones, ``lambda_1`` quartiles, and the
+    median total pinned discord of the misclassified inputs."""
     total = a.discord.sum(axis=1)
-    groups = [(f"class {c}", a.labels == c) for c in range(10)]
-    groups += [("correct", a.correct), ("misclassified", ~a.correct)]
-    return [[name, int(mask.sum()), *_stats(a.lambda_min[mask]), _stats(total[mask])[0]] for name, mask in groups]
+    wrong_labels = a.labels[~a.correct]
+    groups = [(f"class {c}", a.labels == c, wrong_labels == c) for c in range(10)]
+    groups += [("correct", a.correct, np.zeros_like(wrong_labels, dtype=bool)),
+               ("misclassified", ~a.correct, np.ones_like(wrong_labels, dtype=bool))]
+    return [[name, int(mask.sum()), int(w.sum()), *_stats(a.lambda_min[mask]), _stats(total[w])[0]]
+            for name, mask, w in groups]
 
 
 def node_rows(a, graph):
-    """Per node: shape, median Fiedler energy and median pinned discord for correct and misclassified inputs."""
+    """Per node: shape, median Fiedler energy (correct, misclassified inputs), pinned discord of the
+    misclassified inputs (median, and the node's share of the total summed over them)."""
+    total = a.discord.sum()
     rows = []
-    for name in a.edges:
-        e = a.energy[:, a.nodes.index(name)] if name in a.nodes else np.full(a.labels.shape, np.nan)
+    for j, name in enumerate(a.nodes):
+        e = a.energy[:, j]
         d = a.discord[:, a.edges.index(name)]
-        shape = "x".join(map(str, graph.shapes[name])) if name in graph.shapes else "output"
-        rows.append([name, shape] + [_stats(v[m])[0] for v in (e, d) for m in (a.correct, ~a.correct)])
+        rows.append([name, "x".join(map(str, graph.shapes[name])), _stats(e[a.correct])[0], _stats(e[~a.correct])[0],
+                     _stats(d)[0], d.sum() / total if total > 0 else np.nan])
     return rows
+
+
+def inputs_csv(a):
+    """One row per analysed input: its test index, label, prediction, ``lambda_1``, ``lambda_max``, the Fiedler
+    energy per node and, for a misclassified input, the total pinned discord (empty for a correct one)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["test_index", "label", "predicted", "lambda_min", "lambda_max"]
+                    + [f"energy_{n}" for n in a.nodes] + ["pinned_discord"])
+    total = iter(a.discord.sum(axis=1))
+    for i in range(a.labels.size):
+        writer.writerow([int(a.index[i]), int(a.labels[i]), int(a.predicted[i]), repr(float(a.lambda_min[i])),
+                         repr(float(a.lambda_max[i]))] + [repr(float(e)) for e in a.energy[i]]
+                        + ["" if a.correct[i] else repr(float(next(total)))])
+    return buf.getvalue()
 
 
 def case_mnist1d(outputs, quick, progress=False):
@@ -170,16 +179,17 @@ def case_mnist1d(outputs, quick, progress=False):
     st = study(outputs, quick, progress)
     a = st.analysis
     paths = list(st.paths)
-    for fig, stem in ((training_figure(st.record), "case_mnist1d_training"), (gap_figure(a), "case_mnist1d_gap"),
-                      (energy_figure(a), "case_mnist1d_fiedler"), (discord_figure(a), "case_mnist1d_discord")):
-        paths += outputs.figure(fig, stem)
+    paths += outputs.figure(gap_figure(a, st.record), "case_mnist1d_gap")
+    paths += outputs.figure(nodes_figure(a), "case_mnist1d_nodes")
+    paths += outputs.text(os.path.join("tables", "case_mnist1d_inputs.csv"), inputs_csv(a))
     paths += outputs.table("case_mnist1d_summary", *table_texts(["quantity", "value"], summary_rows(st)))
     paths += outputs.table("case_mnist1d_groups", *table_texts(
-        ["group", "inputs", "lambda_1 median", "lambda_1 q25", "lambda_1 q75", "total pinned discord median"],
+        ["group", "inputs", "misclassified", "lambda_1 median", "lambda_1 q25", "lambda_1 q75",
+         "total pinned discord median (misclassified)"],
         group_rows(a)))
     paths += outputs.table("case_mnist1d_nodes", *table_texts(
-        ["node", "shape", "Fiedler energy (correct)", "Fiedler energy (misclassified)", "pinned discord (correct)",
-         "pinned discord (misclassified)"], node_rows(a, st.network.graph)))
+        ["node", "shape", "Fiedler energy (correct)", "Fiedler energy (misclassified)",
+         "pinned discord (misclassified)", "share of the pinned discord"], node_rows(a, st.network.graph)))
     ok = a.correct
     notes = (f"test accuracy {st.accuracy:.3f}; certified {st.certified[0]}/{st.certified[1]}; median lambda_1 "
              f"{_stats(a.lambda_min[ok])[0]:.3g} (correct) vs {_stats(a.lambda_min[~ok])[0]:.3g} (misclassified)")

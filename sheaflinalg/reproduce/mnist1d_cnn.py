@@ -1,8 +1,8 @@
 """The MNIST-1D paper's CNN, trained by backpropagation in PyTorch and imported as a graph network.
 
 The model (Greydanus' MNIST-1D benchmark): ``conv 1->25 k5 s2 p1, relu, conv 25->25 k3 s2 p1, relu,
-conv 25->25 k3 s2 p1, relu, flatten, linear 125->10`` with a softmax output, trained with Adam on
-the cross-entropy of its logits in float64.  Training is seeded and runs on one torch thread, so
+conv 25->25 k3 s2 p1, relu, flatten, linear 125->10``, whose outputs are the logits of the ten
+classes (the network's output is the identity), trained with Adam on their cross-entropy in float64.  Training is seeded and runs on one torch thread, so
 the weights are the same on every run and machine size; torch's thread count and random state are
 restored afterwards (the library changes no global state).  The trained network is kept in the
 output directory as a network file and a JSON record beside it, so that a rerun reuses it.
@@ -21,7 +21,7 @@ from ..network.importers.torch_fx import import_torch
 from ..network.model import Network
 
 #: Node names of the imported network, in order (the torch module names).
-LAYERS = ("conv1", "relu1", "conv2", "relu2", "conv3", "relu3", "flatten", "linear", "softmax")
+LAYERS = ("conv1", "relu1", "conv2", "relu2", "conv3", "relu3", "flatten", "linear")
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,11 @@ class Protocol:
 
 
 def build(torch, nn):
-    """The untrained float64 model (weights from torch's current random state), softmax last."""
+    """The untrained float64 model (weights from torch's current random state); it returns logits."""
     from collections import OrderedDict
 
     layers = (nn.Conv1d(1, 25, 5, stride=2, padding=1), nn.ReLU(), nn.Conv1d(25, 25, 3, stride=2, padding=1),
-              nn.ReLU(), nn.Conv1d(25, 25, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(125, 10),
-              nn.Softmax(dim=1))
+              nn.ReLU(), nn.Conv1d(25, 25, 3, stride=2, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(125, 10))
     return nn.Sequential(OrderedDict(zip(LAYERS, layers))).to(torch.float64)
 
 
@@ -59,9 +58,9 @@ def _isolated(torch):
             torch.set_num_threads(threads)
 
 
-def _accuracy(torch, logits_model, X, labels):
+def _accuracy(torch, model, X, labels):
     with torch.no_grad():
-        return float((logits_model(X).argmax(1) == labels).double().mean())
+        return float((model(X).argmax(1) == labels).double().mean())
 
 
 def train(data, protocol=Protocol(), progress=True):
@@ -70,7 +69,7 @@ def train(data, protocol=Protocol(), progress=True):
     Returns
     -------
     network : Network
-        The trained model imported with :meth:`Network.from_torch` (softmax output).
+        The trained model imported with :meth:`Network.from_torch` (identity output: the logits).
     record : dict
         The protocol, the training loss (mean over each epoch's batches), the test accuracy after
         each epoch (torch's float64 forward pass) and the training time in seconds.
@@ -79,7 +78,6 @@ def train(data, protocol=Protocol(), progress=True):
     with _isolated(torch):
         torch.manual_seed(protocol.seed)
         model = build(torch, nn)
-        logits = model[:-1]
         X = torch.from_numpy(data.X_train)[:, None, :]
         y = torch.from_numpy(data.Y_train.argmax(1))
         X_test = torch.from_numpy(data.X_test)[:, None, :]
@@ -89,8 +87,8 @@ def train(data, protocol=Protocol(), progress=True):
         start = time.perf_counter()
         with progress_bar(protocol.epochs, progress, "training the CNN (torch)", unit="epoch") as bar:
             for _ in range(protocol.epochs):
-                losses.append(_epoch(torch, logits, optimizer, X, y, protocol.batch_size))
-                accuracies.append(_accuracy(torch, logits, X_test, y_test))
+                losses.append(_epoch(torch, model, optimizer, X, y, protocol.batch_size))
+                accuracies.append(_accuracy(torch, model, X_test, y_test))
                 bar.set_postfix(loss=f"{losses[-1]:.3g}", test_accuracy=f"{accuracies[-1]:.3f}")
                 bar.update()
         seconds = time.perf_counter() - start
@@ -99,13 +97,13 @@ def train(data, protocol=Protocol(), progress=True):
     return network, record
 
 
-def _epoch(torch, logits, optimizer, X, y, batch_size):
+def _epoch(torch, model, optimizer, X, y, batch_size):
     """One pass over the training set in a random order (from torch's seeded generator): the mean loss."""
     order = torch.randperm(X.shape[0])
     total = 0.0
     for start in range(0, X.shape[0], batch_size):
         batch = order[start:start + batch_size]
-        loss = torch.nn.functional.cross_entropy(logits(X[batch]), y[batch])
+        loss = torch.nn.functional.cross_entropy(model(X[batch]), y[batch])
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -137,5 +135,5 @@ def trained(path, data, protocol, data_key, progress=True):
 
 
 def predictions(network, X):
-    """The class each sample of ``X`` is given (the largest output), shape (n,)."""
+    """The class each sample of ``X`` is given (the largest logit), shape (n,)."""
     return np.argmax(network.forward(X), axis=1)

@@ -15,8 +15,10 @@ MISMATCH = "NOT reproduced"       # in an item's notes: a replay missed its reco
 
 
 def _cell(value, digits):
-    """A table cell: numbers to ``digits`` significant digits, anything else as it is."""
+    """A table cell: numbers to ``digits`` significant digits (NaN: ``n/a``), anything else as it is."""
     if isinstance(value, (float, np.floating)):
+        if np.isnan(value):
+            return "n/a"
         return f"{value:.{digits}g}"
     return str(value)
 

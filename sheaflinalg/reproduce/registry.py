@@ -9,19 +9,20 @@ from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
 from .._common.validation import check_int
-from . import convergence, discord, exact_flow, spectra, sweeps, table_e1, training
+from . import case_mnist1d, convergence, discord, exact_flow, spectra, sweeps, table_e1, training
 from .output import MISMATCH, Outputs
 
 
 @dataclass(frozen=True)
 class Item:
-    """One reproduction: ``run(outputs, quick[, jobs]) -> (paths, notes)``."""
+    """One reproduction: ``run(outputs, quick[, jobs=][, progress=]) -> (paths, notes)``."""
 
     key: str
     paper: str          # the paper's figure / table labels
     title: str
     run: object
     uses_jobs: bool = False
+    uses_progress: bool = False
 
 
 ITEMS = (
@@ -56,6 +57,9 @@ ITEMS = (
          "discord residuals at three training stages, shared axes", discord.residual_stages),
     Item("pinned_table", "Table `tab:pinned-discord` (E.3)", "per-edge pinned discord, sheaf vs SGD",
          discord.pinned_table),
+    Item("case_mnist1d", "(case study, beyond the paper)",
+         "a trained MNIST-1D CNN: spectral gap per class and outcome, Fiedler energy and pinned discord per node",
+         case_mnist1d.case_mnist1d, uses_progress=True),
 )
 
 
@@ -109,7 +113,10 @@ def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, 
             done.append((item, marker["paths"], marker["notes"], marker["seconds"], True))
             continue
         start = time.perf_counter()
-        paths, notes = item.run(outputs, quick, jobs) if item.uses_jobs else item.run(outputs, quick)
+        options = {"jobs": jobs} if item.uses_jobs else {}
+        if item.uses_progress:
+            options["progress"] = progress
+        paths, notes = item.run(outputs, quick, **options)
         seconds = time.perf_counter() - start
         outputs.mark(item.key, settings, paths, seconds, notes)
         done.append((item, paths, notes, seconds, False))
