@@ -228,6 +228,12 @@ def mnist1d(seed=42, n_samples=5000):
     Dataset
         Task ``"mnist1d"``; ``X_train`` (n_train, 40), ``Y_train`` one-hot (n_train, 10),
         likewise for the test set.
+
+    Examples
+    --------
+    >>> d = mnist1d(n_samples=50)
+    >>> d.X_train.shape, d.Y_test.shape, d.output
+    ((40, 40), (10, 10), 'softmax')
     """
     seed = check_int(seed, "seed", 0, 2 ** 32 - 1)        # numpy's legacy generator seeds the package
     n_samples = _check_n(n_samples, 20, "n_samples")

@@ -28,7 +28,7 @@ def _figure_functions():
 def _draw_every_figure(tmp_path):
     """Draw each figure once (with ``path=`` where it takes one); returns the names drawn."""
     from graph_examples import every_op_network
-    from sheaflinalg.plotting import discord, exact, graph, heat, spectral, sweep, training
+    from sheaflinalg.plotting import case_study, discord, exact, graph, heat, spectral, sweep, training
 
     net = sl.Network.random([2, 4, 1], seed=0)
     x = [[0.5, -1.0]]
@@ -58,6 +58,11 @@ def _draw_every_figure(tmp_path):
         "spectra_figure": spectral.spectra_figure(sp, path=tmp_path / "s.png"),
         "plot_residuals": discord.plot_residuals(sl.discord.pinned(net, X, Y), path=tmp_path / "r.png"),
         "plot_graph": graph.plot_graph(every_op_network(), path=tmp_path / "g.png"),
+        "plot_groups": case_study.plot_groups({"a": np.arange(1.0, 4.0), "b": np.array([])}, ylabel="y"),
+        "plot_node_profile": case_study.plot_node_profile(["a", "b"], {"x": np.ones((3, 2)), "y": np.zeros((0, 2))},
+                                                          log=True),
+        "plot_channel_map": case_study.plot_channel_map({"a": np.arange(4.0), "b": np.zeros(4)}, log=True),
+        "plot_training_record": case_study.plot_training_record([1.0, 0.5], [0.2, 0.4]),
         "plot_sweep": sweep.plot_sweep([{"b": b, "loss": b * m, "m": m} for b in (1, 2) for m in (3, 4)], "b", "loss",
                                        hue="m"),
     }

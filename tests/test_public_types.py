@@ -97,6 +97,7 @@ CASES = {
     "sl.tasks.circular": (lambda bad: sl.tasks.circular(bad), "integer"),
     "sl.tasks.paraboloid": (lambda bad: sl.tasks.paraboloid(bad), "integer"),
     "sl.tasks.saddle": (lambda bad: sl.tasks.saddle(bad), "integer"),
+    "sl.tasks.mnist1d": (lambda bad: sl.tasks.mnist1d(bad), "integer"),
     "sl.tasks.make": (lambda bad: sl.tasks.make(bad), "task"),
     "sl.tasks.target_function": (lambda bad: sl.tasks.target_function(bad, X), "task"),
     "sl.tasks.load_experiment": (lambda bad: sl.tasks.load_experiment(bad), "file name"),

@@ -3,7 +3,8 @@
 For each input: the spectral gap ``lambda_1`` of the reduced ``L[Omega, Omega]`` under its own
 activation pattern (:func:`sheaflinalg.spectrum`), and where the eigenvector of ``lambda_1`` (the
 Fiedler vector) puts its energy node by node and channel by channel.  For each misclassified
-input: the pinned discord (:func:`sheaflinalg.discord.pinned`) per node and per channel, with the
+input (the first ``n_pinned`` of them: each takes seconds): the pinned discord
+(:func:`sheaflinalg.discord.pinned`) per node and per channel, with the
 output (the logits) pinned to the true label at the network's own confidence: the logits with the
 entries of the true and the predicted class exchanged (:func:`relabelled`).  A correctly
 classified input pinned that way keeps its forward pass (discord 0), so only misclassified inputs
@@ -80,13 +81,15 @@ class CaseAnalysis:
         ``{node: (n, C)}`` for the feature-map nodes (shape ``(C, L)``): energy per channel.
     edges : list of str
         Edges of the pinned discord (each node's defining edge), columns of ``discord``.
-    discord : ndarray, shape (n_wrong, n_edges)
-        Pinned discord ``1/2 ||r||^2`` per edge of the misclassified inputs (in their order).
+    pinned : ndarray of int, shape (n_pinned,)
+        The rows of the pinned misclassified inputs (the first ``n_pinned`` misclassified rows).
+    discord : ndarray, shape (n_pinned, n_edges)
+        Pinned discord ``1/2 ||r||^2`` per edge of the pinned inputs.
     channel_discord : dict
-        ``{node: (n_wrong, C)}`` for the feature-map nodes: pinned discord per channel.
-    settled : ndarray of bool, shape (n_wrong,)
+        ``{node: (n_pinned, C)}`` for the feature-map nodes: pinned discord per channel.
+    settled : ndarray of bool, shape (n_pinned,)
         The pinned equilibrium was found (possibly on a switching surface).
-    sliding : ndarray of int, shape (n_wrong,)
+    sliding : ndarray of int, shape (n_pinned,)
         Coordinates held on a switching surface ``z = 0`` (a Filippov equilibrium) per input.
     """
 
@@ -98,6 +101,7 @@ class CaseAnalysis:
     nodes: list
     energy: np.ndarray
     channel_energy: dict
+    pinned: np.ndarray
     edges: list
     discord: np.ndarray
     channel_discord: dict
@@ -122,10 +126,11 @@ def feature_maps(graph):
     return [node.name for node in graph.nodes if len(graph.shapes[node.name]) >= 2]
 
 
-def analyse(net, X, Y, index):
+def analyse(net, X, Y, index, n_pinned):
     """The :class:`CaseAnalysis` of the test inputs ``X[index]`` with one-hot labels ``Y[index]``.
 
-    ``net`` is a classifier with an identity output (its outputs are logits).
+    ``net`` is a classifier with an identity output (its outputs are logits); the first ``n_pinned``
+    misclassified inputs are pinned.
     """
     X, Y = X[index], Y[index]
     labels = Y.argmax(axis=1)
@@ -134,10 +139,10 @@ def analyse(net, X, Y, index):
     sp = spectrum(net, X, vectors=True, progress=False)
     maps = feature_maps(net.graph)
     channel_energy = sp.channel_energy()
-    wrong = labels != predicted
+    wrong = np.flatnonzero(labels != predicted)[:check_int(n_pinned, "n_pinned", 0)]
     return CaseAnalysis(index=np.asarray(index), labels=labels, predicted=predicted, lambda_min=sp.lambda_min,
                         lambda_max=sp.lambda_max, nodes=sp.block_names, energy=sp.block_energy(),
-                        channel_energy={name: channel_energy[name] for name in maps},
+                        channel_energy={name: channel_energy[name] for name in maps}, pinned=wrong,
                         **_pinned_discord(net, X[wrong], relabelled(logits[wrong], labels[wrong]), maps))
 
 

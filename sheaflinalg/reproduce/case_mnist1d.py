@@ -36,10 +36,11 @@ class Settings:
     n_verify: int                   # test inputs certified
     per_class: int                  # correctly classified test inputs analysed per class
     n_wrong: int                    # misclassified test inputs analysed (at most)
+    n_pinned: int                   # misclassified inputs pinned (the first ones; seconds each)
 
 
-SETTINGS = {False: Settings(5000, mnist1d_cnn.Protocol(epochs=100), 20, 20, 100),
-            True: Settings(500, mnist1d_cnn.Protocol(epochs=10), 2, 1, 3)}
+SETTINGS = {False: Settings(5000, mnist1d_cnn.Protocol(epochs=100), 20, 20, 100, 24),
+            True: Settings(500, mnist1d_cnn.Protocol(epochs=10), 2, 1, 3, 3)}
 
 
 def _stats(v):
@@ -77,7 +78,7 @@ def study(outputs, quick, progress=False):
     certified = (int(np.sum(report.det_certificate & (report.max_deviation <= report.tol))), s.n_verify,
                  float(report.max_deviation.max()))
     index = choose_inputs(labels, predicted, s.per_class, s.n_wrong)
-    analysis = analyse(net, data.X_test, data.Y_test, index)
+    analysis = analyse(net, data.X_test, data.Y_test, index, s.n_pinned)
     return Study(s, record, net, float(np.mean(labels == predicted)), certified, analysis, [rel, rel + ".json"])
 
 
@@ -106,8 +107,8 @@ def nodes_figure(a):
             (a.nodes, a.outcome_groups(a.energy), ("C0", "C3"),
              {n: e.mean(axis=0) for n, e in a.channel_energy.items()}, r"energy of the $\lambda_1$ eigenvector",
              "the analysed inputs"),
-            (a.edges, {"misclassified": a.discord}, ("C3",), wrong, r"pinned discord $\frac{1}{2}\|r_e\|^2$",
-             "the misclassified inputs"))):
+            (a.edges, {"misclassified, pinned": a.discord}, ("C3",), wrong, r"pinned discord $\frac{1}{2}\|r_e\|^2$",
+             "the pinned misclassified inputs"))):
         plot_node_profile(nodes, groups, ax=axes[row, 0], log=True, ylabel=what, colours=colours)
         axes[row, 0].set_title("per node: median and quartiles")
         plot_channel_map(channels, ax=axes[row, 1], log=True, label=f"mean {what}")
@@ -126,23 +127,23 @@ def summary_rows(st):
             ["certified inputs (det = 1 and harmonic = forward)", f"{passed[0]}/{passed[1]}"],
             ["largest deviation of the harmonic extension from the forward pass (relative)", passed[2]],
             ["analysed inputs: correct, misclassified", f"{int(a.correct.sum())}, {int((~a.correct).sum())}"],
-            ["pinned equilibria settled (misclassified inputs)", f"{int(a.settled.sum())}/{a.settled.size}"],
+            ["pinned equilibria settled (the first misclassified inputs)", f"{int(a.settled.sum())}/{a.settled.size}"],
             ["of them on a switching surface (Filippov)", int(np.sum(a.sliding > 0))]]
     for group, mask in (("correct", a.correct), ("misclassified", ~a.correct)):
         rows.append([f"median lambda_1, {group}", _stats(a.lambda_min[mask])[0]])
-    rows.append(["median total pinned discord, misclassified", _stats(total)[0]])
+    rows.append(["median total pinned discord, pinned misclassified inputs", _stats(total)[0]])
     return rows
 
 
 def group_rows(a):
     """Per class (true label) and per outcome: inputs, misclassified ones, ``lambda_1`` quartiles, and the
-    median total pinned discord of the misclassified inputs."""
+    median total pinned discord of the pinned (misclassified) inputs."""
     total = a.discord.sum(axis=1)
-    wrong_labels = a.labels[~a.correct]
+    wrong_labels = a.labels[a.pinned]
     groups = [(f"class {c}", a.labels == c, wrong_labels == c) for c in range(10)]
     groups += [("correct", a.correct, np.zeros_like(wrong_labels, dtype=bool)),
                ("misclassified", ~a.correct, np.ones_like(wrong_labels, dtype=bool))]
-    return [[name, int(mask.sum()), int(w.sum()), *_stats(a.lambda_min[mask]), _stats(total[w])[0]]
+    return [[name, int(mask.sum()), int((mask & ~a.correct).sum()), *_stats(a.lambda_min[mask]), _stats(total[w])[0]]
             for name, mask, w in groups]
 
 
@@ -161,16 +162,16 @@ def node_rows(a, graph):
 
 def inputs_csv(a):
     """One row per analysed input: its test index, label, prediction, ``lambda_1``, ``lambda_max``, the Fiedler
-    energy per node and, for a misclassified input, the total pinned discord (empty for a correct one)."""
+    energy per node and, for a pinned (misclassified) input, the total pinned discord (else empty)."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["test_index", "label", "predicted", "lambda_min", "lambda_max"]
                     + [f"energy_{n}" for n in a.nodes] + ["pinned_discord"])
-    total = iter(a.discord.sum(axis=1))
+    total = dict(zip(a.pinned.tolist(), a.discord.sum(axis=1).tolist()))
     for i in range(a.labels.size):
         writer.writerow([int(a.index[i]), int(a.labels[i]), int(a.predicted[i]), repr(float(a.lambda_min[i])),
                          repr(float(a.lambda_max[i]))] + [repr(float(e)) for e in a.energy[i]]
-                        + ["" if a.correct[i] else repr(float(next(total)))])
+                        + [repr(total[i]) if i in total else ""])
     return buf.getvalue()
 
 
@@ -185,11 +186,11 @@ def case_mnist1d(outputs, quick, progress=False):
     paths += outputs.table("case_mnist1d_summary", *table_texts(["quantity", "value"], summary_rows(st)))
     paths += outputs.table("case_mnist1d_groups", *table_texts(
         ["group", "inputs", "misclassified", "lambda_1 median", "lambda_1 q25", "lambda_1 q75",
-         "total pinned discord median (misclassified)"],
+         "total pinned discord median (pinned inputs)"],
         group_rows(a)))
     paths += outputs.table("case_mnist1d_nodes", *table_texts(
         ["node", "shape", "Fiedler energy (correct)", "Fiedler energy (misclassified)",
-         "pinned discord (misclassified)", "share of the pinned discord"], node_rows(a, st.network.graph)))
+         "pinned discord (pinned inputs)", "share of the pinned discord"], node_rows(a, st.network.graph)))
     ok = a.correct
     notes = (f"test accuracy {st.accuracy:.3f}; certified {st.certified[0]}/{st.certified[1]}; median lambda_1 "
              f"{_stats(a.lambda_min[ok])[0]:.3g} (correct) vs {_stats(a.lambda_min[~ok])[0]:.3g} (misclassified)")
