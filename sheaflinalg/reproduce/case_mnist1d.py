@@ -17,11 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import tasks
+from ..network.graph.forward import evaluate
 from ..plotting.case_study import plot_channel_map, plot_groups, plot_node_profile, plot_training_record
 from ..plotting.figure import new_figure
 from ..sheaf.verify import verify
 from . import mnist1d_cnn
-from .case_analysis import analyse, choose_inputs
+from .case_analysis import analyse, choose_inputs, feature_maps
 from .output import check_directory, table_texts
 
 DATA_SEED = 42                      # the published MNIST-1D data set
@@ -61,6 +62,7 @@ class Study:
     accuracy: float         # the imported network's test accuracy
     certified: tuple        # (inputs passed, inputs verified, largest |harmonic - forward|)
     analysis: object        # CaseAnalysis
+    dead: dict              # {relu node: its channels active on no test input}
     paths: list             # the network file and its record, relative to the output root
 
 
@@ -79,7 +81,16 @@ def study(outputs, quick, progress=False):
                  float(report.max_deviation.max()))
     index = choose_inputs(labels, predicted, s.per_class, s.n_wrong)
     analysis = analyse(net, data.X_test, data.Y_test, index, s.n_pinned)
-    return Study(s, record, net, float(np.mean(labels == predicted)), certified, analysis, [rel, rel + ".json"])
+    return Study(s, record, net, float(np.mean(labels == predicted)), certified, analysis,
+                 dead_channels(net, data.X_test), [rel, rel + ".json"])
+
+
+def dead_channels(net, X):
+    """``{relu node: number of its channels active on no input of X}`` for the feature-map ReLU nodes."""
+    pattern = evaluate(net.graph, X).pattern
+    maps = feature_maps(net.graph)
+    return {n: int((~pattern[n].reshape(X.shape[0], net.graph.shapes[n][0], -1).any(axis=(0, 2))).sum())
+            for n in net.graph.pattern_nodes if n in maps and net.graph.node(n).op == "relu"}
 
 
 def gap_figure(a, record):
@@ -128,7 +139,9 @@ def summary_rows(st):
             ["largest deviation of the harmonic extension from the forward pass (relative)", passed[2]],
             ["analysed inputs: correct, misclassified", f"{int(a.correct.sum())}, {int((~a.correct).sum())}"],
             ["pinned equilibria settled (the first misclassified inputs)", f"{int(a.settled.sum())}/{a.settled.size}"],
-            ["of them on a switching surface (Filippov)", int(np.sum(a.sliding > 0))]]
+            ["of them on a switching surface (Filippov)", int(np.sum(a.sliding > 0))],
+            ["ReLU channels active on no test input (" + ", ".join(st.dead) + ")",
+             ", ".join(f"{v}/{st.network.graph.shapes[n][0]}" for n, v in st.dead.items())]]
     for group, mask in (("correct", a.correct), ("misclassified", ~a.correct)):
         rows.append([f"median lambda_1, {group}", _stats(a.lambda_min[mask])[0]])
     rows.append(["median total pinned discord, pinned misclassified inputs", _stats(total)[0]])
