@@ -191,3 +191,23 @@ def test_bad_labels_names_and_layouts_are_refused_clearly():
         sl.discord.residuals(net, X, np.zeros((2, other.n_free)), layout=other)
     with pytest.raises(ValueError, match="state has shape"):
         sl.discord.residuals(net, X, np.zeros((2, 3)))
+
+
+def test_the_discord_command_prints_a_node_table_of_a_graph_network_file(tmp_path, capsys):
+    from sheaflinalg.cli import main
+
+    net = random_graph(4, "mixed")
+    X = random_inputs(net, 4, 5)
+    path, data, figure = tmp_path / "g.npz", tmp_path / "d.npz", tmp_path / "d.png"
+    net.save(str(path))
+    np.savez(data, X=X, Y=net.forward(X) + 0.1)
+    status = main(["discord", "--network", str(path), "--data", str(data), "--samples", "3", "--plot", str(figure)])
+    out = capsys.readouterr().out
+    assert status == 0 and "3 inputs" in out and figure.exists()
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:-3]}   # minus Total, footer, figure
+    assert rows == {node.name: node.op for node in net.graph.nodes}
+    assert main(["discord", "--network", str(path)]) == 2
+    assert "give its inputs and labels with --data" in capsys.readouterr().err
+    np.savez(data, X=X)
+    assert main(["discord", "--network", str(path), "--data", str(data)]) == 2
+    assert "no array 'Y'" in capsys.readouterr().err
