@@ -75,6 +75,8 @@ def residual_limits(*results, margin=0.05):
 def plot_node_discord(result, path=None, node=None, axes=None, title=None):
     """A graph network's discord per node (bars) and per channel of one node (samples x channels heat map).
 
+    Bars of pattern nodes (relu, leaky_relu, maxpool) are orange, the others blue.
+
     Parameters
     ----------
     result : PinnedDiscord or NodeResiduals
@@ -82,7 +84,7 @@ def plot_node_discord(result, path=None, node=None, axes=None, title=None):
     path : str, optional
         Write the figure here (PNG, PDF, ... by the extension), atomically.
     node : str, optional
-        The node of the heat map (default: the node with the largest mean discord).
+        The node of the heat map (default: the feature map with the largest mean discord).
     axes : (Axes, Axes), optional
         The bar and heat-map panels to draw into (default: a new figure's).
     title : str, optional
@@ -109,8 +111,9 @@ def plot_node_discord(result, path=None, node=None, axes=None, title=None):
         raise TypeError("plot_node_discord draws a graph network's discord; for a chain use plot_residuals")
     names = res.edge_names
     mean = 2.0 * res.by_edge().mean(axis=0)           # the paper's discord ||r||^2
-    if node is None:
-        node = names[int(np.argmax(mean))]
+    if node is None:       # the feature map (a shape with positions) with the most discord, else any node
+        maps = [j for j, name in enumerate(names) if len(res.shape(name)) > 1] or list(range(len(names)))
+        node = names[max(maps, key=lambda j: mean[j])]
     channels = 2.0 * res.by_channel(node)             # checks the name (did you mean ...?)
     fig, (bars, heat) = _panels(axes, 2, (4.0 + 0.25 * len(names), 3.6))
     colours = [ACTIVE if name in res.pattern else OUTPUT for name in names]
