@@ -19,10 +19,14 @@ import numpy as np
 
 from ..network.graph.nodes import INPUT
 from ..sheaf.completion import complete
-from ..sheaf.graph_residuals import GraphSheaf
+from ..sheaf.graph_residuals import GraphSheaf, output_adjoint, output_residual
 from ..sheaf.patterns import graph_pattern
 
 MASK_OPS = ("relu", "leaky_relu")
+#: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
+ROUNDING = 1e-12
+#: Relative size of the force below which a state is an equilibrium.
+REST = 1e-10
 
 
 def pinned_equilibrium(net, X, Y, max_iter, backend):
@@ -34,9 +38,10 @@ def pinned_equilibrium(net, X, Y, max_iter, backend):
     graph = net.graph
     output = graph.output_node if net.output == "identity" else "yhat"
     c = complete(net, X, pins={output: Y}, max_iter=max_iter, backend=backend)
-    state, settled = c.state.copy(), c.settled_samples.copy()
-    sliding = [[] for _ in range(X.shape[0])]
+    state = c.state.copy()
     sheaf = GraphSheaf(graph)
+    settled = c.settled_samples | at_rest(sheaf, X, state, c.layout)
+    sliding = [[] for _ in range(X.shape[0])]
     for s in np.flatnonzero(~settled):
         pattern = {name: rows[s:s + 1].copy() for name, rows in c.pattern.items()}
         found = _on_switching_surface(net, sheaf, X[s:s + 1], {output: Y[s:s + 1]}, pattern, max_iter, backend)
@@ -61,9 +66,13 @@ def _on_switching_surface(net, sheaf, x, pins, pat, max_iter, backend):
     graph = net.graph
     surface, seen = set(), set()
     for _ in range(max_iter):
+        for node in _mask_nodes(graph):
+            # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
+            # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
+            pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
         c = complete(net, x, pins=_surface_pins(pins, surface), pattern=pat, backend=backend)
         values = {node.name: c.block(node.name) for node in graph.nodes}
-        new = graph_pattern(graph, {**values, INPUT: x}, previous=pat)
+        new = _read_pattern(graph, x, values, pat)
         flips = {(node.inputs[0], int(j)) for node in _mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
         moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).op == "maxpool")
@@ -80,16 +89,38 @@ def _on_switching_surface(net, sheaf, x, pins, pat, max_iter, backend):
             surface |= flips        # the pattern cycles: the flipping coordinates slide
             continue
         seen.add(key)
-        held = {}
-        for u, j in surface:
-            held.setdefault(u, []).append(j)
-        for name in graph.pattern_nodes:
-            node = graph.node(name)
-            idx = held.get(node.inputs[0], []) if node.op in MASK_OPS else []
-            keep = pat[name][0, idx]
-            pat[name] = np.array(new[name])
-            pat[name][0, idx] = keep        # a held coordinate's side does not matter at z = 0
+        pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _read_pattern(graph, x, values, previous):
+    """The pattern read off a solution, keeping ``previous``'s side of every mask coordinate whose ``z`` is
+    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0)."""
+    values = {**values, INPUT: x}
+    new = graph_pattern(graph, values, previous=previous)
+    for node in _mask_nodes(graph):
+        z = values[node.inputs[0]]
+        rounding = np.abs(z) <= ROUNDING * max(1.0, float(np.abs(z).max()))
+        new[node.name] = np.where(rounding, previous[node.name], new[node.name])
+    return new
+
+
+def at_rest(sheaf, X, state, layout):
+    """Per sample, whether the force on every unpinned coordinate vanishes (to :data:`REST` relative) under
+    the pattern read off ``state``: an equilibrium, whatever pattern the solve that found it assumed."""
+    graph = sheaf.graph
+    out = graph.output_node
+    values = {node.name: state[:, layout.free(node.name)] for node in graph.nodes}
+    force = sheaf.force(sheaf.residuals(X, values))
+    if layout.reduced:
+        force[out] = np.zeros_like(force[out])          # the pinned output
+    else:                                                 # yhat is pinned; its edge pulls on z_out
+        z = values[out]
+        force[out] = force[out] + output_adjoint(graph.output, z, output_residual(graph.output, z,
+                                                                                  state[:, layout.free("yhat")]))
+    largest = np.max([np.abs(f).max(axis=1) for f in force.values()], axis=0)
+    scale = 1.0 + np.maximum(np.abs(state).max(axis=1), np.abs(X).max(axis=1))
+    return largest <= REST * scale
 
 
 def _surface_pins(pins, surface):
