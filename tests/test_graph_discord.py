@@ -211,3 +211,16 @@ def test_the_discord_command_prints_a_node_table_of_a_graph_network_file(tmp_pat
     np.savez(data, X=X)
     assert main(["discord", "--network", str(path), "--data", str(data)]) == 2
     assert "no array 'Y'" in capsys.readouterr().err
+
+
+def test_the_figures_refuse_the_other_kind_of_network():
+    from sheaflinalg.plotting.discord import plot_node_discord, plot_residuals
+
+    net = random_graph(1, "mixed")
+    X = random_inputs(net, 1, 2)
+    graph_result = sl.discord.residuals(net, X, sl.harmonic_extension(net, X).free)
+    with pytest.raises(TypeError, match="plot_node_discord"):
+        plot_residuals(graph_result)
+    chain = sl.Network.random([2, 3, 1], seed=0)
+    with pytest.raises(TypeError, match="plot_residuals"):
+        plot_node_discord(sl.discord.residuals(chain, [[0.0, 1.0]], np.zeros((1, 7))))

@@ -43,6 +43,9 @@ def plot_residuals(result, path=None, edges=None, axes=None, ylim=None, title=No
     3
     """
     res = getattr(result, "residuals", result)
+    if not hasattr(res, "z"):
+        raise TypeError("plot_residuals draws a chain's residuals against its pre-activations; for a graph "
+                        "network use plot_node_discord")
     names = list(edges) if edges is not None else res.edge_names
     fig, axes = _panels(axes, len(names), (3.6 * len(names), 3.2))
     for ax, name in zip(axes, names):
