@@ -14,8 +14,11 @@ from hypothesis import strategies as st
 import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from graph_examples import every_op_network
-from naive_graph import node_dense
+from naive import phi, phi_jacobian
+from naive_graph import maxpool_argmax, node_dense
 from sheaflinalg.sheaf import graph_bound
+from sheaflinalg.sheaf.layout import Layout
+from sheaflinalg.sheaf.pins import resolve_pins
 
 
 def _graph_nets(seed, mode, output="identity"):
@@ -73,3 +76,84 @@ def test_conv_bound_is_the_circular_norm_when_nothing_is_cut():
     (_, F), = node_dense(conv, net.graph, None)[0]
     exact, bound = np.linalg.norm(F, 2), graph_bound.map_norm_bound(conv, net.graph)
     assert exact <= bound <= 1.01 * exact
+
+
+def _random_pins(net, lay, rng, M):
+    """A hard pin, a soft pin and a reluctance strength on random free coordinates (or none of them)."""
+    names = [node.name for node in net.graph.nodes]
+    a, b = rng.choice(names, size=2)
+    pins = {f"{a}[0]": rng.normal(size=(M, 1))} if rng.random() < 0.7 else None
+    soft = ({f"{b}[{lay.free_block(b).size - 1}]": rng.normal()}, float(rng.uniform(0.5, 2))) \
+        if rng.random() < 0.7 and (a != b or lay.free_block(b).size > 1) else None
+    lam = float(rng.uniform(0.1, 1)) if rng.random() < 0.5 else None
+    return pins, soft, lam
+
+
+def _dense_force(net, lay, X, S, reduced):
+    """``-delta_P^T e`` of each sample from the naive dense maps, the pattern read off the state ``S``."""
+    F = np.zeros_like(S)
+    for s in range(S.shape[0]):
+        state = {name: S[s, lay.free(name)] for name in [n.name for n in net.graph.nodes]}
+        values, pattern = {"x": X[s]}, {}
+        for node in net.graph.nodes:              # the pattern of the state: read off each node's parent
+            z = X[s] if node.inputs[0] == "x" else state[node.inputs[0]]
+            if node.op == "maxpool":
+                pattern[node.name] = maxpool_argmax(node, net.graph.shapes[node.inputs[0]],
+                                                    net.graph.shapes[node.name], z)
+            elif node.op in ("relu", "leaky_relu"):
+                pattern[node.name] = z >= 0
+        values.update(state)
+        for node in net.graph.nodes:
+            maps, bias = node_dense(node, net.graph, pattern.get(node.name))
+            e = state[node.name] - sum(Fm @ values[u] for u, Fm in maps) - (bias if bias is not None else 0.0)
+            F[s, lay.free(node.name)] -= e
+            for u, Fm in maps:
+                if u != "x":
+                    F[s, lay.free(u)] += Fm.T @ e
+        if not reduced:
+            z = state[net.graph.output_node]
+            e_y = S[s, lay.free("yhat")] - phi(net.output, z)
+            F[s, lay.free("yhat")] -= e_y
+            F[s, lay.free(net.graph.output_node)] += phi_jacobian(net.output, z).T @ e_y
+    return F
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES),
+       output=st.sampled_from(("identity", "sigmoid", "softmax")), reduced=st.booleans())
+def test_one_euler_step_equals_the_dense_step(seed, mode, output, reduced):
+    net = random_graph(seed, mode, output, max_layers=3)
+    reduced = reduced and output == "identity"
+    rng = np.random.default_rng(seed)
+    M = 2
+    X = random_inputs(net, seed, M, mode).reshape(M, -1)
+    lay = Layout.from_graph(net.graph, reduced=reduced)
+    pins, soft, lam = _random_pins(net, lay, rng, M)
+    S0 = sl.harmonic_extension(net, X).free[:, :lay.n_free] + rng.normal(size=(M, lay.n_free))
+    alpha, dt = 0.7, 0.5 / sl.lambda_max_bound(net)
+    res = sl.heat(net, X, alpha=alpha, dt=dt, max_steps=1, init=S0, pins=pins, soft_pins=soft, reluctance=lam,
+                  reduced=reduced, progress=False)
+    resolved = resolve_pins(net, X, lay, pins, soft, lam)
+    S0[:, resolved.hard.index] = resolved.hard.values
+    F = _dense_force(net, lay, X, S0, reduced)
+    if resolved.soft.size:
+        F[:, resolved.soft.index] += resolved.soft.gamma * (resolved.soft.values - S0[:, resolved.soft.index])
+    if lam:
+        F += lam * (0.0 - S0)
+    F[:, resolved.hard.index] = 0.0
+    np.testing.assert_allclose(res.state, S0 + alpha * dt * F, rtol=1e-12, atol=1e-12)
+    assert res.steps == 1 and res.final_change == pytest.approx(alpha * dt * np.abs(F).max(), rel=1e-12)
+
+
+# Fixed seeds of every pattern kind whose flows settle within 3000 steps at the largest stable dt
+# (deep concatenations can be ill-conditioned enough to need many more).
+@pytest.mark.parametrize("seed,mode", [(0, "mixed"), (8, "mixed"), (1, "active"), (5, "active"), (2, "dead"),
+                                       (10, "dead"), (3, "ties"), (11, "ties")])
+def test_heat_converges_to_the_forward_pass(seed, mode):
+    net = random_graph(seed, mode)
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    res = sl.heat(net, X, dt=1.9 / sl.lambda_max_bound(net), max_steps=3000, tol=1e-11, seed=seed, progress=False)
+    assert res.converged and res.steps < 3000
+    np.testing.assert_allclose(res.output, net.forward(X), atol=1e-7)
+    np.testing.assert_allclose(res.state, sl.harmonic_extension(net, X).free[:, :res.layout.n_free], atol=1e-7)
+    assert np.all(res.discord < 1e-14)

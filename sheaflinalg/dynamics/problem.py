@@ -130,9 +130,12 @@ def check_reduced(net, reduced, pins, soft_pins):
 
 def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
-    resolved = _pins.resolve_pins(net, X, Layout(net.dims, reduced=reduced), pins, soft_pins, reluctance)
+    resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
-    net.forward_states(X)  # refuses a network whose forward pass overflows, naming the layer
+    if net.is_graph:        # refuses a network whose forward pass overflows, naming the node
+        net.forward(X)
+    else:                   # or the layer
+        net.forward_states(X)
     bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
