@@ -93,6 +93,10 @@ class _Block:
 
     def advance(self, step, recording):
         """One Euler step from step ``step``; returns whether the new state is finite."""
+        with np.errstate(over="ignore", invalid="ignore"):     # a non-finite state is reported by the caller
+            return self._advance(step, recording)
+
+    def _advance(self, step, recording):
         F, E, pattern = self.forces()
         self._crossings(step, pattern)
         if recording:
