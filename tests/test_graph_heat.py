@@ -287,3 +287,27 @@ def test_graph_refusals():
         sl.heat(net, X, dt=50 * largest, check_stability=False, max_steps=100000, progress=False)
     with pytest.raises(ValueError, match=r"X has 71 features per sample but the network takes 72"):
         sl.heat(net, np.zeros((1, 71)))
+
+
+def test_heat_and_verify_commands_take_graph_network_files(tmp_path, capsys):
+    from sheaflinalg.cli import main
+    path, history = tmp_path / "g.npz", tmp_path / "h.npz"
+    net = random_graph(9, "active")
+    net.save(str(path))
+    dt = str(1.9 / sl.lambda_max_bound(net))
+    assert main(["heat", "--network", str(path), "--no-progress", "--samples", "2", "--dt", dt, "--tol", "1e-11",
+                 "--save-history", str(history)]) == 0
+    out = capsys.readouterr().out
+    assert "network graph of 8 nodes, input (2, 3, 3)" in out and "converged: True" in out
+    assert float(out.split("max |output - forward pass|: ")[1].split()[0]) < 1e-8
+    assert "final discord, largest 5 edges: e_" in out and "sliding episodes are not detected" in out
+    with np.load(history, allow_pickle=False) as f:
+        assert list(f["labels"]) == [f"e_{n.name}" for n in net.graph.nodes] and "sliding" not in f.files
+        X = np.random.default_rng(0).uniform(-2, 2, size=(2, net.n_inputs))
+        np.testing.assert_allclose(f["output"], net.forward(X), atol=1e-8)
+    first = net.graph.nodes[0].name
+    assert main(["heat", "--network", str(path), "--no-progress", "--dt", dt, "--max-steps", "10",
+                 "--pin", f"{first}[channel=1]=0.5"]) == 1
+    assert f"pinned: {first}[9], {first}[10]," in capsys.readouterr().out
+    assert main(["verify", "--network", str(path), "--samples", "2"]) == 0
+    assert "RESULT: PASSED" in capsys.readouterr().out
