@@ -37,11 +37,17 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     Options shown as ``<default ...>`` belong to one method; giving one to the other method
     is refused (ValueError naming the option and the method).
 
+    A graph network (:attr:`Network.is_graph`) runs forward Euler node by node with the
+    pattern read off the state every step (:mod:`sheaflinalg.dynamics.euler.graph`); the
+    exact flow takes chains only.
+
     Parameters
     ----------
     net : Network
+        A chain, or a graph network (``method="euler"``).
     X : array_like, shape (n_samples, n_0) or (n_0,)
-        Inputs (always pinned).  Samples are independent sheaves run together.
+        Inputs (always pinned; a graph network also takes ``(n_samples, *input_shape)``).
+        Samples are independent sheaves run together.
     alpha : float
         Diffusion rate.
     dt : float
@@ -59,7 +65,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         Seed of ``init="random"``.
     pins : dict, optional
         Hard pins ``{selector: values}`` (:mod:`sheaflinalg.sheaf.pins`), e.g.
-        ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels).
+        ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels); on a graph network
+        nodes and channels, e.g. ``{"conv1[channel=2]": 0.0}``.
     soft_pins : SoftPins or (targets, gamma), optional
         Penalty edges ``gamma/2 (s_j - p_j)^2``.
     reluctance : float or Reluctance, optional
@@ -76,7 +83,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         Use the reduced system (no output vertex).  Default: for identity
         output without pins on ``yhat``.
     crossings : bool
-        Euler: log sign changes of hidden pre-activations and sliding episodes (default True).
+        Euler: log sign changes of hidden pre-activations and sliding episodes (default True;
+        on a graph network every pattern change, without sliding episodes).
     max_crossings : int
         Euler: size of the crossing log (the count goes on past it; default 100000).
     sliding_window, sliding_min_flips : int
