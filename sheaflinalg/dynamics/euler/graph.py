@@ -68,23 +68,25 @@ class _Block:
         self.pattern, self.log, self.n_logged, self.records = None, [], 0, []
         self.change = 0.0
 
-    def forces(self):
-        """``(F, E)`` of the current state (pattern read off it), crossings logged against the last pattern."""
+    def forces(self, edges=True):
+        """``(F, E, pattern)`` of the current state, the pattern read off it (``E`` None unless ``edges``)."""
         st, S = self.setup, self.S
         values = {name: S[:, free] for name, free, _ in st.slices}
         res = st.sheaf.residuals(self.X, values)
         force = st.sheaf.force(res)
         F = np.empty_like(S)
-        E = np.empty((S.shape[0], st.edge_blocks[-1].stop))
+        E = np.empty((S.shape[0], st.edge_blocks[-1].stop)) if edges else None
         for name, free, edge in st.slices:
             F[:, free] = force[name]
-            E[:, edge] = res.edges[name]
+            if edges:
+                E[:, edge] = res.edges[name]
         if st.out is not None:
             yhat, z = st.out
             e_y = output_residual(st.output, S[:, z], S[:, yhat])
             F[:, yhat] = -e_y
             F[:, z] += output_adjoint(st.output, S[:, z], e_y) if st.adjoint else e_y
-            E[:, st.edge_blocks[-1]] = e_y
+            if edges:
+                E[:, st.edge_blocks[-1]] = e_y
         if st.soft_index.size:
             F[:, st.soft_index] += st.soft_gamma * (self.targets - S[:, st.soft_index])
         if st.lam > 0:
@@ -97,12 +99,12 @@ class _Block:
             return self._advance(step, recording)
 
     def _advance(self, step, recording):
-        F, E, pattern = self.forces()
+        F, E, pattern = self.forces(edges=recording)
         self._crossings(step, pattern)
         if recording:
             self.record(step, E)
-        change = F * self.setup.scale
-        self.change = float(np.max(np.abs(change), initial=0.0))
+        change = np.multiply(F, self.setup.scale, out=F)
+        self.change = max(float(change.max()), -float(change.min()))     # NaN propagates
         self.S += change
         return np.isfinite(self.change) and (np.isfinite(np.sum(self.S)) or bool(np.all(np.isfinite(self.S))))
 
