@@ -24,13 +24,11 @@ BAD_X = np.full((2, 5), np.nan)          # wrong width and not finite: refused l
 BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
-                "sl.AugmentedSheafSystem"}
+                "sl.AugmentedSheafSystem", "sl.train", "sl.sgd"}
 REFUSED = {
     "sl.heat": lambda tmp: sl.heat(NET, BAD_X, record_every=1, progress=False),
     "sl.lambda_max_bound": lambda tmp: sl.lambda_max_bound(NET, gamma_max=-1.0),
     "sl.convergence_study": lambda tmp: sl.convergence_study(NET, BAD_X),
-    "sl.train": lambda tmp: sl.train(NET, BAD_X, BAD_Y, checkpoint=os.path.join(tmp, "run.npz"), progress=False),
-    "sl.sgd": lambda tmp: sl.sgd(NET, BAD_X, BAD_Y, progress=False),
     "sl.spectrum": lambda tmp: sl.spectrum(NET, BAD_X, progress=False),
     "sl.discord.pinned": lambda tmp: sl.discord.pinned(NET, BAD_X, BAD_Y),
     "sl.discord.residuals": lambda tmp: sl.discord.residuals(NET, BAD_X, BAD_Y),
