@@ -194,3 +194,27 @@ def test_an_unstable_step_is_refused_naming_the_largest_stable_dt():
     net = every_op_network()
     with pytest.raises(ValueError, match=r"unstable step size.*use dt < "):
         sl.train(net, np.zeros((2, net.n_inputs)), np.zeros((2, 3)), dt=10.0, progress=False)
+
+
+def test_train_command_takes_a_graph_network_file_and_data(tmp_path, capsys):
+    from sheaflinalg.cli import main
+
+    net = every_op_network(seed=10)
+    net_path, data_path, out_path = tmp_path / "g.npz", tmp_path / "d.npz", tmp_path / "out.npz"
+    net.save(net_path)
+    rng = np.random.default_rng(11)
+    np.savez(data_path, X_train=rng.normal(size=(3, 2, 6, 6)), Y_train=rng.normal(size=(3, 3)))
+    for method, extra in (("sheaf", ["--dt", "0.001"]), ("sgd", ["--lr", "0.001"])):
+        assert main(["train", "--network", str(net_path), "--data", str(data_path), "--method", method,
+                     "--steps", "20", "--no-progress", "--save", str(out_path)] + extra) == 0
+        assert f"{method}: 20 steps" in capsys.readouterr().out
+        trained = sl.Network.load(out_path)
+        assert trained.is_graph and not np.array_equal(trained.parameters(), net.parameters())
+    assert main(["train", "--network", str(net_path), "--steps", "5", "--no-progress"]) == 2
+    assert "takes 72 inputs (shape (2, 6, 6)) but task 'paraboloid' has 2" in capsys.readouterr().err
+    assert main(["train", "--data", str(data_path), "--steps", "5", "--no-progress"]) == 2
+    assert "--data needs --network" in capsys.readouterr().err
+    np.savez(data_path, X_train=rng.normal(size=(3, 72)), Y_train=np.full((3, 3), np.nan))
+    assert main(["train", "--network", str(net_path), "--data", str(data_path), "--steps", "5",
+                 "--no-progress"]) == 2
+    assert "entry 'Y_train'" in capsys.readouterr().err
