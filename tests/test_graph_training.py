@@ -35,19 +35,23 @@ def _check_velocity_against_energy(net, X, rng):
     residuals = GraphSheaf(graph).residuals(X, values)
     velocity = ParameterVelocity(graph).flat(params, X, values, residuals.edges)
     h = 1e-3          # the energy is quadratic in theta at a fixed state: central differences are exact
-    numeric = np.empty_like(theta)
-    for p in range(theta.size):
+    # a few entries of every parameter array (each kind, each node), all of them for small arrays
+    picks = np.concatenate([rng.choice(np.arange(where.start, where.stop), size=min(4, where.stop - where.start),
+                                       replace=False) for _, _, where, _ in params.slices])
+    velocity = velocity[picks]
+    numeric = np.empty(picks.size)
+    for i, p in enumerate(picks):
         up, down = theta.copy(), theta.copy()
         up[p] += h
         down[p] -= h
-        numeric[p] = -(_energy(params, up, X, values) - _energy(params, down, X, values)) / (2 * h)
+        numeric[i] = -(_energy(params, up, X, values) - _energy(params, down, X, values)) / (2 * h)
     scale = max(1.0, np.abs(numeric).max())
     np.testing.assert_allclose(velocity, numeric, rtol=0, atol=1e-7 * scale)
     kinds = {graph.node(name).op for name, *_ in params.slices}
     return kinds
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10_000), mode=st.sampled_from(MODES))
 def test_parameter_velocity_is_minus_the_energy_gradient(seed, mode):
     net = random_graph(seed, mode, max_layers=3)
@@ -148,12 +152,12 @@ def test_joint_dynamics_lower_the_loss_of_a_cnn():
     rng = np.random.default_rng(7)
     X = rng.normal(size=(4, 2, 6, 6))
     Y = rng.normal(size=(4, 3))
-    fit = sl.train(net, X, Y, steps=400, epoch_steps=100, dt=0.001, beta=0.01, init="forward", progress=False)
+    fit = sl.train(net, X, Y, steps=200, epoch_steps=50, dt=0.001, beta=0.01, init="forward", progress=False)
     assert fit.network.is_graph and fit.state.shape == (4, fit.layout.n_free)
     assert np.all(np.diff(fit.history.discord) < 0)        # a gradient flow of the discord in (state, theta)
-    assert fit.history.train_loss[-1] < 0.7 * fit.history.train_loss[0]
+    assert fit.history.train_loss[-1] < 0.8 * fit.history.train_loss[0]
     assert len(fit.history.weight_norms[0]) == 4          # conv1, bn1, conv2, fc
-    fit = sl.sgd(net, X, Y, epochs=50, lr=0.002, progress=False)
+    fit = sl.sgd(net, X, Y, epochs=20, lr=0.002, progress=False)
     assert fit.history.train_loss[-1] < fit.history.train_loss[0]
 
 
@@ -218,3 +222,15 @@ def test_train_command_takes_a_graph_network_file_and_data(tmp_path, capsys):
     assert main(["train", "--network", str(net_path), "--data", str(data_path), "--steps", "5",
                  "--no-progress"]) == 2
     assert "entry 'Y_train'" in capsys.readouterr().err
+
+
+def test_a_diverging_graph_run_stops_with_the_last_finite_parameters():
+    net = every_op_network(seed=12)
+    rng = np.random.default_rng(13)
+    X, Y = rng.normal(size=(2, net.n_inputs)), rng.normal(size=(2, 3))
+    with pytest.warns(sl.DivergenceWarning, match="diverged during epoch"):
+        fit = sl.train(net, X, Y, steps=400, epoch_steps=20, dt=0.001, beta=1e4, progress=False)
+    assert fit.history.diverged and np.all(np.isfinite(fit.network.parameters()))
+    with pytest.warns(sl.DivergenceWarning):
+        fit = sl.sgd(net, X, Y, epochs=200, lr=1e3, progress=False)
+    assert fit.history.diverged and np.all(np.isfinite(fit.network.parameters()))

@@ -172,8 +172,8 @@ class GraphJointRun(EpochRun):
                 for name, f in force.items():
                     self.values[name] += a_dt * f
                 self.theta += b_dt * self.grad
-            if not (np.isfinite(np.sum(self.theta)) and all(np.isfinite(np.sum(v)) for v in self.values.values())):
-                return k
+                if not (np.isfinite(np.sum(self.theta)) and all(np.isfinite(np.sum(v)) for v in self.values.values())):
+                    return k
         return n
 
     # ---------------------------------------------------------------- records

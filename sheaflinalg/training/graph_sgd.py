@@ -72,8 +72,8 @@ class GraphDescent:
                 return k
             with np.errstate(over="ignore", invalid="ignore"):
                 self.theta += self.lr * self.direction
-            if not np.isfinite(np.sum(self.theta)):
-                return k
+                if not np.isfinite(np.sum(self.theta)):
+                    return k
         return n
 
 
