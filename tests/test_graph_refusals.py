@@ -24,10 +24,9 @@ BAD_X = np.full((2, 5), np.nan)          # wrong width and not finite: refused l
 BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
-                "sl.AugmentedSheafSystem", "sl.train", "sl.sgd"}
+                "sl.AugmentedSheafSystem", "sl.lambda_max_bound", "sl.train", "sl.sgd"}
 REFUSED = {
     "sl.heat": lambda tmp: sl.heat(NET, BAD_X, record_every=1, progress=False),
-    "sl.lambda_max_bound": lambda tmp: sl.lambda_max_bound(NET, gamma_max=-1.0),
     "sl.convergence_study": lambda tmp: sl.convergence_study(NET, BAD_X),
     "sl.spectrum": lambda tmp: sl.spectrum(NET, BAD_X, progress=False),
     "sl.discord.pinned": lambda tmp: sl.discord.pinned(NET, BAD_X, BAD_Y),
