@@ -28,8 +28,8 @@ import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
 from sheaflinalg.network.graph import Graph
 from sheaflinalg.network.graph.forward import evaluate
+from sheaflinalg.sheaf.graph_bound import graph_lambda_max_bound
 from sheaflinalg.sheaf.graph_residuals import GraphSheaf
-from sheaflinalg.training.graph_joint import graph_lambda_max
 from sheaflinalg.training.graph_loss import loss_pull
 from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
 
@@ -41,7 +41,7 @@ def problem(batch):
     model, net, X = build("mnist1d_cnn", batch)
     net = sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
     labels = np.random.default_rng(2).integers(0, 10, size=X.shape[0])
-    dt = 1.0 / graph_lambda_max(net.graph)      # alpha dt lambda_max <= 1 < 2
+    dt = 1.0 / graph_lambda_max_bound(net.graph)      # alpha dt lambda_max <= 1 < 2
     return model, net, X, np.eye(10)[labels], dt
 
 

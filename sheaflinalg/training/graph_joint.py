@@ -28,8 +28,8 @@ import numpy as np
 from .._common.rounds import Rounds
 from ..network.errors import GraphNetworkError
 from ..network.graph.forward import evaluate
-from ..network.graph.nodes import INPUT
 from ..network.model import NetworkOverflowError
+from ..sheaf.graph_bound import graph_lambda_max_bound
 from ..sheaf.graph_residuals import GraphSheaf
 from ..sheaf.layout import Layout
 from .checkpoint import RunShape
@@ -48,37 +48,14 @@ def check_graph_settings(loss, reg):
                                 "train a graph network with reg=None")
 
 
-def _block_norm_bound(node, graph):
-    """PLACEHOLDER until sheaf.graph_bound lands: a bound on ``||F_(u->v)||_2`` of ``node``."""
-    if node.op == "linear":
-        return float(np.linalg.norm(node.params["weight"], 2))
-    if node.op == "conv":
-        A = np.abs(node.params["weight"]).reshape(node.params["weight"].shape[0], node.params["weight"].shape[1], -1)
-        return math.sqrt(A.sum(axis=(1, 2)).max() * A.sum(axis=(0, 2)).max() * node.attrs["groups"])
-    if node.op == "batchnorm":
-        return float(np.abs(node.params["scale"]).max())
-    if node.op == "leaky_relu":
-        return max(1.0, abs(float(node.attrs["negative_slope"])))
-    return 1.0
-
-
-def graph_lambda_max(graph):
-    """PLACEHOLDER: an upper bound on ``lambda_max`` of the training Laplacian (nodes and the loss edge)."""
-    names = [node.name for node in graph.nodes]
-    at = {name: i for i, name in enumerate(names)}
-    B = np.eye(len(names) + 1)
-    for node in graph.nodes:
-        norm = _block_norm_bound(node, graph)
-        for parent in node.inputs:
-            if parent != INPUT:
-                B[at[node.name], at[parent]] += norm
-    B[len(names), at[graph.output_node]] += 1.0
-    return float(np.linalg.norm(B, 2)) ** 2
-
-
 def check_graph_step_size(graph, alpha, dt):
-    """Refuse ``alpha dt lambda_max_bound >= 2`` (forward Euler of the state may diverge), naming the largest dt."""
-    bound = graph_lambda_max(graph)
+    """Refuse ``alpha dt lambda_max_bound >= 2`` (forward Euler of the state may diverge), naming the largest dt.
+
+    The bound (:func:`~sheaflinalg.sheaf.graph_bound.graph_lambda_max_bound`) holds for every pattern;
+    the targets pin ``yhat`` (a principal submatrix: only lower), and the loss edge's pull on the
+    output node has a Jacobian of norm at most 1 (``J^T J`` for mse, ``J_phi`` for cross-entropy).
+    """
+    bound = graph_lambda_max_bound(graph)
     if alpha * dt * bound >= 2.0:
         raise ValueError(f"unstable step size: alpha * dt * lambda_max_bound = {alpha * dt * bound:.3g} >= 2 "
                          f"(lambda_max_bound = {bound:.4g} from the graph's maps); use dt < {2.0 / (alpha * bound):.3g}")
