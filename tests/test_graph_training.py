@@ -187,6 +187,7 @@ def test_graph_training_resumes_from_a_checkpoint(tmp_path):
     (lambda net, X, Y: sl.train(net, X, Y, loss="huber", progress=False), "mse, cross_entropy"),
     (lambda net, X, Y: sl.sgd(net, X, Y, loss="l1", progress=False), "mse, cross_entropy"),
     (lambda net, X, Y: sl.sgd(net, X, Y, reg={"mu": 0.1}, progress=False), "reg.mu"),
+    (lambda net, X, Y: sl.train(net, X, Y, stagnation=True, progress=False), "stagnation='auto' or False"),
 ])
 def test_what_graph_training_does_not_take_is_refused(call, match):
     net = every_op_network()

@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from .._common.memory import FLOAT, check_batch
 from .._common.rounds import Rounds
 from ..network.errors import GraphNetworkError
 from ..network.graph.forward import evaluate
@@ -40,12 +41,23 @@ from .history import History, Recorder
 from . import stagnation as _stagnation
 
 
-def check_graph_settings(loss, reg):
-    """What graph networks do not take, refused before any work (GraphNetworkError naming the way out)."""
-    check_graph_loss(loss)
+#: Batch-sized arrays a graph step keeps per node value: state, residuals, forces, the epoch's
+#: rollback copy, the prediction and transposed products in flight (an estimate for the memory check).
+STEP_COPIES = 8
+
+
+def check_graph_settings(prob, reg, stagnation):
+    """What graph networks do not take, refused before any work (GraphNetworkError naming the way out),
+    and the batch's memory."""
+    check_graph_loss(prob.loss)
     if reg.lam > 0 or reg.mu > 0:
         raise GraphNetworkError("regularisation (reg) is offered for chains of Linear/ReLU layers only; "
                                 "train a graph network with reg=None")
+    if stagnation is True:
+        raise GraphNetworkError("the stagnation bound's spectral gap is computed for chains of Linear/ReLU layers "
+                                "only; train a graph network with stagnation='auto' or False")
+    graph = prob.net.graph
+    check_batch(prob.X.shape[0], STEP_COPIES * FLOAT * sum(graph.sizes.values()), "training a graph network")
 
 
 def check_graph_step_size(graph, alpha, dt):

@@ -11,11 +11,16 @@ the output node scaled to the mean loss and zero elsewhere; then
 
 import numpy as np
 
+from .._common.memory import FLOAT, check_batch
 from ..network.errors import GraphNetworkError
 from ..network.graph.forward import evaluate
 from ..sheaf.matrix_free import GraphCoboundary
 from .graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from .graph_velocity import GraphParameters, ParameterVelocity
+
+#: Batch-sized arrays per node value in a descent step: the forward values, the adjoints and the
+#: substitution's buffers (an estimate for the memory check).
+DESCENT_COPIES = 5
 
 
 def descent_direction(graph, X, Y, loss, velocity=None, params=None, out=None):
@@ -83,5 +88,7 @@ def graph_descent(prob, theta, reg, lr):
     if reg.mu > 0:
         raise GraphNetworkError("weight regularisation (reg.mu) is offered for chains of Linear/ReLU layers only; "
                                 "train a graph network with reg=None")
+    check_batch(prob.X.shape[0], DESCENT_COPIES * FLOAT * sum(prob.net.graph.sizes.values()),
+                "gradient descent on a graph network")
     params = GraphParameters(prob.net.graph)
     return params, GraphDescent(params, theta, prob.X, prob.Y, prob.loss, lr)

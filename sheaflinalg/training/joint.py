@@ -204,7 +204,7 @@ class _Settings:
             raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
         reg = Regularization.coerce(reg)
         if prob.net.is_graph:
-            check_graph_settings(prob.loss, reg)
+            check_graph_settings(prob, reg, stagnation)
             check_graph_step_size(prob.net.graph, alpha, dt)
         else:
             check_step_size(prob.net, alpha, dt)
