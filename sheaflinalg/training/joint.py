@@ -135,6 +135,15 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
 
     Notes
     -----
+    A graph network (convolutions, pooling, batch norm, residual additions,
+    ...) runs the same dynamics on its graph sheaf
+    (:mod:`sheaflinalg.training.graph_joint`): shared convolution weights move
+    by their velocity summed over positions, a batch norm by its folded
+    per-channel affine.  It takes the losses ``"mse"`` and
+    ``"cross_entropy"``, no ``reg``, and records no stagnation gap; the step
+    runs on one thread (``threads`` does not apply) and ``init`` arrays are
+    every node's value in the layout's order.
+
     If the run diverges, training stops at that epoch with a
     :class:`~sheaflinalg.training.history.DivergenceWarning` naming the epoch and the
     last finite loss; the weights of the last finite epoch are returned and
