@@ -200,7 +200,7 @@ def test_the_discord_command_prints_a_node_table_of_a_graph_network_file(tmp_pat
     X = random_inputs(net, 4, 5)
     path, data, figure = tmp_path / "g.npz", tmp_path / "d.npz", tmp_path / "d.png"
     net.save(str(path))
-    np.savez(data, X=X, Y=net.forward(X) + 0.1)
+    np.savez(data, X_train=X[:1], Y_train=net.forward(X[:1]), X_test=X, Y_test=net.forward(X) + 0.1)
     status = main(["discord", "--network", str(path), "--data", str(data), "--samples", "3", "--plot", str(figure)])
     out = capsys.readouterr().out
     assert status == 0 and "3 inputs" in out and figure.exists()
@@ -208,9 +208,9 @@ def test_the_discord_command_prints_a_node_table_of_a_graph_network_file(tmp_pat
     assert rows == {node.name: node.op for node in net.graph.nodes}
     assert main(["discord", "--network", str(path)]) == 2
     assert "give its inputs and labels with --data" in capsys.readouterr().err
-    np.savez(data, X=X)
+    np.savez(data, X_train=X)
     assert main(["discord", "--network", str(path), "--data", str(data)]) == 2
-    assert "no array 'Y'" in capsys.readouterr().err
+    assert "Y_train" in capsys.readouterr().err
 
 
 def test_the_figures_refuse_the_other_kind_of_network():

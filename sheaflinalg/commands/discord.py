@@ -1,12 +1,13 @@
 """``sheaflinalg discord``: the pinned-discord table of a network (paper table "per-edge pinned discord").
 
-A graph network file (``--network``) takes its inputs and labels from ``--data FILE.npz`` (arrays ``X``
-and ``Y``) and prints one row per node.
+A graph network file (``--network``) takes its inputs and labels from ``--data FILE.npz`` (the data
+file of every command: ``X_train``, ``Y_train``, optionally ``X_test``, ``Y_test``; the test arrays are
+pinned when there are some) and prints one row per node.
 """
 
 import numpy as np
 
-from . import FIGURE_SUFFIXES, add_output, number, parse_arch, refuse_ignored
+from . import FIGURE_SUFFIXES, add_output, number, parse_arch, read_data, refuse_ignored
 
 HELP = "pin a network's outputs to the labels and print the per-edge discord at equilibrium"
 #: Defaults of the options that describe the network to train (refused with --network).
@@ -17,8 +18,9 @@ def add_arguments(parser):
     parser.add_argument("--network", metavar="FILE.npz",
                         help="analyse this network (default: train one on --task with --arch)")
     parser.add_argument("--data", metavar="FILE.npz",
-                        help="inputs X (n_samples, *input_shape) and labels Y of --network, as arrays 'X' and 'Y' "
-                             "(needed for a graph network; default: the test inputs of --task)")
+                        help="inputs and labels of --network: arrays X_test, Y_test (or X_train, Y_train when there are "
+                             "no test arrays), inputs (n_samples, *input_shape) (needed for a graph network; "
+                             "default: the test inputs of --task)")
     parser.add_argument("--task", default=None, help="paraboloid, saddle, circular or blobs (default paraboloid)")
     parser.add_argument("--arch", default=None, help="widths of the network to train (default 2,30,1)")
     parser.add_argument("--method", default=None, choices=("sheaf", "sgd"), help="how to train it (default sheaf)")
@@ -47,7 +49,9 @@ def run(args):
         source = args.network
         if args.data:
             refuse_ignored(args, {"--task": "task"}, "--data (the file holds the inputs and labels)")
-            X, Y = read_data(args.data, args.samples)
+            data = read_data(args.data)
+            X, Y = (data.X_train, data.Y_train) if data.X_test is None else (data.X_test, data.Y_test)
+            X, Y = X[:args.samples], Y[:args.samples]
         elif net.is_graph:
             raise ValueError(f"--network {args.network} is a graph network (input shape {net.input_shape}): give "
                              "its inputs and labels with --data FILE.npz (arrays 'X' and 'Y'); the tasks are 2-D")
@@ -79,25 +83,3 @@ def run(args):
         (plot_node_discord if net.is_graph else plot_residuals)(pd, path=args.plot, title=source)
         print(f"figure: {args.plot}")
     return 0 if bool(np.all(pd.settled)) else 1
-
-
-def read_data(path, samples):
-    """The first ``samples`` rows of the arrays ``X`` and ``Y`` of the ``.npz`` file ``path`` (never unpickled)."""
-    try:
-        f = np.load(path, allow_pickle=False)
-    except (OSError, EOFError, ValueError) as exc:
-        raise ValueError(f"--data {path}: cannot read it as a .npz file of arrays X and Y ({exc})") from None
-    if not isinstance(f, np.lib.npyio.NpzFile):
-        raise ValueError(f"--data {path}: expected a .npz file of arrays X and Y, got a single array")
-    with f:
-        missing = [k for k in ("X", "Y") if k not in f.files]
-        if missing:
-            raise ValueError(f"--data {path}: no array {missing[0]!r}; the file must hold the inputs 'X' and the "
-                             f"labels 'Y' (it has {', '.join(f.files) or 'no arrays'})")
-        try:
-            X, Y = f["X"], f["Y"]
-        except (OSError, EOFError, ValueError) as exc:
-            raise ValueError(f"--data {path}: {exc}") from None
-    if X.ndim == 0 or Y.ndim == 0 or len(X) != len(Y):
-        raise ValueError(f"--data {path}: X and Y must hold one row per sample, got shapes {X.shape} and {Y.shape}")
-    return X[:samples], Y[:samples]

@@ -1,14 +1,12 @@
 """``sheaflinalg train``: train a network on one of the paper's tasks (or replay a recorded experiment)."""
 
 import csv
-from types import SimpleNamespace
 
 import numpy as np
 
 from .._common.atomic import atomic_file
-from .._common.npzfile import read_npz
 from .._common.validation import check_choice
-from . import add_output, number, parse_arch, refuse_ignored
+from . import add_output, number, parse_arch, read_data, refuse_ignored
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
 
@@ -169,26 +167,3 @@ def _data_and_network(args, seed):
         raise ValueError(f"--network {args.network} takes {net.n_inputs} inputs (shape {net.input_shape}) but "
                          f"{where} has {n_given} per sample")
     return data, net
-
-
-def read_data(path):
-    """The training data of ``--data FILE.npz``: ``X_train``, ``Y_train`` and optionally ``X_test``, ``Y_test``.
-
-    The arrays are checked by :func:`sheaflinalg.train` / :func:`sheaflinalg.sgd` against the
-    network; here: present, numeric, finite, at least one sample.
-    """
-    f = read_npz(path, "training data file")
-    f.require(["X_train", "Y_train"])
-    if ("X_test" in f) != ("Y_test" in f):
-        raise f.error("holds only one of X_test and Y_test: give both or neither")
-    f.ignore_others(["X_train", "Y_train", "X_test", "Y_test"])
-    arrays = {}
-    for name in ("X_train", "Y_train", "X_test", "Y_test"):
-        if name in f:
-            a = f.raw(name)
-            if a.dtype.kind not in "fiu" or a.ndim == 0 or a.shape[0] == 0 or not np.all(np.isfinite(a)):
-                raise f.error(f"must be a non-empty numeric array with one row per sample and no NaN or "
-                              f"infinity, got dtype {a.dtype}, shape {a.shape}", name)
-            arrays[name] = a
-    return SimpleNamespace(X_train=arrays["X_train"], Y_train=arrays["Y_train"], X_test=arrays.get("X_test"),
-                           Y_test=arrays.get("Y_test"))
