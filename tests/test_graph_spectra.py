@@ -14,7 +14,7 @@ import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from graph_examples import every_op_network
 from sheaflinalg._common import memory
-from sheaflinalg.spectral.arpack import arpack_extremes
+from sheaflinalg.spectral.arpack import arpack_extremes, arpack_group
 from sheaflinalg.spectral.graph_operators import GraphLaplacianOperator
 from sheaflinalg.spectral.operators import CoboundaryOperator
 
@@ -76,6 +76,16 @@ def test_samples_with_one_pattern_are_diagonalised_once():
     assert sp.lambda_min[0] == sp.lambda_min[2] != sp.lambda_min[1]
 
 
+def test_a_group_of_samples_in_lockstep_gives_each_samples_spectrum():
+    X = np.random.default_rng(6).normal(size=(3, 72))
+    together = sl.spectrum(NET, X, k=2, method="arpack", progress=False)
+    for s in range(3):
+        alone = sl.spectrum(NET, X[s], k=2, method="arpack", progress=False)
+        np.testing.assert_allclose(together.smallest[s], alone.smallest[0], rtol=1e-11)
+        np.testing.assert_allclose(together.largest[s], alone.largest[0], rtol=1e-11)
+        np.testing.assert_allclose(together.vectors_smallest[s], alone.vectors_smallest[0], atol=1e-7)
+
+
 def test_the_chain_graph_of_an_mlp_gives_the_chain_operator():
     net = sl.Network.random([3, 7, 5, 2], seed=3)
     x = np.random.default_rng(3).normal(size=3)
@@ -85,8 +95,9 @@ def test_the_chain_graph_of_an_mlp_gives_the_chain_operator():
     v = np.random.default_rng(4).normal(size=chain.n)
     np.testing.assert_allclose(graph.laplacian_matvec(v), chain.laplacian_matvec(v), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(graph.laplacian_solve(v), chain.laplacian_solve(v), rtol=1e-12)
-    ends = [arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, op.n, 2, 1e-10, None, None, 0)
-            for op in (chain, graph)]
+    ends = [arpack_extremes(chain.apply_pair, chain.laplacian_matvec, chain.laplacian_solve, chain.n, 2, 1e-10,
+                            None, None, 0),
+            arpack_group(graph.apply_batch, graph.single, graph.n, 2, 1e-10, None, None, [0])[0]]
     for i in (0, 2):
         np.testing.assert_allclose(ends[1][i], ends[0][i], rtol=1e-10)
 
