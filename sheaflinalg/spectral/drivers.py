@@ -170,10 +170,19 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
              progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto"):
     """Extreme eigenvalues of ``L[Omega, Omega]`` of every sample's activation pattern.
 
+    A graph network's Laplacian is applied node by node (its nodes in
+    topological order are the blocks, ``yhat`` last in the ``"free"``
+    system); the result's :meth:`~SpectrumResult.node_vector` and
+    :meth:`~SpectrumResult.channel_energy` give the eigenvectors in each
+    node's own shape and their energy per channel.  The ARPACK problems of a
+    group of samples advance together, their products in one batch.
+
     Parameters
     ----------
     net : Network
+        A chain or a graph network.
     X : array_like, shape (n_samples, n_0) or (n_0,)
+        A graph network also takes ``(n_samples, *input_shape)``.
     k : int
         Number of smallest and of largest eigenpairs per sample.
     vectors : bool
@@ -184,8 +193,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         does not depend on phi).  ``"free"``: the unreduced ``L[Omega, Omega]``
         with ``yhat`` and the output edge, linearised at the pattern's
         harmonic extension for a nonlinear output (``-J_phi`` in ``e_y``).
-    pattern : sequence of array_like, optional
-        Frozen activation pattern (see :func:`sheaflinalg.assemble`);
+    pattern : sequence of array_like or dict, optional
+        Frozen activation pattern (see :func:`sheaflinalg.assemble`; a graph
+        network: ``{node: array}``, masks and max-pool positions);
         default: each sample's forward-pass pattern.
     method : {"auto", "dense", "arpack"}
         ``"auto"``: dense for ``N <= dense_max`` (or ``full=True``), ARPACK otherwise.
@@ -202,14 +212,15 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Any positive integer.  ARPACK path: the row blocks of every big weight
         matrix are shared among this many threads in the operator kernels
         (when that is measured to be faster than one thread: on a busy
-        machine it is not); dense path: chunks of the batch run in this many
-        threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
+        machine it is not); a graph network: the products with ``L`` and
+        ``L^{-1}`` of a step run in two threads; dense path: chunks of the
+        batch run in this many threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
         is large enough to pay for it, else 1.  The results do not depend on
         it, bit for bit.  The parallel kernels use numba's threading layer
         (OpenMP when installed); a child forked after they ran uses the
         serial kernels (GNU OpenMP cannot start threads there).
     progress : bool
-        Progress bar over the samples (ARPACK path).
+        Progress bar over the samples (ARPACK path; a graph network: over the groups of samples).
     pins, soft_pins, reluctance : optional
         Hard pins, soft pins and reluctance edges (format:
         :mod:`sheaflinalg.sheaf.pins`).  With any of them the system is assembled
