@@ -144,6 +144,19 @@ def test_the_command_prints_a_table_per_node(tmp_path):
     assert rows["cat"][2] == "(8,3,3)", done.stdout
 
 
+def test_the_nodes_of_a_pass_in_two_threads_change_nothing(monkeypatch):
+    from sheaflinalg._common import threads as _threads
+    from sheaflinalg.sheaf.matrix_free import GraphCoboundary
+
+    X = np.random.default_rng(8).normal(size=(3, 72))
+    delta = GraphCoboundary(NET.graph, NET.evaluate(X).pattern, np.broadcast_to(np.eye(3), (3, 3, 3)))
+    w = np.random.default_rng(9).normal(size=(3, delta.layout.n_free))
+    monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
+    assert sorted(delta._halves()[0] + delta._halves()[1]) == list(range(len(NET.graph.nodes)))
+    assert delta.apply(w, threads=2).tobytes() == delta.apply(w).tobytes()
+    assert delta.apply_transpose(w, threads=2).tobytes() == delta.apply_transpose(w).tobytes()
+
+
 def test_the_two_products_of_a_step_in_two_threads_change_nothing(monkeypatch):
     from sheaflinalg._common import threads as _threads
 

@@ -78,15 +78,19 @@ class GraphLaplacianOperator:
             finally:
                 other.join()
             return
-        self._products(a, False)
+        # one kind of product: the nodes of each pass of L shared by the threads
+        self._products(a, False, self.threads)
         self._products(b, True)
 
-    def _products(self, requests, inverse):
+    def _products(self, requests, inverse, threads=1):
         if not requests:
             return
         delta = self._rows([u for u, _, _ in requests])
         W = np.stack([self._vector(x) for _, x, _ in requests])
-        out = delta.solve(delta.solve_transpose(W)) if inverse else delta.apply_transpose(delta.apply(W))
+        if inverse:
+            out = delta.solve(delta.solve_transpose(W))
+        else:
+            out = delta.apply_transpose(delta.apply(W, threads), threads)
         for (_, _, y), row in zip(requests, out):
             y[:] = row
         if inverse:
