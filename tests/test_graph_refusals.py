@@ -10,7 +10,6 @@ network fails :func:`test_every_network_function_is_classified` until it is clas
 import inspect
 import os
 import traceback
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,10 +24,9 @@ BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
                 "sl.AugmentedSheafSystem", "sl.discord.pinned", "sl.discord.residuals", "sl.lambda_max_bound",
-                "sl.heat", "sl.train", "sl.sgd"}
+                "sl.heat", "sl.train", "sl.sgd", "sl.spectrum"}
 REFUSED = {
     "sl.convergence_study": lambda tmp: sl.convergence_study(NET, BAD_X),
-    "sl.spectrum": lambda tmp: sl.spectrum(NET, BAD_X, progress=False),
 }
 #: Chain-only members of a network: they describe Linear/ReLU layers.
 CHAIN_ONLY = {
@@ -64,12 +62,6 @@ def test_graph_networks_are_refused_first(name, tmp_path):
     assert isinstance(info.value, TypeError)          # callers catching TypeError keep working
 
 
-def test_a_tracker_refuses_a_graph_network_when_called():
-    tracker = sl.SpectralTracker(np.zeros((2, 72)))
-    with pytest.raises(sl.GraphNetworkError, match="is a graph network"):
-        tracker(SimpleNamespace(method="sgd", epoch=0, step=0, network=NET, X=None))
-
-
 @pytest.mark.parametrize("member", sorted(CHAIN_ONLY))
 def test_chain_only_members_refuse_a_graph_network(member):
     with pytest.raises(sl.GraphNetworkError, match="graph network of 12 nodes"):
@@ -85,7 +77,7 @@ def test_what_graph_networks_do_take():
     assert NET.copy().forward(x).tobytes() == NET.forward(x).tobytes()
 
 
-@pytest.mark.parametrize("command", ["spectrum", "discord"])
+@pytest.mark.parametrize("command", ["discord"])
 def test_commands_refuse_a_graph_network_file_in_one_line(command, tmp_path):
     import subprocess
     import sys

@@ -43,13 +43,15 @@ def run(args):
     from ..sheaf.layout import Layout
     from ..spectral.drivers import DENSE_MAX
 
-    net = network_from_args(args)
-    X = inputs(net.dims[0], args.samples, args.seed)
-    N = Layout(net.dims, reduced=args.system == "reduced").n_free
+    net = network_from_args(args, graphs=True)
+    X = inputs(net.n_inputs, args.samples, args.seed)
+    N = Layout.for_network(net, reduced=args.system == "reduced").n_free
     full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX
     res = sl.spectrum(net, X, k=args.k, system=args.system, method=args.method, tol=args.tol,
                       full=full, progress=not args.no_progress)
-    print(f"network {net.dims} ({net.output} output), {X.shape[0]} inputs, {args.system} system, "
+    what = (f"graph network of {len(net.graph.nodes)} nodes, input shape {net.input_shape}" if net.is_graph
+            else f"network {net.dims}")
+    print(f"{what} ({net.output} output), {X.shape[0]} inputs, {args.system} system, "
           f"N = {N}, method {res.method}")
     print(res.table())
     if args.per_sample:

@@ -28,7 +28,7 @@ Methods (``method="auto"`` picks the first that applies):
 import numpy as np
 import scipy.sparse as sp
 
-from .._common.memory import FLOAT, check_batch, check_memory
+from .._common.memory import BATCH_FLOOR, FLOAT, check_batch, check_memory
 from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
@@ -38,8 +38,10 @@ from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern, output_jacobian
-from .arpack import arpack_extremes, pair_of
+from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
+from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
+                             graph_operators, graph_pattern, graph_weights)
 from .operators import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
 
@@ -81,11 +83,8 @@ def _distinct_patterns(masks, M):
     """``(first, inverse)``: one representative sample per distinct pattern, and each sample's pattern."""
     if M == 1:
         return np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    keys = np.packbits(np.concatenate([m.reshape(M, -1) for m in masks] + [np.ones((M, 1), bool)], axis=1),
-                       axis=1)
-    keys = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return first, inverse.reshape(-1)
+    return distinct_rows(np.packbits(np.concatenate([m.reshape(M, -1) for m in masks] + [np.ones((M, 1), bool)],
+                                                    axis=1), axis=1))
 
 
 def _choose_method(method, full, N, k, dense_max):
@@ -108,6 +107,16 @@ def _check_arpack_options(maxiter, ncv, k, n, method):
     return maxiter, ncv
 
 
+def _check_vector_memory(n_samples, N, k, vectors, ncv):
+    """Refuse eigenvector requests (and ARPACK's Krylov spaces) that would not fit in memory, before any work."""
+    krylov = 2 * (min(N, max(2 * k + 1, 20)) if ncv is None else ncv) + 8      # vectors of size N, both ends
+    n_bytes = FLOAT * N * (krylov + (2 * k * n_samples if vectors else 0))
+    if n_bytes >= BATCH_FLOOR:
+        check_memory(n_bytes, f"the spectra of {n_samples} input(s) of N={N} stalk coordinates, "
+                     f"{2 * k if vectors else 0} eigenvectors each", "ask for fewer eigenpairs (smaller k), "
+                     "vectors=False, or fewer inputs at a time")
+
+
 def _check_dense_memory(n_systems, N, vectors):
     """Refuse a dense batch whose matrices, eigenvectors and LAPACK copies would not fit in memory."""
     per = N * N * FLOAT * (3 if vectors else 2)
@@ -120,14 +129,14 @@ class IllConditionedSpectrumError(FloatingPointError, ValueError):
     """The smallest eigenvalues of ``L[Omega, Omega]`` are below the rounding level of the dense solver."""
 
 
-def _check_laplacian_range(weights):
-    """Refuse weights whose squares (the blocks ``W^T W`` of ``L[Omega, Omega]``) overflow float64."""
-    for l, W in enumerate(weights, start=1):
+def _check_laplacian_range(named):
+    """Refuse weights ``[(label, W)]`` whose squares (the blocks ``W^T W`` of ``L[Omega, Omega]``) overflow float64."""
+    for label, W in named:
         largest = max(float(W.max()), -float(W.min()))  # no temporary |W| for big layers
         with np.errstate(over="ignore"):
             top = np.float64(largest) ** 2 * W.shape[0]
         if not np.isfinite(top):
-            raise NetworkOverflowError(f"W{l} is too large for the spectrum: its entries (largest {largest:.3g}) "
+            raise NetworkOverflowError(f"{label} is too large for the spectrum: its entries (largest {largest:.3g}) "
                              f"squared overflow float64 in L[Omega,Omega] = delta^T delta; rescale the network")
 
 
@@ -161,10 +170,19 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
              progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto"):
     """Extreme eigenvalues of ``L[Omega, Omega]`` of every sample's activation pattern.
 
+    A graph network's Laplacian is applied node by node (its nodes in
+    topological order are the blocks, ``yhat`` last in the ``"free"``
+    system); the result's :meth:`~SpectrumResult.node_vector` and
+    :meth:`~SpectrumResult.channel_energy` give the eigenvectors in each
+    node's own shape and their energy per channel.  The ARPACK problems of a
+    group of samples advance together, their products in one batch.
+
     Parameters
     ----------
     net : Network
+        A chain or a graph network.
     X : array_like, shape (n_samples, n_0) or (n_0,)
+        A graph network also takes ``(n_samples, *input_shape)``.
     k : int
         Number of smallest and of largest eigenpairs per sample.
     vectors : bool
@@ -175,8 +193,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         does not depend on phi).  ``"free"``: the unreduced ``L[Omega, Omega]``
         with ``yhat`` and the output edge, linearised at the pattern's
         harmonic extension for a nonlinear output (``-J_phi`` in ``e_y``).
-    pattern : sequence of array_like, optional
-        Frozen activation pattern (see :func:`sheaflinalg.assemble`);
+    pattern : sequence of array_like or dict, optional
+        Frozen activation pattern (see :func:`sheaflinalg.assemble`; a graph
+        network: ``{node: array}``, masks and max-pool positions);
         default: each sample's forward-pass pattern.
     method : {"auto", "dense", "arpack"}
         ``"auto"``: dense for ``N <= dense_max`` (or ``full=True``), ARPACK otherwise.
@@ -193,14 +212,15 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Any positive integer.  ARPACK path: the row blocks of every big weight
         matrix are shared among this many threads in the operator kernels
         (when that is measured to be faster than one thread: on a busy
-        machine it is not); dense path: chunks of the batch run in this many
-        threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
+        machine it is not); a graph network: the products with ``L`` and
+        ``L^{-1}`` of a step run in two threads; dense path: chunks of the
+        batch run in this many threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
         is large enough to pay for it, else 1.  The results do not depend on
         it, bit for bit.  The parallel kernels use numba's threading layer
         (OpenMP when installed); a child forked after they ran uses the
         serial kernels (GNU OpenMP cannot start threads there).
     progress : bool
-        Progress bar over the samples (ARPACK path).
+        Progress bar over the samples (ARPACK path; a graph network: over the groups of samples).
     pins, soft_pins, reluctance : optional
         Hard pins, soft pins and reluctance edges (format:
         :mod:`sheaflinalg.sheaf.pins`).  With any of them the system is assembled
@@ -230,8 +250,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     >>> sp.block_names
     ['z1', 'a1', 'z2']
     """
-    check_network(net)
-    X, _ = as_samples(X, net.dims[0])
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape if net.is_graph else None)
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
     vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
@@ -248,28 +268,35 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
                      reluctance=reluctance)
         return spectrum_of_system(s, k=k, vectors=vectors, solver=solver, method=method, full=full,
                                   tol=tol, maxiter=maxiter, ncv=ncv, dense_max=dense_max, progress=progress)
-    layout = Layout(net.dims, reduced=reduced)
+    layout = Layout.for_network(net, reduced=reduced)
     N = layout.n_free
     k = _check_k(k, N)
-    _check_laplacian_range(net.weights)
+    if net.is_graph:
+        _check_laplacian_range(graph_weights(net.graph))
+        stalks = sum(net.graph.sizes.values())
+    else:
+        _check_laplacian_range([(f"W{l}", W) for l, W in enumerate(net.weights, start=1)])
+        stalks = sum(net.dims[1:])
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     threads = None if threads is None else resolve_threads(threads)
     # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
-    check_batch(X.shape[0], FLOAT * (3 * sum(net.dims[1:]) + 2 * k * (2 + (N if vectors else 0))), "the spectra")
+    _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)
+    check_batch(X.shape[0], FLOAT * (3 * stalks + 2 * k * (2 + (N if vectors else 0))), "the spectra")
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
     with blas_limit(1):
+        if net.is_graph:
+            return _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
+                                   threads, progress, layout)
         return _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
                                      threads, progress, layout)
 
 
 def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads,
                           progress, layout):
-    """:func:`spectrum` after validation."""
-    N = layout.n_free
-    cores = get_num_threads()
+    """:func:`spectrum` of a chain after validation."""
     M = X.shape[0]
     if pattern is None:
         zs, _ = net.forward_states(X)
@@ -286,7 +313,6 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
         jacobians = [np.ones(net.dims[-1])] * M
     else:
         jacobians = [output_jacobian(net.output, z) for z in zout]
-    blocks = [(b.name, b.slice) for b in layout.free_blocks]
 
     # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
     if reduced or net.output == "identity":
@@ -296,11 +322,50 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
     masks = [m[first] for m in masks]
     if jacobians is not None:
         jacobians = [jacobians[i] for i in first]
-    U = first.size
 
+    def arpack(threads):
+        weights = typed_weights(net)
+        return per_system(lambda u: CoboundaryOperator(net, [m[u] for m in masks], None if reduced else jacobians[u],
+                                                       weights=weights, threads=threads),
+                          first, layout.n_free, k, tol, maxiter, ncv)
+    return _solve_distinct(lambda: dense_laplacians(net, masks, jacobians, layout, first.size), arpack,
+                           [[u] for u in range(first.size)], net.n_parameters, first, inverse, layout, reduced,
+                           method, k, vectors, full, threads, progress)
+
+
+def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads, progress,
+                    layout):
+    """:func:`spectrum` of a graph network after validation: its distinct patterns, node by node."""
+    M = X.shape[0]
+    pattern, jacobians = graph_pattern(net, X, pattern, reduced)
+    # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
+    if reduced or net.output == "identity":
+        first, inverse = distinct_graph_patterns(pattern, M)
+    else:
+        first, inverse = np.arange(M), np.arange(M)
+    pattern = {name: rows[first] for name, rows in pattern.items()}
+    if jacobians is not None:
+        jacobians = jacobians[first]
+    N = layout.n_free
+    return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
+                           lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,
+                                                   tol, maxiter, ncv),
+                           graph_groups(first.size, N, k, ncv), net.n_parameters, first, inverse, layout, reduced,
+                           method, k, vectors, full, threads, progress)
+
+
+def _solve_distinct(dense, arpack, groups, n_parameters, first, inverse, layout, reduced, method, k, vectors, full,
+                    threads, progress):
+    """The eigenpairs of the distinct systems ``first``, spread back to the samples by ``inverse``.
+
+    ``dense()``: their Laplacians as an (U, N, N) array; ``arpack(threads)``: the ``run`` of
+    :func:`~sheaflinalg.spectral.arpack.arpack_samples` for the system ``groups``.
+    """
+    N, U = layout.n_free, first.size
+    cores = get_num_threads()
     if method == "dense":
         _check_dense_memory(U, N, vectors)
-        L = dense_laplacians(net, masks, jacobians, layout, U)
+        L = dense()
         if threads is None:
             threads = cores if U * N ** 3 >= THREADS_MIN_DENSE else 1
         out = dense_extremes(L, k, vectors, full, threads)
@@ -308,26 +373,11 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
         n_op = 0
     else:
         if threads is None:
-            threads = cores if net.n_parameters >= THREADS_MIN_WEIGHTS else 1
-        weights = typed_weights(net)
-        ws, wl = np.empty((U, k)), np.empty((U, k))
-        Vs = np.empty((U, k, N)) if vectors else None
-        Vl = np.empty((U, k, N)) if vectors else None
-        residuals = np.empty((U, 2))
-        n_op = 0
-        for u in progress_iter(range(U), U, progress, "spectrum"):
-            op = CoboundaryOperator(net, [m[u] for m in masks],
-                                    None if reduced else jacobians[u], weights=weights, threads=threads)
-            a, Va, b, Vb, res = arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, N, k,
-                                             tol, maxiter, ncv, int(first[u]))
-            ws[u], wl[u] = a, b
-            residuals[u] = res
-            n_op += op.n_matvec + op.n_solve
-            if vectors:
-                Vs[u] = fix_signs(Va.T)
-                Vl[u] = fix_signs(Vb.T)
+            threads = cores if n_parameters >= THREADS_MIN_WEIGHTS else 1
+        ws, wl, Vs, Vl, residuals, n_op = arpack_samples(arpack(threads), groups, N, k, vectors, progress)
         out = (ws, wl, Vs, Vl, None, residuals)
     ws, wl, Vs, Vl, full_w, residuals = (None if a is None else a[inverse] for a in out)
+    blocks = [(b.name, b.slice) for b in layout.free_blocks]
     return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, method,
                           "reduced" if reduced else "free", n_op, U)
 
@@ -392,7 +442,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         blocks = [(b.name, b.slice) for b in layout.free_blocks]
     else:
         layout, blocks = None, [("free", slice(0, N))]
-    if solver == "auto" and method == "arpack" and square:
+    if method == "arpack" and square and (solver == "auto" or system.network.is_graph):
         net = system.network
         reduced = system.reduced
         X = system.X

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._common.validation import check_choice
+from .._common.validation import check_choice, did_you_mean
 from ..sheaf.layout import Layout
 
 
@@ -137,12 +137,64 @@ class SpectrumResult:
         """
         V = self._vectors(which, index)
         name = self.dominant_block(which, index) if block is None else block
-        table = dict(self.blocks)
-        if name not in table:
-            raise ValueError(f"no block {name!r}; available: {', '.join(table)}")
-        part = V[:, table[name]] ** 2
+        part = V[:, self._block(name)] ** 2
         total = part.sum(axis=1, keepdims=True)
         return name, np.divide(part, total, out=np.zeros_like(part), where=total > 0)
+
+    def _block(self, name):
+        """The coordinates (slice or index array) of block ``name``, or a ValueError naming the closest."""
+        table = dict(self.blocks)
+        if name not in table:
+            raise ValueError(f"no block {name!r}; {did_you_mean(name, table)}")
+        return table[name]
+
+    def node_shape(self, name):
+        """Shape of block ``name``'s part of an eigenvector: a graph node's own shape (``(C, L)``,
+        ``(C, H, W)``, ``(n,)``), else (a chain's blocks, pinned systems) ``(size,)``."""
+        idx = self._block(name)
+        size = idx.stop - idx.start if isinstance(idx, slice) else len(idx)     # layout slices: explicit bounds
+        graph = getattr(self.layout, "graph", None)
+        if graph is not None and name in graph.shapes and int(np.prod(graph.shapes[name])) == size:
+            return tuple(graph.shapes[name])
+        return (size,)
+
+    def node_vector(self, name, which="smallest", sample=0, index=0):
+        """Block ``name`` of eigenvector ``index`` of input ``sample``, in the node's own shape.
+
+        For a graph network, a convolution's part of the Fiedler vector is a
+        ``(C, L)`` or ``(C, H, W)`` feature map.
+
+        Examples
+        --------
+        >>> import numpy as np, sheaflinalg as sl
+        >>> W = np.random.default_rng(0).normal(size=(3, 2, 2, 2))
+        >>> conv = sl.Node("conv", "conv", ["x"], {"stride": 1, "padding": 0, "dilation": 1, "groups": 1},
+        ...                {"weight": W, "bias": np.zeros(3)})
+        >>> net = sl.Network.from_nodes((2, 4, 4), [conv, sl.Node("relu", "relu", ["conv"])])
+        >>> sp = sl.spectrum(net, np.ones((1, 32)), progress=False)
+        >>> sp.node_vector("relu").shape, sp.channel_energy()["relu"].shape
+        ((3, 3, 3), (1, 3))
+        """
+        V = self._vectors(which, index)
+        if isinstance(sample, bool) or not isinstance(sample, (int, np.integer)) or not 0 <= sample < V.shape[0]:
+            raise ValueError(f"sample must be an integer in [0, {V.shape[0]}), got {sample!r}")
+        return V[sample, self._block(name)].reshape(self.node_shape(name))
+
+    def channel_energy(self, which="smallest", index=0):
+        """Energy of eigenvector ``index`` on every channel of every block, per sample.
+
+        A channel is an index along the first axis of the block's shape
+        (:meth:`node_shape`): a feature map's channel, a linear layer's neuron.
+
+        Returns
+        -------
+        dict
+            ``{block name: ndarray (n_samples, n_channels)}``, in the order of
+            :attr:`block_names`; summed over the channels, the :meth:`block_energy`.
+        """
+        V = self._vectors(which, index)
+        return {name: (V[:, idx] ** 2).reshape(V.shape[0], self.node_shape(name)[0], -1).sum(axis=2)
+                for name, idx in self.blocks}
 
     def stability(self, which="smallest", index=0):
         """Mean ``|cos|`` between the eigenvectors of every pair of distinct samples (1.0 for one sample)."""
@@ -164,7 +216,9 @@ class SpectrumResult:
         for name, st in self.summary().items():
             lines.append(f"{name:<12}" + "".join(f"{st[c]:>12.5g}" for c in
                                                  ("median", "q25", "q75", "std", "min", "max")))
-        if self.vectors_smallest is not None:
+        if self.vectors_smallest is not None and getattr(self.layout, "is_graph", False):
+            lines += ["", self.node_table()]
+        elif self.vectors_smallest is not None:
             lines.append("")
             lines.append(f"{'energy':<12}" + "".join(f"{b:>9}" for b in self.block_names))
             for which, label in (("smallest", "lambda_min"), ("largest", "lambda_max")):
@@ -174,6 +228,25 @@ class SpectrumResult:
             lines.append(f"eigenvector stability (mean |cos| over sample pairs): "
                          f"lambda_min {self.stability('smallest'):.4f}, "
                          f"lambda_max {self.stability('largest'):.4f}")
+        return "\n".join(lines)
+
+    def node_table(self):
+        """A plain-text table with one row per block (a graph network: per node): its op, shape, the mean
+        energy of the ``lambda_min`` eigenvector on it, its channel of largest mean energy and that
+        channel's share of the block's energy, and the mean energy of the ``lambda_max`` eigenvector."""
+        graph = getattr(self.layout, "graph", None)
+        ops = {node.name: node.op for node in graph.nodes} if graph is not None else {}
+        E_min, E_max = self.block_energy("smallest").mean(axis=0), self.block_energy("largest").mean(axis=0)
+        channels = self.channel_energy("smallest")
+        width = max(12, *(len(b) + 2 for b in self.block_names))
+        lines = [f"{'node':<{width}}{'op':<18}{'shape':<16}{'E(l_min)':>10}{'channel':>9}{'share':>8}{'E(l_max)':>10}"]
+        for b, e_min, e_max in zip(self.block_names, E_min, E_max):
+            per = channels[b].mean(axis=0)
+            top = int(np.argmax(per))
+            share = per[top] / per.sum() if per.sum() > 0 else 0.0
+            shape = str(self.node_shape(b)).replace(" ", "")
+            lines.append(f"{b:<{width}}{ops.get(b, 'output' if b == 'yhat' else '-'):<18}{shape:<16}"
+                         f"{e_min:>10.4f}{top:>9}{share:>8.3f}{e_max:>10.4f}")
         return "\n".join(lines)
 
     def __repr__(self):
