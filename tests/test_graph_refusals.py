@@ -88,7 +88,7 @@ def test_what_graph_networks_do_take():
     assert NET.copy().forward(x).tobytes() == NET.forward(x).tobytes()
 
 
-@pytest.mark.parametrize("command", ["heat", "spectrum", "discord"])
+@pytest.mark.parametrize("command", ["spectrum", "discord"])
 def test_commands_refuse_a_graph_network_file_in_one_line(command, tmp_path):
     import subprocess
     import sys
