@@ -100,7 +100,7 @@ class _Block:
 
     def _advance(self, step, recording):
         F, E, pattern = self.forces(edges=recording)
-        self._crossings(step, pattern)
+        self.log_crossings(step, pattern)
         if recording:
             self.record(step, E)
         change = np.multiply(F, self.setup.scale, out=F)
@@ -108,7 +108,7 @@ class _Block:
         self.S += change
         return np.isfinite(self.change) and (np.isfinite(np.sum(self.S)) or bool(np.all(np.isfinite(self.S))))
 
-    def _crossings(self, step, pattern):
+    def log_crossings(self, step, pattern):
         """Log the entries whose pattern differs from the previous state's (that state's step ``step``)."""
         previous, self.pattern = self.pattern, pattern
         if previous is None or not self.setup.crossings:
@@ -177,7 +177,7 @@ def run_graph_euler(problem, settings):
                 bar.update(1000)
         final = runner.map(_Block.forces, blocks)
     for b, (_, E, pattern) in zip(blocks, final):
-        b._crossings(step, pattern)
+        b.log_crossings(step, pattern)
         if every > 0 and (not b.records or b.records[-1][0] != step):
             b.record(step, E)
     final_change = max(b.change for b in blocks) if step else float("inf")
