@@ -311,3 +311,17 @@ def test_heat_and_verify_commands_take_graph_network_files(tmp_path, capsys):
     assert f"pinned: {first}[9], {first}[10]," in capsys.readouterr().out
     assert main(["verify", "--network", str(path), "--samples", "2"]) == 0
     assert "RESULT: PASSED" in capsys.readouterr().out
+
+
+def test_a_graph_histories_discord_groups_by_node_op_and_position():
+    net = every_op_network()
+    X = np.random.default_rng(0).normal(size=(2, 72))
+    hist = sl.heat(net, X, dt=1.0 / sl.lambda_max_bound(net), max_steps=20, record_every=10, progress=False).history
+    ops = {f"e_{node.name}": node.op for node in net.graph.nodes}
+    for op in set(ops.values()):
+        columns = [j for j, label in enumerate(hist.labels) if ops.get(label) == op]
+        np.testing.assert_array_equal(hist.by_type()[op], hist.discord[:, columns].sum(axis=1))
+    by_layer = hist.by_layer()
+    assert sorted(by_layer) == list(range(1, len(net.graph.nodes) + 1))
+    np.testing.assert_allclose(sum(by_layer.values()), hist.total, rtol=1e-14)
+    assert sl.discord.group_history(hist, by="type").keys() == hist.by_type().keys()

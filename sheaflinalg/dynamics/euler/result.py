@@ -52,7 +52,8 @@ class HeatHistory:
         return self.discord.sum(axis=1)
 
     def by_type(self):
-        """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``."""
+        """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``
+        (a graph network: the nodes' ops, e.g. ``conv``, ``relu``, then ``output``, ``pin``, ``reluctance``)."""
         return _grouped(self, "type")
 
     def by_layer(self):
@@ -61,7 +62,7 @@ class HeatHistory:
 
 
 def _grouped(history, by):
-    return group(history.discord, history.labels, by)
+    return group(history.discord, history.labels, by, history.layout)
 
 
 @dataclass(kw_only=True, repr=False)
