@@ -9,12 +9,14 @@ matrix), a generic sparse LU of it (``scipy.sparse.linalg.splu``, COLAMD orderin
 ``eigsh(L, which="LA")`` for ``lambda_max``, at the same tolerance; the ratio of the totals.
 
 Cases: the MNIST-1D CNN (input ``(1, 40)``), the CIFAR ResNet-20 of ``graph_forward.py`` on
-inputs of 3x8x8 and 3x16x16 (the same weights: the network ends in a global average pool), and on
-the real 3x32x32 input.  At 32x32 the baseline is not run by default (``--baseline-32`` runs it):
-the nonzeros of ``L`` and of its LU are measured at 8x8 and 16x16 and extrapolated, and the memory
-that path would need is printed.  Torch builds the models (float64, eval mode, seeded weights and
-batch-norm statistics).  Run: ``.venv/bin/python benchmarks/graph_spectra.py [--quick] [--baseline-32]``
-(``--quick``: the MNIST-1D CNN and ResNet-20 at 8x8 only, a smoke test).
+inputs of 3x4x4 and 3x8x8 (the same weights: the network ends in a global average pool), and on
+the real 3x32x32 input.  The baseline runs on the first three: at 8x8 (N = 42k) the LU already
+has 78M nonzeros and takes minutes.  At 32x32 the nonzeros of ``L`` and of its LU are extrapolated
+from the measured ones (``--assemble-16`` also assembles ``L`` at 16x16, about a minute and 2 GB,
+to extrapolate from there) and the memory that path would need is printed.  Torch builds the
+models (float64, eval mode, seeded weights and batch-norm statistics).  Run:
+``.venv/bin/python benchmarks/graph_spectra.py [--quick] [--assemble-16]`` (``--quick``: the
+MNIST-1D CNN and ResNet-20 at 4x4 only, a smoke test).
 """
 
 import argparse
@@ -58,7 +60,8 @@ def ours(net, x):
 
 
 def baseline(net, x):
-    """The assembled path; returns ``(total wall seconds, nnz of L, nnz of its LU, lambda_min, lambda_max)``."""
+    """The assembled path; returns ``(total wall seconds, nnz of L, nnz of its LU, splu seconds, lambda_min,
+    lambda_max)``."""
     L, t_asm, _ = clocked(lambda: sl.assemble(net, x, reduced=True).laplacian_free.tocsc())
     lu, t_lu, _ = clocked(lambda: spla.splu(L))
     nnz_lu = lu.L.nnz + lu.U.nnz
@@ -70,45 +73,61 @@ def baseline(net, x):
     print(f"  assembled + splu     {total:8.2f} s wall: assemble {t_asm:.2f} s ({L.nnz} nonzeros), splu {t_lu:.2f} s "
           f"({nnz_lu} nonzeros, fill {nnz_lu / L.nnz:.1f}x), eigsh sigma=0 {t_min:.2f} s, eigsh LA {t_max:.2f} s; "
           f"lambda_min {w_min[0]:.10g}  lambda_max {w_max[0]:.10g}")
-    return total, L.nnz, nnz_lu, w_min[0], w_max[0]
+    return total, L.nnz, nnz_lu, t_lu, w_min[0], w_max[0]
 
 
 def run_case(case, with_baseline):
     net, x = network(case)
     N = sl.Layout.for_network(net, reduced=True).n_free
     print(f"{case}: {len(net.graph.nodes)} nodes, {net.n_parameters} parameters, N = {N} free coordinates")
+    if with_baseline == "assemble":
+        L, wall, _ = clocked(lambda: sl.assemble(net, x, reduced=True).laplacian_free)
+        print(f"  assemble {wall:.2f} s, {L.nnz} nonzeros (no LU)")
+        return N, L.nnz, None, None
     sp, wall = ours(net, x)
     if not with_baseline:
         return None
-    total, nnz, nnz_lu, w_min, w_max = baseline(net, x)
+    total, nnz, nnz_lu, t_lu, w_min, w_max = baseline(net, x)
     print(f"  ratio baseline / sl.spectrum: {total / wall:.1f}x;  |lambda_min - baseline| / lambda_min "
           f"{abs(sp.lambda_min[0] - w_min) / w_min:.1e}, lambda_max {abs(sp.lambda_max[0] - w_max) / w_max:.1e}")
-    return N, nnz, nnz_lu
+    return N, nnz, nnz_lu, t_lu
 
 
 def extrapolate(measured):
-    """Print the nonzeros and memory of the assembled path at 3x32x32 from the 8x8 and 16x16 runs."""
-    (n8, nnz8, lu8), (n16, nnz16, lu16) = measured["resnet20@8"], measured["resnet20@16"]
-    nnz32 = nnz16 * nnz16 / nnz8                     # the nonzeros grow with the positions (x4 a doubling)
-    fill32 = (lu16 / nnz16) ** 2 / (lu8 / nnz8)      # the fill ratio grew by this factor from 8 to 16
+    """Print the nonzeros and memory of the assembled path at 3x32x32, extrapolated from the runs at
+    4x4 and 8x8 (and 16x16 when assembled).  Low estimates: per doubling of the side, the nonzeros
+    of ``L`` grow 4x (with the positions; the measured growth is larger on small maps, whose
+    padding cuts windows), and the LU's fill ratio by its measured factor from 4x4 to 8x8 (fill
+    grows with the size on a grid-like graph)."""
+    (_, nnz4, lu4, t4), (_, nnz8, lu8, t8) = measured["resnet20@4"], measured["resnet20@8"]
+    side = 16 if measured.get("resnet20@16") else 8
+    nnz32 = measured[f"resnet20@{side}"][1] * 4 ** int(np.log2(32 // side))
+    fill32 = (lu8 / nnz8) * ((lu8 / nnz8) / (lu4 / nnz4)) ** 2
     lu32 = nnz32 * fill32
     gib = 2 ** 30
-    print(f"resnet20@32 assembled path, extrapolated: L about {nnz32 / 1e6:.0f}M nonzeros "
-          f"({12 * nnz32 / gib:.1f} GiB in CSC), its LU about {lu32 / 1e6:.0f}M nonzeros (fill {fill32:.1f}x, "
-          f"{12 * lu32 / gib:.1f} GiB, before SuperLU's work space)")
+    print(f"resnet20@32 assembled path, extrapolated from 3x{side}x{side} (low estimates): L at least "
+          f"{nnz32 / 1e6:.0f}M nonzeros ({12 * nnz32 / gib:.1f} GiB in CSC), its LU about {lu32 / 1e6:.0f}M "
+          f"nonzeros (fill {fill32:.0f}x, {12 * lu32 / gib:.0f} GiB before SuperLU's work space); the splu "
+          f"time grew {t8 / t4:.0f}x from 4x4 to 8x8 ({t8:.0f} s)")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the MNIST-1D CNN and ResNet-20 at 8x8 only")
-    parser.add_argument("--baseline-32", action="store_true", help="also run the assembled path at 3x32x32")
+    parser.add_argument("--quick", action="store_true", help="the MNIST-1D CNN and ResNet-20 at 4x4 only")
+    parser.add_argument("--assemble-16", action="store_true", help="also assemble L at 3x16x16 (no LU)")
     args = parser.parse_args(argv)
-    cases = ["mnist1d_cnn", "resnet20@8"] + ([] if args.quick else ["resnet20@16", "resnet20@32"])
+    cases = {"mnist1d_cnn": True, "resnet20@4": True}
+    if not args.quick:
+        cases.update({"resnet20@8": True, "resnet20@16": "assemble" if args.assemble_16 else None,
+                      "resnet20@32": False})
     measured = {}
+    for case in ("mnist1d_cnn", "resnet20@4"):     # load the compiled kernels before timing
+        sl.spectrum(*network(case), progress=False)
     with blas_limit(1):         # both paths with one BLAS thread (sl.spectrum sets it itself)
-        for case in cases:
-            measured[case] = run_case(case, case != "resnet20@32" or args.baseline_32)
-    if "resnet20@16" in measured and not args.baseline_32:
+        for case, with_baseline in cases.items():
+            if with_baseline is not None:
+                measured[case] = run_case(case, with_baseline)
+    if "resnet20@8" in measured:
         extrapolate(measured)
 
 

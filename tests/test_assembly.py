@@ -106,8 +106,10 @@ def test_layout_labels_and_slices_cover_every_coordinate():
     assert sorted(np.concatenate([lay.free_index, lay.boundary_index]).tolist()) == list(range(lay.n_full))
     assert [b.name for b in lay.boundary_blocks] == ["x", "1@x", "1@a1", "1@a2"]
     assert [b.size for b in lay.boundary_blocks] == [2, 3, 4, 1]
-    with pytest.raises(KeyError, match="available"):
+    with pytest.raises(KeyError, match="no free block 'a3'; expected one of z1, a1, z2, a2, z3, yhat"):
         lay.free("a3")
+    with pytest.raises(KeyError, match="no free block 'a11'; did you mean 'a1'"):
+        lay.free("a11")
 
 
 def test_bad_patterns_are_refused():

@@ -181,11 +181,12 @@ def test_discord_command_and_figure(tmp_path, capsys):
 def test_sl_discord_keeps_its_names():
     """``sl.discord`` became a package beside dynamics; every name it exported stays, as the same object."""
     import sheaflinalg.discord as pkg
-    from sheaflinalg.discord import edge_residuals, edges, pinned_analysis
+    from sheaflinalg.discord import edge_residuals, edges, node_residuals, pinned_analysis
     from sheaflinalg.sheaf import edge_groups
 
     assert sl.discord is pkg
     expected = {"residuals": edge_residuals.residuals, "EdgeResiduals": edge_residuals.EdgeResiduals,
+                "NodeResiduals": node_residuals.NodeResiduals,
                 "pinned": pinned_analysis.pinned, "PinnedDiscord": pinned_analysis.PinnedDiscord,
                 "edge_discrepancies": edges.edge_discrepancies, "discord_by_block": edges.discord_by_block,
                 "group_history": edges.group_history, "group": edge_groups.group,

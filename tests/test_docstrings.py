@@ -24,8 +24,8 @@ WITH_EXAMPLES = [
     "sheaflinalg.sheaf.edge_groups", "sheaflinalg.discord.edges", "sheaflinalg._common.resources",
     "sheaflinalg.plotting.figure", "sheaflinalg.reproduce.registry", "sheaflinalg.reproduce.output",
     "sheaflinalg._common.options", "sheaflinalg._common.blocks", "sheaflinalg.dynamics.heat",
-    "sheaflinalg.dynamics.problem", "sheaflinalg.dynamics.exact.dense", "sheaflinalg.plotting.case_study",
-    "sheaflinalg.reproduce.case_analysis",
+    "sheaflinalg.dynamics.problem", "sheaflinalg.dynamics.exact.dense", "sheaflinalg.discord.node_residuals",
+    "sheaflinalg.plotting.case_study", "sheaflinalg.reproduce.case_analysis",
 ]
 
 

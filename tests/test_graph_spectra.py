@@ -14,7 +14,7 @@ import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from graph_examples import every_op_network
 from sheaflinalg._common import memory
-from sheaflinalg.spectral.arpack import arpack_extremes
+from sheaflinalg.spectral.arpack import arpack_extremes, arpack_group
 from sheaflinalg.spectral.graph_operators import GraphLaplacianOperator
 from sheaflinalg.spectral.operators import CoboundaryOperator
 
@@ -30,7 +30,7 @@ def _dense_blocks(net, X, reduced, pattern=None):
     return blocks, [np.linalg.eigvalsh(b) for b in blocks]
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), output=st.sampled_from(["identity", "softmax"]),
        system=st.sampled_from(["reduced", "free"]), method=st.sampled_from(["arpack", "dense"]),
        frozen=st.booleans())
@@ -76,6 +76,16 @@ def test_samples_with_one_pattern_are_diagonalised_once():
     assert sp.lambda_min[0] == sp.lambda_min[2] != sp.lambda_min[1]
 
 
+def test_a_group_of_samples_in_lockstep_gives_each_samples_spectrum():
+    X = np.random.default_rng(6).normal(size=(3, 72))
+    together = sl.spectrum(NET, X, k=2, method="arpack", progress=False)
+    for s in range(3):
+        alone = sl.spectrum(NET, X[s], k=2, method="arpack", progress=False)
+        np.testing.assert_allclose(together.smallest[s], alone.smallest[0], rtol=1e-11)
+        np.testing.assert_allclose(together.largest[s], alone.largest[0], rtol=1e-11)
+        np.testing.assert_allclose(together.vectors_smallest[s], alone.vectors_smallest[0], atol=1e-7)
+
+
 def test_the_chain_graph_of_an_mlp_gives_the_chain_operator():
     net = sl.Network.random([3, 7, 5, 2], seed=3)
     x = np.random.default_rng(3).normal(size=3)
@@ -85,8 +95,9 @@ def test_the_chain_graph_of_an_mlp_gives_the_chain_operator():
     v = np.random.default_rng(4).normal(size=chain.n)
     np.testing.assert_allclose(graph.laplacian_matvec(v), chain.laplacian_matvec(v), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(graph.laplacian_solve(v), chain.laplacian_solve(v), rtol=1e-12)
-    ends = [arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, op.n, 2, 1e-10, None, None, 0)
-            for op in (chain, graph)]
+    ends = [arpack_extremes(chain.apply_pair, chain.laplacian_matvec, chain.laplacian_solve, chain.n, 2, 1e-10,
+                            None, None, 0),
+            arpack_group(graph.apply_batch, graph.single, graph.n, 2, 1e-10, None, None, [0])[0]]
     for i in (0, 2):
         np.testing.assert_allclose(ends[1][i], ends[0][i], rtol=1e-10)
 
@@ -133,6 +144,19 @@ def test_the_command_prints_a_table_per_node(tmp_path):
     assert rows["cat"][2] == "(8,3,3)", done.stdout
 
 
+def test_the_nodes_of_a_pass_in_two_threads_change_nothing(monkeypatch):
+    from sheaflinalg._common import threads as _threads
+    from sheaflinalg.sheaf.matrix_free import GraphCoboundary
+
+    X = np.random.default_rng(8).normal(size=(3, 72))
+    delta = GraphCoboundary(NET.graph, NET.evaluate(X).pattern, np.broadcast_to(np.eye(3), (3, 3, 3)))
+    w = np.random.default_rng(9).normal(size=(3, delta.layout.n_free))
+    monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
+    assert sorted(delta._halves()[0] + delta._halves()[1]) == list(range(len(NET.graph.nodes)))
+    assert delta.apply(w, threads=2).tobytes() == delta.apply(w).tobytes()
+    assert delta.apply_transpose(w, threads=2).tobytes() == delta.apply_transpose(w).tobytes()
+
+
 def test_the_two_products_of_a_step_in_two_threads_change_nothing(monkeypatch):
     from sheaflinalg._common import threads as _threads
 
@@ -143,3 +167,15 @@ def test_the_two_products_of_a_step_in_two_threads_change_nothing(monkeypatch):
     for name in ("smallest", "largest", "vectors_smallest", "vectors_largest"):
         assert getattr(one, name).tobytes() == getattr(two, name).tobytes(), name
     assert one.n_operator == two.n_operator
+
+
+def test_a_pinned_node_leaves_the_spectrum_of_the_augmented_laplacian():
+    X = np.random.default_rng(7).normal(size=(2, 72))
+    pins = {"fc": np.zeros(3)}
+    sp = sl.spectrum(NET, X, pins=pins, progress=False)
+    L = sl.assemble(NET, X, reduced=True, pins=pins).laplacian_free.toarray()
+    N = L.shape[0] // 2
+    for s in range(2):
+        w = np.linalg.eigvalsh(L[s * N:(s + 1) * N, s * N:(s + 1) * N])
+        np.testing.assert_allclose([sp.lambda_min[s], sp.lambda_max[s]], [w[0], w[-1]], rtol=1e-8)
+    assert "fc" not in sp.block_names and sp.node_vector("cat", sample=1).shape == (8, 3, 3)

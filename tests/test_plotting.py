@@ -40,6 +40,8 @@ def _draw_every_figure(tmp_path):
     for step in range(2):
         tracker(SimpleNamespace(method="sgd", epoch=step, step=step, network=net, X=X[:4]))
     hist = sl.sgd(sl.Network.random([2, 4, 1]), X, Y, epochs=20, progress=False).history
+    cnn = every_op_network()
+    Xc = np.random.default_rng(0).normal(size=(2, cnn.n_inputs))
     row = {"task": "paraboloid", "X": X, "Y": Y, "target": lambda Z: sl.tasks.target_function("paraboloid", Z),
            "sheaf": net, "sgd": net}
     drawn = {
@@ -57,6 +59,8 @@ def _draw_every_figure(tmp_path):
         "plot_histogram": spectral.plot_histogram([sp]),
         "spectra_figure": spectral.spectra_figure(sp, path=tmp_path / "s.png"),
         "plot_residuals": discord.plot_residuals(sl.discord.pinned(net, X, Y), path=tmp_path / "r.png"),
+        "plot_node_discord": discord.plot_node_discord(sl.discord.pinned(cnn, Xc, cnn.forward(Xc) + 0.1),
+                                                       path=tmp_path / "n.png"),
         "plot_graph": graph.plot_graph(every_op_network(), path=tmp_path / "g.png"),
         "plot_groups": case_study.plot_groups({"a": np.arange(1.0, 4.0), "b": np.array([])}, ylabel="y"),
         "plot_node_profile": case_study.plot_node_profile(["a", "b"], {"x": np.ones((3, 2)), "y": np.zeros((0, 2))},

@@ -13,6 +13,9 @@ checks every such place with :func:`check_outputs` before the command runs.
 
 import argparse
 import math
+from types import SimpleNamespace
+
+import numpy as np
 
 NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "reproduce")
 #: File endings of figures (matplotlib picks the format from the ending).
@@ -153,3 +156,29 @@ def add_network_options(parser, default_arch):
                         help="output activation of the random network: identity, sigmoid, tanh, softmax "
                              "(default: identity)")
     parser.set_defaults(default_arch=default_arch)
+
+
+def read_data(path):
+    """The data of ``--data FILE.npz``: ``X_train``, ``Y_train`` and optionally ``X_test``, ``Y_test``.
+
+    One format for every command (``train`` fits the training arrays, ``discord`` pins the test
+    arrays when there are some).  The arrays are checked against the network by the functions
+    they go to; here: present, numeric, finite, at least one sample; read without pickle.
+    """
+    from .._common.npzfile import read_npz
+
+    f = read_npz(path, "data file")
+    f.require(["X_train", "Y_train"])
+    if ("X_test" in f) != ("Y_test" in f):
+        raise f.error("holds only one of X_test and Y_test: give both or neither")
+    f.ignore_others(["X_train", "Y_train", "X_test", "Y_test"])
+    arrays = {}
+    for name in ("X_train", "Y_train", "X_test", "Y_test"):
+        if name in f:
+            a = f.raw(name)
+            if a.dtype.kind not in "fiu" or a.ndim == 0 or a.shape[0] == 0 or not np.all(np.isfinite(a)):
+                raise f.error(f"must be a non-empty numeric array with one row per sample and no NaN or "
+                              f"infinity, got dtype {a.dtype}, shape {a.shape}", name)
+            arrays[name] = a
+    return SimpleNamespace(X_train=arrays["X_train"], Y_train=arrays["Y_train"], X_test=arrays.get("X_test"),
+                           Y_test=arrays.get("Y_test"))

@@ -1,8 +1,13 @@
-"""``sheaflinalg discord``: the pinned-discord table of a network (paper table "per-edge pinned discord")."""
+"""``sheaflinalg discord``: the pinned-discord table of a network (paper table "per-edge pinned discord").
+
+A graph network file (``--network``) takes its inputs and labels from ``--data FILE.npz`` (the data
+file of every command: ``X_train``, ``Y_train``, optionally ``X_test``, ``Y_test``; the test arrays are
+pinned when there are some) and prints one row per node.
+"""
 
 import numpy as np
 
-from . import FIGURE_SUFFIXES, add_output, number, parse_arch, refuse_ignored
+from . import FIGURE_SUFFIXES, add_output, number, parse_arch, read_data, refuse_ignored
 
 HELP = "pin a network's outputs to the labels and print the per-edge discord at equilibrium"
 #: Defaults of the options that describe the network to train (refused with --network).
@@ -12,13 +17,17 @@ TRAINING_DEFAULTS = {"arch": "2,30,1", "method": "sheaf", "steps": 20_000}
 def add_arguments(parser):
     parser.add_argument("--network", metavar="FILE.npz",
                         help="analyse this network (default: train one on --task with --arch)")
-    parser.add_argument("--task", default="paraboloid", help="paraboloid, saddle, circular or blobs (default paraboloid)")
+    parser.add_argument("--data", metavar="FILE.npz",
+                        help="inputs and labels of --network: arrays X_test, Y_test (or X_train, Y_train when there are "
+                             "no test arrays), inputs (n_samples, *input_shape) (needed for a graph network; "
+                             "default: the test inputs of --task)")
+    parser.add_argument("--task", default=None, help="paraboloid, saddle, circular or blobs (default paraboloid)")
     parser.add_argument("--arch", default=None, help="widths of the network to train (default 2,30,1)")
     parser.add_argument("--method", default=None, choices=("sheaf", "sgd"), help="how to train it (default sheaf)")
     parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="training steps / epochs (default 20000)")
     parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
-                        help="test inputs to pin (default 50)")
+                        help="test inputs to pin (default 50; with --data the first ones)")
     parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=0,
                         help="seed of the data and the network (default 0)")
     add_output(parser, "--plot", "FILE.png", "write the residual figure here (PNG, PDF or SVG)",
@@ -30,32 +39,47 @@ def run(args):
     import sheaflinalg as sl
     from ..network.model import check_network
 
+    if args.data and not args.network:
+        raise ValueError("--data has no effect without --network (a network trained here uses --task); drop it")
+    task = args.task or "paraboloid"
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--method": "method", "--steps": "steps"},
                        "--network (the file fixes the network; nothing is trained)")
-        net = check_network(sl.Network.load(args.network), f"--network {args.network}")
-        data = sl.tasks.make(args.task, n_train=10, n_test=args.samples, seed=args.seed)
-        if data.X_test.shape[1] != net.dims[0]:
-            raise ValueError(f"--network takes {net.dims[0]} inputs but task {args.task!r} has "
-                             f"{data.X_test.shape[1]}")
+        net = check_network(sl.Network.load(args.network), f"--network {args.network}", graphs=True)
         source = args.network
+        if args.data:
+            refuse_ignored(args, {"--task": "task"}, "--data (the file holds the inputs and labels)")
+            data = read_data(args.data)
+            X, Y = (data.X_train, data.Y_train) if data.X_test is None else (data.X_test, data.Y_test)
+            X, Y = X[:args.samples], Y[:args.samples]
+        elif net.is_graph:
+            raise ValueError(f"--network {args.network} is a graph network (input shape {net.input_shape}): give "
+                             "its inputs and labels with --data FILE.npz (arrays 'X' and 'Y'); the tasks are 2-D")
+        else:
+            data = sl.tasks.make(task, n_train=10, n_test=args.samples, seed=args.seed)
+            if data.X_test.shape[1] != net.dims[0]:
+                raise ValueError(f"--network takes {net.dims[0]} inputs but task {task!r} has "
+                                 f"{data.X_test.shape[1]}")
+            X, Y = data.X_test, data.Y_test
     else:
         arch, method, steps = (TRAINING_DEFAULTS[k] if getattr(args, k) is None else getattr(args, k)
                                for k in ("arch", "method", "steps"))
         dims = parse_arch(arch)
-        data = sl.tasks.make(args.task, n_train=300, n_test=args.samples, seed=args.seed)
+        data = sl.tasks.make(task, n_train=300, n_test=args.samples, seed=args.seed)
         net = sl.Network.random(dims, seed=args.seed, output=data.output)
         fit = (sl.train(net, data.X_train, data.Y_train, steps=steps, seed=args.seed,
                         progress=not args.no_progress) if method == "sheaf" else
                sl.sgd(net, data.X_train, data.Y_train, epochs=steps, progress=not args.no_progress))
         net = fit.network
-        source = f"{method}-trained {dims} on {args.task} ({steps} steps)"
-    pd = sl.discord.pinned(net, data.X_test, data.Y_test)
-    print(f"pinned discord of {source}, {data.X_test.shape[0]} test inputs, output pinned to the labels")
+        source = f"{method}-trained {dims} on {task} ({steps} steps)"
+        X, Y = data.X_test, data.Y_test
+    pd = sl.discord.pinned(net, X, Y)
+    print(f"pinned discord of {source}, {len(X)} {'inputs' if args.data else 'test inputs'}, output pinned to "
+          "the labels")
     print(pd.table())
     if args.plot:
-        from ..plotting.discord import plot_residuals
+        from ..plotting.discord import plot_node_discord, plot_residuals
 
-        plot_residuals(pd, path=args.plot, title=source)
+        (plot_node_discord if net.is_graph else plot_residuals)(pd, path=args.plot, title=source)
         print(f"figure: {args.plot}")
     return 0 if bool(np.all(pd.settled)) else 1

@@ -1,6 +1,7 @@
 """``sheaflinalg heat``: run the sheaf heat equation (inference by diffusion), with optional pins.
 
-Options of one method (``--dt``, ``--max-steps``, ``--output-force``, ``--record-every`` for
+A graph network file (``--network``) runs forward Euler on the graph (the exact flow takes
+chains only).  Options of one method (``--dt``, ``--max-steps``, ``--output-force``, ``--record-every`` for
 Euler; ``--t-max`` for the exact flow) are passed to :func:`sheaflinalg.heat` only when given,
 so the API's rule refuses one given to the other method.
 """
@@ -34,7 +35,7 @@ def add_arguments(parser):
     parser.add_argument("--init", default="random", choices=("random", "zeros", "forward"),
                         help="initial stalks (default random)")
     parser.add_argument("--pin", action="append", default=[], metavar="SEL=VALUE",
-                        help="hard pin, e.g. 'a1[0]=0.5' or 'yhat=1' (repeatable)")
+                        help="hard pin, e.g. 'a1[0]=0.5', 'yhat=1' or 'conv1[channel=2]=0' (repeatable)")
     parser.add_argument("--soft-pin", action="append", default=[], metavar="SEL=VALUE",
                         help="soft pin with strength --gamma (repeatable)")
     parser.add_argument("--gamma", type=number("--gamma", positive=True), default=10.0, help="soft-pin strength (default 10)")
@@ -88,12 +89,35 @@ def save_history(res, path):
                       event_neuron=ev["neuron"], event_kind=ev["kind"], event_active=ev["active"], time=res.time,
                       episodes=res.episodes)
     else:
-        arrays.update(crossings=res.crossings, sliding=res.sliding)
+        arrays.update(crossings=res.crossings)
+        if res.sliding is not None:             # None on graph networks
+            arrays["sliding"] = res.sliding
         h = res.history
         if h is not None:
             arrays.update(steps=h.steps, discord=h.discord, labels=np.array(h.labels),
                           sample_discord=h.sample_discord, history_output=h.output)
     save_npz(path, arrays, name="--save-history")
+
+
+def _print_switches(res):
+    if res.method == "exact":
+        print(f"boundary crossings: {int(res.switches.sum())}  sliding episodes: {len(res.episodes)}")
+    elif res.sliding is None:
+        print(f"pattern changes: {res.crossings_total}  (sliding episodes are not detected on graph networks)")
+    else:
+        print(f"boundary crossings: {res.crossings_total}  sliding episodes: {len(res.sliding)}")
+
+
+def _print_discord(history, graph, largest=5):
+    """The last record's discord: by edge type on a chain, the largest edge blocks (nodes) on a graph."""
+    if not graph:
+        by_type = {k: float(v[-1]) for k, v in history.by_type().items()}
+        print("final discord by edge type: " + ", ".join(f"{k} {v:.2e}" for k, v in by_type.items()))
+        return
+    last = history.discord[-1]
+    order = np.argsort(-last, kind="stable")[:largest]
+    print(f"final discord, largest {len(order)} edges: "
+          + ", ".join(f"{history.labels[i]} {last[i]:.2e}" for i in order))
 
 
 def method_options(args):
@@ -114,34 +138,32 @@ def run(args):
     if args.input is not None:
         refuse_ignored(args, {"--samples": "samples"}, "--input (one explicit input)")
         X = parse_input(args.input)
-    net = network_from_args(args)
+    net = network_from_args(args, graphs=True)
     if args.input is None:
-        X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples or 1, net.dims[0]))
-    elif X.shape[1] != net.dims[0]:
-        raise ValueError(f"--input has {X.shape[1]} values but the network takes {net.dims[0]} inputs")
+        X = np.random.default_rng(args.seed).uniform(-2.0, 2.0, size=(args.samples or 1, net.n_inputs))
+    elif X.shape[1] != net.n_inputs:
+        raise ValueError(f"--input has {X.shape[1]} values but the network takes {net.n_inputs} inputs")
     res = sl.heat(net, X, alpha=args.alpha, tol=args.tol, init=args.init, seed=args.seed, pins=pins,
                   soft_pins=(soft, args.gamma) if soft else None, progress=not args.no_progress,
                   threads=args.threads, method=args.method, **method_options(args))
+    name = f"graph of {len(net.graph.nodes)} nodes, input {net.input_shape}" if net.is_graph else f"{net.dims}"
     if args.method == "exact":
-        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), exact flow, alpha={args.alpha:g}")
+        print(f"network {name} ({net.output}), {X.shape[0]} input(s), exact flow, alpha={args.alpha:g}")
         print(f"segments: {len(res.segments)}  events: {res.n_events}  converged: {res.converged}  "
               f"time: max {res.time.max():.6g}  slowest decay rate: {res.decay_rate.min():.4g}")
     else:
-        print(f"network {net.dims} ({net.output}), {X.shape[0]} input(s), dt={res.dt:g}, alpha={args.alpha:g}")
+        print(f"network {name} ({net.output}), {X.shape[0]} input(s), dt={res.dt:g}, alpha={args.alpha:g}")
         print(f"steps: {res.steps}  converged: {res.converged}  final change: {res.final_change:.3e}")
     print(f"final total discord: {res.discord.sum():.3e}")
     if pins is None and not soft:
         err = np.abs(res.output - net.forward(X)).max()
         print(f"max |output - forward pass|: {err:.3e}")
     else:
-        print(f"pinned: {', '.join(res.pinned) or '-'}; soft pins: {', '.join(soft) or '-'}")
-    if res.method == "exact":
-        print(f"boundary crossings: {int(res.switches.sum())}  sliding episodes: {len(res.episodes)}")
-    else:
-        print(f"boundary crossings: {res.crossings_total}  sliding episodes: {len(res.sliding)}")
+        pinned = ", ".join(res.pinned[:6]) + (f", ... ({len(res.pinned)} coordinates)" if len(res.pinned) > 6 else "")
+        print(f"pinned: {pinned or '-'}; soft pins: {', '.join(soft) or '-'}")
+    _print_switches(res)
     if res.method == "euler" and res.history is not None and len(res.history.steps):
-        by_type = {k: float(v[-1]) for k, v in res.history.by_type().items()}
-        print("final discord by edge type: " + ", ".join(f"{k} {v:.2e}" for k, v in by_type.items()))
+        _print_discord(res.history, net.is_graph)
     if args.save_history:
         save_history(res, args.save_history)
         print(f"history written to {args.save_history}")

@@ -2,9 +2,11 @@
 
 import csv
 
+import numpy as np
+
 from .._common.atomic import atomic_file
 from .._common.validation import check_choice
-from . import add_output, number, parse_arch, refuse_ignored
+from . import add_output, number, parse_arch, read_data, refuse_ignored
 
 HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
 
@@ -16,6 +18,12 @@ def add_arguments(parser):
     parser.add_argument("--experiment", metavar="FILE.npz",
                         help="replay a recorded experiment (Table E.1 format, or a shipped one by name: "
                              "paraboloid_1H, ...) instead of --task/--arch")
+    parser.add_argument("--network", metavar="FILE.npz",
+                        help="start from this network (a chain or a graph network saved with Network.save) "
+                             "instead of a random --arch one")
+    parser.add_argument("--data", metavar="FILE.npz",
+                        help="train on the arrays X_train, Y_train (and optionally X_test, Y_test) of this file, "
+                             "rows are samples, instead of --task (needs --network)")
     parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd"), help="default: sheaf")
     parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="Euler steps / SGD epochs (default 100000, or the experiment's)")
@@ -52,7 +60,16 @@ def check_combinations(args):
                        "--method sgd (sheaf runs only)")
     else:
         refuse_ignored(args, {"--lr": "lr"}, "--method sheaf (the SGD learning rate)")
+    if args.network:
+        refuse_ignored(args, {"--arch": "arch"}, "--network (the file fixes the network)")
+    if args.data:
+        if not args.network:
+            raise ValueError("--data needs --network FILE.npz (the network that takes those inputs)")
+        refuse_ignored(args, {"--task": "task", "--n-train": "n_train", "--n-test": "n_test"},
+                       "--data (the file fixes the data)")
     if args.experiment:
+        refuse_ignored(args, {"--network": "network", "--data": "data"}, "--experiment (the file fixes the network "
+                       "and the data)")
         refuse_ignored(args, {"--task": "task", "--arch": "arch", "--n-train": "n_train", "--n-test": "n_test",
                               "--seed": "seed", "--dt": "dt", "--alpha": "alpha", "--beta": "beta", "--lr": "lr"},
                        "--experiment (the file fixes the data, the network and the protocol)")
@@ -97,24 +114,7 @@ def _run(args):
             print(f"max relative difference to the recorded {args.method} curves: "
                   f"{exp.max_relative_error(hist, args.method):.3e}")
     else:
-        task = args.task or "paraboloid"
-        seed = 0 if args.seed is None else args.seed
-        data = sl.tasks.make(task, args.n_train or 300, args.n_test or 100, seed=seed)
-        default = "2,30,4" if task == "blobs" else "2,30,1"
-        net0 = sl.Network.random(parse_arch(args.arch or default), seed=seed, output=data.output)
-        steps = 100_000 if args.steps is None else args.steps
-        common = dict(loss=args.loss, loss_param=args.loss_param, progress=progress)
-        if args.method == "sheaf":
-            warm = data.output == "identity"
-            fit = sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test,
-                           alpha=1.0 if args.alpha is None else args.alpha, beta=args.beta,
-                           dt=0.005 if args.dt is None else args.dt, steps=steps,
-                           init="random" if warm else "forward", warm_start=warm, seed=seed,
-                           checkpoint=args.checkpoint, **common)
-        else:
-            fit = sl.sgd(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, lr=args.lr, epochs=steps,
-                         **common)
-        net, hist = fit
+        net, hist = _fit(args, progress)
     last = -1
     acc = hist.test_accuracy[last] if hist.test_accuracy[last] is not None else hist.train_accuracy[last]
     print(f"{args.method}: {hist.step[last]} steps, train loss {hist.train_loss[last]:.6g}, "
@@ -127,3 +127,43 @@ def _run(args):
     if args.save:
         net.save(args.save)
     return 1 if hist.diverged else 0
+
+
+def _fit(args, progress):
+    """Train the network of ``--network``/``--arch`` on ``--data``/``--task``; returns ``(network, history)``."""
+    import sheaflinalg as sl
+
+    seed = 0 if args.seed is None else args.seed
+    data, net0 = _data_and_network(args, seed)
+    steps = 100_000 if args.steps is None else args.steps
+    common = dict(loss=args.loss, loss_param=args.loss_param, progress=progress)
+    if args.method == "sheaf":
+        warm = net0.output == "identity"
+        return sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test,
+                        alpha=1.0 if args.alpha is None else args.alpha, beta=args.beta,
+                        dt=0.005 if args.dt is None else args.dt, steps=steps,
+                        init="random" if warm else "forward", warm_start=warm, seed=seed,
+                        checkpoint=args.checkpoint, **common)
+    return sl.sgd(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, lr=args.lr, epochs=steps, **common)
+
+
+def _data_and_network(args, seed):
+    """``(data, initial network)``: data with ``X_train, Y_train, X_test, Y_test`` from ``--data`` or a task."""
+    import sheaflinalg as sl
+    from ..network.model import check_network
+
+    if args.data:
+        data = read_data(args.data)
+    else:
+        task = args.task or "paraboloid"
+        data = sl.tasks.make(task, args.n_train or 300, args.n_test or 100, seed=seed)
+    if not args.network:
+        default = "2,30,4" if (args.task or "paraboloid") == "blobs" else "2,30,1"
+        return data, sl.Network.random(parse_arch(args.arch or default), seed=seed, output=data.output)
+    net = check_network(sl.Network.load(args.network), f"--network {args.network}", graphs=True)
+    n_given = int(np.prod(data.X_train.shape[1:]))
+    if n_given != net.n_inputs:
+        where = f"--data {args.data}" if args.data else f"task {args.task or 'paraboloid'!r}"
+        raise ValueError(f"--network {args.network} takes {net.n_inputs} inputs (shape {net.input_shape}) but "
+                         f"{where} has {n_given} per sample")
+    return data, net

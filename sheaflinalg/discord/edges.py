@@ -90,4 +90,4 @@ def group_history(history, by="type"):
     """Group a :class:`~sheaflinalg.HeatHistory`'s discord columns (:func:`sheaflinalg.sheaf.edge_groups.group`)."""
     if not (hasattr(history, "discord") and hasattr(history, "labels")):  # duck-typed: dynamics stands beside discord
         raise TypeError(f"history must be a HeatHistory (the history of a heat run), got {type(history).__name__}")
-    return group(history.discord, history.labels, by)
+    return group(history.discord, history.labels, by, history.layout)

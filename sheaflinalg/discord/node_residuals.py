@@ -47,6 +47,21 @@ class NodeResiduals:
         ``{node: rows}`` read off the state: bool masks (``relu``, ``leaky_relu``) and int64 argmax positions in
         the parent's stalk (``maxpool``).
     layout : Layout
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> conv = sl.Node("c", "conv", ["x"], {"stride": 1, "padding": 0, "dilation": 1, "groups": 1},
+    ...                {"weight": np.ones((2, 1, 2)), "bias": np.array([0.0, -1.5])})
+    >>> net = sl.Network.from_nodes((1, 3), [conv, sl.Node("r", "relu", ["c"])])
+    >>> X = np.array([[1.0, 0.0, 2.0]])
+    >>> state = sl.harmonic_extension(net, X).free
+    >>> state[0, :2] += 1.0                       # move channel 0 of c off the forward pass
+    >>> res = sl.discord.residuals(net, X, state)
+    >>> res.edge_names, res.by_channel("c").tolist()
+    (['c', 'r', 'yhat'], [[1.0, 0.0]])
+    >>> res.selected("r").astype(int).tolist(), res.split_discord("r", edge="c").tolist()
+    ([[1, 1, 0, 1]], [[1.0, 0.0]])
     """
 
     edge_names: list
@@ -155,3 +170,39 @@ def node_residuals(net, X, state, layout):
         names.append(OUTPUT_EDGE)
         edges.append(-output_residual(graph.output, values[graph.output_node], state[:, layout.free("yhat")]))
     return NodeResiduals(names, edges, res.pattern, layout)
+
+
+def node_table(res, digits=4, convention="paper"):
+    """Rows of the per-node table: node, op, shape, discord (mean over the samples), share, split.
+
+    ``convention="paper"`` reports ``||residual||^2``, ``"energy"`` ``1/2 ||residual||^2``
+    (:meth:`~sheaflinalg.discord.PinnedDiscord.summary`).  The split of a ``relu``/``leaky_relu`` node is
+    the discord of its edge on its active and inactive coordinates; of a ``maxpool`` node, the discord of
+    its parent's edge on the selected and unselected entries.
+    """
+    scale = 2.0 if convention == "paper" else 1.0
+    mean = scale * res.by_edge().mean(axis=0)
+    total = float(mean.sum())
+    ops = ["output" if name == OUTPUT_EDGE else res.graph.node(name).op for name in res.edge_names]
+    shapes = ["x".join(map(str, res.shape(name))) for name in res.edge_names]
+    w_name, w_op, w_shape = (max(len(t) for t in column) + 2 for column in (res.edge_names + ["Total"], ops, shapes))
+    head = "||r||^2" if convention == "paper" else "1/2 ||r||^2"
+    rows = [f"{'node':<{w_name}}{'op':<{w_op}}{'shape':<{w_shape}}{'discord ' + head:>20}{'share':>8}  split"]
+    for j, name in enumerate(res.edge_names):
+        share = mean[j] / total if total > 0 else 0.0
+        rows.append(f"{name:<{w_name}}{ops[j]:<{w_op}}{shapes[j]:<{w_shape}}{mean[j]:>20.{digits}g}{share:>8.1%}  "
+                    f"{_split_text(res, name, scale, digits)}".rstrip())
+    rows.append(f"{'Total':<{w_name + w_op + w_shape}}{total:>20.{digits}g}")
+    return rows
+
+
+def _split_text(res, name, scale, digits):
+    if name not in res.pattern:
+        return ""
+    node = res.graph.node(name)
+    if node.op == "maxpool" and node.inputs[0] not in res.edge_names:
+        return ""                    # a pool of the input: the input has no edge
+    on, off = scale * res.split_discord(name).mean(axis=0)
+    if node.op == "maxpool":
+        return f"selected {on:.{digits}g} / unselected {off:.{digits}g} (of {node.inputs[0]})"
+    return f"active {on:.{digits}g} / inactive {off:.{digits}g}"

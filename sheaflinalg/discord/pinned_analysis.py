@@ -26,6 +26,7 @@ from ..network.model import check_network
 from ..sheaf.completion import complete
 from .edge_residuals import EdgeResiduals, residuals
 from .graph_pinned import pinned_equilibrium
+from .node_residuals import NodeResiduals, node_table
 
 
 @dataclass
@@ -42,12 +43,15 @@ class PinnedDiscord:
         gradient is the heat equation's force; the paper's tables report ``||residual||^2``,
         see :meth:`summary`).
     edge_names : list of str
-    residuals : EdgeResiduals
-        Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.discord.edge_residuals`).
+    residuals : EdgeResiduals or NodeResiduals
+        Per-coordinate residuals, active/inactive (:mod:`sheaflinalg.discord.edge_residuals`); a graph
+        network's per node and channel, split by every pattern node
+        (:mod:`sheaflinalg.discord.node_residuals`).
     settled : ndarray of bool, shape (n_samples,)
         The sample reached a consistent equilibrium (possibly on a switching surface).
     sliding : list of list of (int, int)
-        Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``.
+        Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``
+        (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes).
     """
 
     state: np.ndarray
@@ -84,12 +88,17 @@ class PinnedDiscord:
     def table(self, digits=4, convention="paper"):
         """The paper's pinned-discord table: mean +- std per edge over the samples, and the total.
 
-        By default in the paper's convention, discord ``||residual||^2`` (see :meth:`summary`).
+        By default in the paper's convention, discord ``||residual||^2`` (see :meth:`summary`).  A graph
+        network's is per node: op, shape, mean discord, share of the total and the split of every pattern
+        node (:func:`~sheaflinalg.discord.node_residuals.node_table`).
         """
-        head = "||r||^2" if convention == "paper" else "1/2 ||r||^2"
-        rows = [f"{'Edge':<8}{'discord ' + head + ' (mean +- std)':>34}"]
-        for name, (mean, std) in self.summary(convention).items():
-            rows.append(f"{name:<8}{mean:>18.{digits}f} +- {std:.{digits}f}")
+        if isinstance(self.residuals, NodeResiduals):
+            rows = node_table(self.residuals, digits, convention)
+        else:
+            head = "||r||^2" if convention == "paper" else "1/2 ||r||^2"
+            rows = [f"{'Edge':<8}{'discord ' + head + ' (mean +- std)':>34}"]
+            for name, (mean, std) in self.summary(convention).items():
+                rows.append(f"{name:<8}{mean:>18.{digits}f} +- {std:.{digits}f}")
         unsettled = int((~self.settled).sum())
         n_sliding = sum(1 for s in self.sliding if s)
         rows.append(f"{self.state.shape[0]} samples; {n_sliding} on a switching surface; "

@@ -10,8 +10,10 @@ Nothing runs before every option is checked.
 
 from .._common.options import Default, method_options
 from .._common.validation import as_samples
+from ..network.errors import GraphNetworkError
 from ..network.model import check_network
 from . import problem as _problem
+from .euler.graph import run_graph_euler
 from .euler.run import run_euler
 from .euler.settings import DEFAULTS as EULER_DEFAULTS
 from .euler.settings import EulerSettings
@@ -35,11 +37,17 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     Options shown as ``<default ...>`` belong to one method; giving one to the other method
     is refused (ValueError naming the option and the method).
 
+    A graph network (:attr:`Network.is_graph`) runs forward Euler node by node with the
+    pattern read off the state every step (:mod:`sheaflinalg.dynamics.euler.graph`); the
+    exact flow takes chains only.
+
     Parameters
     ----------
     net : Network
+        A chain, or a graph network (``method="euler"``).
     X : array_like, shape (n_samples, n_0) or (n_0,)
-        Inputs (always pinned).  Samples are independent sheaves run together.
+        Inputs (always pinned; a graph network also takes ``(n_samples, *input_shape)``).
+        Samples are independent sheaves run together.
     alpha : float
         Diffusion rate.
     dt : float
@@ -57,7 +65,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         Seed of ``init="random"``.
     pins : dict, optional
         Hard pins ``{selector: values}`` (:mod:`sheaflinalg.sheaf.pins`), e.g.
-        ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels).
+        ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels); on a graph network
+        nodes and channels, e.g. ``{"conv1[channel=2]": 0.0}``.
     soft_pins : SoftPins or (targets, gamma), optional
         Penalty edges ``gamma/2 (s_j - p_j)^2``.
     reluctance : float or Reluctance, optional
@@ -74,7 +83,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         Use the reduced system (no output vertex).  Default: for identity
         output without pins on ``yhat``.
     crossings : bool
-        Euler: log sign changes of hidden pre-activations and sliding episodes (default True).
+        Euler: log sign changes of hidden pre-activations and sliding episodes (default True;
+        on a graph network every pattern change, without sliding episodes).
     max_crossings : int
         Euler: size of the crossing log (the count goes on past it; default 100000).
     sliding_window, sliding_min_flips : int
@@ -120,12 +130,15 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     ...
     ValueError: heat(method='exact') does not use dt (an option of method='euler' only); remove it or choose that method
     """
-    check_network(net)
+    check_network(net, graphs=True)
     own = method_options("heat", method, METHODS, dict(
         dt=dt, max_steps=max_steps, record_every=record_every, record_states=record_states,
         output_force=output_force, crossings=crossings, max_crossings=max_crossings, sliding_window=sliding_window,
         sliding_min_flips=sliding_min_flips, check_stability=check_stability, t_max=t_max, max_events=max_events))
-    X, _ = as_samples(X, net.dims[0])
+    if net.is_graph and method == "exact":
+        raise GraphNetworkError(f"heat(method='exact') takes chains of Linear/ReLU layers only; net is a graph "
+                                f"network ({len(net.graph.nodes)} nodes): use method='euler'")
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress)
     reduced = _problem.check_reduced(net, reduced, pins, soft_pins)
     if method == "exact":
@@ -133,4 +146,5 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         check_exact_memory(net, X.shape[0], shared.threads)
         return run_exact(_problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced), settings)
     settings = EulerSettings.validated(X.shape[0], **own)
-    return run_euler(_problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced), settings)
+    problem = _problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced)
+    return run_graph_euler(problem, settings) if net.is_graph else run_euler(problem, settings)

@@ -13,11 +13,12 @@ from .._common.threads import resolve_threads
 from .._common.validation import check_bool, check_optional_int, check_positive, check_seed, check_tol
 from ..network.model import check_network
 from ..sheaf import pins as _pins
+from ..sheaf.graph_bound import graph_lambda_max_bound, spectral_norm
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state
 
 
-def weight_norm(W):
+def spectral_norm(W):
     """Spectral norm ``||W||_2``: exact (LAPACK SVD) up to 2000 columns/rows, else ARPACK ``svds`` + 1 %."""
     if min(W.shape) <= 2000:
         return float(np.linalg.norm(W, 2))
@@ -41,6 +42,11 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     nonlinear output it bounds the linearised (Gauss-Newton) operator; the
     output curvature term ``phi''(z) (phi(z) - yhat)`` is not included.
 
+    On a graph network (:attr:`Network.is_graph`) the bound is
+    ``||I + (n_vu)||_2^2 + max gamma + lambda`` with ``n_vu`` a bound on the
+    norm of every restriction map over every pattern
+    (:func:`sheaflinalg.sheaf.graph_bound.graph_lambda_max_bound`).
+
     Examples
     --------
     >>> import sheaflinalg as sl
@@ -48,11 +54,13 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     >>> lambda_max_bound(net) >= 4.0
     True
     """
-    check_network(net)
+    check_network(net, graphs=True)
     gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
+    if net.is_graph:
+        return graph_lambda_max_bound(net.graph, gamma_max, reluctance)
     m = 1.0
     for W in net.weights[1:]:
-        m = max(m, weight_norm(W))
+        m = max(m, spectral_norm(W))
     return (1.0 + m) ** 2 + gamma_max + reluctance
 
 
@@ -122,9 +130,12 @@ def check_reduced(net, reduced, pins, soft_pins):
 
 def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
-    resolved = _pins.resolve_pins(net, X, Layout(net.dims, reduced=reduced), pins, soft_pins, reluctance)
+    resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
-    net.forward_states(X)  # refuses a network whose forward pass overflows, naming the layer
+    if net.is_graph:        # refuses a network whose forward pass overflows, naming the node
+        net.forward(X)
+    else:                   # or the layer
+        net.forward_states(X)
     bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "

@@ -169,3 +169,37 @@ def conv_transpose(y, weight, geom):
         _grouped_product(W, prod, cols, geom.groups, transpose=True)
         columns(out[lo:hi], geom.index, cols, True)
     return out
+
+
+def conv_weight_velocity(x, e, geom):
+    """``sum over samples and positions of e (x's windows)^T``: the weight velocity of a shared convolution.
+
+    ``x`` (M, in_channels * n_in_positions) is the parent's value, ``e`` (M, out_channels *
+    n_out_positions) the node's edge residual.  Returns ``(weight_velocity, bias_velocity)``,
+    shapes ``(C_out, C_in / groups, K)`` (reshape to the kernel's axes) and ``(C_out,)``: the
+    derivative of ``-1/2 ||e||^2`` in the weight and the bias, ``e = w - F x - b``.  Chunks and
+    their order depend on the shapes only.
+
+    Examples
+    --------
+    >>> geom = conv_geometry(1, (4,), 1, 1, (2,), (1,), (0,), (1,))
+    >>> dW, db = conv_weight_velocity(np.array([[1.0, 2.0, 3.0, 4.0]]), np.array([[1.0, 0.0, 2.0]]), geom)
+    >>> dW.tolist(), db.tolist()
+    ([[[7.0, 10.0]]], [3.0])
+    """
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    e = np.ascontiguousarray(e, dtype=np.float64)
+    g = geom.groups
+    c_out, c_in = geom.out_channels // g, geom.in_channels // g
+    out = np.zeros((g, c_out, c_in * geom.index.shape[1]))
+    bias = np.zeros(geom.out_channels)
+    part = np.empty_like(out[0])
+    for lo, hi, cols, prod in _chunks(geom, x.shape[0]):
+        columns(x[lo:hi], geom.index, cols, False)
+        samples_to_channels(e[lo:hi], prod)
+        for k in range(g):
+            np.matmul(prod[k * c_out:(k + 1) * c_out], cols[k * c_in * geom.index.shape[1]:
+                                                            (k + 1) * c_in * geom.index.shape[1]].T, out=part)
+            out[k] += part
+        bias += prod.sum(axis=1)
+    return out.reshape(geom.out_channels, c_in, geom.index.shape[1]), bias

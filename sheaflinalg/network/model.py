@@ -70,7 +70,8 @@ def check_network(net, name="net", graphs=False):
         raise GraphNetworkError(
             f"{name} is a graph network ({len(net.graph.nodes)} nodes: {', '.join(sorted(net.graph_ops))}); this "
             "function takes chains of Linear/ReLU layers only. Graph networks enter sl.assemble, "
-            "sl.harmonic_extension, sl.verify, sl.complete, Network.forward and Network.save")
+            "sl.harmonic_extension, sl.verify, sl.complete, sl.heat (method='euler'), sl.train, sl.sgd, "
+            "sl.spectrum, sl.discord, Network.forward and Network.save")
     return net
 
 

@@ -5,6 +5,9 @@ The labels are the layout's edge-block names (``e_z1``, ``e_a1``, ...,
 blocks ``e_pin`` (all soft-pin edges) and ``e_rel`` (all reluctance edges).
 Euler's :class:`~sheaflinalg.HeatHistory` and the discord analysis
 (:mod:`sheaflinalg.discord`) both group their discord columns with :func:`group`.
+A graph network's edges are named after their nodes (``e_conv1``); given its
+layout, :func:`group` reads their kind (the node's op) and layer (the node's
+position in topological order) from the layout's edge blocks.
 """
 
 from .._common.validation import as_float64, check_choice, check_type
@@ -46,7 +49,20 @@ def edge_layer(label):
     return int(label[3:])
 
 
-def group(values, labels, by="type"):
+def _graph_key(layout, by):
+    """Kind (the node's op) or layer (its topological position) of a graph layout's edge label."""
+    blocks = {b.name: b for b in layout.edge_blocks}
+
+    def key(label):
+        if label in ("e_pin", "e_rel", "e_y"):
+            return edge_kind(label) if by == "type" else edge_layer(label)
+        if label not in blocks:
+            raise ValueError(f"unknown edge block label {label!r} of this graph network")
+        return blocks[label].kind if by == "type" else blocks[label].layer
+    return key
+
+
+def group(values, labels, by="type", layout=None):
     """Sum discord columns by edge ``"type"`` or ``"layer"``.
 
     Parameters
@@ -55,6 +71,9 @@ def group(values, labels, by="type"):
     labels : list of str
         Edge-block labels of the last axis.
     by : {"type", "layer"}
+    layout : Layout, optional
+        The labels' layout; needed for a graph network (types are the nodes' ops, layers their
+        positions in topological order).
 
     Returns
     -------
@@ -73,7 +92,10 @@ def group(values, labels, by="type"):
     if values.ndim == 0 or values.shape[-1] != len(labels):
         raise ValueError(f"values have {values.shape[-1] if values.ndim else 0} columns but {len(labels)} "
                          "labels were given")
-    key = edge_kind if by == "type" else edge_layer
+    if layout is not None and layout.is_graph:
+        key = _graph_key(layout, by)
+    else:
+        key = edge_kind if by == "type" else edge_layer
     out = {}
     for j, lab in enumerate(labels):
         g = key(lab)

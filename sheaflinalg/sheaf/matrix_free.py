@@ -13,6 +13,8 @@ n_free)`` arrays in the layout's free order (:meth:`Layout.from_graph`).
 
 import numpy as np
 
+from .._common.blocks import map_blocks
+from .._common import threads as _threads
 from ..network.graph.nodes import INPUT
 from .graph_maps import NodeMaps
 from .layout import Layout
@@ -61,30 +63,74 @@ class GraphCoboundary:
     def _blocks(self, w):
         return {b.name: w[:, b.slice] for b in self.layout.free_blocks}
 
-    def apply(self, w):
-        """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets)."""
+    def _each_node(self, fn, threads):
+        """``fn(node)`` for every node, in order: lazily (one node at a time) on one thread; with
+        ``threads > 1`` and a second core free, all at once, the nodes shared by two threads in two
+        fixed halves of about equal work.  ``fn`` must write nothing another call reads."""
+        nodes = self.graph.nodes
+        if threads < 2 or len(nodes) < 2 or _threads.usable_threads(2) < 2:
+            return map(fn, nodes)
+        halves = self._halves()
+        done = map_blocks(lambda half: [fn(nodes[i]) for i in half], halves, 2)
+        results = [None] * len(nodes)
+        for half, values in zip(halves, done):
+            for i, value in zip(half, values):
+                results[i] = value
+        return results
+
+    def _halves(self):
+        """The nodes' indices in two halves of about equal work (multiply-adds of their maps), by the graph alone."""
+        if getattr(self, "_halves_cache", None) is None:
+            work = []
+            for node in self.graph.nodes:
+                weight = node.params.get("weight")
+                per = weight[0].size if weight is not None and node.op == "conv" else 1
+                per = weight.shape[1] if weight is not None and node.op == "linear" else per
+                work.append(self.graph.sizes[node.name] * per * max(1, len(node.inputs)))
+            halves, loads = ([], []), [0, 0]
+            for i in sorted(range(len(work)), key=lambda i: (-work[i], i)):
+                lighter = int(loads[1] < loads[0])
+                halves[lighter].append(i)
+                loads[lighter] += work[i]
+            self._halves_cache = (sorted(halves[0]), sorted(halves[1]))
+        return self._halves_cache
+
+    def apply(self, w, threads=1):
+        """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets).
+
+        ``threads``: 2 shares the nodes' edges between two threads (each edge is computed as alone).
+        """
         blocks, out = self._blocks(w), np.empty_like(w)
-        for node in self.graph.nodes:
+
+        def edge(node):
             e = out[:, self.layout.edge(f"e_{node.name}")]
             e[...] = blocks[node.name]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
                     e -= self._forward(node, i, blocks[parent])
+        list(self._each_node(edge, threads))
         if self.jacobians is not None:
             z = blocks[self.graph.output_node]
             out[:, self.layout.edge("e_y")] = blocks["yhat"] - np.einsum("sij,sj->si", self.jacobians, z)
         return out
 
-    def apply_transpose(self, e):
-        """``delta_Omega^T e``."""
+    def apply_transpose(self, e, threads=1):
+        """``delta_Omega^T e``.
+
+        ``threads``: 2 computes the nodes' transposed maps in two threads; they are added up in one
+        fixed order (the nodes', as with one thread), so the result is the same bit for bit.
+        """
         out = np.zeros_like(e)
         free = self._blocks(out)
-        for node in self.graph.nodes:
+
+        def transposes(node):
             edge = e[:, self.layout.edge(f"e_{node.name}")]
-            free[node.name] += edge
-            for i, parent in enumerate(node.inputs):
-                if parent != INPUT:
-                    free[parent] -= self._transpose(node, i, edge)
+            return [(parent, self._transpose(node, i, edge)) for i, parent in enumerate(node.inputs)
+                    if parent != INPUT]
+        for node, parts in zip(self.graph.nodes, self._each_node(transposes, threads)):
+            free[node.name] += e[:, self.layout.edge(f"e_{node.name}")]
+            for parent, part in parts:
+                free[parent] -= part
         if self.jacobians is not None:
             ey = e[:, self.layout.edge("e_y")]
             free["yhat"] += ey

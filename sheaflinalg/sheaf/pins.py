@@ -9,7 +9,11 @@ A *selector* names free coordinates of the layout (see :class:`~sheaflinalg.shea
 * a block name: ``"z1"``, ``"a2"``, ``"yhat"`` (the whole block); on a graph
   network a node's name, e.g. ``"layer1.0.conv1"`` (clamp a whole feature map);
 * one coordinate: ``"a1[3]"``, ``"layer1.0.conv1[17]"`` (the node's stalk in C order);
-* several coordinates: ``"a1[0,2,5]"`` or a half-open range ``"z2[1:4]"``.
+* several coordinates: ``"a1[0,2,5]"`` or a half-open range ``"z2[1:4]"``;
+* on a graph network, channels of a node (the first axis of its shape, e.g.
+  ``(C, L)`` or ``(C, H, W)``): ``"conv1[channel=3]"``, ``"conv1[channel=0,2]"``
+  or ``"conv1[channel=1:3]"`` (every entry of those feature maps; a node of shape
+  ``(n,)`` has ``n`` channels of one entry).
 
 ``"yhat"`` is the output vertex.  For identity output, pinning ``"yhat"``
 makes the dynamics and the assembler keep the output vertex and edge
@@ -20,7 +24,10 @@ coordinates from ``Omega`` to ``U`` (the paper's "pinning enlarges the
 boundary data").  ``values`` is a scalar (every selected coordinate, every
 sample), a 1-D array with one value per selected coordinate (every sample),
 or a 2-D array ``(n_samples, n_selected)`` (per sample).  Per-sample values
-for a single coordinate therefore have shape ``(n_samples, 1)``.  The input
+for a single coordinate therefore have shape ``(n_samples, 1)``.  A whole node
+or channels of a graph network also take values in the selection's own shape
+(the node's shape; ``shape[1:]`` for one channel, ``(k, *shape[1:])`` for ``k``
+channels), for every sample or as ``(n_samples, *that shape)``.  The input
 is always pinned (its values are the data ``X``); it is not a selector.
 
 **Soft pins** add, for every selected coordinate ``j``, a penalty edge to a
@@ -141,6 +148,50 @@ def parse_selector(layout, selector):
     >>> parse_selector(Layout([2, 3, 1]), "a1[0,2]").tolist()
     [3, 5]
     """
+    return _parse(layout, selector)[0]
+
+
+def _indices(inner, size, selector, what):
+    """The integers of ``i``, ``i,j,...`` or ``i:j`` (bounds default to 0 and ``size``), checked against ``size``."""
+    try:
+        if ":" in inner:
+            lo, hi = inner.split(":")
+            idx = np.arange(int(lo) if lo.strip() else 0, int(hi) if hi.strip() else size)
+        else:
+            idx = np.array([int(t) for t in inner.split(",")], dtype=np.int64)
+    except ValueError:
+        raise ValueError(f"pin selector {selector!r}: {what} must be integers") from None
+    if idx.size == 0:
+        raise ValueError(f"pin selector {selector!r} selects no coordinate")
+    if idx.min() < 0 or idx.max() >= size:
+        raise ValueError(f"pin selector {selector!r}: {what} out of range [0, {size})")
+    if np.unique(idx).size != idx.size:
+        raise ValueError(f"pin selector {selector!r} repeats a coordinate")
+    return idx
+
+
+def _node_shape(layout, name):
+    """The shape of a graph network's free block ``name`` (a node or ``yhat``), or None on a chain."""
+    if not layout.is_graph:
+        return None
+    return tuple(layout.graph.shapes[layout.graph.output_node if name == "yhat" else name])
+
+
+def _channels(layout, name, selector, inner):
+    """Positions in block ``name`` and the selection's shape of a ``channel=...`` selector."""
+    shape = _node_shape(layout, name)
+    if shape is None:
+        raise ValueError(f"pin selector {selector!r}: channel selectors take a graph network's node "
+                         f"(a feature map); {name!r} is a block of a chain, select coordinates like '{name}[0,2]'")
+    channel = _indices(inner, shape[0], selector, f"channels of node {name!r} of shape {shape}")
+    per = int(np.prod(shape[1:], dtype=np.int64))
+    idx = (channel[:, None] * per + np.arange(per)).ravel()
+    single = "," not in inner and ":" not in inner
+    return idx, (shape[1:] if single else (channel.size,) + shape[1:])
+
+
+def _parse(layout, selector):
+    """``(positions in the free order, the selection's own shape or None)`` of ``selector``."""
     if not isinstance(selector, str):
         raise TypeError(f"a pin selector must be a string like 'a1[3]' or 'z2', got {selector!r}")
     m = _SELECTOR.match(selector)
@@ -157,41 +208,37 @@ def parse_selector(layout, selector):
             hint = f" (this is a reduced system without the output vertex; pin {layout.output_block!r} instead)"
         raise ValueError(f"pin selector {selector!r}: no free block {name!r}; {did_you_mean(name, names)}{hint}")
     blk = layout.free_block(name)
-    if inner is None:
-        idx = np.arange(blk.size)
+    channel = re.match(r"^\s*channels?\s*=(.*)$", inner) if inner is not None else None
+    if channel is not None:
+        idx, shape = _channels(layout, name, selector, channel.group(1).strip())
+    elif inner is None:
+        idx, shape = np.arange(blk.size), _node_shape(layout, name)
     else:
-        inner = inner.strip()
-        try:
-            if ":" in inner:
-                lo, hi = inner.split(":")
-                idx = np.arange(int(lo) if lo.strip() else 0, int(hi) if hi.strip() else blk.size)
-            else:
-                idx = np.array([int(t) for t in inner.split(",")], dtype=np.int64)
-        except ValueError:
-            raise ValueError(f"pin selector {selector!r}: indices must be integers") from None
-        if idx.size == 0:
-            raise ValueError(f"pin selector {selector!r} selects no coordinate")
-        if idx.min() < 0 or idx.max() >= blk.size:
-            raise ValueError(f"pin selector {selector!r}: index out of range for block {name!r} "
-                             f"of size {blk.size}")
-        if np.unique(idx).size != idx.size:
-            raise ValueError(f"pin selector {selector!r} repeats a coordinate")
-    return (blk.offset + idx).astype(np.int64)
+        idx, shape = _indices(inner.strip(), blk.size, selector, f"indices of block {name!r} of size {blk.size}"), None
+    return (blk.offset + idx).astype(np.int64), shape
 
 
-def _values(value, n_samples, n, what):
+def _values(value, n_samples, n, what, shape=None):
+    """Values ``(n_samples, n)`` of a selection of ``n`` coordinates (of shape ``shape``, if it has one)."""
     scalar = np.ndim(value) == 0
     arr = as_float64(value, what)
     if scalar:
         return np.full((n_samples, n), float(arr.ravel()[0]))
+    shaped = shape is not None and len(shape) > 1
+    if shaped and arr.shape == tuple(shape):
+        arr = arr.reshape(-1)
+    elif shaped and arr.shape == (n_samples,) + tuple(shape):
+        arr = arr.reshape(n_samples, n)
+    also = f", the shape {tuple(shape)} of the selected node or channels or {(n_samples,) + tuple(shape)}" \
+        if shaped else ""
     if arr.ndim == 1:
         if arr.shape[0] != n:
             raise ValueError(f"{what}: a 1-D value needs one entry per selected coordinate ({n}), "
-                             f"got {arr.shape[0]}; per-sample values have shape ({n_samples}, {n})")
+                             f"got {arr.shape[0]}; per-sample values have shape ({n_samples}, {n}){also}")
         return np.broadcast_to(arr, (n_samples, n)).copy()
     if arr.ndim == 2 and arr.shape == (n_samples, n):
         return arr.copy()
-    raise ValueError(f"{what}: expected a scalar, shape ({n},) or ({n_samples}, {n}); got {arr.shape}")
+    raise ValueError(f"{what}: expected a scalar, shape ({n},) or ({n_samples}, {n}){also}; got {arr.shape}")
 
 
 def resolve(layout, spec, n_samples, what="pins", gamma=None):
@@ -219,9 +266,9 @@ def resolve(layout, spec, n_samples, what="pins", gamma=None):
                              f"(missing {sorted(missing)}, extra {sorted(extra)})")
     idx, vals, gam = [], [], []
     for sel, value in spec.items():
-        i = parse_selector(layout, sel)
+        i, shape = _parse(layout, sel)
         idx.append(i)
-        vals.append(_values(value, n_samples, i.size, f"{what}[{sel!r}]"))
+        vals.append(_values(value, n_samples, i.size, f"{what}[{sel!r}]", shape))
         if gamma is not None:
             g = gamma[sel] if isinstance(gamma, dict) else gamma
             try:

@@ -9,7 +9,7 @@ residual reached.
 import numpy as np
 
 from .._common.progress import progress_iter
-from .arpack_pair import ArpackNotConverged, largest_pair
+from .arpack_pair import ArpackNotConverged, largest_pair, largest_pairs
 from .result import fix_signs
 
 
@@ -82,14 +82,42 @@ def arpack_extremes(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sa
         (wl, Vl), (mu, Vs) = largest_pair(apply_pair, n, k_arpack, tol=tol, maxiter=maxiter, ncv=ncv,
                                           v0=_start_vector(n))
     except ArpackNotConverged as exc:
-        which, matvec = ("largest", apply_L) if exc.index == 0 else ("smallest", apply_Linv)
-        res = _krylov_residual(matvec, n, k_arpack, ncv, maxiter)
-        best = (f"{len(exc.cause.eigenvalues)} of {k_arpack} eigenpairs converged, achieved relative "
-                f"residual about {res:.3e} (tol {tol:g})")
-        raise SpectrumConvergenceError(
-            f"ARPACK did not converge for sample {sample} ({which} eigenvalues) within "
-            f"maxiter={maxiter}: {best}; raise maxiter or ncv, or loosen tol",
-            sample, which, res, tol) from None
+        raise _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sample) from None
+    return _extremes(wl, Vl, mu, Vs, apply_L)
+
+
+def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples):
+    """:func:`arpack_extremes` of several systems at once, every product of a step in one batch.
+
+    ``apply_batch`` as in :func:`sheaflinalg.spectral.arpack_pair.largest_pairs` (system ``u`` is
+    ``samples[u]``); ``single(u)`` gives ``(apply_L, apply_Linv)`` of system ``u`` (one vector in,
+    one out) for the residuals.  Returns one :func:`arpack_extremes` tuple per system.
+    """
+    k_arpack = min(k, n - 1)
+    try:
+        results = largest_pairs(apply_batch, n, len(samples), k_arpack, tol=tol, maxiter=maxiter, ncv=ncv,
+                                v0=_start_vector(n))
+    except ArpackNotConverged as exc:
+        raise _not_converged(exc, *single(exc.system), n, k_arpack, tol, maxiter, ncv,
+                             samples[exc.system]) from None
+    return [_extremes(wl, Vl, mu, Vs, single(u)[0]) for u, ((wl, Vl), (mu, Vs)) in enumerate(results)]
+
+
+def _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sample):
+    """The :class:`SpectrumConvergenceError` of an :class:`ArpackNotConverged`, with the residual reached."""
+    which, matvec = ("largest", apply_L) if exc.index == 0 else ("smallest", apply_Linv)
+    res = _krylov_residual(matvec, n, k_arpack, ncv, maxiter)
+    best = (f"{len(exc.cause.eigenvalues)} of {k_arpack} eigenpairs converged, achieved relative "
+            f"residual about {res:.3e} (tol {tol:g})")
+    return SpectrumConvergenceError(
+        f"ARPACK did not converge for sample {sample} ({which} eigenvalues) within "
+        f"maxiter={maxiter}: {best}; raise maxiter or ncv, or loosen tol",
+        sample, which, res, tol)
+
+
+def _extremes(wl, Vl, mu, Vs, apply_L):
+    """ARPACK's eigenpairs of ``L`` and ``L^{-1}`` as (smallest ascending, V_s, largest descending, V_l,
+    residuals)."""
     order = np.argsort(wl)[::-1]
     wl, Vl = wl[order], Vl[:, order]
     order = np.argsort(mu)[::-1]
@@ -97,30 +125,53 @@ def arpack_extremes(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sa
     return ws, Vs, wl, Vl, (_residual(apply_L, ws, Vs), _residual(apply_L, wl, Vl))
 
 
-def arpack_samples(make_operator, samples, n, k, vectors, tol, maxiter, ncv, progress):
-    """:func:`arpack_extremes` of the operator ``make_operator(u)`` of every distinct system ``u``.
+def arpack_samples(run, groups, n, k, vectors, progress):
+    """The extreme eigenpairs of every distinct system, a group of systems at a time.
 
-    ``samples[u]`` is the sample the errors name.  The operator has ``apply_pair``,
-    ``laplacian_matvec``, ``laplacian_solve`` and the counters ``n_matvec``, ``n_solve``.
-    Returns ``(smallest, largest, vectors_smallest, vectors_largest, residuals, operator applications)``.
+    ``groups`` is a list of lists of system numbers; ``run(group)`` returns one
+    :func:`arpack_extremes` tuple per system of the group and the number of operator
+    applications it used.  Returns ``(smallest, largest, vectors_smallest, vectors_largest,
+    residuals, operator applications)``, one row per system.
     """
-    U = len(samples)
+    U = sum(len(group) for group in groups)
     ws, wl = np.empty((U, k)), np.empty((U, k))
     Vs = np.empty((U, k, n)) if vectors else None
     Vl = np.empty((U, k, n)) if vectors else None
     residuals = np.empty((U, 2))
     n_op = 0
-    for u in progress_iter(range(U), U, progress, "spectrum"):
-        op = make_operator(u)
-        a, Va, b, Vb, res = arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, n, k,
-                                            tol, maxiter, ncv, int(samples[u]))
-        ws[u], wl[u] = a, b
-        residuals[u] = res
-        n_op += op.n_matvec + op.n_solve
-        if vectors:
-            Vs[u] = fix_signs(Va.T)
-            Vl[u] = fix_signs(Vb.T)
+    for group in progress_iter(groups, len(groups), progress, "spectrum"):
+        results, used = run(group)
+        n_op += used
+        for u, (a, Va, b, Vb, res) in zip(group, results):
+            ws[u], wl[u] = a, b
+            residuals[u] = res
+            if vectors:
+                Vs[u] = fix_signs(Va.T)
+                Vl[u] = fix_signs(Vb.T)
     return ws, wl, Vs, Vl, residuals, n_op
+
+
+def per_system(make_operator, samples, n, k, tol, maxiter, ncv):
+    """``run`` of :func:`arpack_samples` for groups of one system: the operator ``make_operator(u)``
+    (``apply_pair``, ``laplacian_matvec``, ``laplacian_solve``, counters ``n_matvec``, ``n_solve``);
+    ``samples[u]`` is the sample the errors name."""
+    def run(group):
+        (u,) = group
+        op = make_operator(u)
+        return ([arpack_extremes(op.apply_pair, op.laplacian_matvec, op.laplacian_solve, n, k, tol, maxiter, ncv,
+                                 int(samples[u]))], op.n_matvec + op.n_solve)
+    return run
+
+
+def batched(make_operator, samples, n, k, tol, maxiter, ncv):
+    """``run`` of :func:`arpack_samples` for groups of systems sharing one operator ``make_operator(group)``
+    (``apply_batch``, ``single``, counters ``n_matvec``, ``n_solve``; system ``i`` of the operator is
+    ``group[i]``)."""
+    def run(group):
+        op = make_operator(group)
+        results = arpack_group(op.apply_batch, op.single, n, k, tol, maxiter, ncv, [int(samples[u]) for u in group])
+        return results, op.n_matvec + op.n_solve
+    return run
 
 
 def _residual(apply_L, lam, V):

@@ -51,12 +51,15 @@ class ArpackNotConverged(RuntimeError):
     index : int
         Which problem (0 or 1).
     cause : scipy.sparse.linalg.ArpackNoConvergence
+    system : int
+        Which pair of problems (:func:`largest_pairs`; 0 for :func:`largest_pair`).
     """
 
-    def __init__(self, index, cause):
-        super().__init__(f"ARPACK problem {index} did not converge: {cause}")
+    def __init__(self, index, cause, system=0):
+        super().__init__(f"ARPACK problem {index} of system {system} did not converge: {cause}")
         self.index = index
         self.cause = cause
+        self.system = system
 
 
 class _Problem:
@@ -138,21 +141,69 @@ def largest_pair(apply_pair, n, k, tol=0.0, maxiter=None, ncv=None, v0=None):
     """
     if not REVERSE_COMMUNICATION:
         return _largest_pair_in_sequence(apply_pair, n, k, tol, maxiter, ncv, v0)
-    problems = [_Problem(n, k, tol, maxiter, ncv, v0), _Problem(n, k, tol, maxiter, ncv, v0)]
-    requests = [None, None]
-    active = [True, True]
+
+    def apply_batch(a, b):
+        apply_pair(a[0][1:] if a else None, b[0][1:] if b else None)
+    return largest_pairs(apply_batch, n, 1, k, tol, maxiter, ncv, v0)[0]
+
+
+def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=None):
+    """The ``k`` largest eigenpairs of ``count`` pairs of symmetric operators ``A_u``, ``B_u``, all in lockstep.
+
+    Every step, each of the ``2 count`` problems that has not converged asks for one product, and one
+    call ``apply_batch(a, b)`` answers them all: ``a`` (and ``b``) is a list of ``(u, x, y)``, write
+    ``A_u x`` (``B_u x``) into ``y``; either list may be empty.  Each problem runs exactly as alone
+    (:func:`largest_pair` is the case ``count = 1``): batching the products lets an operator
+    amortise its per-call work over the systems.
+
+    Returns
+    -------
+    list of ((wA, VA), (wB, VB))
+        As ``eigsh`` returns them, one entry per system.
+
+    Raises
+    ------
+    ArpackNotConverged
+        Says which system and which of its problems did not converge.
+
+    Examples
+    --------
+    >>> A = [np.diag(np.arange(1.0, 11.0)) * (u + 1) for u in range(3)]
+    >>> def apply_batch(a, b):
+    ...     for u, x, y in a + b:
+    ...         y[:] = A[u] @ x
+    >>> [round(float(wa[0]), 9) for (wa, _), _ in largest_pairs(apply_batch, 10, 3, 1, v0=np.ones(10))]
+    [10.0, 20.0, 30.0]
+    """
+    if not REVERSE_COMMUNICATION:
+        return [_largest_pair_in_sequence(_one_system(apply_batch, u), n, k, tol, maxiter, ncv, v0)
+                for u in range(count)]
+    problems = [(_Problem(n, k, tol, maxiter, ncv, v0), _Problem(n, k, tol, maxiter, ncv, v0))
+                for _ in range(count)]
+    active = [[True, True] for _ in range(count)]
     while True:
-        for i, problem in enumerate(problems):
-            if active[i]:
-                try:
-                    requests[i] = problem.request()
-                except spla.ArpackNoConvergence as exc:
-                    raise ArpackNotConverged(i, exc) from None
-                active[i] = requests[i] is not None
-        if not (active[0] or active[1]):
+        requests = ([], [])
+        for u, pair in enumerate(problems):
+            for i, problem in enumerate(pair):
+                if active[u][i]:
+                    try:
+                        request = problem.request()
+                    except spla.ArpackNoConvergence as exc:
+                        raise ArpackNotConverged(i, exc, u) from None
+                    active[u][i] = request is not None
+                    if request is not None:
+                        requests[i].append((u, *request))
+        if not (requests[0] or requests[1]):
             break
-        apply_pair(requests[0], requests[1])
-    return problems[0].result(), problems[1].result()
+        apply_batch(*requests)
+    return [(pair[0].result(), pair[1].result()) for pair in problems]
+
+
+def _one_system(apply_batch, u):
+    """``apply_pair`` of system ``u`` of an ``apply_batch``."""
+    def apply_pair(a, b):
+        apply_batch([(u, *a)] if a is not None else [], [(u, *b)] if b is not None else [])
+    return apply_pair
 
 
 def _largest_pair_in_sequence(apply_pair, n, k, tol, maxiter, ncv, v0):

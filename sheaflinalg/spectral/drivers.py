@@ -38,10 +38,10 @@ from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern, output_jacobian
-from .arpack import arpack_extremes, arpack_samples, pair_of
+from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
-from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_operators,
-                             graph_pattern, graph_weights)
+from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
+                             graph_operators, graph_pattern, graph_weights)
 from .operators import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
 
@@ -170,10 +170,19 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
              progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto"):
     """Extreme eigenvalues of ``L[Omega, Omega]`` of every sample's activation pattern.
 
+    A graph network's Laplacian is applied node by node (its nodes in
+    topological order are the blocks, ``yhat`` last in the ``"free"``
+    system); the result's :meth:`~SpectrumResult.node_vector` and
+    :meth:`~SpectrumResult.channel_energy` give the eigenvectors in each
+    node's own shape and their energy per channel.  The ARPACK problems of a
+    group of samples advance together, their products in one batch.
+
     Parameters
     ----------
     net : Network
+        A chain or a graph network.
     X : array_like, shape (n_samples, n_0) or (n_0,)
+        A graph network also takes ``(n_samples, *input_shape)``.
     k : int
         Number of smallest and of largest eigenpairs per sample.
     vectors : bool
@@ -184,8 +193,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         does not depend on phi).  ``"free"``: the unreduced ``L[Omega, Omega]``
         with ``yhat`` and the output edge, linearised at the pattern's
         harmonic extension for a nonlinear output (``-J_phi`` in ``e_y``).
-    pattern : sequence of array_like, optional
-        Frozen activation pattern (see :func:`sheaflinalg.assemble`);
+    pattern : sequence of array_like or dict, optional
+        Frozen activation pattern (see :func:`sheaflinalg.assemble`; a graph
+        network: ``{node: array}``, masks and max-pool positions);
         default: each sample's forward-pass pattern.
     method : {"auto", "dense", "arpack"}
         ``"auto"``: dense for ``N <= dense_max`` (or ``full=True``), ARPACK otherwise.
@@ -202,14 +212,15 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Any positive integer.  ARPACK path: the row blocks of every big weight
         matrix are shared among this many threads in the operator kernels
         (when that is measured to be faster than one thread: on a busy
-        machine it is not); dense path: chunks of the batch run in this many
-        threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
+        machine it is not); a graph network: the products with ``L`` and
+        ``L^{-1}`` of a step run in two threads; dense path: chunks of the
+        batch run in this many threads.  Default: :func:`sheaflinalg.get_num_threads` when the work
         is large enough to pay for it, else 1.  The results do not depend on
         it, bit for bit.  The parallel kernels use numba's threading layer
         (OpenMP when installed); a child forked after they ran uses the
         serial kernels (GNU OpenMP cannot start threads there).
     progress : bool
-        Progress bar over the samples (ARPACK path).
+        Progress bar over the samples (ARPACK path; a graph network: over the groups of samples).
     pins, soft_pins, reluctance : optional
         Hard pins, soft pins and reluctance edges (format:
         :mod:`sheaflinalg.sheaf.pins`).  With any of them the system is assembled
@@ -312,13 +323,14 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
     if jacobians is not None:
         jacobians = [jacobians[i] for i in first]
 
-    def operators(threads):
+    def arpack(threads):
         weights = typed_weights(net)
-        return lambda u: CoboundaryOperator(net, [m[u] for m in masks], None if reduced else jacobians[u],
-                                            weights=weights, threads=threads)
-    return _solve_distinct(lambda: dense_laplacians(net, masks, jacobians, layout, first.size), operators,
-                           net.n_parameters, first, inverse, layout, reduced, method, k, vectors, full, tol,
-                           maxiter, ncv, threads, progress)
+        return per_system(lambda u: CoboundaryOperator(net, [m[u] for m in masks], None if reduced else jacobians[u],
+                                                       weights=weights, threads=threads),
+                          first, layout.n_free, k, tol, maxiter, ncv)
+    return _solve_distinct(lambda: dense_laplacians(net, masks, jacobians, layout, first.size), arpack,
+                           [[u] for u in range(first.size)], net.n_parameters, first, inverse, layout, reduced,
+                           method, k, vectors, full, threads, progress)
 
 
 def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads, progress,
@@ -334,15 +346,21 @@ def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, max
     pattern = {name: rows[first] for name, rows in pattern.items()}
     if jacobians is not None:
         jacobians = jacobians[first]
+    N = layout.n_free
     return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
-                           lambda threads: graph_operators(net, pattern, jacobians, threads), net.n_parameters, first,
-                           inverse, layout, reduced, method, k, vectors, full, tol, maxiter, ncv, threads, progress)
+                           lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,
+                                                   tol, maxiter, ncv),
+                           graph_groups(first.size, N, k, ncv), net.n_parameters, first, inverse, layout, reduced,
+                           method, k, vectors, full, threads, progress)
 
 
-def _solve_distinct(dense, operators, n_parameters, first, inverse, layout, reduced, method, k, vectors, full, tol,
-                    maxiter, ncv, threads, progress):
-    """The eigenpairs of the distinct systems ``first`` (``dense()``: their Laplacians as an (U, N, N)
-    array; ``operators(threads)(u)``: the operator of system ``u``), spread back to the samples by ``inverse``."""
+def _solve_distinct(dense, arpack, groups, n_parameters, first, inverse, layout, reduced, method, k, vectors, full,
+                    threads, progress):
+    """The eigenpairs of the distinct systems ``first``, spread back to the samples by ``inverse``.
+
+    ``dense()``: their Laplacians as an (U, N, N) array; ``arpack(threads)``: the ``run`` of
+    :func:`~sheaflinalg.spectral.arpack.arpack_samples` for the system ``groups``.
+    """
     N, U = layout.n_free, first.size
     cores = get_num_threads()
     if method == "dense":
@@ -356,8 +374,7 @@ def _solve_distinct(dense, operators, n_parameters, first, inverse, layout, redu
     else:
         if threads is None:
             threads = cores if n_parameters >= THREADS_MIN_WEIGHTS else 1
-        ws, wl, Vs, Vl, residuals, n_op = arpack_samples(operators(threads), first, N, k, vectors, tol, maxiter,
-                                                         ncv, progress)
+        ws, wl, Vs, Vl, residuals, n_op = arpack_samples(arpack(threads), groups, N, k, vectors, progress)
         out = (ws, wl, Vs, Vl, None, residuals)
     ws, wl, Vs, Vl, full_w, residuals = (None if a is None else a[inverse] for a in out)
     blocks = [(b.name, b.slice) for b in layout.free_blocks]
@@ -425,7 +442,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         blocks = [(b.name, b.slice) for b in layout.free_blocks]
     else:
         layout, blocks = None, [("free", slice(0, N))]
-    if solver == "auto" and method == "arpack" and square:
+    if method == "arpack" and square and (solver == "auto" or system.network.is_graph):
         net = system.network
         reduced = system.reduced
         X = system.X

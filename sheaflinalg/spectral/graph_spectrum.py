@@ -65,19 +65,36 @@ def graph_pattern(net, X, pattern, reduced):
     return state.pattern, J
 
 
-def sample_pattern(pattern, s):
-    """Sample ``s``'s rows of a pattern ``{node: (M, n) array}``, as ``(1, n)`` arrays."""
-    return {name: rows[s:s + 1] for name, rows in pattern.items()}
-
-
 def graph_operators(net, pattern, jacobians, threads=1):
-    """``make(u)``: the :class:`GraphLaplacianOperator` of sample ``u`` (one :class:`NodeMaps` for all)."""
+    """``make(group)``: the :class:`GraphLaplacianOperator` of the systems ``group`` (a list of rows of
+    ``pattern`` and ``jacobians``), one :class:`NodeMaps` for all."""
     maps = NodeMaps(net.graph)
 
-    def make(u):
-        return GraphLaplacianOperator(net.graph, sample_pattern(pattern, u),
-                                      None if jacobians is None else jacobians[u], maps, threads)
+    def make(group):
+        return GraphLaplacianOperator(net.graph, {name: rows[group] for name, rows in pattern.items()},
+                                      None if jacobians is None else jacobians[group], maps, threads)
     return make
+
+
+#: Memory of the ARPACK work spaces of one group of systems advanced together (bytes), and the
+#: largest group: the groups depend on the sizes alone, never on the thread count.
+GROUP_BYTES = 32 * 2**20
+MAX_GROUP = 64
+
+
+def graph_groups(U, N, k, ncv):
+    """The systems ``0 .. U-1`` cut into consecutive groups whose ARPACK problems advance together.
+
+    Examples
+    --------
+    >>> graph_groups(5, 1000, 1, None)
+    [[0, 1, 2, 3, 4]]
+    >>> [len(g) for g in graph_groups(3, 10**6, 1, None)]
+    [1, 1, 1]
+    """
+    krylov = 2 * ((min(N, max(2 * k + 1, 20)) if ncv is None else ncv) + 5)     # both problems' vectors
+    size = max(1, min(MAX_GROUP, GROUP_BYTES // (8 * N * krylov)))
+    return [list(range(lo, min(U, lo + size))) for lo in range(0, U, size)]
 
 
 def graph_dense_laplacians(net, X, pattern, reduced):

@@ -244,7 +244,7 @@ class SpectrumResult:
             per = channels[b].mean(axis=0)
             top = int(np.argmax(per))
             share = per[top] / per.sum() if per.sum() > 0 else 0.0
-            shape = "(" + ",".join(str(n) for n in self.node_shape(b)) + ")"
+            shape = str(self.node_shape(b)).replace(" ", "")
             lines.append(f"{b:<{width}}{ops.get(b, 'output' if b == 'yhat' else '-'):<18}{shape:<16}"
                          f"{e_min:>10.4f}{top:>9}{share:>8.3f}{e_max:>10.4f}")
         return "\n".join(lines)

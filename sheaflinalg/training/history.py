@@ -241,18 +241,32 @@ class History:
 
 
 class Recorder:
-    """Shared bookkeeping of :func:`~sheaflinalg.train` and :func:`~sheaflinalg.sgd`: losses, norms, time."""
+    """Shared bookkeeping of :func:`~sheaflinalg.train` and :func:`~sheaflinalg.sgd`: losses, norms, time.
 
-    def __init__(self, history, net, X, Y, X_test, Y_test, loss, loss_param, theta0):
+    ``params`` is the :class:`~sheaflinalg.training.graph_velocity.GraphParameters` of a graph
+    network (None for a chain): it turns the flat ``theta`` into a network and its norms (one per
+    node with parameters).
+    """
+
+    def __init__(self, history, net, X, Y, X_test, Y_test, loss, loss_param, theta0, params=None):
         self.history = history
         self.net = net
+        self.params = params
         self.X, self.Y, self.X_test, self.Y_test = X, Y, X_test, Y_test
         self.loss, self.loss_param = loss, loss_param
         self.theta0 = theta0.copy()
         self.t0 = time.perf_counter()
 
     def network(self, theta):
+        if self.params is not None:
+            return Network.from_graph(self.params.graph(theta))
         return Network.from_parameters(theta, self.net.dims, self.net.output)
+
+    def weight_norms(self, net, theta):
+        """Frobenius norm of every extended weight ``[W_l b_l]`` (a graph: of every node's parameters)."""
+        if self.params is not None:
+            return self.params.norms(theta)
+        return [float(np.sqrt(np.sum(W * W) + np.sum(b * b))) for W, b in zip(net.weights, net.biases)]
 
     def losses(self, net):
         """Train and test forward-pass losses and accuracies (test entries None without test data)."""
@@ -282,8 +296,7 @@ class Recorder:
         h.discord.append(discord)
         h.discord_by_edge.append(None if by_edge is None else [float(v) for v in by_edge])
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging run records inf, no warning
-            h.weight_norms.append([float(np.sqrt(np.sum(W * W) + np.sum(b * b)))
-                                   for W, b in zip(net.weights, net.biases)])
+            h.weight_norms.append(self.weight_norms(net, theta))
             h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
@@ -329,7 +342,7 @@ def _outputs(net, X):
     try:
         return net.forward(X)
     except NetworkOverflowError:
-        return np.full((X.shape[0], net.dims[-1]), np.nan)
+        return np.full((X.shape[0], net.n_outputs), np.nan)
 
 
 def stop_diverged(history, epoch, step):

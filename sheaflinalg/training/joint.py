@@ -9,7 +9,8 @@ compiled code on the shared force routine of the heat equation.
 :func:`train` reads as its steps: validate the settings (:class:`_Settings`),
 set up the run (:class:`_JointRun`: layout, buffers, initial state, history),
 resume from a checkpoint or record the initial state, run the epoch loop
-(:func:`_epoch_loop`), and close the stagnation bound (:mod:`.stagnation`).
+(:func:`~sheaflinalg.training.epochs.epoch_loop`); a graph network runs
+:class:`~sheaflinalg.training.graph_joint.GraphJointRun` in the same loop, and close the stagnation bound (:mod:`.stagnation`).
 """
 
 import dataclasses
@@ -19,9 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.options import method_options
-from .._common.progress import progress_bar
 from .._common.rounds import Rounds
-from .._common.threads import blas_limit, check_blas_threads, resolve_threads
+from .._common.threads import check_blas_threads, resolve_threads
 from .._common.validation import as_float64, check_int, check_positive, check_seed
 from ..kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
@@ -30,9 +30,11 @@ from ..network.model import Network, NetworkOverflowError
 from ..sheaf.layout import Layout
 from ..sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
-from .checkpoint import RunShape, TrainingCheckpoint, check_checkpoint_path, fingerprint
-from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
-from .problem import Problem, TrainResult
+from .checkpoint import RunShape, TrainingCheckpoint, check_checkpoint_path
+from .epochs import EpochRun, epoch_loop
+from .graph_joint import GraphJointRun, check_graph_settings, check_graph_step_size
+from .history import History, Recorder, Regularization
+from .problem import Problem
 from .stagnation import effective_spectral_gap
 from .tiled import TiledSteps
 
@@ -133,6 +135,15 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
 
     Notes
     -----
+    A graph network (convolutions, pooling, batch norm, residual additions,
+    ...) runs the same dynamics on its graph sheaf
+    (:mod:`sheaflinalg.training.graph_joint`): shared convolution weights move
+    by their velocity summed over positions, a batch norm by its folded
+    per-channel affine.  It takes the losses ``"mse"`` and
+    ``"cross_entropy"``, no ``reg``, and records no stagnation gap; the step
+    runs on one thread (``threads`` does not apply) and ``init`` arrays are
+    every node's value in the layout's order.
+
     If the run diverges, training stops at that epoch with a
     :class:`~sheaflinalg.training.history.DivergenceWarning` naming the epoch and the
     last finite loss; the weights of the last finite epoch are returned and
@@ -155,13 +166,13 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
                           blas_threads=blas_threads, checkpoint_every=checkpoint_every, threads=threads)
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
-    run = _JointRun(prob, cfg)
+    run = GraphJointRun(prob, cfg) if prob.net.is_graph else _JointRun(prob, cfg)
     ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
     resumed = ckpt.load(run.expected()) if ckpt is not None else None
     first_epoch = run.resume(resumed) if resumed is not None else run.begin()
-    _epoch_loop(run, first_epoch, ckpt, callback, progress)
+    epoch_loop(run, first_epoch, ckpt, callback, progress)
     _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
-    return TrainResult(run.rec.network(run.theta), run.history, to_rows(run.S), run.layout)
+    return run.result()
 
 
 @dataclass
@@ -201,7 +212,11 @@ class _Settings:
         if stagnation not in ("auto", True, False):
             raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
         reg = Regularization.coerce(reg)
-        check_step_size(prob.net, alpha, dt)
+        if prob.net.is_graph:
+            check_graph_settings(prob, reg, stagnation)
+            check_graph_step_size(prob.net.graph, alpha, dt)
+        else:
+            check_step_size(prob.net, alpha, dt)
         check_blas_threads(blas_threads)
         checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
         threads = resolve_threads(threads)
@@ -209,7 +224,7 @@ class _Settings:
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         if init is None or (isinstance(init, str) and init not in INITS):
-            n_move = Layout(prob.net.dims).kernel_offsets().yhat_off
+            n_move = Layout.for_network(prob.net).free("yhat").start
             raise ValueError(f"unknown init {init!r}; expected 'random', 'forward', 'zeros' or an array of "
                              f"shape ({M}, {n_move})")
         return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
@@ -225,7 +240,7 @@ class _Settings:
         return -(-self.steps // self.epoch_steps)
 
 
-class _JointRun:
+class _JointRun(EpochRun):
     """The state of one training run: weights ``theta``, stalks ``S``, kernel buffers, history."""
 
     def __init__(self, prob, cfg):
@@ -285,6 +300,9 @@ class _JointRun:
         S[layout.free("yhat")] = Y.T
         return np.ascontiguousarray(S)
 
+    def rows(self):
+        return to_rows(self.S)
+
     def diagnose(self):
         """Total/per-edge discord, edge-vector norm and extended-cochain norm of the current state."""
         off = self.off
@@ -293,19 +311,6 @@ class _JointRun:
         per_edge = self.by_edge.sum(axis=1)
         state_norm = math.sqrt(float(np.sum(self.S[:self.n_move] ** 2)) + self.fixed_sq)
         return float(per_edge.sum()), per_edge, float(np.linalg.norm(self.E)), state_norm
-
-    def fingerprint(self):
-        """Identity of this run for its checkpoint: the data, the initial weights and every setting."""
-        cfg, prob, net = self.cfg, self.prob, self.net
-        settings = dict(dims=net.dims, output=net.output, alpha=cfg.alpha, beta=cfg.beta, dt=cfg.dt,
-                        steps=cfg.steps, init=cfg.init if isinstance(cfg.init, str) else "array",
-                        warm_start=cfg.warm_start, epoch_steps=cfg.epoch_steps, loss=prob.loss,
-                        loss_param=self.loss_param, reg=vars(cfg.reg), record_every=cfg.record_every,
-                        seed=None if cfg.seed is None else self.rng_start)
-        arrays = [prob.X, prob.Y, self.theta]
-        arrays += [] if isinstance(cfg.init, str) else [np.asarray(cfg.init, dtype=np.float64)]
-        arrays += [] if prob.X_test is None else [prob.X_test, prob.Y_test]
-        return fingerprint(arrays, settings)
 
     def begin(self):
         """Record the initial state and the stagnation bound's inputs; returns the first epoch (1)."""
@@ -327,19 +332,15 @@ class _JointRun:
         return RunShape(arrays, ("S", self.layout.free("yhat"), self.prob.Y.T), cfg.steps, cfg.epoch_steps,
                         cfg.record_every, self.rng, self.history, len(self.net.weights), cfg.alpha, cfg.beta)
 
-    def resume(self, resumed):
-        """Continue from a checkpoint's ``(arrays, meta)`` checked by :meth:`TrainingCheckpoint.load` against
-        :meth:`expected`; returns the first epoch still to run."""
-        saved, meta = resumed
-        self.theta[:] = saved["theta"]
+    def identity(self):
+        """The network's part of the checkpoint's fingerprint."""
+        return dict(dims=self.net.dims, output=self.net.output, loss_param=self.loss_param, reg=vars(self.cfg.reg))
+
+    def restore(self, saved):
+        """The stalks (and their anchor) from a checkpoint's arrays."""
         self.S = np.ascontiguousarray(saved["S"])
         if self.cfg.reg.lam > 0:
             self.S_anchor = np.ascontiguousarray(saved["S_anchor"])
-        self.history = self.rec.history = meta["history"]
-        self.rng.bit_generator.state = meta["rng"]
-        self.step = meta["step"]
-        self.rec.t0 -= self.history.wall_time[-1]
-        return meta["epoch"] + 1
 
     def save(self, ckpt, epoch):
         arrays = {"theta": self.theta, "S": self.S}
@@ -370,36 +371,7 @@ class _JointRun:
             finite = self.record(epoch)
         if not finite:
             self.theta[:], self.S = theta_prev, S_prev
-            stop_diverged(self.history, epoch, self.step)
         return finite
-
-    def record(self, epoch):
-        """Append one history record; False (and the record dropped) if the loss or discord is not finite."""
-        total, per_edge, _, state_norm = self.diagnose()
-        train_loss = self.rec.record(epoch, self.step, self.theta, total, per_edge, state_norm)
-        stag = self.history.stagnation
-        stag["B_omega"] = max(stag["B_omega"], state_norm)
-        if np.isfinite(train_loss) and np.isfinite(total):
-            return True
-        self.history.drop_last()
-        return False
-
-
-def _epoch_loop(run, first_epoch, ckpt, callback, progress):
-    """Epochs ``first_epoch .. n_epochs`` with progress bar, callbacks and checkpoints; stops on divergence."""
-    cfg = run.cfg
-    with blas_limit(cfg.blas_threads), progress_bar(cfg.n_epochs, progress, "sheaf training", unit="epoch") as bar:
-        bar.update(first_epoch - 1)
-        for epoch in range(first_epoch, cfg.n_epochs + 1):
-            if not run.run_epoch(epoch):
-                break
-            bar.update(1)
-            bar.set_postfix(loss=f"{run.history.train_loss[-1]:.4g}", refresh=False)
-            if callback is not None and run.step % cfg.callback_every == 0:
-                callback(TrainingInfo("sheaf", epoch, run.step, run.rec.network(run.theta), run.prob.X,
-                                      to_rows(run.S), run.history, run.layout))
-            if ckpt is not None and (epoch % cfg.checkpoint_every == 0 or epoch == cfg.n_epochs):
-                run.save(ckpt, epoch)
 
 
 def check_step_size(net, alpha, dt):

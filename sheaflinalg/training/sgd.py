@@ -11,6 +11,7 @@ from ..kernels.structs import GDBuffers, Regularisation
 from ..kernels.training import gd_steps
 from ..sheaf.layout import Layout
 from ..sheaf.state import to_columns
+from .graph_sgd import graph_descent
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .problem import Problem, TrainResult
 
@@ -57,6 +58,15 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     TrainResult
         ``.network`` and ``.history`` (unpacks as ``network, history``).
 
+    Notes
+    -----
+    A graph network (convolutions, pooling, batch norm, residual additions, ...)
+    descends by the exact gradient computed as backward substitution in its
+    sheaf (:mod:`sheaflinalg.training.graph_sgd`), one step at a time in Python;
+    it takes the losses ``"mse"`` and ``"cross_entropy"`` and no ``reg``
+    (GraphNetworkError otherwise).  Its ``history.weight_norms`` has one entry
+    per node with parameters.
+
     Examples
     --------
     >>> import sheaflinalg as sl
@@ -79,18 +89,11 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
         raise ValueError("the SGD baseline has no state to regularise: reg.lam must be 0 (use mu)")
     check_blas_threads(blas_threads)
 
-    off = Layout(net.dims).kernel_offsets()
-    M = prob.X.shape[0]
-    Xc, Yc = to_columns(prob.X), to_columns(prob.Y)
-    theta = net.parameters()
-    theta_anchor = theta.copy() if reg.anchor == "initial" else np.zeros_like(theta)
-    H = sum(net.dims[1:])
-    bufs = GDBuffers(np.zeros((H, M)), np.zeros((H, M)), np.zeros((H, M)), np.zeros((net.dims[-1], M)),
-                     np.zeros_like(theta))
-    weight_reg = Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor)
-
     history = History(method="sgd", loss=prob.loss)
-    rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta)
+    theta = net.parameters()
+    params, steps = graph_descent(prob, theta, reg, lr) if net.is_graph else (None, _chain_steps(prob, theta, reg, lr))
+    rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta,
+                   params=params)
     rec.record(0, 0, theta)
     chunk = int(np.gcd(record_every, callback_every)) if callback is not None else record_every
     done = 0
@@ -99,8 +102,7 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
         while done < epochs:
             n = min(chunk, epochs - done)
             theta_prev = theta.copy()
-            k = rounds.run(n, lambda m: gd_steps(Xc, Yc, theta, off, PHI_CODES[net.output], GD_LOSS[prob.loss],
-                                                 float(prob.loss_param), lr, m, weight_reg, bufs))
+            k = rounds.run(n, steps)
             done += k
             finite = k == n and np.all(np.isfinite(theta))
             if finite and (done % record_every == 0 or done == epochs):
@@ -116,3 +118,18 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
             if callback is not None and done % callback_every == 0:
                 callback(TrainingInfo("sgd", done, done, rec.network(theta), prob.X, None, history))
     return TrainResult(rec.network(theta), history)
+
+
+def _chain_steps(prob, theta, reg, lr):
+    """``steps(m)``: ``m`` compiled gradient steps of a chain network on ``theta`` in place (returns m)."""
+    net = prob.net
+    off = Layout(net.dims).kernel_offsets()
+    M = prob.X.shape[0]
+    Xc, Yc = to_columns(prob.X), to_columns(prob.Y)
+    theta_anchor = theta.copy() if reg.anchor == "initial" else np.zeros_like(theta)
+    H = sum(net.dims[1:])
+    bufs = GDBuffers(np.zeros((H, M)), np.zeros((H, M)), np.zeros((H, M)), np.zeros((net.dims[-1], M)),
+                     np.zeros_like(theta))
+    weight_reg = Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, theta_anchor)
+    return lambda m: gd_steps(Xc, Yc, theta, off, PHI_CODES[net.output], GD_LOSS[prob.loss],
+                              float(prob.loss_param), lr, m, weight_reg, bufs)

@@ -52,7 +52,8 @@ class HeatHistory:
         return self.discord.sum(axis=1)
 
     def by_type(self):
-        """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``."""
+        """``{edge kind: (n_rec,) discord}``: ``weight``, ``activation``, ``output``, ``pin``, ``reluctance``
+        (a graph network: the nodes' ops, e.g. ``conv``, ``relu``, then ``output``, ``pin``, ``reluctance``)."""
         return _grouped(self, "type")
 
     def by_layer(self):
@@ -61,7 +62,7 @@ class HeatHistory:
 
 
 def _grouped(history, by):
-    return group(history.discord, history.labels, by)
+    return group(history.discord, history.labels, by, history.layout)
 
 
 @dataclass(kw_only=True, repr=False)
@@ -82,12 +83,15 @@ class HeatResult(FlowResult):
         ``(step, sample, layer, neuron, new_active)`` for every sign change of
         a hidden pre-activation: the mask ``z >= 0`` after Euler step ``step``
         (1-based) differs from the one before it; ``new_active`` is the new mask.
+        On a graph network: ``(step, sample, layer, entry, new)`` for every pattern change
+        (``layer`` the node's 1-based position, ``new`` the mask or the new max-pool argmax;
+        :mod:`sheaflinalg.dynamics.euler.graph`).
     crossings_total : int
         Number of crossings (more than ``len(crossings)`` if the buffer filled).
-    sliding : ndarray of int, shape (n, 6)
+    sliding : ndarray of int, shape (n, 6), or None
         Sliding episodes ``(sample, layer, neuron, first_step, last_step, n_flips)``,
-        sorted by (first step, layer, neuron, sample).
-    sliding_total : int
+        sorted by (first step, layer, neuron, sample); None on a graph network (not detected).
+    sliding_total : int or None
         Number of sliding episodes (more than ``len(sliding)`` if the buffer filled).
     lambda_max_bound : float
     dt : float

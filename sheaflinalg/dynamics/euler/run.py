@@ -21,12 +21,20 @@ from .result import HeatHistory, HeatResult, NonFiniteStateError
 def check_stable(problem, settings):
     """Refuse an unstable ``dt`` (unless ``check_stability=False``), with the largest stable one."""
     alpha, dt, bound = problem.settings.alpha, settings.dt, problem.bound
+    rule = "||I + (||F_(u->v)||)||_2^2" if problem.net.is_graph else "(1 + max(1, ||W_l||_2))^2"
     if settings.check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "
-            f"lambda_max(L[Omega,Omega]) <= {bound:.6g} (norm bound (1 + max(1, ||W_l||_2))^2 "
+            f"lambda_max(L[Omega,Omega]) <= {bound:.6g} (norm bound {rule} "
             f"+ max gamma + lambda, valid for every activation pattern); the largest stable dt "
             f"is {2.0 / (alpha * bound):.6g} (pass check_stability=False to run anyway)")
+
+
+def nonfinite_error(step, dt, alpha, bound):
+    """The :class:`NonFiniteStateError` of a run whose state became non-finite at Euler step ``step``."""
+    return NonFiniteStateError(
+        f"the state became non-finite (NaN or Inf) at Euler step {step} (dt={dt:g}, alpha={alpha:g}); "
+        f"reduce dt (largest dt certified stable: {2.0 / (alpha * bound):.6g})")
 
 
 def _make_parts(problem, settings):
@@ -51,10 +59,7 @@ def run_euler(problem, settings):
         status = _parts.run_parts(parts, max_steps, problem.settings.threads, settings.record_every,
                                   max(10_000, max_steps // 100) if show else None, bar.update if show else None)
     if status == _kheat.STATUS_NONFINITE:
-        step = _parts.nonfinite_step(parts)
-        raise NonFiniteStateError(
-            f"the state became non-finite (NaN or Inf) at Euler step {step} (dt={dt:g}, alpha={alpha:g}); "
-            f"reduce dt (largest dt certified stable: {2.0 / (alpha * problem.bound):.6g})")
+        raise nonfinite_error(_parts.nonfinite_step(parts), dt, alpha, problem.bound)
     steps = parts[0].step
     update_rows = kpins.update_rows
     # Each part's F holds the forces of its last step: the largest change is adt max|F| (monotone rounding).
