@@ -46,6 +46,19 @@ def test_lockstep_gives_eigsh_results(monkeypatch, k, lockstep):
         np.testing.assert_allclose(np.sort(w)[::-1], exact, rtol=1e-10)
 
 
+@pytest.mark.parametrize("lockstep", [True, False])
+def test_a_pair_of_ncv_gives_each_problem_its_own(monkeypatch, lockstep):
+    monkeypatch.setattr(arpack_pair, "REVERSE_COMMUNICATION", lockstep and arpack_pair.REVERSE_COMMUNICATION)
+    n = 120
+    A, B = spd(n, 3, spread=3.0), spd(n, 4, spread=0.5)
+    v0 = np.random.default_rng(5).standard_normal(n)
+    (wa, _), (wb, _) = largest_pair(pair_of(A, B), n, 1, tol=1e-10, ncv=(30, 8), v0=v0)
+    for M, w, ncv in ((A, wa, 30), (B, wb, 8)):
+        we = spla.eigsh(spla.aslinearoperator(M), k=1, which="LA", tol=1e-10, ncv=ncv, v0=v0,
+                        return_eigenvectors=False)
+        assert w.tolist() == we.tolist()        # the same iterations as eigsh with that ncv
+
+
 def test_both_problems_are_served_in_the_same_calls_until_one_converges():
     n = 80
     A = np.diag(np.r_[100.0, np.ones(n - 1)])  # one dominant eigenvalue: converges at once

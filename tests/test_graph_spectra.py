@@ -15,6 +15,7 @@ from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from graph_examples import every_op_network
 from sheaflinalg._common import memory
 from sheaflinalg.spectral.arpack import arpack_extremes, arpack_group
+from sheaflinalg.spectral.graph_spectrum import LARGEST_NCV, graph_ncv
 from sheaflinalg.spectral.graph_operators import GraphLaplacianOperator
 from sheaflinalg.spectral.operators import CoboundaryOperator
 
@@ -53,6 +54,16 @@ def test_extremes_equal_dense_eigh_of_the_assembled_laplacian(seed, mode, output
         np.testing.assert_allclose(energy.sum(), 1.0, rtol=1e-12)
         channels = sp.channel_energy()
         np.testing.assert_allclose([channels[b][s].sum() for b in sp.block_names], energy, rtol=1e-12, atol=1e-300)
+
+
+def test_the_default_krylov_space_of_lambda_max_gives_dense_eigh():
+    # N > LARGEST_NCV: the lambda_max problem runs with its own larger ncv, lambda_min with ARPACK's default
+    N = sl.Layout.for_network(NET, reduced=True).n_free
+    assert graph_ncv(None, N, 1) == (LARGEST_NCV, None) and N > LARGEST_NCV
+    X = random_inputs(NET, 3, 2, "mixed")
+    sp = sl.spectrum(NET, X, method="arpack", vectors=False, progress=False)
+    for s, w in enumerate(_dense_blocks(NET, X, True)[1]):
+        np.testing.assert_allclose([sp.lambda_min[s], sp.lambda_max[s]], [w[0], w[-1]], rtol=1e-9)
 
 
 def test_eigenvectors_in_each_nodes_shape():

@@ -33,7 +33,12 @@ def channel_scale(node, graph):
 
 
 def mask_values(node, mask):
-    """The diagonal of a ``relu``/``leaky_relu`` node's map for its mask rows: 1 active, the slope inactive."""
+    """The diagonal of a ``relu``/``leaky_relu`` node's map for its mask rows: 1 active, the slope inactive.
+
+    A float64 ``mask`` is taken as that diagonal already (:meth:`NodeMaps.prepare`).
+    """
+    if mask.dtype == np.float64:
+        return mask
     slope = 0.0 if node.op == "relu" else float(node.attrs["negative_slope"])
     return np.where(mask, 1.0, slope)
 
@@ -95,6 +100,16 @@ class NodeMaps:
     def __init__(self, graph):
         self.graph = graph
         self._pairs = {node.name: _maps(node, graph) for node in graph.nodes}
+
+    def prepare(self, name, pattern):
+        """Node ``name``'s pattern rows in the form its map uses, for many products under one frozen pattern.
+
+        The masks of ``relu``/``leaky_relu`` become their float diagonals (computed once instead of at
+        every product; the products are the same bit for bit); other patterns are returned as they are.
+        """
+        if pattern is not None and self.graph.node(name).op in ("relu", "leaky_relu"):
+            return mask_values(self.graph.node(name), pattern)
+        return pattern
 
     def forward(self, name, i, x, pattern=None):
         """``F_(u->v) x`` for the ``i``-th parent ``u`` of node ``name`` (``pattern``: that node's rows)."""

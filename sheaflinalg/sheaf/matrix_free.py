@@ -49,19 +49,32 @@ class GraphCoboundary:
 
     def __init__(self, graph, pattern, jacobians=None, maps=None):
         self.graph = graph
-        self.pattern = pattern
         self.jacobians = jacobians
         self.layout = Layout.from_graph(graph, reduced=jacobians is None)
         self.maps = NodeMaps(graph) if maps is None else maps
+        self.pattern = pattern
+        # every node's edge and free block (same offsets), looked up once instead of at every product
+        self._edges = {node.name: self.layout.edge(f"e_{node.name}") for node in graph.nodes}
+        self._slices = [(b.name, b.slice) for b in self.layout.free_blocks]
+
+    @property
+    def pattern(self):
+        """The frozen pattern ``{node: (n_samples, size) array}``; setting it prepares the maps' forms."""
+        return self._pattern
+
+    @pattern.setter
+    def pattern(self, pattern):
+        self._pattern = pattern
+        self._prepared = {name: self.maps.prepare(name, rows) for name, rows in pattern.items()}
 
     def _forward(self, node, i, x):
-        return self.maps.forward(node.name, i, x, self.pattern.get(node.name))
+        return self.maps.forward(node.name, i, x, self._prepared.get(node.name))
 
     def _transpose(self, node, i, y):
-        return self.maps.transpose(node.name, i, y, self.pattern.get(node.name))
+        return self.maps.transpose(node.name, i, y, self._prepared.get(node.name))
 
     def _blocks(self, w):
-        return {b.name: w[:, b.slice] for b in self.layout.free_blocks}
+        return {name: w[:, where] for name, where in self._slices}
 
     def _each_node(self, fn, threads):
         """``fn(node)`` for every node, in order: lazily (one node at a time) on one thread; with
@@ -103,7 +116,7 @@ class GraphCoboundary:
         blocks, out = self._blocks(w), np.empty_like(w)
 
         def edge(node):
-            e = out[:, self.layout.edge(f"e_{node.name}")]
+            e = out[:, self._edges[node.name]]
             e[...] = blocks[node.name]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
@@ -124,11 +137,11 @@ class GraphCoboundary:
         free = self._blocks(out)
 
         def transposes(node):
-            edge = e[:, self.layout.edge(f"e_{node.name}")]
+            edge = e[:, self._edges[node.name]]
             return [(parent, self._transpose(node, i, edge)) for i, parent in enumerate(node.inputs)
                     if parent != INPUT]
         for node, parts in zip(self.graph.nodes, self._each_node(transposes, threads)):
-            free[node.name] += e[:, self.layout.edge(f"e_{node.name}")]
+            free[node.name] += e[:, self._edges[node.name]]
             for parent, part in parts:
                 free[parent] -= part
         if self.jacobians is not None:
@@ -142,7 +155,7 @@ class GraphCoboundary:
         out = np.empty_like(r)
         free = self._blocks(out)
         for node in self.graph.nodes:
-            value = r[:, self.layout.edge(f"e_{node.name}")].copy()
+            value = r[:, self._edges[node.name]].copy()
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
                     value += self._forward(node, i, free[parent])
@@ -156,7 +169,7 @@ class GraphCoboundary:
         """``delta_Omega^{-T} r`` by backward substitution in reverse topological order."""
         out = np.zeros_like(r)
         free = self._blocks(out)
-        edges = {b.name: r[:, b.slice] for b in self.layout.free_blocks}
+        edges = self._blocks(r)
         if self.jacobians is not None:
             free["yhat"][...] = edges["yhat"]
             free[self.graph.output_node] += np.einsum("sij,si->sj", self.jacobians, free["yhat"])

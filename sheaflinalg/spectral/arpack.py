@@ -9,7 +9,7 @@ residual reached.
 import numpy as np
 
 from .._common.progress import progress_iter
-from .arpack_pair import ArpackNotConverged, largest_pair, largest_pairs
+from .arpack_pair import ArpackNotConverged, largest_pair, largest_pairs, problem_ncv
 from .result import fix_signs
 
 
@@ -106,6 +106,7 @@ def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples):
 def _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sample):
     """The :class:`SpectrumConvergenceError` of an :class:`ArpackNotConverged`, with the residual reached."""
     which, matvec = ("largest", apply_L) if exc.index == 0 else ("smallest", apply_Linv)
+    ncv = problem_ncv(ncv, exc.index)
     res = _krylov_residual(matvec, n, k_arpack, ncv, maxiter)
     best = (f"{len(exc.cause.eigenvalues)} of {k_arpack} eigenpairs converged, achieved relative "
             f"residual about {res:.3e} (tol {tol:g})")

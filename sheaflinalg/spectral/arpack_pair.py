@@ -155,6 +155,7 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     ``A_u x`` (``B_u x``) into ``y``; either list may be empty.  Each problem runs exactly as alone
     (:func:`largest_pair` is the case ``count = 1``): batching the products lets an operator
     amortise its per-call work over the systems.
+    ``ncv`` is one value for both problems or a pair ``(ncv_A, ncv_B)`` (:func:`problem_ncv`).
 
     Returns
     -------
@@ -178,7 +179,7 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     if not REVERSE_COMMUNICATION:
         return [_largest_pair_in_sequence(_one_system(apply_batch, u), n, k, tol, maxiter, ncv, v0)
                 for u in range(count)]
-    problems = [(_Problem(n, k, tol, maxiter, ncv, v0), _Problem(n, k, tol, maxiter, ncv, v0))
+    problems = [tuple(_Problem(n, k, tol, maxiter, problem_ncv(ncv, i), v0) for i in range(2))
                 for _ in range(count)]
     active = [[True, True] for _ in range(count)]
     while True:
@@ -199,6 +200,17 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     return [(pair[0].result(), pair[1].result()) for pair in problems]
 
 
+def problem_ncv(ncv, i):
+    """The ``ncv`` of problem ``i`` (0 or 1) from one value for both or a pair.
+
+    Examples
+    --------
+    >>> problem_ncv(30, 1), problem_ncv((40, None), 0), problem_ncv((40, None), 1)
+    (30, 40, None)
+    """
+    return ncv[i] if isinstance(ncv, tuple) else ncv
+
+
 def _one_system(apply_batch, u):
     """``apply_pair`` of system ``u`` of an ``apply_batch``."""
     def apply_pair(a, b):
@@ -217,7 +229,8 @@ def _largest_pair_in_sequence(apply_pair, n, k, tol, maxiter, ncv, v0):
 
         A = spla.LinearOperator((n, n), matvec=matvec, dtype=np.float64)
         try:
-            results.append(spla.eigsh(A, k=k, which="LA", tol=tol, maxiter=maxiter, ncv=ncv, v0=v0))
+            results.append(spla.eigsh(A, k=k, which="LA", tol=tol, maxiter=maxiter, ncv=problem_ncv(ncv, i),
+                                      v0=v0))
         except spla.ArpackNoConvergence as exc:
             raise ArpackNotConverged(i, exc) from None
     return results[0], results[1]

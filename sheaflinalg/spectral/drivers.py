@@ -40,8 +40,9 @@ from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern, output_jacobian
 from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
+from .arpack_pair import problem_ncv
 from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
-                             graph_operators, graph_pattern, graph_weights)
+                             graph_ncv, graph_operators, graph_pattern, graph_weights)
 from .operators import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
 
@@ -109,7 +110,8 @@ def _check_arpack_options(maxiter, ncv, k, n, method):
 
 def _check_vector_memory(n_samples, N, k, vectors, ncv):
     """Refuse eigenvector requests (and ARPACK's Krylov spaces) that would not fit in memory, before any work."""
-    krylov = 2 * (min(N, max(2 * k + 1, 20)) if ncv is None else ncv) + 8      # vectors of size N, both ends
+    krylov = sum(min(N, max(2 * k + 1, 20)) if n is None else n for n in (problem_ncv(ncv, i) for i in range(2)))
+    krylov += 8      # vectors of size N, both ends
     n_bytes = FLOAT * N * (krylov + (2 * k * n_samples if vectors else 0))
     if n_bytes >= BATCH_FLOOR:
         check_memory(n_bytes, f"the spectra of {n_samples} input(s) of N={N} stalk coordinates, "
@@ -205,7 +207,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         ARPACK relative tolerance on the Ritz residuals (default 1e-8, see
         :data:`TOL`; the achieved residuals of ``L`` are in ``residuals``).
     maxiter, ncv : int, optional
-        ARPACK iteration limit and Krylov subspace size (scipy's defaults).
+        ARPACK iteration limit and Krylov subspace size (scipy's defaults; for a graph network's
+        ``lambda_max`` problem the default Krylov space is
+        :data:`~sheaflinalg.spectral.graph_spectrum.LARGEST_NCV`, as its top is often clustered).
     dense_max : int
         Largest ``N`` the automatic choice diagonalises densely.
     threads : int, optional
@@ -279,6 +283,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         stalks = sum(net.dims[1:])
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
+    if net.is_graph:
+        ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
     # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
     _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)

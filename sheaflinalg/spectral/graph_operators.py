@@ -86,7 +86,9 @@ class GraphLaplacianOperator:
         if not requests:
             return
         delta = self._rows([u for u, _, _ in requests])
-        W = np.stack([self._vector(x) for _, x, _ in requests])
+        # one request (one sample, or the other end converged): its vector as a row, not a copy
+        W = (self._vector(requests[0][1])[None, :] if len(requests) == 1
+             else np.stack([self._vector(x) for _, x, _ in requests]))
         if inverse:
             out = delta.solve(delta.solve_transpose(W))
         else:
