@@ -12,6 +12,7 @@ fixed order, so threads only change who computes which block.
 import collections
 import contextlib
 import os
+import signal
 import statistics
 import threading
 
@@ -176,17 +177,47 @@ def worker_init(threads=1, parent=None):
     process that makes the pool) the worker exits when that process is gone (killed with ``kill -9``).
     """
     threads = _positive_int(threads, "threads")
-    if parent is not None:
-        exit_with_parent(parent)
-    os.environ[ENV_VAR] = str(threads)
-    set_num_threads(threads)
-    controller = _controller()
-    if controller:
-        controller.limit(limits=threads, user_api="blas")
+    # A Ctrl-C while the worker starts is the driver's to handle (it shuts the pool down); here it
+    # would only print a traceback of the pool's internals.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        if parent is not None:
+            exit_with_parent(parent)
+        os.environ[ENV_VAR] = str(threads)
+        set_num_threads(threads)
+        controller = _controller()
+        if controller:
+            controller.limit(limits=threads, user_api="blas")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _quiet_fork_context():
+    """A fork context whose workers leave quietly (exit status 130) on a Ctrl-C between two tasks.
+
+    Ctrl-C reaches every process of the terminal's group: a worker running a task sends the
+    interruption back to the driver as the task's result, but an idle one, waiting for its next
+    task, would print a traceback of the pool's internals on the user's terminal.
+    """
+    import multiprocessing.context as mpc
+
+    class QuietProcess(mpc.ForkProcess):
+        def run(self):
+            try:
+                super().run()
+            except KeyboardInterrupt:
+                raise SystemExit(130) from None
+
+    class QuietForkContext(mpc.ForkContext):
+        Process = QuietProcess
+
+    return QuietForkContext()
 
 
 def process_pool(jobs, threads_per_worker=1, mp_context=None):
     """A ``ProcessPoolExecutor`` of ``jobs`` workers, each running ``threads_per_worker`` threads.
+
+    ``mp_context`` defaults to fork workers that leave without a traceback on a Ctrl-C between tasks.
 
     Examples
     --------
@@ -197,6 +228,8 @@ def process_pool(jobs, threads_per_worker=1, mp_context=None):
     from concurrent.futures import ProcessPoolExecutor
 
     jobs = _positive_int(jobs, "jobs")
+    if mp_context is None and os.name == "posix":
+        mp_context = _quiet_fork_context()
     return ProcessPoolExecutor(max_workers=jobs, mp_context=mp_context, initializer=worker_init,
                                initargs=(_positive_int(threads_per_worker, "threads_per_worker"), os.getpid()))
 
