@@ -16,7 +16,7 @@ WITH_EXAMPLES = [
     "sheaflinalg.sheaf.harmonic", "sheaflinalg.sheaf.factor", "sheaflinalg.sheaf.verify", "sheaflinalg.sheaf.state",
     "sheaflinalg._common.atomic", "sheaflinalg.training.checkpoint", "sheaflinalg.spectral.drivers",
     "sheaflinalg.spectral.operators", "sheaflinalg.spectral.result", "sheaflinalg.spectral.tracker",
-    "sheaflinalg.plotting.spectral", "sheaflinalg.training.joint", "sheaflinalg.training.sgd",
+    "sheaflinalg.plotting.spectral", "sheaflinalg.training.train", "sheaflinalg.training.sgd",
     "sheaflinalg.training.losses", "sheaflinalg.training.history", "sheaflinalg.training.parameter_sheaf",
     "sheaflinalg.tasks", "sheaflinalg.plotting.training", "sheaflinalg.discord.edge_residuals",
     "sheaflinalg.discord.pinned_analysis", "sheaflinalg.plotting.discord", "sheaflinalg._common.threads",

@@ -267,7 +267,7 @@ _FORCED_PARALLEL = """
     import numba, numpy as np, sheaflinalg as sl
     from sheaflinalg._common import threads as policy
     from sheaflinalg.sheaf import harmonic
-    from sheaflinalg.training import tiled
+    from sheaflinalg.training.euler import tiled
     # Every choice parallel, so that t threads really share the tiles; the kernel records its threads.
     policy.SerialOrParallel.choose = lambda self: True
     policy.SerialOrParallel.prefers_parallel = lambda self: True
@@ -410,7 +410,7 @@ def test_threads_of_training_and_harmonic_extension_are_checked(bad):
 def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monkeypatch):
     """A slow parallel path runs only short probes; a fast one takes most steps (same results).  The two
     paths are the serial kernel, one of them delayed: the chooser's logic, not this machine's load."""
-    from sheaflinalg.training import tiled
+    from sheaflinalg.training.euler import tiled
     X, Y = sl.tasks.paraboloid(3000, seed=0)
     net = sl.Network.random([2, 40, 1], seed=0)
     counts = {}
@@ -439,7 +439,7 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
 
 
 def test_training_runs_serially_while_the_machine_is_full(monkeypatch):
-    from sheaflinalg.training import tiled
+    from sheaflinalg.training.euler import tiled
 
     X, Y = sl.tasks.paraboloid(3000, seed=0)
     net = sl.Network.random([2, 40, 1], seed=0)

@@ -14,9 +14,9 @@ from sheaflinalg.kernels.structs import OutputEdge, Rates, Regularisation, Scrat
 from sheaflinalg.kernels.training import (pack_tiles, tiled_steps, tiled_steps_parallel, train_steps,
                                           unpack_tiles)
 from sheaflinalg.training.parameter_sheaf import parameter_sheaf
-from sheaflinalg.training import stagnation
-from sheaflinalg.training.joint import KERNEL_LOSS
-from sheaflinalg.training.stagnation import effective_spectral_gap
+from sheaflinalg.training.euler import stagnation
+from sheaflinalg.training.euler.chain import KERNEL_LOSS
+from sheaflinalg.training.euler.stagnation import effective_spectral_gap
 from strategies import networks
 
 LOSS_PARAM = {"mse": 0.0, "l1": 0.0, "pnorm": 1.7, "huber": 0.3, "cross_entropy": 0.0}

@@ -13,7 +13,7 @@ import numpy as np
 from .. import tasks
 from ..network.model import Network
 from ..spectral.tracker import SpectralTracker
-from ..training.joint import train
+from ..training.train import train
 
 STAGES = {False: (1_000, 20_000, 100_000), True: (200, 1_000, 3_000)}
 TRACK_INPUTS = 50

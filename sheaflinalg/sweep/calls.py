@@ -39,7 +39,7 @@ from ..sheaf.state import INITS
 from ..sheaf.verify import verify
 from ..spectral.drivers import METHODS as SPECTRUM_METHODS, SYSTEMS, spectrum
 from ..spectral.tracker import SpectralTracker
-from ..training.joint import train
+from ..training.train import train
 from ..training.losses import LOSSES
 from ..training.sgd import sgd
 

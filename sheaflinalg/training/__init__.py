@@ -5,7 +5,7 @@ May import ``sheaf``, ``network``, ``kernels`` and ``_common`` (not ``dynamics``
 """
 
 from .history import DivergenceWarning, History, Regularization, TrainingInfo
-from .joint import train
+from .train import train
 from .problem import TrainResult
 from .sgd import sgd
 

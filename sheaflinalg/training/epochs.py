@@ -1,7 +1,7 @@
 """The epoch loop of the joint dynamics, shared by chains and graph networks.
 
-A run (:class:`~sheaflinalg.training.joint._JointRun` or
-:class:`~sheaflinalg.training.graph_joint.GraphJointRun`) offers
+A run (:class:`~sheaflinalg.training.euler.chain.ChainJointRun` or
+:class:`~sheaflinalg.training.euler.graph.GraphJointRun`) offers
 ``run_epoch(epoch) -> finite``, ``info(epoch)`` (the callback's
 :class:`~sheaflinalg.training.history.TrainingInfo`), ``save(ckpt, epoch)``,
 ``cfg``, ``step`` and ``history``.

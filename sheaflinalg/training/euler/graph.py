@@ -25,19 +25,19 @@ import math
 
 import numpy as np
 
-from .._common.memory import FLOAT, check_batch
-from .._common.rounds import Rounds
-from ..network.errors import GraphNetworkError
-from ..network.graph.forward import evaluate
-from ..network.model import NetworkOverflowError
-from ..sheaf.graph_bound import graph_lambda_max_bound
-from ..sheaf.graph_residuals import GraphSheaf
-from ..sheaf.layout import Layout
-from .checkpoint import RunShape
-from .epochs import EpochRun
-from .graph_loss import check_graph_loss, edge_discord, loss_pull
-from .graph_velocity import GraphParameters, ParameterVelocity
-from .history import History, Recorder
+from ..._common.memory import FLOAT, check_batch
+from ..._common.rounds import Rounds
+from ...network.errors import GraphNetworkError
+from ...network.graph.forward import evaluate
+from ...network.model import NetworkOverflowError
+from ...sheaf.graph_bound import graph_lambda_max_bound
+from ...sheaf.graph_residuals import GraphSheaf
+from ...sheaf.layout import Layout
+from ..checkpoint import RunShape
+from ..epochs import EpochRun
+from ..graph_loss import check_graph_loss, edge_discord, loss_pull
+from ..graph_velocity import GraphParameters, ParameterVelocity
+from ..history import History, Recorder
 from . import stagnation as _stagnation
 
 

@@ -25,9 +25,9 @@ import time
 import numba
 import numpy as np
 
-from .._common import threads as _threads
-from ..kernels.structs import Scratch, Tiles
-from ..kernels.training import pack_tiles, tiled_steps, tiled_steps_parallel, train_tiles, unpack_tiles
+from ..._common import threads as _threads
+from ...kernels.structs import Scratch, Tiles
+from ...kernels.training import pack_tiles, tiled_steps, tiled_steps_parallel, train_tiles, unpack_tiles
 
 # A parallel stretch starts with this many steps and doubles, up to about
 # PARALLEL_SECONDS of work at the parallel path's speed (a load that arrives
