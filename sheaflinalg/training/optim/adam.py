@@ -25,7 +25,8 @@ class Adam(Optimizer):
         Decay rates of the moments, each in ``[0, 1)``.
     eps : float
         Added to the root of the second moment (> 0).
-    weight_decay : float
+    weight_decay : float, optional
+        L2 decay added to the gradient (default 0; AdamW: decoupled, default 0.01).
 
     Examples
     --------
@@ -40,9 +41,10 @@ class Adam(Optimizer):
     name = "adam"
     slots = ("exp_avg", "exp_avg_sq")
     decoupled = False
+    default_decay = 0.0
 
-    def __init__(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
-        super().__init__(lr, weight_decay)
+    def __init__(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=None):
+        super().__init__(lr, self.default_decay if weight_decay is None else weight_decay)
         if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         self.betas = (check_rate(betas[0], "betas[0]"), check_rate(betas[1], "betas[1]"))
@@ -79,6 +81,4 @@ class AdamW(Adam):
 
     name = "adamw"
     decoupled = True
-
-    def __init__(self, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
-        super().__init__(lr, betas, eps, weight_decay)
+    default_decay = 0.01

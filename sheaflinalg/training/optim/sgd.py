@@ -15,8 +15,8 @@ class SGD(Optimizer):
     Parameters
     ----------
     lr : float
-    momentum : float
-        In ``[0, 1)``; 0 is plain gradient descent.
+    momentum : float, optional
+        In ``[0, 1)``; 0 (the default) is plain gradient descent (:class:`Momentum`: default 0.9, > 0).
     nesterov : bool
         Nesterov's look-ahead (needs ``momentum > 0``).
     weight_decay : float
@@ -33,11 +33,14 @@ class SGD(Optimizer):
     """
 
     name = "sgd"
+    default_momentum = 0.0
 
-    def __init__(self, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+    def __init__(self, lr, momentum=None, nesterov=False, weight_decay=0.0):
         super().__init__(lr, weight_decay)
-        self.momentum = check_rate(momentum, "momentum")
+        self.momentum = check_rate(self.default_momentum if momentum is None else momentum, "momentum")
         self.nesterov = check_bool(nesterov, "nesterov")
+        if self.default_momentum and self.momentum == 0:
+            raise ValueError("Momentum needs momentum > 0 (use SGD for plain gradient descent)")
         if self.nesterov and self.momentum == 0:
             raise ValueError("nesterov=True needs momentum > 0 (Nesterov's look-ahead is of the momentum buffer)")
 
@@ -69,8 +72,4 @@ class Momentum(SGD):
     """
 
     name = "momentum"
-
-    def __init__(self, lr, momentum=0.9, nesterov=False, weight_decay=0.0):
-        super().__init__(lr, momentum, nesterov, weight_decay)
-        if self.momentum == 0:
-            raise ValueError("Momentum needs momentum > 0 (use SGD for plain gradient descent)")
+    default_momentum = 0.9
