@@ -125,11 +125,13 @@ def test_graph_networks_train_through_their_oracle(monkeypatch):
 
 def test_unsettled_equilibria_are_warned_once_and_counted(monkeypatch):
     use_backprop_oracle(monkeypatch, unsettled=2)
-    with pytest.warns(UnsettledWarning, match="2 of the 50 samples of mini-batch 1 of epoch 1") as caught:
+    with pytest.warns(UnsettledWarning, match="2 of the 50 equilibria of mini-batch 1 of epoch 1") as caught:
         fit = sl.train(NET, X_BLOBS, Y_BLOBS, max_pattern_iterations=7, **QUICK)
     assert len([w for w in caught if w.category is UnsettledWarning]) == 1
     assert "max_pattern_iterations=7" in str(caught[0].message)
     assert fit.history.unsettled == [None, 10, 10, 10]
+    with pytest.warns(UnsettledWarning, match="4 of the 100 equilibria of mini-batch 1"):
+        sl.train(NET, X_BLOBS, Y_BLOBS, symmetric=True, **QUICK)
 
 
 def test_a_diverging_learning_rate_stops_with_the_epoch_and_finite_weights(monkeypatch):

@@ -101,8 +101,9 @@ class EquilibriumRun(EpochRun):
         settle[2] += int(report.sliding)
         if report.unsettled and not self.warned:
             self.warned = True
-            warnings.warn(f"the equilibria of {report.unsettled} of the {X.shape[0]} samples of mini-batch {k + 1} "
-                          f"of epoch {epoch} did not settle within max_pattern_iterations="
+            n = X.shape[0] * (2 if cfg.symmetric else 1)      # symmetric nudging: two equilibria per sample
+            warnings.warn(f"{report.unsettled} of the {n} equilibria of mini-batch {k + 1} of epoch {epoch} "
+                          f"did not settle within max_pattern_iterations="
                           f"{cfg.max_pattern_iterations} pattern iterations; their last iterate is used "
                           f"(history.unsettled counts them per epoch)", UnsettledWarning, stacklevel=2)
         if not np.all(np.isfinite(self.grad)):
