@@ -2,6 +2,7 @@
 checkpoints, callbacks and bad input, on a test-only oracle (backprop's gradient: the nudging -> 0
 limit, tests/equilibrium_oracle.py) so that the loop is tested apart from the exact equilibria."""
 
+import csv
 import math
 import warnings
 
@@ -11,6 +12,7 @@ import pytest
 import sheaflinalg as sl
 from equilibrium_oracle import chain_gradient, use_backprop_oracle
 from graph_examples import every_op_network
+from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
@@ -200,3 +202,20 @@ def test_the_euler_method_is_unchanged_by_default():
                             dt=0.005, warm_start=True, init="random", stagnation="auto")
     np.testing.assert_array_equal(default.network.parameters(), explicit.network.parameters())
     assert default.history.settle_iterations == [None] * 3
+
+
+def test_the_command_line_trains_at_equilibrium(monkeypatch, tmp_path, capsys):
+    use_backprop_oracle(monkeypatch)
+    hist, net = tmp_path / "hist.csv", tmp_path / "net.npz"
+    assert main(["train", "--method", "equilibrium", "--task", "blobs", "--n-train", "80", "--epochs", "3",
+                 "--batch-size", "20", "--optimizer", "adamw", "--lr", "0.01", "--schedule", "cosine",
+                 "--nudging", "0.01", "--symmetric", "--no-progress", "--history", str(hist),
+                 "--save", str(net)]) == 0
+    assert capsys.readouterr().out.startswith("equilibrium: 12 steps")
+    rows = list(csv.DictReader(open(hist)))
+    assert [r["step"] for r in rows] == ["0", "4", "8", "12"] and rows[-1]["settle_iterations"] == "1"
+    data = sl.tasks.make("blobs", 80, 100, seed=0)
+    fit = sl.train(sl.Network.random([2, 30, 4], seed=0, output="softmax"), data.X_train, data.Y_train,
+                   method="equilibrium", epochs=3, batch_size=20, optimizer="adamw", lr=0.01, schedule="cosine",
+                   nudging=0.01, symmetric=True, seed=0, progress=False)
+    np.testing.assert_array_equal(sl.Network.load(net).parameters(), fit.network.parameters())
