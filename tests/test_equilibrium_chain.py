@@ -209,8 +209,15 @@ def test_long_euler_run_of_the_state_alone_ends_at_the_equilibrium():
     for s in range(X.shape[0]):
         zs, _, _ = naive.forward(net.weights, net.biases, "identity", X[s])
         w = np.concatenate([v for z in zs[:-1] for v in (z, np.maximum(z, 0))] + [zs[-1]])
+        coboundaries = {}                               # the dense coboundary of each pattern met
         for _ in range(6000):
-            grad, _ = energy_gradient(net, X[s], Y[s], w, b, "mse")
+            masks = [z >= 0 for z in split_sample(net, w)[0][:-1]]
+            key = b"".join(np.packbits(m).tobytes() for m in masks)
+            if key not in coboundaries:
+                coboundaries[key] = dense_energy(net, X[s], masks)
+            D, r0 = coboundaries[key]
+            grad = D.T @ (D @ w + r0)
+            grad[-2:] += b * (w[-2:] - Y[s])
             w = w - 0.1 * grad
         assert np.allclose(w, eq.state[s, :-2], atol=1e-7)
 
@@ -319,8 +326,8 @@ def test_euler_joint_dynamics_approach_the_equilibrium_gradient_flow_as_beta_shr
         fit = sl.train(net, X, Y, alpha=1.0, beta=beta, dt=dt, steps=steps, epoch_steps=steps, init="forward",
                        loss="mse", stagnation=False, progress=False)
         errors.append(np.abs(fit.network.parameters() - theta).max())
-    assert errors[0] > errors[1] > errors[2]
-    assert errors[2] < 0.5 * errors[0]
+    # theta moves by about 0.56 over the run; the error is first order in beta (measured 0.150, 0.082, 0.043).
+    assert 1.6 < errors[0] / errors[1] < 2.4 and 1.6 < errors[1] / errors[2] < 2.4
 
 
 # ---------------------------------------------------------------- bad input
