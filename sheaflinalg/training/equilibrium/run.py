@@ -16,6 +16,7 @@ import warnings
 
 import numpy as np
 
+from ...network.errors import GraphNetworkError
 from ...network.model import NetworkOverflowError
 from ..batches import epoch_batches
 from ..checkpoint import RunShape, network_identity
@@ -23,6 +24,7 @@ from ..epochs import EpochRun, train_epochs
 from ..graph_velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
+from .chain import ChainEquilibrium
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
 
@@ -33,8 +35,11 @@ class UnsettledWarning(RuntimeWarning):
 
 def make_oracle(prob, cfg):
     """The exact equilibrium of the network's family (:class:`~.oracle.EquilibriumOracle`)."""
-    raise NotImplementedError("exact equilibria are not wired yet: train(method='equilibrium') needs the chain "
-                              "and graph oracles of training/equilibrium")
+    net = prob.net
+    if net.is_graph:
+        raise GraphNetworkError("train(method='equilibrium') takes chains of Linear/ReLU layers for now; "
+                                "train a graph network with method='euler'")
+    return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations)
 
 
 class EquilibriumRun(EpochRun):
