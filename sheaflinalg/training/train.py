@@ -179,6 +179,9 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
     >>> fit = sl.train(net, X, Y, steps=2000, progress=False)
     >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
     True
+    >>> fit = sl.train(net, X, Y, method="equilibrium", epochs=5, batch_size=20, lr=1e-2, seed=0, progress=False)
+    >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0]), fit.history.step[-1]
+    (True, 25)
     """
     own = method_options("train", method, METHODS, dict(
         alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start, epoch_steps=epoch_steps,
