@@ -219,3 +219,23 @@ def test_the_command_line_trains_at_equilibrium(monkeypatch, tmp_path, capsys):
                    method="equilibrium", epochs=3, batch_size=20, optimizer="adamw", lr=0.01, schedule="cosine",
                    nudging=0.01, symmetric=True, seed=0, progress=False)
     np.testing.assert_array_equal(sl.Network.load(net).parameters(), fit.network.parameters())
+
+
+def test_the_issues_call_on_the_exact_equilibria_learns_and_resumes_bit_for_bit(tmp_path):
+    X, Y = sl.tasks.blobs(400, seed=3)
+    y = np.argmax(Y, axis=1)
+    kw = dict(method="equilibrium", epochs=6, batch_size=100, optimizer="adam", lr=1e-2, seed=0, progress=False)
+    fit = sl.train(NET, X[:300], y[:300], X[300:], y[300:], **kw)
+    h = fit.history
+    assert h.test_accuracy[-1] > 0.8 and h.train_loss[-1] < 0.6 * h.train_loss[0]
+    assert all(i >= 1 for i in h.settle_iterations[1:]) and all(u >= 0 for u in h.unsettled[1:])
+    path = tmp_path / "run.npz"
+
+    def stop(info):
+        if info.epoch == 4:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        sl.train(NET, X[:300], y[:300], X[300:], y[300:], checkpoint=path, checkpoint_every=3, callback=stop, **kw)
+    resumed = sl.train(NET, X[:300], y[:300], X[300:], y[300:], checkpoint=path, **kw)
+    np.testing.assert_array_equal(resumed.network.parameters(), fit.network.parameters())
+    assert resumed.history.sliding == h.sliding and resumed.history.test_loss == h.test_loss
