@@ -157,13 +157,7 @@ def _cholesky_solve(K, r, out):
         K[j, j] = np.sqrt(d)
         for i in range(j + 1, n):
             K[i, j] = (K[i, j] - _dot(K[i], K[j], j)) / K[j, j]
-    for i in range(n):
-        out[i] = (-r[i] - _dot(K[i], out, i)) / K[i, i]
-    for i in range(n - 1, -1, -1):
-        v = out[i]
-        for k in range(i + 1, n):
-            v -= K[k, i] * out[k]
-        out[i] = v / K[i, i]
+    _factored_solve(K, r, out)
     return True
 
 
@@ -209,13 +203,87 @@ def _newton_direction(P, b, code, loss, z, y, g, H, p, K, r, step, convex):
 
 
 @njit(cache=True)
-def newton_displacements(P, h, F, Y, b, code, loss, tol, cap, W, status):
-    """Newton's method on every sample's ``psi``; ``W`` receives the minimisers.
+def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
+    """Newton's method on one sample's ``psi`` from ``w = 0``; ``w`` receives the minimiser.
+
+    ``vec`` (7, n) and ``mats`` (2, n, n) are scratch.  Returns the steps taken (``cap`` when not
+    converged), or ``-1`` when ``P + b H`` is not positive definite (``w`` is then the last iterate).
+    """
+    n = f.shape[0]
+    g, r, step, trial_w, work = vec[0], vec[1], vec[2], vec[3], vec[4:7]
+    H, K = mats[0], mats[1]
+    w[:] = 0.0
+    base = _psi(P, h, f, y, w, b, code, loss, work)
+    for it in range(1, cap + 1):
+        for i in range(n):
+            work[0, i] = f[i] + w[i]
+        _quadratic(P, h, w, r)
+        exact = _newton_direction(P, b, code, loss, work[0], y, g, H, work[1], K, r, step, False)
+        if not exact and not (b > 0 and _newton_direction(P, b, code, loss, work[0], y, g, H, work[1], K, r,
+                                                          step, True)):
+            return -1
+        slope = _dot(r, step, n)
+        # Near the minimum (a step of 1e-6 of w, in Newton's quadratic range) psi cannot decrease
+        # measurably in rounding: the full step is taken there without a line search.
+        near = exact and np.abs(step).max() <= 1e-6 * np.abs(w).max()
+        t = 2.0
+        trial = np.inf
+        while t > 1e-12 and (t == 2.0 or (not near and trial > base + 1e-4 * t * slope
+                                          and abs(slope) > 1e-15 * (abs(base) + 1e-300))):
+            t *= 0.5
+            for i in range(n):
+                trial_w[i] = w[i] + t * step[i]
+            trial = _psi(P, h, f, y, trial_w, b, code, loss, work)
+        w[:] = trial_w
+        base = trial
+        quadratic = code == 0 and loss == 0         # the first step is exact
+        if quadratic or (exact and t == 1.0 and np.abs(step).max() <= tol * np.abs(w).max()):
+            return it
+    return cap
+
+
+@njit(cache=True)
+def _invert(G, out):
+    """``out = G^-1`` of a symmetric positive definite ``G`` (Cholesky; ``G`` is overwritten by its factor).
+
+    Gram matrices of the rows are ``>= I``: always positive definite.
+    """
+    r = G.shape[0]
+    unit = np.zeros(r)
+    for k in range(r):
+        unit[:] = 0.0
+        unit[k] = -1.0              # _cholesky_solve returns -G^-1 times its right-hand side
+        if k == 0:
+            _cholesky_solve(G, unit, out[k])
+        else:
+            _factored_solve(G, unit, out[k])
+
+
+@njit(cache=True)
+def _factored_solve(L, r, out):
+    """``out = -(L L^T)^-1 r`` with the Cholesky factor ``L`` (lower triangle) already computed."""
+    n = L.shape[0]
+    for i in range(n):
+        out[i] = (-r[i] - _dot(L[i], out, i)) / L[i, i]
+    for i in range(n - 1, -1, -1):
+        v = out[i]
+        for k in range(i + 1, n):
+            v -= L[k, i] * out[k]
+        out[i] = v / L[i, i]
+
+
+@njit(cache=True)
+def output_coefficients(G, C, F, Y, b, code, loss, tol, cap, V, W, status):
+    """Every sample's coefficients ``[u; lambda] = G^-1 [w; c]``, ``w`` minimising ``psi``.
 
     Parameters
     ----------
-    P : ndarray, shape (S, n, n)
-    h, F, Y : ndarray, shape (S, n)
+    G : ndarray, shape (S, r, r)
+        The rows' Gram matrices (``r = n + s``: ``n`` outputs, then ``s`` held coordinates); overwritten.
+    C : ndarray, shape (S, s)
+        The values the held rows move by.
+    F, Y : ndarray, shape (S, n)
+        Output pre-activation at zero residuals, and the targets.
     b : float
         Nudging (nonzero).
     code, loss : int
@@ -224,43 +292,31 @@ def newton_displacements(P, h, F, Y, b, code, loss, tol, cap, W, status):
         A full Newton step of at most ``tol * max|w|`` ends a sample's iteration.
     cap : int
         Largest number of Newton steps.
+    V : ndarray, shape (S, r)
+        Output: the coefficients.
     W : ndarray, shape (S, n)
-        Output: the displacements (zeros on entry are not needed).
+        Output: the output displacements.
     status : ndarray of int64, shape (S,)
-        Output: Newton steps taken (``cap`` when not converged), or ``-1`` when ``P + b H`` is not
-        positive definite (the sample's ``W`` is then its last iterate).
+        Output: Newton steps taken (``cap`` when not converged), ``-1`` when ``P + b H`` is not
+        positive definite (possible for ``b < 0`` only).
+
+    Notes
+    -----
+    ``psi(w) = 1/2 [w; c]^T G^-1 [w; c] + b loss(f + w)`` up to a constant: ``P`` and ``h`` of the
+    module notes are ``(G^-1)_oo`` and ``(G^-1)_os c``.
     """
     S, n = F.shape
-    g, r, step, trial_w = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    work = np.empty((3, n))
-    H, K = np.empty((n, n)), np.empty((n, n))
+    r = G.shape[1]
+    Ginv, P = np.empty((r, r)), np.empty((n, n))
+    h, full = np.empty(n), np.empty(r)
+    vec, mats = np.empty((7, n)), np.empty((2, n, n))
     for s in range(S):
-        w, Ps = W[s], P[s]
-        w[:] = 0.0
-        status[s] = cap
-        base = _psi(Ps, h[s], F[s], Y[s], w, b, code, loss, work)
-        for it in range(1, cap + 1):
-            for i in range(n):
-                work[0, i] = F[s, i] + w[i]
-            _quadratic(Ps, h[s], w, r)
-            exact = _newton_direction(Ps, b, code, loss, work[0], Y[s], g, H, work[1], K, r, step, False)
-            if not exact and not (b > 0 and _newton_direction(Ps, b, code, loss, work[0], Y[s], g, H, work[1], K, r,
-                                                              step, True)):
-                status[s] = -1
-                break
-            slope = _dot(r, step, n)
-            t = 2.0
-            trial = np.inf
-            # Within rounding of the minimum psi cannot decrease measurably: the full step is taken there.
-            while t > 1e-12 and (t == 2.0 or (trial > base + 1e-4 * t * slope
-                                              and abs(slope) > 1e-15 * (abs(base) + 1e-300))):
-                t *= 0.5
-                for i in range(n):
-                    trial_w[i] = w[i] + t * step[i]
-                trial = _psi(Ps, h[s], F[s], Y[s], trial_w, b, code, loss, work)
-            w[:] = trial_w
-            base = trial
-            quadratic = code == 0 and loss == 0         # the first step is exact
-            if quadratic or (exact and t == 1.0 and np.abs(step).max() <= tol * np.abs(w).max()):
-                status[s] = it
-                break
+        _invert(G[s], Ginv)
+        for i in range(n):
+            P[i, :] = Ginv[i, :n]
+            h[i] = _dot(Ginv[i, n:], C[s], r - n)
+        status[s] = _newton(P, h, F[s], Y[s], b, code, loss, tol, cap, W[s], vec, mats)
+        full[:n] = W[s]
+        full[n:] = C[s]
+        for i in range(r):
+            V[s, i] = _dot(Ginv[i], full, r)

@@ -15,9 +15,11 @@ over ``w`` in ``R^{n_out}``: for the mean squared error of an identity output
 one linear solve ``(P + b I) w = -h - b (f - y)``; otherwise Newton's method
 with a backtracking line search on ``psi`` (the potentials are smooth; the
 cross-entropies convex, so the step is the exact Newton step and converges
-quadratically).  The per-sample work is compiled
-(:mod:`sheaflinalg.kernels.equilibrium`): a few ``n x n`` Cholesky solves per
-sample, where batched numpy calls cost more in overhead than in arithmetic.  A negative nudging ``b`` (symmetric nudging) keeps a minimum
+quadratically).  Then the coefficients of the residuals are
+``G^-1 [w; c]``.  The per-sample work (the inverse Gram matrix, Newton's steps)
+is compiled (:mod:`sheaflinalg.kernels.equilibrium`): a few small Cholesky
+solves per sample, where batched numpy calls cost more in overhead than in
+arithmetic.  A negative nudging ``b`` (symmetric nudging) keeps a minimum
 only while ``P + b H`` stays positive definite (``H`` the loss's Hessian);
 :class:`NudgingTooNegative` says when it does not, and how far ``b`` may go.
 
@@ -32,7 +34,7 @@ Gauss-Newton matrix, or the diagonal Hessian's nonnegative part).
 
 import numpy as np
 
-from ...kernels.equilibrium import newton_displacements, newton_matrix, potentials
+from ...kernels.equilibrium import newton_matrix, output_coefficients, potentials
 from ...kernels.force import PHI_CODES
 
 #: The losses an exact equilibrium is found for.
@@ -74,15 +76,15 @@ def potential(output, loss, Z, Y):
     return out
 
 
-def solve_displacement(P, h, F, Y, b, output, loss):
-    """The output displacement ``w`` minimising ``psi`` for every sample, and the Newton iterations used.
+def solve_coefficients(G, C, F, Y, b, output, loss):
+    """The coefficients ``[u; lambda] = G^-1 [w; c]`` of every sample, ``w`` minimising ``psi``.
 
     Parameters
     ----------
-    P : ndarray, shape (S, n, n)
-        Symmetric positive definite quadratic term (``M^-1`` without held coordinates).
-    h : ndarray, shape (S, n) or None
-        Linear term (None: zero).
+    G : ndarray, shape (S, r, r)
+        The rows' Gram matrices: ``n`` outputs, then the held coordinates (``r >= n``).
+    C : ndarray, shape (S, r - n)
+        The values the held rows move by.
     F, Y : ndarray, shape (S, n)
         Output pre-activation at zero residuals, and the targets.
     b : float
@@ -91,7 +93,10 @@ def solve_displacement(P, h, F, Y, b, output, loss):
 
     Returns
     -------
-    w : ndarray, shape (S, n)
+    V : ndarray, shape (S, r)
+        The coefficients: the residuals are ``J^T V``.
+    W : ndarray, shape (S, n)
+        The output displacements ``J e``.
     newton : int
         Newton steps of the slowest sample (1 for the one linear solve of the quadratic loss).
 
@@ -105,24 +110,24 @@ def solve_displacement(P, h, F, Y, b, output, loss):
     Examples
     --------
     >>> import numpy as np
-    >>> w, _ = solve_displacement(np.eye(1)[None], None, np.array([[1.0]]), np.array([[0.0]]), 1.0,
-    ...                           "identity", "mse")
-    >>> w.round(12).tolist()      # (1 + b) w = -b (f - y)
-    [[-0.5]]
+    >>> V, W, _ = solve_coefficients(np.full((1, 1, 1), 2.0), np.zeros((1, 0)), np.array([[1.0]]),
+    ...                              np.array([[0.0]]), 1.0, "identity", "mse")
+    >>> W.round(12).tolist(), V.round(12).tolist()      # (1/2 + b) w = -b (f - y), u = w / 2
+    ([[-0.666666666667]], [[-0.333333333333]])
     """
     S, n = F.shape
-    h = np.zeros((S, n)) if h is None else np.ascontiguousarray(h)
-    P, F, Y = np.ascontiguousarray(P), np.ascontiguousarray(F), np.ascontiguousarray(Y)
-    w = np.empty((S, n))
+    V, W = np.empty((S, G.shape[1])), np.empty((S, n))
     status = np.empty(S, dtype=np.int64)
-    newton_displacements(P, h, F, Y, float(b), PHI_CODES[output], _LOSS_CODES[loss], _STEP_TOL, _NEWTON_CAP,
-                         w, status)
+    F, Y = np.ascontiguousarray(F), np.ascontiguousarray(Y)
+    output_coefficients(np.array(G, dtype=np.float64, order="C"), np.ascontiguousarray(C), F, Y, float(b),
+                        PHI_CODES[output], _LOSS_CODES[loss], _STEP_TOL, _NEWTON_CAP, V, W, status)
     if (status < 0).any():
-        raise _too_negative(P, b, output, loss, F + w, Y, np.flatnonzero(status < 0))
+        P = np.linalg.inv(G)[:, :n, :n]
+        raise _too_negative(P, b, output, loss, F + W, Y, np.flatnonzero(status < 0))
     if (status >= _NEWTON_CAP).any():
         raise RuntimeError(f"the loss edge's Newton solve did not converge for {int((status >= _NEWTON_CAP).sum())} "
                            f"samples in {_NEWTON_CAP} steps (nudging {b!r}, loss {loss!r})")
-    return w, int(status.max(initial=0))
+    return V, W, int(status.max(initial=0))
 
 
 def _too_negative(P, b, output, loss, Z, Y, bad):
