@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from equilibrium_oracle import chain_gradient, use_backprop_oracle
+from equilibrium_oracle import BackpropOracle, chain_gradient, use_backprop_oracle
 from graph_examples import every_op_network
 from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
+from sheaflinalg.training.equilibrium import run as run_module
+from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
 NET = sl.Network.random([2, 12, 4], seed=1, output="softmax")
@@ -239,3 +241,19 @@ def test_the_issues_call_on_the_exact_equilibria_learns_and_resumes_bit_for_bit(
     resumed = sl.train(NET, X[:300], y[:300], X[300:], y[300:], checkpoint=path, **kw)
     np.testing.assert_array_equal(resumed.network.parameters(), fit.network.parameters())
     assert resumed.history.sliding == h.sliding and resumed.history.test_loss == h.test_loss
+
+
+class NoNegativeEquilibrium(BackpropOracle):
+    """Refuses negative nudging from the fourth mini-batch on, as the exact oracle does when I + b H M is
+    not positive definite."""
+
+    def gradient(self, theta, X, Y, nudging, out):
+        if nudging < 0 and len(self.calls) >= 6:
+            raise NudgingTooNegative("nudging -0.5 is too negative: ...")
+        return super().gradient(theta, X, Y, nudging, out)
+
+
+def test_a_negative_nudging_without_equilibrium_is_an_error_naming_where(monkeypatch):
+    monkeypatch.setattr(run_module, "make_oracle", lambda prob, cfg: NoNegativeEquilibrium(prob.net, prob.loss))
+    with pytest.raises(NudgingTooNegative, match="symmetric nudging after 3 optimiser steps: nudging -0.5"):
+        sl.train(NET, X_BLOBS, Y_BLOBS, nudging=0.5, symmetric=True, **QUICK)

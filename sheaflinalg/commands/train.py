@@ -46,7 +46,7 @@ def add_arguments(parser):
     parser.add_argument("--schedule", default=None,
                         help="equilibrium: constant, step, exponential or cosine (default constant)")
     parser.add_argument("--nudging", type=number("--nudging", positive=True), default=None,
-                        help="equilibrium: weight of the output edge's loss in the equilibrium (default 1e-3)")
+                        help="equilibrium: weight of the output edge's loss in the equilibrium (default 1e-6)")
     parser.add_argument("--symmetric", action="store_true",
                         help="equilibrium: average the gradients at +nudging and -nudging")
     parser.add_argument("--loss", default=None, help="mse, l1, pnorm, huber, cross_entropy (default by output)")

@@ -123,7 +123,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
         instance such as ``sl.optim.Cosine(warmup=100)``; steps are mini-batches.
     nudging : float
         Equilibrium: weight ``b > 0`` of the output edge's loss potential in the equilibrium
-        (default 1e-3); the gradient is backpropagation's to ``O(b)``.
+        (default 1e-6, measured: see docs/guide.md); the gradient is backpropagation's to ``O(b)``.
     symmetric : bool
         Equilibrium: average the gradients at ``+b`` and ``-b`` (bias ``O(b^2)``, two equilibria
         per batch; default False).

@@ -25,6 +25,7 @@ from ..graph_velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium
+from .loss_edge import NudgingTooNegative
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
 
@@ -68,7 +69,10 @@ class EquilibriumRun(EpochRun):
         report = self.oracle.gradient(self.theta, X, Y, b, self.grad)
         if not self.cfg.symmetric:
             return report
-        other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        try:
+            other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        except NudgingTooNegative as exc:
+            raise NudgingTooNegative(f"symmetric nudging after {self.step} optimiser steps: {exc}") from None
         self.grad += self.grad_minus
         self.grad *= 0.5
         return SettleReport(max(report.iterations, other.iterations), report.unsettled + other.unsettled,
