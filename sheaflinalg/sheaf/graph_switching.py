@@ -36,19 +36,22 @@ ROUNDING = 1e-12
 
 def iterate_pattern(solve, graph, X, Y, max_iter):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
-    sample taking the pattern its solution reads, until it agrees (settled), cycles or ``max_iter`` solves.
+    sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
+    comes back to one it had) or ``max_iter`` solves.
 
     ``iterations`` is the number of frozen solves the slowest sample had.
     """
     M = X.shape[0]
     pattern = evaluate(graph, X).pattern
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
-    settled = np.zeros(M, dtype=bool)
-    history = []
+    settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
+    history = [set() for _ in range(M)]
     iterations = 0
     for _ in range(max_iter):
+        todo = np.flatnonzero(~settled & ~cycling)
+        if todo.size == 0:
+            break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
-        todo = np.flatnonzero(~settled)
         rows = {name: p[todo] for name, p in pattern.items()}
         state[todo] = solve(X[todo], Y[todo], rows)
         new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows)
@@ -57,10 +60,11 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
             same &= np.all(new[name] == rows[name], axis=1)
             pattern[name][todo] = new[name]
         settled[todo[same]] = True
-        key = b"".join(np.ascontiguousarray(new[name][~same]).tobytes() for name in graph.pattern_nodes)
-        if settled.all() or key in history[-2:]:
-            break                   # all settled, or the pattern cycles: the equilibrium is on a surface
-        history.append(key)
+        for i in np.flatnonzero(~same):
+            s = todo[i]
+            key = b"".join(new[name][i].tobytes() for name in graph.pattern_nodes)
+            cycling[s] = key in history[s]
+            history[s].add(key)
     return state, pattern, settled, iterations
 
 
