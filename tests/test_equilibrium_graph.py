@@ -181,6 +181,40 @@ def _leaky_twin(mlp):
     return sl.Network.from_nodes(mlp.input_shape, nodes, mlp.output)
 
 
+@pytest.mark.parametrize("output, loss, nudging", [("identity", "mse", 1.0), ("softmax", "cross_entropy", 1e-3),
+                                                   ("softmax", "cross_entropy", 1.0), ("sigmoid", "cross_entropy", -0.1)])
+def test_a_linear_relu_graph_gives_the_chain_oracles_answer(output, loss, nudging):
+    from sheaflinalg.training.equilibrium.chain import ChainEquilibrium
+
+    mlp = sl.Network.random([3, 6, 5, 3], seed=2, output=output)
+    twin = _leaky_twin(mlp)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(20, 3))
+    Y = _targets(rng, output, loss, 20, 3)
+    chain, graph = np.empty(mlp.n_parameters), np.empty(mlp.n_parameters)
+    chain_report = ChainEquilibrium(mlp.dims, output, loss).gradient(mlp.parameters(), X, Y, nudging, chain)
+    graph_report = GraphEquilibrium(twin.graph, loss).gradient(GraphParameters(twin.graph).flat(), X, Y, nudging,
+                                                               graph)
+    assert graph_report.unsettled == chain_report.unsettled == 0
+    assert graph_report.sliding == chain_report.sliding
+    assert graph_report.energy == pytest.approx(chain_report.energy, rel=1e-10)
+    np.testing.assert_allclose(graph, chain, rtol=1e-9, atol=1e-12 * np.abs(chain).max())
+
+
+def test_train_at_equilibrium_lowers_the_loss_of_a_cnn():
+    pytest.importorskip("torch")
+    from torch_models import mnist1d_cnn
+
+    net = sl.Network.from_torch(mnist1d_cnn(), input_shape=(1, 40))
+    net = sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    rng = np.random.default_rng(7)
+    X, y = rng.normal(size=(16, 1, 40)), rng.integers(0, 10, size=16)
+    fit = sl.train(net, X, y, method="equilibrium", epochs=3, batch_size=8, optimizer="adam", lr=1e-2,
+                   seed=0, progress=False)
+    assert fit.network.is_graph and fit.history.unsettled[1:] == [0, 0, 0]
+    assert fit.history.train_loss[-1] < fit.history.train_loss[0]
+
+
 def test_a_cycling_pattern_slides_on_the_switching_surface_with_filippovs_condition():
     net = _leaky_twin(sl.Network.random([2, 30, 1], seed=0))
     X, Y = sl.tasks.paraboloid(30, seed=0)

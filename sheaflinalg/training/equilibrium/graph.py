@@ -5,19 +5,21 @@ residuals ``e`` by forward substitution, ``w = w_f + delta_Omega^{-1} e``
 (``w_f`` the forward pass under the pattern), so the output node's value is
 ``z = f + J e`` with ``J = E^T delta_Omega^{-1}`` (``E`` selecting the output
 node's coordinates).  The minimiser of ``1/2 ||e||^2 + b L(z)`` is
-``e = J^T u``, ``u`` the nudged output of :mod:`.output_newton` with
-``S = J J^T``.  The ``n_out`` rows of ``J`` of every sample are one batched
+``e = J^T u``: the ``n_out`` rows of ``J`` of every sample are one batched
 backward substitution (:meth:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary.solve_transpose`,
-``n_out`` seeds per sample, each under its sample's pattern), ``S`` their Gram
-matrix, ``e`` their combination and the state one forward substitution: about
-``n_out + 1`` backpropagations' worth of work, and no iteration for a fixed pattern.
+``n_out`` seeds per sample, each under its sample's pattern), ``G = J J^T``
+their Gram matrix, the output's displacement the small problem of
+:func:`~.loss_edge.solve_displacement` (``P = G^-1``), ``e`` the rows'
+combination ``J^T G^-1 w`` and the state one forward substitution: about
+``n_out + 1`` backpropagations' worth of work, and no iteration for a fixed
+pattern but the loss's Newton steps in ``R^{n_out}``.
 
 Coordinates held on a ReLU switching surface (Filippov sliding,
-:mod:`~sheaflinalg.sheaf.graph_switching`) are extra rows ``K`` of
-``delta_Omega^{-1}`` with the constraint ``K e + k_f = 0``: with
-``A = [J; K]`` and ``A A^T = [[S_JJ, S_JK], [S_KJ, S_KK]]`` the multipliers of
-the constraint are eliminated (``S = S_JJ - S_JK S_KK^{-1} S_KJ``,
-``f -= S_JK S_KK^{-1} k_f``) and the same Newton solve gives ``u``.  The pattern
+:mod:`~sheaflinalg.sheaf.graph_switching`) are extra rows of
+``delta_Omega^{-1}`` joining ``J`` with the constraint that they move their
+coordinate's forward value ``k_f`` to 0 (``c = -k_f``), as for chains
+(:mod:`.frozen`): ``P`` and the linear term ``h = (G^-1)_{JK} c`` are read
+off the inverse Gram matrix.  The pattern
 is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.graph_switching.iterate_pattern`),
 sliding where it cycles, up to a cap; then the weights' gradient is the
 parameter velocity at the equilibrium (envelope theorem,
@@ -40,7 +42,7 @@ from ...sheaf.matrix_free import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from ..graph_velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
-from .output_newton import loss_potential, solve_output
+from .loss_edge import potential, solve_displacement
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
@@ -113,16 +115,13 @@ class _NudgedSolve:
         seeds = np.zeros((b * k, self.layout.n_free))
         seeds[np.arange(b * k), np.tile(index, b)] = 1.0
         A = op.solve_transpose(seeds).reshape(b, k, -1)
-        gram = A @ A.transpose(0, 2, 1)
-        f, S = w[:, index[:n]], gram[:, :n, :n]
-        if k > n:                                   # eliminate the surface's multipliers
-            held = np.linalg.solve(gram[:, n:, n:], np.concatenate([gram[:, n:, :n], w[:, index[n:], None]], 2))
-            S = S - gram[:, :n, n:] @ held[:, :, :n]
-            f = f - np.einsum("sij,sj->si", gram[:, :n, n:], held[:, :, n])
-        c = solve_output(self.graph.output, self.loss, f, S, Y, self.nudging).u
-        if k > n:
-            c = np.concatenate([c, -held[:, :, n] - np.einsum("sij,sj->si", held[:, :, :n], c)], axis=1)
-        return (c[:, None, :] @ A)[:, 0]
+        inverse = np.linalg.inv(A @ A.transpose(0, 2, 1))       # the Gram matrix is >= I
+        c = -w[:, index[n:]]                                        # the held rows move their values to 0
+        h = np.einsum("sij,sj->si", inverse[:, :n, n:], c) if k > n else None
+        shift, _ = solve_displacement(inverse[:, :n, :n], h, w[:, index[:n]], Y, self.nudging,
+                                      self.graph.output, self.loss)
+        coefficients = np.einsum("sij,sj->si", inverse, np.concatenate([shift, c], axis=1))
+        return (coefficients[:, None, :] @ A)[:, 0]
 
 
 class GraphEquilibrium(EquilibriumOracle):
@@ -196,7 +195,7 @@ class GraphEquilibrium(EquilibriumOracle):
         edges = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
         res = sheaf.residuals(X, values)
         z = values[graph.output_node]
-        energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(loss_potential(graph.output, self.loss, z, Y)))
+        energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(potential(graph.output, self.loss, z, Y)))
         settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
