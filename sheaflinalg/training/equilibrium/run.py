@@ -16,7 +16,6 @@ import warnings
 
 import numpy as np
 
-from ...network.errors import GraphNetworkError
 from ...network.model import NetworkOverflowError
 from ..batches import epoch_batches
 from ..checkpoint import RunShape, network_identity
@@ -25,6 +24,7 @@ from ..graph_velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium
+from .graph import GraphEquilibrium
 from .loss_edge import NudgingTooNegative
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
@@ -38,8 +38,7 @@ def make_oracle(prob, cfg):
     """The exact equilibrium of the network's family (:class:`~.oracle.EquilibriumOracle`)."""
     net = prob.net
     if net.is_graph:
-        raise GraphNetworkError("train(method='equilibrium') takes chains of Linear/ReLU layers for now; "
-                                "train a graph network with method='euler'")
+        return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations)
     return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations)
 
 
