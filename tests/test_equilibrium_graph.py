@@ -242,7 +242,10 @@ def test_a_cycling_pattern_slides_on_the_switching_surface_with_filippovs_condit
     (lambda o, t, X, Y, g: o.gradient(t, X, Y, 0.0, g), "nudging must be finite and nonzero"),
     (lambda o, t, X, Y, g: o.gradient(t, X, Y, np.inf, g), "nudging must be finite and nonzero"),
     (lambda o, t, X, Y, g: o.gradient(t, X[:, :-1], Y, 0.1, g), r"X and Y must have shapes"),
-    (lambda o, t, X, Y, g: o.gradient(t, X, Y, 0.1, g[:-1]), r"out must have shape"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, 0.1, g[:-1]), r"out must be a float64 array of shape"),
+    (lambda o, t, X, Y, g: o.gradient(t, X[:0], Y[:0], 0.1, g), r"with M >= 1"),
+    (lambda o, t, X, Y, g: o.gradient(t, np.full_like(X, np.nan), Y, 0.1, g), "must be finite"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, "0.1", g), "nudging must be finite and nonzero"),
 ])
 def test_bad_input_is_refused_before_any_work(call, match):
     net = random_graph(3, "mixed", "identity", max_layers=2)

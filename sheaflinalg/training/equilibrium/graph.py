@@ -156,20 +156,25 @@ class GraphEquilibrium(EquilibriumOracle):
         self.velocity = ParameterVelocity(graph)
 
     def _check(self, theta, X, Y, nudging):
-        theta = np.asarray(theta)
+        """``(theta, X, Y, b)`` as float64 arrays and a float, or a ValueError naming what is wrong (before any work)."""
+        theta, X, Y = (np.asarray(a, dtype=np.float64) for a in (theta, X, Y))
         if theta.shape != (self.params.size,) or not np.all(np.isfinite(theta)):
             raise ValueError(f"theta must be a finite vector of the graph's {self.params.size} parameters, "
                              f"got shape {theta.shape}" + ("" if theta.shape != (self.params.size,) else
                                                           " with NaN or Inf"))
         n_in, n_out = int(np.prod(self.graph.input_shape)), self.graph.n_outputs
-        if X.ndim != 2 or X.shape[1] != n_in or Y.shape != (X.shape[0], n_out):
-            raise ValueError(f"X and Y must have shapes (M, {n_in}) and (M, {n_out}), got {X.shape} and {Y.shape}")
-        if not (np.isfinite(nudging) and nudging != 0.0):
+        if X.ndim != 2 or X.shape[1] != n_in or Y.shape != (X.shape[0], n_out) or X.shape[0] == 0:
+            raise ValueError(f"X and Y must have shapes (M, {n_in}) and (M, {n_out}) with M >= 1, got {X.shape} "
+                             f"and {Y.shape}")
+        if not (np.all(np.isfinite(X)) and np.all(np.isfinite(Y))):
+            raise ValueError("X and Y must be finite (they hold NaN or Inf)")
+        if not (isinstance(nudging, (int, float, np.integer, np.floating)) and np.isfinite(nudging) and nudging != 0):
             raise ValueError(f"the nudging must be finite and nonzero, got {nudging!r}")
+        return theta, np.ascontiguousarray(X), np.ascontiguousarray(Y), float(nudging)
 
     def settle(self, theta, X, Y, nudging):
         """:class:`GraphSettlement` of the batch ``(X, Y)`` at the weights ``theta`` and the nudging ``b``."""
-        self._check(theta, X, Y, nudging)
+        theta, X, Y, nudging = self._check(theta, X, Y, nudging)
         with blas_limit(1):         # the products are batch-sized: BLAS threads only spin (the forward pass's rule)
             return self._settle(theta, X, Y, nudging)
 
@@ -214,9 +219,11 @@ class GraphEquilibrium(EquilibriumOracle):
 
     def gradient(self, theta, X, Y, nudging, out):
         """Fill ``out`` with ``g = scale * grad_theta E_b(x*) / b`` (the contract); returns the :class:`SettleReport`."""
-        if np.shape(out) != (self.params.size,):
-            raise ValueError(f"out must have shape ({self.params.size},), got {np.shape(out)}")
+        if not (isinstance(out, np.ndarray) and out.shape == (self.params.size,) and out.dtype == np.float64):
+            raise ValueError(f"out must be a float64 array of shape ({self.params.size},), got "
+                             f"{getattr(out, 'dtype', type(out).__name__)} {np.shape(out)}")
         settlement = self.settle(theta, X, Y, nudging)
+        X = np.asarray(X, dtype=np.float64)
         with blas_limit(1):
             self.velocity.flat(self.params, X, settlement.values, settlement.edges, out=out)
         out *= -loss_gradient_scale(self.loss, X.shape[0], self.graph.n_outputs) / nudging
