@@ -6,19 +6,20 @@ by the other methods (:func:`~sheaflinalg._common.options.method_options`),
 as for :func:`~sheaflinalg.heat`.
 """
 
-from .._common.options import method_options
+from .._common.options import Default, method_options
 from .euler import run_euler
+from .imex import run_imex
 from .problem import Problem
 
 
 #: The training methods and the options only they use (see :func:`~sheaflinalg._common.options.method_options`).
-METHODS = {"euler": ()}
+METHODS = {"euler": (), "imex": ("tol",)}
 
 
 def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, steps=100_000,
           init="random", warm_start=True, epoch_steps=1000, loss=None, loss_param=None, reg=None,
           record_every=1, seed=None, progress=True, callback=None, callback_every=None,
-          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10, threads=None, method="euler"):
+          stagnation="auto", blas_threads=1, checkpoint=None, checkpoint_every=10, threads=None, method="euler", tol=Default(1e-4)):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics).
 
     Parameters
@@ -87,9 +88,14 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
         same bit for bit for any number of threads; smaller batches are one
         tile, as before.  The tiles run in parallel only while that is
         measured faster than one thread (see :mod:`sheaflinalg.training.euler.tiled`).
-    method : {"euler"}
-        ``"euler"``: the paper's joint state/weight dynamics by forward Euler (the only method
-        today; another is refused, naming the choices).
+    method : {"euler", "imex"}
+        ``"euler"``: the paper's joint state/weight dynamics by forward Euler.  ``"imex"``: the same
+        dynamics over the same model time ``steps * dt`` (epochs of ``epoch_steps * dt``) by adaptive
+        steps, linearly implicit in the state and explicit in the weights, that respect the ReLU
+        boundaries (:mod:`sheaflinalg.training.imex`); ``dt`` is its first step, any positive value.
+        Chains only, no ``reg``, one thread; returns an :class:`~sheaflinalg.training.imex.ImexResult`.
+    tol : float
+        ``method="imex"`` only: tolerance of the step's error estimate (default 1e-4).
 
     Returns
     -------
@@ -127,10 +133,12 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=1.0, beta=None, dt=0.005, s
     >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
     True
     """
-    method_options("train", method, METHODS, {})
+    options = method_options("train", method, METHODS, {"tol": tol})
     prob = Problem(net, X, Y, X_test, Y_test, loss, loss_param)
     settings = dict(alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start,
                     epoch_steps=epoch_steps, reg=reg, record_every=record_every, seed=seed,
                     callback_every=callback_every, stagnation=stagnation, blas_threads=blas_threads,
                     checkpoint_every=checkpoint_every, threads=threads)
+    if method == "imex":
+        return run_imex(prob, settings, options["tol"], checkpoint, callback, progress)
     return run_euler(prob, settings, checkpoint, callback, progress)

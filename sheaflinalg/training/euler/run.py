@@ -23,6 +23,11 @@ def run_euler(prob, settings, checkpoint, callback, progress):
     if checkpoint is not None:
         check_checkpoint_path(checkpoint)
     run = GraphJointRun(prob, cfg) if prob.net.is_graph else ChainJointRun(prob, cfg)
+    return run_to_end(run, checkpoint, callback, progress)
+
+
+def run_to_end(run, checkpoint, callback, progress):
+    """A joint-dynamics run (fresh or resumed from ``checkpoint``) through its epochs; returns its result."""
     ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
     resumed = ckpt.load(run.expected()) if ckpt is not None else None
     first_epoch = run.resume(resumed) if resumed is not None else run.begin()
