@@ -34,11 +34,29 @@ def library_step(run, h):
     return r.attempt(run.S, run.theta, f0, h)
 
 
+def hidden_rows(net):
+    """Columns of the hidden ``z`` and ``a`` blocks in a ``(M, n_move)`` state."""
+    z, a, o = [], [], 0
+    for n in net.dims[1:-1]:
+        z += range(o, o + n)
+        a += range(o + n, o + 2 * n)
+        o += 2 * n
+    return np.array(z, dtype=int), np.array(a, dtype=int)
+
+
 def naive_field(net, X, Y, state, loss):
-    """``(alpha F, beta V)`` of the joint dynamics from the naive dense Euler step of test_training."""
+    """``(alpha F, beta V)`` of the joint dynamics from the naive dense Euler step of test_training, with
+    Filippov's force on a hidden ``z = 0``: ``F+`` (active side) if it points up, ``F- = F+ - alpha a`` if
+    that points down, else 0."""
     p = LOSS_PARAM[loss]
     net1, s1 = naive_step(net, X, Y, state, loss, p, ALPHA, BETA, 1.0)
-    return s1 - state, net1.parameters() - net.parameters()
+    F = s1 - state
+    z, a = hidden_rows(net)
+    for s, j in zip(*np.nonzero(state[:, z] == 0)):
+        up = F[s, z[j]]
+        down = up - ALPHA * state[s, a[j]]
+        F[s, z[j]] = up if up > 0 else (down if down < 0 else 0.0)
+    return F, net1.parameters() - net.parameters()
 
 
 def naive_operator(net, X, state, c, out_curv):
@@ -54,7 +72,12 @@ def naive_operator(net, X, state, c, out_curv):
         D = sh["delta"][:, sh["free"]]
         L = D.T @ D
         L[-n_out:, -n_out:] += out_curv * np.eye(n_out)
-        mats.append(np.eye(L.shape[0]) + c * L)
+        W = np.eye(L.shape[0]) + c * L
+        on = hidden_rows(net)[0][state[s, hidden_rows(net)[0]] == 0]    # on a switching surface: explicit
+        W[on, :] = 0.0
+        W[:, on] = 0.0
+        W[on, on] = 1.0
+        mats.append(W)
     return mats
 
 

@@ -87,8 +87,18 @@ def _subtract_gram_lower(A, G):
 
 
 @njit(cache=True)
+def _pinned(St, s, r, l, n_hidden):
+    """Whether the stalk ``r`` of sample ``s`` is a hidden pre-activation on its switching surface (``z = 0``)."""
+    return l <= n_hidden and St[s, r] == 0.0
+
+
+@njit(cache=True)
 def _first_blocks(St, s, theta, lay, c, out_curv, shared, b, r0, Lb, Gb):
-    """The diagonal block ``A[b, b]`` into ``Lb`` and the coupling ``A[b, b-1]`` into ``Gb`` (block ``b > 0``)."""
+    """The diagonal block ``A[b, b]`` into ``Lb`` and the coupling ``A[b, b-1]`` into ``Gb`` (block ``b > 0``).
+
+    A hidden ``z_j = 0`` (on its switching surface) gets the row and column of the identity: the
+    integrator moves it explicitly (by its Filippov force, zero while it slides).
+    """
     n = Lb.shape[0]
     n_hidden = lay.dims.shape[0] - 2
     l = b // 2 + 1
@@ -98,20 +108,22 @@ def _first_blocks(St, s, theta, lay, c, out_curv, shared, b, r0, Lb, Gb):
         Lb[:, :] = 0.0
         for i in range(n):
             curv = out_curv if l > n_hidden else (1.0 if St[s, r0 + i] >= 0 else 0.0)
-            Lb[i, i] = 1.0 + c + c * curv
+            Lb[i, i] = 1.0 if _pinned(St, s, r0 + i, l, n_hidden) else 1.0 + c + c * curv
     if b == 0:
         return
     if b % 2 == 1:
-        # a_l after z_l: -c R_l (the rows of z_l sit just before those of a_l).
+        # a_l after z_l (whose rows sit just before): -c R_l.
         Gb[:, :] = 0.0
         for i in range(n):
-            Gb[i, i] = -c if St[s, r0 - n + i] >= 0 else 0.0
+            on = St[s, r0 - n + i] >= 0 and not _pinned(St, s, r0 - n + i, l, n_hidden)
+            Gb[i, i] = -c if on else 0.0
     else:
         m = Gb.shape[1]
         wo = lay.woff[l]
         for i in range(n):
+            keep = 0.0 if _pinned(St, s, r0 + i, l, n_hidden) else 1.0
             for j in range(m):
-                Gb[i, j] = -c * theta[wo + i * m + j]
+                Gb[i, j] = -c * keep * theta[wo + i * m + j]
 
 
 @njit(cache=True)

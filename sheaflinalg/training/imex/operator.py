@@ -9,10 +9,8 @@ per sample, held for as many solves as the integrator wants.
 
 import numpy as np
 
+from ..._common.memory import check_memory
 from ...kernels.implicit import chain_blocks, factor_chain, solve_chain
-
-#: Largest memory (bytes) the per-sample factors may take.
-MAX_FACTOR_BYTES = 1 << 30
 
 
 class ChainImplicitOperator:
@@ -28,8 +26,8 @@ class ChainImplicitOperator:
 
     Raises
     ------
-    ValueError
-        The factors of the batch would take more than :data:`MAX_FACTOR_BYTES`.
+    InsufficientMemoryError
+        The factors of the batch would not fit in the memory available.
 
     Examples
     --------
@@ -48,11 +46,9 @@ class ChainImplicitOperator:
         self.lay, self.M, self.out_curv = lay, M, float(out_curv)
         self.n_move = int(lay.yhat_off)
         size, loff, goff = chain_blocks(lay.dims)
-        need = 8 * M * int(loff[-1] + goff[-1])
-        if need > MAX_FACTOR_BYTES:
-            raise ValueError(f"method='imex' keeps a block Cholesky factor per sample: {need / 2**30:.2f} GiB for "
-                             f"{M} samples of this network (at most {MAX_FACTOR_BYTES / 2**30:.0f} GiB); train on "
-                             f"fewer samples or use method='euler'")
+        check_memory(8 * M * int(loff[-1] + goff[-1]) + 8 * M * self.n_move,
+                     f"the block Cholesky factors of method='imex' for {M} samples",
+                     "train on fewer samples or use method='euler'")
         self.size, self.loff = size, loff
         self.Lf = np.zeros((M, int(loff[-1])))
         self.Gf = np.zeros((M, int(goff[-1])))

@@ -21,13 +21,20 @@ ReLU boundaries: every force evaluation reads the pattern off its own state.
 Crossing the surface ``z_j = 0`` changes the force on ``z_j`` by the
 activation ``a_j``.  A step is refused when a pre-activation ends on another
 side of its switching surface than at the stage ``y + h k1`` (a crossing no
-force evaluation saw) and that jump, over the part of the step spent on the
-unseen side (linear interpolation along the step), moves it by more than the
-tolerance, unless both one-sided forces point at the surface (a Filippov
-sliding mode, which fine Euler follows by chattering across it): ``alpha h |a_j| (1 - s_j) > tol (1 + |z_j|)``.  It is retried cut
-at the first such crossing ``s_j`` (between a tenth and a half of the step).
-Near the equilibrium manifold ``a = relu(z)`` the jumps vanish, so the
-crossings there do not stall the steps.
+force evaluation saw) and that jump, over the part ``1 - s_j`` of the step
+spent on the unseen side (linear interpolation along the step), moves it by
+more than the tolerance, ``alpha h |a_j| (1 - s_j) > tol (1 + |z_j|)``,
+unless both one-sided forces point at the surface (a sliding mode, below).
+It is retried cut at the first such crossing ``s_j`` (between a tenth and a
+half of the step).  Near the equilibrium manifold ``a = relu(z)`` the jumps
+vanish, so the crossings there do not stall the steps.
+
+Sliding: a pre-activation that switched side within an accepted step where
+both one-sided forces point at its surface is put onto it (``z_j = 0``,
+``projections`` counts them); on the surface its force is Filippov's
+(:class:`JointField`: zero while it slides) and the factorisation takes it
+explicitly (its row and column of ``W`` are the identity's), so it stays
+there exactly instead of chattering across, and the steps keep their order.
 """
 
 import math
@@ -41,26 +48,44 @@ GAMMA = 1.0 + 1.0 / math.sqrt(2.0)
 REFRESH = 10           # steps taken with one factorisation at most
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 4.0
 MIN_STEP = 1e-12       # relative to the span: below it the run is reported as diverged
-COUNTERS = ("steps", "rejected", "boundary_cuts", "force_evaluations", "factorisations")
+COUNTERS = ("steps", "rejected", "boundary_cuts", "force_evaluations", "factorisations", "projections")
 
 
 class JointField:
     """The right-hand side of the joint dynamics of a chain run (state rows that move, weights).
 
     ``run`` is a :class:`~sheaflinalg.training.euler.chain.ChainJointRun` (its inputs, offsets, output
-    edge, scratch buffers and rates are read).
+    edge, scratch buffers and rates are read); ``z_rows``, ``a_rows`` the hidden layers' rows.  On a
+    switching surface (``z_j = 0`` exactly) the force on ``z_j`` is Filippov's: the one-sided force
+    ``F+ = a_j - e_j`` (active side) if it points up, ``F- = -e_j`` if it points down, else 0 (sliding);
+    every other force is continuous there.
     """
 
-    def __init__(self, run):
+    def __init__(self, run, z_rows, a_rows):
         self.X, self.off, self.edge, self.scratch = run.Xc, run.off, run.edge, run.scratch
         self.alpha, self.beta, self.n_move = run.cfg.alpha, run.cfg.beta, run.n_move
+        self.z_rows, self.a_rows = z_rows, a_rows
         self.velocity = np.zeros_like(run.theta)
 
     def __call__(self, S, theta):
         """``(alpha F[:n_move], beta V)`` at the state ``S`` (all rows) and the weights ``theta`` (new arrays)."""
         compute_forces(self.X, S, theta, self.off, self.edge, self.scratch)
         weight_velocity(self.X, S, self.scratch.E, self.off, self.velocity)
-        return self.alpha * self.scratch.F[:self.n_move], self.beta * self.velocity
+        F = self.alpha * self.scratch.F[:self.n_move]
+        on = S[self.z_rows] == 0.0
+        if on.any():
+            Fz = F[self.z_rows]
+            up = Fz[on]                                   # the kernel reads z = 0 as active: F+
+            down = up - self.alpha * S[self.a_rows][on]
+            Fz[on] = np.where(up > 0, up, np.where(down < 0, down, 0.0))
+            F[self.z_rows] = Fz
+        return F, self.beta * self.velocity
+
+    def attracting(self, S):
+        """Hidden pre-activations whose one-sided forces at ``z = 0`` both point at the surface (``a <= e <= 0``,
+        ``e`` the weight edge's residual there), read off the residuals of the last evaluation at ``S``."""
+        e = self.scratch.E[self.z_rows] - S[self.z_rows]
+        return (S[self.a_rows] <= e) & (e <= 0.0)
 
 
 def _rms(err, y0, y1, tol):
@@ -110,12 +135,13 @@ class Ros2:
 
     def _factor(self, S, theta, h):
         self.op.factor(S, theta, GAMMA * h * self.field.alpha)
+        self.on_surface = S[self.z_rows] == 0.0
         self.h_factor, self.since_factor = h, 0
         self.counts["factorisations"] += 1
 
-    def _stale(self, h):
-        return (self.h_factor is None or self.since_factor >= REFRESH
-                or not 0.2 <= h / self.h_factor <= 2.0)
+    def _stale(self, S, h):
+        return (self.h_factor is None or self.since_factor >= REFRESH or not 0.2 <= h / self.h_factor <= 2.0
+                or not np.array_equal(S[self.z_rows] == 0.0, self.on_surface))
 
     def attempt(self, S, theta, f0, h):
         """One ROS2 step of size ``h`` from ``(S, theta)`` with ``f0`` the field there.
@@ -128,6 +154,7 @@ class Ros2:
         k1 = self.op.solve(f0[0]), f0[1]
         S2 = S.copy()
         S2[:nm] += h * k1[0]
+        self.stage_side = S2[self.z_rows] >= 0
         f2 = self._f(S2, theta + h * k1[1])
         k2 = self.op.solve(f2[0] - 2.0 * k1[0]), f2[1] - 2.0 * k1[1]
         S_new = S.copy()
@@ -169,7 +196,7 @@ class Ros2:
         while t < span:
             h = min(self.h, span - t)
             clipped = h < self.h
-            if self._stale(h):
+            if self._stale(S, h):
                 self._factor(S, theta, h)
             S_new, theta_new, err, cut = self.attempt(S, theta, f0, h)
             if not (np.isfinite(err) and np.all(np.isfinite(theta_new))):
@@ -182,6 +209,7 @@ class Ros2:
                 if self.h < MIN_STEP * span:
                     return False
                 continue
+            switched = self._switched(S, S_new, h)
             S[:], theta[:] = S_new, theta_new
             t = span if span - t - h <= 1e-12 * span else t + h
             self.counts["steps"] += 1
@@ -189,4 +217,23 @@ class Ros2:
             grow = min(MAX_FACTOR, SAFETY * err ** -0.5) if err > 0 else MAX_FACTOR
             self.h = max(self.h, h * grow) if clipped else h * grow
             f0 = self._f(S, theta, start=True)
+            if self._project(S, switched):
+                f0 = self._f(S, theta, start=True)
+        return True
+
+    def _switched(self, S, S_new, h):
+        """Hidden pre-activations whose side changed within the step (at the stage or at its end)."""
+        z0, z1 = S[self.z_rows] >= 0, S_new[self.z_rows] >= 0
+        return (z0 != z1) | (z1 != self.stage_side)
+
+    def _project(self, S, switched):
+        """Put the pre-activations that switched side onto their surface where it attracts (a Filippov
+        sliding mode: they stay there while it does); True if any moved."""
+        onto = switched & self.field.attracting(S)
+        if not onto.any():
+            return False
+        Z = S[self.z_rows]
+        Z[onto] = 0.0
+        S[self.z_rows] = Z
+        self.counts["projections"] += int(onto.sum())
         return True

@@ -52,7 +52,8 @@ class ImexChainRun(ChainJointRun):
         super().__init__(prob, cfg)
         quadratic = prob.net.output == "identity" and prob.loss == "mse"
         op = ChainImplicitOperator(self.off, prob.X.shape[0], 1.0 if quadratic else 0.0)
-        self.ros2 = Ros2(JointField(self), op, cfg.tol, self._rows("z"), self._rows("a"), cfg.dt)
+        z_rows, a_rows = self._rows("z"), self._rows("a")
+        self.ros2 = Ros2(JointField(self, z_rows, a_rows), op, cfg.tol, z_rows, a_rows, cfg.dt)
 
     def _rows(self, kind):
         """Rows of the hidden layers' ``z`` or ``a`` blocks."""
