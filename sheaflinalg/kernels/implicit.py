@@ -164,63 +164,63 @@ def factor_chain(St, theta, lay, c, out_curv, shared, Lf, Gf):
 
 
 @njit(cache=True)
-def _lower_solve(L, x, transpose):
-    """``x = L^-1 x`` (or ``L^-T x`` when ``transpose``) in place."""
-    n = L.shape[0]
+def _lower_solve(L, o, n, X, r0, transpose):
+    """``X[r0:r0 + n] = L^-1 X[r0:r0 + n]`` (or ``L^-T``) in place for every sample (column), ``L`` the
+    ``n x n`` row-major blocks at row ``o`` of the sample-minor factors."""
+    M = X.shape[1]
     if not transpose:
         for i in range(n):
-            v = x[i]
+            row = o + i * n
             for q in range(i):
-                v -= L[i, q] * x[q]
-            x[i] = v / L[i, i]
+                for s in range(M):
+                    X[r0 + i, s] -= L[row + q, s] * X[r0 + q, s]
+            for s in range(M):
+                X[r0 + i, s] /= L[row + i, s]
     else:
         for i in range(n - 1, -1, -1):
-            v = x[i]
             for q in range(i + 1, n):
-                v -= L[q, i] * x[q]
-            x[i] = v / L[i, i]
+                for s in range(M):
+                    X[r0 + i, s] -= L[o + q * n + i, s] * X[r0 + q, s]
+            for s in range(M):
+                X[r0 + i, s] /= L[o + i * n + i, s]
 
 
 @njit(cache=True)
-def solve_chain(Lf, Gf, dims, Rt):
+def solve_chain(L, G, dims, X):
     """Solve ``(I + c L_P) x = r`` of every sample in place with the factors of :func:`factor_chain`.
 
     Parameters
     ----------
-    Lf, Gf : ndarray
-        The factors.
+    L, G : ndarray, shape (loff[-1], M), (goff[-1], M)
+        The factors, samples as columns (the transposes of :func:`factor_chain`'s).
     dims : ndarray
         ``lay.dims``.
-    Rt : ndarray, shape (M, n_move)
-        Right-hand sides (rows: samples); receives the solutions.
+    X : ndarray, shape (n_move, M)
+        Right-hand sides (samples as columns); receives the solutions.
     """
     size, loff, goff = chain_blocks(dims)
     nb = size.shape[0]
+    M = X.shape[1]
     rows = np.zeros(nb + 1, dtype=np.int64)
     for b in range(nb):
         rows[b + 1] = rows[b] + size[b]
-    for s in range(Rt.shape[0]):
-        x = Rt[s]
-        for b in range(nb):
-            n = size[b]
-            xb = x[rows[b]:rows[b + 1]]
-            if b > 0:
-                m = size[b - 1]
-                Gb = Gf[s, goff[b]:goff[b + 1]].reshape(n, m)
+    for b in range(nb):                # L y = r: y_b = L_b^-1 (r_b - G_b y_(b-1))
+        n, r0 = size[b], rows[b]
+        if b > 0:
+            m, p0 = size[b - 1], rows[b - 1]
+            for i in range(n):
+                g = goff[b] + i * m
+                for q in range(m):
+                    for s in range(M):
+                        X[r0 + i, s] -= G[g + q, s] * X[p0 + q, s]
+        _lower_solve(L, loff[b], n, X, r0, False)
+    for b in range(nb - 1, -1, -1):    # L^T x = y: x_b = L_b^-T (y_b - G_(b+1)^T x_(b+1))
+        n, r0 = size[b], rows[b]
+        if b < nb - 1:
+            n1, p1 = size[b + 1], rows[b + 1]
+            for q in range(n1):
+                g = goff[b + 1] + q * n
                 for i in range(n):
-                    v = xb[i]
-                    for q in range(m):
-                        v -= Gb[i, q] * x[rows[b - 1] + q]
-                    xb[i] = v
-            _lower_solve(Lf[s, loff[b]:loff[b + 1]].reshape(n, n), xb, False)
-        for b in range(nb - 1, -1, -1):
-            n = size[b]
-            xb = x[rows[b]:rows[b + 1]]
-            if b < nb - 1:
-                n1 = size[b + 1]
-                Gn = Gf[s, goff[b + 1]:goff[b + 2]].reshape(n1, n)
-                for q in range(n1):
-                    v = x[rows[b + 1] + q]
-                    for i in range(n):
-                        xb[i] -= Gn[q, i] * v
-            _lower_solve(Lf[s, loff[b]:loff[b + 1]].reshape(n, n), xb, True)
+                    for s in range(M):
+                        X[r0 + i, s] -= G[g + i, s] * X[p1 + q, s]
+        _lower_solve(L, loff[b], n, X, r0, True)

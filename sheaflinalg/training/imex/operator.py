@@ -46,7 +46,7 @@ class ChainImplicitOperator:
         self.lay, self.M, self.out_curv = lay, M, float(out_curv)
         self.n_move = int(lay.yhat_off)
         size, loff, goff = chain_blocks(lay.dims)
-        check_memory(8 * M * int(loff[-1] + goff[-1]) + 8 * M * self.n_move,
+        check_memory(16 * M * int(loff[-1] + goff[-1]) + 8 * M * self.n_move,
                      f"the block Cholesky factors of method='imex' for {M} samples",
                      "train on fewer samples or use method='euler'")
         self.size, self.loff = size, loff
@@ -67,10 +67,12 @@ class ChainImplicitOperator:
             shared[self.loff[b]:self.loff[b + 1]] = block.ravel()
         St = np.ascontiguousarray(S[:self.n_move].T)
         factor_chain(St, theta, lay, float(c), self.out_curv, shared, self.Lf, self.Gf)
+        # The solves run over the samples in their inner loops: the factors' samples as columns.
+        self.L, self.G = np.ascontiguousarray(self.Lf.T), np.ascontiguousarray(self.Gf.T)
         self.c = float(c)
 
     def solve(self, R):
         """``(I + c L_P)^-1 R`` for ``R`` of shape ``(n_move, M)`` (a new array)."""
-        Rt = np.ascontiguousarray(R.T)
-        solve_chain(self.Lf, self.Gf, self.lay.dims, Rt)
-        return np.ascontiguousarray(Rt.T)
+        X = np.array(R, dtype=np.float64, order="C")
+        solve_chain(self.L, self.G, self.lay.dims, X)
+        return X
