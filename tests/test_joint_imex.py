@@ -184,8 +184,12 @@ def test_bad_options_are_refused_before_work():
         sl.train(net, X, Y, method="imexx", progress=False)
     with pytest.raises(TypeError):
         sl.train(net, X, Y, method="imex", atol=1e-3, progress=False)
-    with pytest.raises(ValueError, match="no regularisation"):
+    with pytest.raises(ValueError, match="does not use reg"):
         sl.train(net, X, Y, method="imex", reg={"lam": 1e-3}, progress=False)
+    with pytest.raises(ValueError, match="does not use threads"):
+        sl.train(net, X, Y, method="imex", threads=2, progress=False)
+    with pytest.raises(ValueError, match="does not use tol"):
+        sl.train(net, X, Y, method="equilibrium", tol=1e-3, progress=False)
     pytest.importorskip("torch")
     from torch_models import mnist1d_cnn
     cnn = sl.Network.from_torch(mnist1d_cnn(), input_shape=(1, 40))

@@ -5,6 +5,6 @@ adaptive Rosenbrock-W steps, with ReLU boundaries respected) and ``run`` (a
 chain's run and its result).
 """
 
-from .run import ImexResult, run_imex
+from .run import DEFAULTS, ImexResult, run_imex
 
-__all__ = ["ImexResult", "run_imex"]
+__all__ = ["DEFAULTS", "ImexResult", "run_imex"]

@@ -13,13 +13,16 @@ import numpy as np
 
 from ..._common.validation import check_positive
 from ...network.errors import GraphNetworkError
-from ..checkpoint import check_checkpoint_path
+from ..epochs import train_epochs
+from ..euler import stagnation as _stagnation
+from ..euler.chain import DEFAULTS as EULER_DEFAULTS
 from ..euler.chain import ChainJointRun, EulerSettings
-from ..euler.run import run_to_end
-from ..history import Regularization
 from ..problem import TrainResult
 from .operator import ChainImplicitOperator
 from .ros2 import COUNTERS, JointField, Ros2
+
+#: The options of ``train(method="imex")`` and their defaults: Euler's but ``reg`` and ``threads``, and ``tol``.
+DEFAULTS = dict({k: v for k, v in EULER_DEFAULTS.items() if k not in ("reg", "threads")}, tol=1e-4)
 
 
 @dataclass
@@ -86,27 +89,25 @@ class ImexChainRun(ChainJointRun):
         return ImexResult(res.network, res.history, res.state, res.layout, counts)
 
 
-def run_imex(prob, settings, tol, checkpoint, callback, progress):
+def run_imex(prob, settings, checkpoint, callback, progress):
     """Train a chain by the joint dynamics integrated by adaptive ROS2 steps; returns an :class:`ImexResult`.
 
     Parameters
     ----------
     prob : Problem
     settings : dict
-        The keywords of :meth:`EulerSettings.check` (``dt``: the first step).
-    tol : float
-        Tolerance of the error estimate (> 0).
+        The keywords of :meth:`EulerSettings.check` but ``reg`` and ``threads`` (``dt``: the first
+        step), and ``tol``, the tolerance of the error estimate (> 0).
     checkpoint, callback, progress
         As for :func:`~sheaflinalg.train`.
     """
     if prob.net.is_graph:
         raise GraphNetworkError("method='imex' trains chains of Linear/ReLU layers only; train graph networks "
                                 "with method='euler'")
-    reg = Regularization.coerce(settings["reg"])
-    if reg.lam > 0 or reg.mu > 0:
-        raise ValueError("method='imex' takes no regularisation (reg); use method='euler'")
-    tol = check_positive(tol, "tol")
-    cfg = dataclasses.replace(ImexSettings.check(prob, callback=callback, **settings), tol=tol)
-    if checkpoint is not None:
-        check_checkpoint_path(checkpoint)
-    return run_to_end(ImexChainRun(prob, cfg), checkpoint, callback, progress)
+    settings = dict(settings)
+    tol = check_positive(settings.pop("tol"), "tol")
+    cfg = ImexSettings.check(prob, callback=callback, reg=None, threads=1, **settings)
+    cfg = dataclasses.replace(cfg, tol=tol)
+    run = train_epochs(lambda: ImexChainRun(prob, cfg), checkpoint, callback, progress)
+    _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
+    return run.result()

@@ -1,0 +1,145 @@
+"""The nudged loss edge in output coordinates: its potential, and the exact solve for the output's displacement.
+
+With the weights and the activation pattern frozen, the state is an affine
+function of the interior edge residuals ``e`` and the output pre-activation is
+``z = f + J e`` (``f`` the forward value, ``J`` one row per output).  Only the
+displacement ``w = J e`` matters to the loss: the smallest residuals that move
+the output by ``w`` cost ``1/2 w^T M^-1 w`` with ``M = J J^T`` (and with
+coordinates held at fixed values, the rows of those coordinates join ``J``:
+the quadratic becomes ``1/2 w^T P w + h^T w``, ``P`` and ``h`` read off the
+inverse Gram matrix).  So the equilibrium minimises, per sample, ::
+
+    psi(w) = 1/2 w^T P w + h^T w + b * loss(f + w, y)
+
+over ``w`` in ``R^{n_out}``: for the mean squared error of an identity output
+one linear solve ``(P + b I) w = -h - b (f - y)``; otherwise Newton's method
+with a backtracking line search on ``psi`` (the potentials are smooth; the
+cross-entropies convex, so the step is the exact Newton step and converges
+quadratically).  Then the coefficients of the residuals are
+``G^-1 [w; c]``.  The per-sample work (the inverse Gram matrix, Newton's steps)
+is compiled (:mod:`sheaflinalg.kernels.equilibrium`): a few small Cholesky
+solves per sample, where batched numpy calls cost more in overhead than in
+arithmetic.  A negative nudging ``b`` (symmetric nudging) keeps a minimum
+only while ``P + b H`` stays positive definite (``H`` the loss's Hessian);
+:class:`NudgingTooNegative` says when it does not, and how far ``b`` may go.
+
+Potentials (per sample, ``p = phi(z)``): ``"mse"``: ``1/2 ||p - y||^2``;
+``"cross_entropy"``: ``sum(softplus(z) - y z)`` (sigmoid) or
+``sum(y) logsumexp(z) - y . z`` (softmax), the cross-entropies written in ``z``
+(no clipping).  Newton's matrix is the exact Hessian; where the mean squared
+error through a nonlinear output makes ``P + b H`` indefinite (away from the
+minimum, ``b > 0``), the step uses a positive semidefinite ``H`` instead (the
+Gauss-Newton matrix, or the diagonal Hessian's nonnegative part).
+"""
+
+import numpy as np
+
+from ...kernels.equilibrium import newton_matrix, output_coefficients, potentials
+from ...kernels.force import PHI_CODES
+
+#: The losses an exact equilibrium is found for.
+EQUILIBRIUM_LOSSES = ("mse", "cross_entropy")
+_LOSS_CODES = {"mse": 0, "cross_entropy": 1}
+
+_NEWTON_CAP = 100
+#: A full Newton step (exact Hessian) this small against ``w`` ends the iteration: convergence is quadratic,
+#: so it leaves an error of order ``1e-16`` and the step that would confirm it is skipped.
+_STEP_TOL = 1e-8
+
+
+class NudgingTooNegative(ValueError):
+    """A negative nudging for which the equilibrium energy has no minimum (``P + b H`` not positive definite)."""
+
+
+def check_equilibrium_loss(loss):
+    """Refuse a loss without an exact equilibrium (ValueError naming the two that have one)."""
+    if loss not in EQUILIBRIUM_LOSSES:
+        raise ValueError(f"exact equilibria are found for the losses {' and '.join(EQUILIBRIUM_LOSSES)}, got "
+                         f"{loss!r} (its potential is not smooth: train it with method='euler')")
+    return loss
+
+
+def potential(output, loss, Z, Y):
+    """``loss(z, y)`` per sample (rows), the output edge's potential in the output pre-activation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> potential("identity", "mse", np.array([[1.0, 2.0]]), np.array([[0.0, 0.0]])).tolist()
+    [2.5]
+    >>> bool(np.isclose(potential("softmax", "cross_entropy", np.zeros((1, 2)), np.array([[1.0, 0.0]]))[0],
+    ...                 np.log(2)))
+    True
+    """
+    out = np.empty(Z.shape[0])
+    potentials(PHI_CODES[output], _LOSS_CODES[loss], np.ascontiguousarray(Z), np.ascontiguousarray(Y), out)
+    return out
+
+
+def solve_coefficients(G, C, F, Y, b, output, loss):
+    """The coefficients ``[u; lambda] = G^-1 [w; c]`` of every sample, ``w`` minimising ``psi``.
+
+    Parameters
+    ----------
+    G : ndarray, shape (S, r, r)
+        The rows' Gram matrices: ``n`` outputs, then the held coordinates (``r >= n``).
+    C : ndarray, shape (S, r - n)
+        The values the held rows move by.
+    F, Y : ndarray, shape (S, n)
+        Output pre-activation at zero residuals, and the targets.
+    b : float
+        Nudging (nonzero; negative for the minus side of symmetric nudging).
+    output, loss : str
+
+    Returns
+    -------
+    V : ndarray, shape (S, r)
+        The coefficients: the residuals are ``J^T V``.
+    W : ndarray, shape (S, n)
+        The output displacements ``J e``.
+    newton : int
+        Newton steps of the slowest sample (1 for the one linear solve of the quadratic loss).
+
+    Raises
+    ------
+    NudgingTooNegative
+        ``P + b H`` is not positive definite for some sample (only possible for ``b < 0``).
+    RuntimeError
+        Newton's method did not converge in 100 steps (not met: the potentials are smooth).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> V, W, _ = solve_coefficients(np.full((1, 1, 1), 2.0), np.zeros((1, 0)), np.array([[1.0]]),
+    ...                              np.array([[0.0]]), 1.0, "identity", "mse")
+    >>> W.round(12).tolist(), V.round(12).tolist()      # (1/2 + b) w = -b (f - y), u = w / 2
+    ([[-0.666666666667]], [[-0.333333333333]])
+    """
+    S, n = F.shape
+    V, W = np.empty((S, G.shape[1])), np.empty((S, n))
+    status = np.empty(S, dtype=np.int64)
+    F, Y = np.ascontiguousarray(F), np.ascontiguousarray(Y)
+    output_coefficients(np.array(G, dtype=np.float64, order="C"), np.ascontiguousarray(C), F, Y, float(b),
+                        PHI_CODES[output], _LOSS_CODES[loss], _STEP_TOL, _NEWTON_CAP, V, W, status)
+    if (status < 0).any():
+        P = np.linalg.inv(G)[:, :n, :n]
+        raise _too_negative(P, b, output, loss, F + W, Y, np.flatnonzero(status < 0))
+    if (status >= _NEWTON_CAP).any():
+        raise RuntimeError(f"the loss edge's Newton solve did not converge for {int((status >= _NEWTON_CAP).sum())} "
+                           f"samples in {_NEWTON_CAP} steps (nudging {b!r}, loss {loss!r})")
+    return V, W, int(status.max(initial=0))
+
+
+def _too_negative(P, b, output, loss, Z, Y, bad):
+    """The error for Newton matrices that are not positive definite: how many samples, and how far ``b`` may go."""
+    n = Z.shape[1]
+    g, H, p = np.empty(n), np.empty((n, n)), np.empty(n)
+    lam = 1e-300
+    for s in bad:
+        newton_matrix(PHI_CODES[output], _LOSS_CODES[loss], Z[s], Y[s], g, H, p, False)
+        # Generalised eigenvalues of (H, P): P + b H is positive definite for b > -1 / (the largest).
+        lam = max(lam, np.linalg.eigvals(np.linalg.solve(P[s], H)).real.max())
+    return NudgingTooNegative(
+        f"nudging {b!r} is too negative: the equilibrium energy has no minimum for {bad.size} of {Z.shape[0]} "
+        f"samples (I + b H M is not positive definite); this batch needs nudging > {-1.0 / lam:.3g} (take a "
+        f"smaller nudging, or one-sided nudging)")
