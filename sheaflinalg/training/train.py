@@ -12,12 +12,15 @@ from .equilibrium import DEFAULTS as EQUILIBRIUM_DEFAULTS
 from .equilibrium import run_equilibrium
 from .euler import run_euler
 from .euler.chain import DEFAULTS as EULER_DEFAULTS
+from .imex import DEFAULTS as IMEX_DEFAULTS
+from .imex import run_imex
 from .problem import Problem
 
 
 #: The training methods and the options only they use (see :func:`~sheaflinalg._common.options.method_options`).
-METHODS = {"euler": tuple(EULER_DEFAULTS), "equilibrium": tuple(EQUILIBRIUM_DEFAULTS)}
-_E, _Q = ({name: Default(value) for name, value in d.items()} for d in (EULER_DEFAULTS, EQUILIBRIUM_DEFAULTS))
+METHODS = {"euler": tuple(EULER_DEFAULTS), "equilibrium": tuple(EQUILIBRIUM_DEFAULTS), "imex": tuple(IMEX_DEFAULTS)}
+_E, _Q, _I = ({name: Default(value) for name, value in d.items()}
+              for d in (EULER_DEFAULTS, EQUILIBRIUM_DEFAULTS, IMEX_DEFAULTS))
 
 
 def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"], dt=_E["dt"], steps=_E["steps"],
@@ -26,7 +29,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
           stagnation=_E["stagnation"], blas_threads=1, checkpoint=None, checkpoint_every=10, threads=_E["threads"],
           method="euler", epochs=_Q["epochs"], batch_size=_Q["batch_size"], optimizer=_Q["optimizer"], lr=_Q["lr"],
           schedule=_Q["schedule"], nudging=_Q["nudging"], symmetric=_Q["symmetric"],
-          max_pattern_iterations=_Q["max_pattern_iterations"]):
+          max_pattern_iterations=_Q["max_pattern_iterations"], tol=_I["tol"]):
     """Train a network by the joint dynamics of its neural sheaf (paper eq. joint-dynamics), or at equilibrium.
 
     ``method="euler"`` (the default) integrates the paper's joint state/weight
@@ -103,9 +106,14 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
         same bit for bit for any number of threads; smaller batches are one
         tile, as before.  The tiles run in parallel only while that is
         measured faster than one thread (see :mod:`sheaflinalg.training.euler.tiled`).
-    method : {"euler", "equilibrium"}
+    method : {"euler", "equilibrium", "imex"}
         ``"euler"``: the paper's joint state/weight dynamics by forward Euler;
-        ``"equilibrium"``: exact equilibria per mini-batch (see Notes).
+        ``"equilibrium"``: exact equilibria per mini-batch (see Notes); ``"imex"``: the joint
+        dynamics over the same model time ``steps * dt`` (epochs of ``epoch_steps * dt``) by adaptive
+        steps, linearly implicit in the state and explicit in the weights, that respect the ReLU
+        boundaries (:mod:`sheaflinalg.training.imex`); ``dt`` is its first step, any positive value.
+        Chains only, no ``reg``, one thread (``threads`` is refused); returns an
+        :class:`~sheaflinalg.training.imex.ImexResult`.
     epochs : int
         Equilibrium: passes over the training data (default 100).
     batch_size : int, optional
@@ -129,6 +137,8 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
         per batch; default False).
     max_pattern_iterations : int
         Equilibrium: cap on the iterations to a self-consistent activation pattern (default 20).
+    tol : float
+        IMEX: tolerance of the step's error estimate (default 1e-4).
 
     Returns
     -------
@@ -186,9 +196,10 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
     own = method_options("train", method, METHODS, dict(
         alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start, epoch_steps=epoch_steps,
         reg=reg, stagnation=stagnation, threads=threads, epochs=epochs, batch_size=batch_size, optimizer=optimizer,
-        lr=lr, schedule=schedule, nudging=nudging, symmetric=symmetric, max_pattern_iterations=max_pattern_iterations))
+        lr=lr, schedule=schedule, nudging=nudging, symmetric=symmetric, max_pattern_iterations=max_pattern_iterations,
+        tol=tol))
     prob = Problem(net, X, Y, X_test, Y_test, loss, loss_param)
     settings = dict(own, record_every=record_every, seed=seed, callback_every=callback_every,
                     blas_threads=blas_threads, checkpoint_every=checkpoint_every)
-    run = run_euler if method == "euler" else run_equilibrium
+    run = {"euler": run_euler, "equilibrium": run_equilibrium, "imex": run_imex}[method]
     return run(prob, settings, checkpoint, callback, progress)

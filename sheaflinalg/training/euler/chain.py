@@ -81,9 +81,7 @@ class EulerSettings:
         reg = Regularization.coerce(reg)
         if prob.net.is_graph:
             check_graph_settings(prob, reg, stagnation)
-            check_graph_step_size(prob.net.graph, alpha, dt)
-        else:
-            check_step_size(prob.net, alpha, dt)
+        cls.check_stability(prob.net, alpha, dt)
         threads = resolve_threads(threads)
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
@@ -93,6 +91,15 @@ class EulerSettings:
                              f"shape ({M}, {n_move})")
         return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
                    callback_every, stagnation, blas_threads, checkpoint_every, threads)
+
+    @staticmethod
+    def check_stability(net, alpha, dt):
+        """Refuse a step ``dt`` for which forward Euler certainly diverges (a method with a stable step
+        of its own overrides this)."""
+        if net.is_graph:
+            check_graph_step_size(net.graph, alpha, dt)
+        else:
+            check_step_size(net, alpha, dt)
 
     def identity(self):
         """The settings in a checkpoint's fingerprint (plain values)."""
@@ -233,12 +240,7 @@ class ChainJointRun(EpochRun):
             if reg.anchor == "initial" and reg.lam > 0:
                 self.S_anchor = self.S.copy()
         theta_prev, S_prev = self.theta.copy(), self.S.copy()
-        # The stalks' anchor is handed over by TiledSteps.packed, in the tiles' order.
-        args = (self.theta, self.off, self.edge, Rates(cfg.alpha, cfg.beta, cfg.dt), self.n_move,
-                Regularisation(reg.code("lam"), reg.lam, reg.l1_ratio, None),
-                Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, self.theta_anchor), self.scratch, self.grad)
-        with self.steps.packed(self.S, self.S_anchor):
-            done = self.rounds.run(n, lambda k: self.steps(k, *args))
+        done = self.advance(n)
         self.step += done
         finite = done == n and np.all(np.isfinite(self.theta)) and np.all(np.isfinite(self.S[:self.n_move]))
         if finite and (epoch % cfg.record_every == 0 or epoch == cfg.n_epochs):
@@ -246,6 +248,16 @@ class ChainJointRun(EpochRun):
         if not finite:
             self.theta[:], self.S = theta_prev, S_prev
         return finite
+
+    def advance(self, n):
+        """``n`` compiled Euler steps of the state and the weights in place; returns the steps done."""
+        cfg, reg = self.cfg, self.cfg.reg
+        # The stalks' anchor is handed over by TiledSteps.packed, in the tiles' order.
+        args = (self.theta, self.off, self.edge, Rates(cfg.alpha, cfg.beta, cfg.dt), self.n_move,
+                Regularisation(reg.code("lam"), reg.lam, reg.l1_ratio, None),
+                Regularisation(reg.code("mu"), reg.mu, reg.l1_ratio, self.theta_anchor), self.scratch, self.grad)
+        with self.steps.packed(self.S, self.S_anchor):
+            return self.rounds.run(n, lambda k: self.steps(k, *args))
 
 
 def check_step_size(net, alpha, dt):
