@@ -1,0 +1,314 @@
+"""MNIST-1D training against torch backprop (issue 23): one initial network, one batch order, one table.
+
+For each architecture -- the MLP ``[40, 100, 100, 10]`` and the MNIST-1D CNN of
+``sheaflinalg/reproduce/mnist1d_cnn.py`` -- the torch model is built once from ``--seed`` (float64)
+and imported with ``sl.Network.from_torch`` (softmax output); the two forward passes must agree on
+the test set before anything trains.  Every row starts from those weights:
+
+* torch backprop: Adam (``--lr``), mini-batches of ``--batch-size``, cross-entropy, in the batch
+  order of :func:`epoch_orders` (numpy permutations from the seed, one per epoch);
+* ``sl.train(method="equilibrium")``: the same optimiser, batches and epochs, at the default
+  nudging, with symmetric nudging and at nudging 1 (the quasi-static limit of the paper's joint
+  dynamics); the rows appear once that method exists;
+* the paper's baselines: ``sl.train`` (forward-Euler joint dynamics, full batch, its defaults but
+  ``steps`` and the seed of its random initial state) and ``sl.sgd`` (full-batch gradient descent, its defaults but ``epochs``).
+
+Both libraries run in float64 with the same thread count (``--threads``; torch's own setting is
+restored afterwards).  An *epoch* is one pass over the training set: a full-batch Euler or gradient
+step is one.  Each row's clock covers its training and the per-epoch records the sheaflinalg history
+makes (the forward passes for the train/test losses and accuracies); torch's clock includes the same
+evaluation (its share is printed).  The table gives the test accuracy at the end, the seconds per
+epoch, their ratio to torch's and the accuracy difference to torch; the figure (test accuracy against
+epochs and against wall time, every method) is written to ``docs/img/mnist1d_training.png``.
+
+Run: ``.venv/bin/python benchmarks/mnist1d_training.py [--quick] [--threads 1] [--arch mlp cnn]``
+(``--quick``: a few epochs of everything, under a minute).
+"""
+
+import argparse
+import contextlib
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import sheaflinalg as sl
+from sheaflinalg._common.threads import num_threads
+from sheaflinalg.network.graph import Graph
+from sheaflinalg.network.importers.torch_fx import import_torch
+from sheaflinalg.plotting.figure import new_figure, save_figure
+from sheaflinalg.reproduce import mnist1d_cnn
+from sheaflinalg.training.losses import accuracy, loss_value
+from sheaflinalg.training.train import METHODS
+
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "img" / "mnist1d_training.png"
+MLP_DIMS = (40, 100, 100, 10)
+INPUT_SHAPES = {"mlp": None, "cnn": (1, 40)}
+
+
+# ----------------------------------------------------------------- shared initial weights and order
+def torch_model(arch, seed):
+    """The float64 torch model of ``arch`` ("mlp" or "cnn"), its weights drawn from ``seed``; returns logits.
+
+    torch's global random state is forked, so the caller's is left as it was.
+    """
+    torch, nn = import_torch()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if arch == "cnn":
+            return mnist1d_cnn.build(torch, nn)
+        layers = []
+        for n_in, n_out in zip(MLP_DIMS[:-1], MLP_DIMS[1:]):
+            layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+        return nn.Sequential(*layers[:-1]).to(torch.float64)
+
+
+def softmax_network(model, arch):
+    """``model`` imported with ``sl.Network.from_torch``, its output activation the softmax."""
+    net = sl.Network.from_torch(model, input_shape=INPUT_SHAPES[arch])
+    if net.is_graph:
+        return sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    return net.replace(output="softmax")
+
+
+def torch_probabilities(model, X, arch):
+    """Softmax of ``model``'s logits at the rows of ``X`` (float64 numpy), without gradients."""
+    torch, _ = import_torch()
+    Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64))
+    if INPUT_SHAPES[arch] is not None:
+        Xt = Xt.reshape(X.shape[0], *INPUT_SHAPES[arch])
+    with torch.no_grad():
+        return torch.softmax(model(Xt), dim=1).numpy()
+
+
+def forward_disagreement(model, net, X, arch):
+    """Largest ``|softmax(torch(X)) - net.forward(X)|`` over the rows of ``X``."""
+    return float(np.max(np.abs(torch_probabilities(model, X, arch) - net.forward(X))))
+
+
+def epoch_orders(seed, n_samples, epochs):
+    """The batch order of every epoch: ``epochs`` permutations of ``range(n_samples)`` from one numpy generator.
+
+    Epoch ``e`` visits the samples in ``orders[e]``, cut into consecutive mini-batches (the last one
+    partial when the batch size does not divide ``n_samples``).
+    """
+    rng = np.random.default_rng(seed)
+    return [rng.permutation(n_samples) for _ in range(epochs)]
+
+
+# ----------------------------------------------------------------- runs
+@dataclass
+class Curve:
+    """One row: test accuracy at the records, against epochs (passes over the training set) and seconds."""
+
+    method: str
+    epochs: np.ndarray
+    seconds: np.ndarray
+    test_accuracy: np.ndarray
+    note: str = ""
+
+    @property
+    def seconds_per_epoch(self):
+        return self.seconds[-1] / self.epochs[-1]
+
+
+@contextlib.contextmanager
+def same_threads(threads):
+    """``threads`` threads for torch (restored on exit) and for sheaflinalg (its :func:`num_threads`)."""
+    torch, _ = import_torch()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with num_threads(threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _torch_records(model, data, arch):
+    """What a sheaflinalg history records per epoch (train/test loss and accuracy), for torch's model.
+
+    Returns the test accuracy; the other values are computed as the history does (the same cost).
+    """
+    values = []
+    for X, Y in ((data.X_train, data.Y_train), (data.X_test, data.Y_test)):
+        P = torch_probabilities(model, X, arch)
+        values += [loss_value(P, Y, "cross_entropy", None, "softmax"), accuracy(P, Y, "softmax")]
+    return values[-1]
+
+
+def run_torch(model, data, arch, orders, lr, batch_size):
+    """Train ``model`` in place by torch backprop with Adam in the given batch order; its Curve."""
+    torch, _ = import_torch()
+    X = torch.from_numpy(data.X_train)
+    if INPUT_SHAPES[arch] is not None:
+        X = X.reshape(X.shape[0], *INPUT_SHAPES[arch])
+    labels = torch.from_numpy(data.Y_train.argmax(1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    start = time.perf_counter()
+    records = [(0, 0.0, _torch_records(model, data, arch))]
+    evaluating = time.perf_counter() - start
+    for epoch, order in enumerate(orders, 1):
+        for first in range(0, len(order), batch_size):
+            batch = torch.from_numpy(order[first:first + batch_size])
+            loss = torch.nn.functional.cross_entropy(model(X[batch]), labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        before = time.perf_counter()
+        accuracy = _torch_records(model, data, arch)
+        evaluating += time.perf_counter() - before
+        records.append((epoch, time.perf_counter() - start, accuracy))
+    epochs, seconds, accuracy = map(np.array, zip(*records))
+    return Curve("torch backprop (Adam)", epochs, seconds, accuracy,
+                 f"per-epoch evaluation {100 * evaluating / seconds[-1]:.0f}% of its time")
+
+
+def history_curve(method, history, epochs_of, note=""):
+    """The Curve of a sheaflinalg History; ``epochs_of`` names the series counting passes ("epoch" or "step")."""
+    return Curve(method, np.asarray(getattr(history, epochs_of), dtype=float), np.asarray(history.wall_time),
+                 np.asarray(history.test_accuracy, dtype=float), note)
+
+
+def equilibrium_rows():
+    """``(label, options)`` of the ``sl.train(method="equilibrium")`` rows (none before that method exists)."""
+    if "equilibrium" not in METHODS:
+        return []
+    return [("equilibrium, default nudging", {}), ("equilibrium, symmetric nudging", {"symmetric": True}),
+            ("equilibrium, nudging 1 (quasi-static)", {"nudging": 1.0})]
+
+
+def run_sheaf(net, data, cfg):
+    """The sheaflinalg rows from ``net``: equilibrium training (same optimiser, order, epochs) and the baselines."""
+    train_data = (net, data.X_train, data.Y_train, data.X_test, data.Y_test)
+    curves = []
+    for label, options in equilibrium_rows():
+        fit = sl.train(*train_data, method="equilibrium", epochs=cfg.epochs, batch_size=cfg.batch_size,
+                       optimizer="adam", lr=cfg.lr, seed=cfg.seed, progress=False, **options)
+        curves.append(history_curve(label, fit.history, "epoch"))
+    steps = cfg.baseline_steps
+    fit = sl.train(*train_data, steps=steps, epoch_steps=min(1000, steps), seed=cfg.seed, progress=False,
+                   blas_threads=cfg.threads)
+    curves.append(history_curve(f"sl.train Euler (defaults, {steps} full-batch steps)", fit.history, "step"))
+    fit = sl.sgd(*train_data, epochs=steps, progress=False, blas_threads=cfg.threads)
+    curves.append(history_curve(f"sl.sgd (full-batch GD, {steps} steps)", fit.history, "step"))
+    return curves
+
+
+def benchmark(arch, data, cfg):
+    """All rows of one architecture: ``(torch curve, sheaflinalg curves)``; checks the shared start first."""
+    model = torch_model(arch, cfg.seed)
+    net = softmax_network(model, arch)
+    gap = forward_disagreement(model, net, data.X_test, arch)
+    if not gap < 1e-12:
+        raise SystemExit(f"{arch}: the imported network's forward pass differs from torch's by {gap:.1e}")
+    print(f"{arch}: {net!r}; forward passes agree to {gap:.1e} on the test set")
+    orders = epoch_orders(cfg.seed, data.X_train.shape[0], cfg.epochs)
+    with same_threads(cfg.threads):
+        reference = run_torch(model, data, arch, orders, cfg.lr, cfg.batch_size)
+        return reference, run_sheaf(net, data, cfg)
+
+
+# ----------------------------------------------------------------- report
+def table(arch, reference, curves):
+    """The PCX-style markdown table of one architecture (torch first)."""
+    lines = [f"{arch}: | method | epochs | test accuracy | s / epoch | x torch | accuracy - torch | total s |",
+             "|---|---|---|---|---|---|---|"]
+    base_acc, base_time = reference.test_accuracy[-1], reference.seconds_per_epoch
+    for c in [reference] + curves:
+        acc = c.test_accuracy[-1]
+        lines.append(f"| {c.method} | {c.epochs[-1]:.0f} | {100 * acc:.1f}% | {c.seconds_per_epoch:.4g} | "
+                     f"{c.seconds_per_epoch / base_time:.2f} | {100 * (acc - base_acc):+.1f} | {c.seconds[-1]:.1f} |")
+    return "\n".join(lines)
+
+
+def goals(arch, reference, curves):
+    """Whether the issue's goal for ``arch`` is met by the default equilibrium row (a sentence)."""
+    rows = [c for c in curves if c.method.startswith("equilibrium, default")]
+    if not rows:
+        return f"{arch}: no equilibrium row yet (sl.train has no method='equilibrium')"
+    acc, ratio = rows[0].test_accuracy[-1], rows[0].seconds_per_epoch / reference.seconds_per_epoch
+    if arch == "mlp":
+        met = acc >= reference.test_accuracy[-1] - 0.01 and ratio <= 2.0
+        return (f"mlp goal (accuracy >= torch - 1 point, <= 2x its time per epoch): {100 * acc:.1f}% vs "
+                f"{100 * reference.test_accuracy[-1]:.1f}%, {ratio:.2f}x: {'met' if met else 'not met'}")
+    return f"cnn goal (>= 90%): {100 * acc:.1f}%: {'met' if acc >= 0.9 else 'not met'}"
+
+
+def figure(results, path):
+    """Test accuracy against epochs and against seconds, one row of panels per architecture."""
+    fig, axes = new_figure(len(results), 2, figsize=(10, 3.6 * len(results)), layout="constrained", squeeze=False)
+    for (arch, (reference, curves)), row in zip(results.items(), axes):
+        for c in [reference] + curves:
+            style = {"label": c.method, "lw": 2 if c is reference else 1.2, "color": "k" if c is reference else None}
+            row[0].plot(c.epochs, c.test_accuracy, **style)
+            row[1].plot(c.seconds, c.test_accuracy, **style)
+        for ax, xlabel, linear in zip(row, ("epochs (passes over the training set)", "wall time (s)"), (1, 0.1)):
+            ax.set_xscale("symlog", linthresh=linear)     # linear below ``linear``: the records at 0
+            ax.set(xlabel=xlabel, ylabel="test accuracy", title=f"MNIST-1D, {arch}")
+            ax.grid(alpha=0.3)
+        row[1].legend(fontsize=7, loc="upper left")
+    save_figure(fig, path)
+
+
+@dataclass
+class Settings:
+    """One architecture's protocol (shared by every row)."""
+
+    epochs: int
+    baseline_steps: int
+    batch_size: int
+    lr: float
+    seed: int
+    threads: int
+
+
+def machine():
+    """A line naming the machine, the load and the library versions."""
+    torch, _ = import_torch()
+    return (f"{platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"load {os.getloadavg()[0]:.2f}; python {platform.python_version()}, numpy {np.__version__}, "
+            f"torch {torch.__version__}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a few epochs and steps of everything (< 60 s)")
+    p.add_argument("--arch", nargs="+", choices=("mlp", "cnn"), default=["mlp", "cnn"])
+    p.add_argument("--threads", type=int, default=1, help="threads of both libraries (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--mlp-epochs", type=int, default=None, help="default 200 (--quick: 3)")
+    p.add_argument("--cnn-epochs", type=int, default=None, help="default 50 (--quick: 1)")
+    p.add_argument("--mlp-steps", type=int, default=None, help="Euler / GD baseline steps (default 20000; --quick 200)")
+    p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 3)")
+    p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
+    args = p.parse_args(argv)
+    quick = args.quick
+    epochs = {"mlp": args.mlp_epochs or (3 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 50)}
+    steps = {"mlp": args.mlp_steps or (200 if quick else 20_000), "cnn": args.cnn_steps or (3 if quick else 200)}
+    print(machine())
+    print(f"command: {' '.join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv)))}")
+    data = sl.tasks.mnist1d()
+    results = {}
+    for arch in args.arch:
+        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads)
+        results[arch] = benchmark(arch, data, cfg)
+    for arch, (reference, curves) in results.items():
+        print()
+        print(table(arch, reference, curves))
+        print(f"torch: {reference.note}")
+        print(goals(arch, reference, curves))
+    if args.figure:
+        figure(results, args.figure)
+        print(f"figure: {args.figure}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
