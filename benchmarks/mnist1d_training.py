@@ -182,14 +182,26 @@ def equilibrium_rows():
             ("equilibrium, nudging 1 (quasi-static)", {"nudging": 1.0})]
 
 
+def train_equilibrium(net, data, cfg, options, run=None):
+    """``sl.train(method="equilibrium")`` with the protocol of ``cfg`` (Adam, batches, epochs, seed, threads).
+
+    ``run(fn, *args, **kwargs)`` calls it (default: directly; a profiler's ``runcall``).
+    """
+    return (run or (lambda fn, *a, **k: fn(*a, **k)))(
+        sl.train, net, data.X_train, data.Y_train, data.X_test, data.Y_test, method="equilibrium",
+        epochs=cfg.epochs, batch_size=cfg.batch_size, optimizer="adam", lr=cfg.lr, seed=cfg.seed, progress=False,
+        blas_threads=cfg.threads, **options)
+
+
 def run_sheaf(net, data, cfg):
     """The sheaflinalg rows from ``net``: equilibrium training (same optimiser, order, epochs) and the baselines."""
     train_data = (net, data.X_train, data.Y_train, data.X_test, data.Y_test)
     curves = []
-    for label, options in equilibrium_rows():
-        fit = sl.train(*train_data, method="equilibrium", epochs=cfg.epochs, batch_size=cfg.batch_size,
-                       optimizer="adam", lr=cfg.lr, seed=cfg.seed, progress=False, **options)
+    for label, options in equilibrium_rows() if "equilibrium" in cfg.rows else []:
+        fit = train_equilibrium(net, data, cfg, options)
         curves.append(history_curve(label, fit.history, "epoch"))
+    if "baselines" not in cfg.rows:
+        return curves
     steps = cfg.baseline_steps
     fit = sl.train(*train_data, steps=steps, epoch_steps=min(1000, steps), seed=cfg.seed, progress=False,
                    blas_threads=cfg.threads)
@@ -211,6 +223,45 @@ def benchmark(arch, data, cfg):
     with same_threads(cfg.threads):
         reference = run_torch(model, data, arch, orders, cfg.lr, cfg.batch_size)
         return reference, run_sheaf(net, data, cfg)
+
+
+# ----------------------------------------------------------------- where the time goes
+#: Parts of an equilibrium run: (file path ending, function names).  Matches of one part nest (a
+#: ``gradient`` calling ``settle``), so a part's time is the largest cumulative time among them.
+PARTS = {"oracle": (("equilibrium/chain.py", "equilibrium/graph.py"), ("gradient",)),
+         "settle": (("equilibrium/chain.py", "equilibrium/graph.py"), ("settle", "_settle")),
+         "optimiser": (("training/optim/adam.py", "training/optim/optimizer.py"), ("step",)),
+         "records": (("training/history.py",), ("record",))}
+
+
+def time_split(stats, total):
+    """Seconds of each part of an equilibrium run from ``pstats.Stats``: settle, velocity, optimiser, records, rest."""
+    spent = dict.fromkeys(PARTS, 0.0)
+    for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items():
+        for part, (files, names) in PARTS.items():
+            if name in names and path.replace(os.sep, "/").endswith(files):
+                spent[part] = max(spent[part], cumulative)
+    velocity = spent["oracle"] - spent["settle"]
+    rest = total - spent["oracle"] - spent["optimiser"] - spent["records"]
+    return {"settle (pattern iteration and equilibrium solves)": spent["settle"],
+            "weight velocity at the equilibrium": velocity, "optimiser step": spent["optimiser"],
+            "history records (forward passes on train and test)": spent["records"],
+            "the rest (batches, checks, loop)": rest}
+
+
+def profile(net, data, cfg, options=None):
+    """Run one equilibrium training of ``cfg`` under cProfile and print where its time goes."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    train_equilibrium(net, data, cfg, options or {}, run=prof.runcall)
+    total = time.perf_counter() - start
+    split = time_split(pstats.Stats(prof), total)
+    print(f"equilibrium run {options or 'default'}, {cfg.epochs} epochs under cProfile: {total:.2f} s; " +
+          ", ".join(f"{part} {100 * t / total:.0f}%" for part, t in split.items()))
+    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
 
 # ----------------------------------------------------------------- report
@@ -265,6 +316,7 @@ class Settings:
     lr: float
     seed: int
     threads: int
+    rows: tuple = ("equilibrium", "baselines")
 
 
 def machine():
@@ -284,27 +336,35 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--mlp-epochs", type=int, default=None, help="default 200 (--quick: 3)")
-    p.add_argument("--cnn-epochs", type=int, default=None, help="default 50 (--quick: 1)")
-    p.add_argument("--mlp-steps", type=int, default=None, help="Euler / GD baseline steps (default 20000; --quick 200)")
+    p.add_argument("--cnn-epochs", type=int, default=None, help="default 30 (--quick: 1)")
+    p.add_argument("--mlp-steps", type=int, default=None, help="Euler / GD baseline steps (default 5000; --quick 200)")
     p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 3)")
+    p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines"), default=["equilibrium", "baselines"],
+                   help="the sheaflinalg rows besides torch's (default both)")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of the table: where an equilibrium run's time goes (cProfile), per architecture")
     p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
     args = p.parse_args(argv)
     quick = args.quick
-    epochs = {"mlp": args.mlp_epochs or (3 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 50)}
-    steps = {"mlp": args.mlp_steps or (200 if quick else 20_000), "cnn": args.cnn_steps or (3 if quick else 200)}
+    epochs = {"mlp": args.mlp_epochs or (3 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 30)}
+    steps = {"mlp": args.mlp_steps or (200 if quick else 5000), "cnn": args.cnn_steps or (3 if quick else 200)}
     print(machine())
     print(f"command: {' '.join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv)))}")
     data = sl.tasks.mnist1d()
     results = {}
     for arch in args.arch:
-        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads)
+        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads, tuple(args.rows))
+        if args.profile:
+            with same_threads(cfg.threads):
+                profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg)
+            continue
         results[arch] = benchmark(arch, data, cfg)
     for arch, (reference, curves) in results.items():
         print()
         print(table(arch, reference, curves))
         print(f"torch: {reference.note}")
         print(goals(arch, reference, curves))
-    if args.figure:
+    if args.figure and results:
         figure(results, args.figure)
         print(f"figure: {args.figure}")
     return 0
