@@ -259,7 +259,7 @@ def profile(net, data, cfg, options=None):
     train_equilibrium(net, data, cfg, options or {}, run=prof.runcall)
     total = time.perf_counter() - start
     split = time_split(pstats.Stats(prof), total)
-    print(f"equilibrium run {options or 'default'}, {cfg.epochs} epochs under cProfile: {total:.2f} s; " +
+    print(f"{cfg.epochs} epochs under cProfile: {total:.2f} s; " +
           ", ".join(f"{part} {100 * t / total:.0f}%" for part, t in split.items()))
     pstats.Stats(prof).sort_stats("tottime").print_stats(12)
 
@@ -302,7 +302,7 @@ def figure(results, path):
             ax.set_xscale("symlog", linthresh=linear)     # linear below ``linear``: the records at 0
             ax.set(xlabel=xlabel, ylabel="test accuracy", title=f"MNIST-1D, {arch}")
             ax.grid(alpha=0.3)
-        row[1].legend(fontsize=7, loc="upper left")
+        row[1].legend(fontsize=7, loc="lower right")
     save_figure(fig, path)
 
 
@@ -342,7 +342,7 @@ def main(argv=None):
     p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines"), default=["equilibrium", "baselines"],
                    help="the sheaflinalg rows besides torch's (default both)")
     p.add_argument("--profile", action="store_true",
-                   help="instead of the table: where an equilibrium run's time goes (cProfile), per architecture")
+                   help="instead of the table: where each equilibrium row's time goes (cProfile)")
     p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
     args = p.parse_args(argv)
     quick = args.quick
@@ -356,7 +356,9 @@ def main(argv=None):
         cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads, tuple(args.rows))
         if args.profile:
             with same_threads(cfg.threads):
-                profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg)
+                for label, options in equilibrium_rows():
+                    print(f"{arch}, {label}:")
+                    profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg, options)
             continue
         results[arch] = benchmark(arch, data, cfg)
     for arch, (reference, curves) in results.items():
