@@ -26,7 +26,9 @@ from .dynamics import (ConvergenceStudy, ExactHeatResult, FlowResult, HeatHistor
 # discord (sl.discord.residuals, sl.discord.pinned, ...)
 from . import discord
 # training
-from .training import DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, sgd, train
+from .training import (DivergenceWarning, History, Regularization, TrainingInfo, TrainResult, UnsettledWarning, sgd,
+                       train)
+from .training import optim  # sl.optim.AdamW, sl.optim.Cosine, ...
 # spectral
 from .spectral import (IllConditionedSpectrumError, SpectralTracker, SpectrumConvergenceError, SpectrumResult,
                        spectrum, spectrum_of_system)
@@ -51,7 +53,7 @@ __all__ = [
     # discord
     "discord",
     # training
-    "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning",
+    "train", "sgd", "TrainResult", "History", "TrainingInfo", "Regularization", "DivergenceWarning", "UnsettledWarning", "optim",
     # spectral
     "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
     "IllConditionedSpectrumError",

@@ -1,8 +1,8 @@
 """Every public callable refuses a wrong-typed first argument with a message naming the expected type.
 
 The callables are enumerated, not listed by hand: ``sheaflinalg.__all__`` and the
-public functions and classes defined in ``sl.discord``, ``sl.sweep`` and
-``sl.tasks``.  A new public callable makes :func:`test_every_public_callable_has_a_case`
+public functions and classes defined in ``sl.discord``, ``sl.sweep``,
+``sl.tasks`` and ``sl.optim``.  A new public callable makes :func:`test_every_public_callable_has_a_case`
 fail until it gets a case here.  The outcome must be a TypeError or ValueError
 raised at the entry (a short traceback), whose message names what was expected;
 never an AttributeError from deep inside.
@@ -38,7 +38,8 @@ def _public(module, label):
 
 
 PUBLIC = dict(item for module, label in ((sl, "sl"), (sl.discord, "sl.discord"), (sl.sweep, "sl.sweep"),
-                                         (sl.tasks, "sl.tasks")) for item in _public(module, label))
+                                         (sl.tasks, "sl.tasks"), (sl.optim, "sl.optim"))
+              for item in _public(module, label))
 
 #: Records the library returns (dataclasses of results): they are built by the library, not from user input.
 RESULTS = {"sl.Block", "sl.FlowResult", "sl.HarmonicExtension", "sl.VerificationReport", "sl.HeatResult", "sl.HeatHistory",
@@ -103,6 +104,18 @@ CASES = {
     "sl.tasks.load_experiment": (lambda bad: sl.tasks.load_experiment(bad), "file name"),
     "sl.tasks.paper_sweep": (lambda bad: sl.tasks.paper_sweep(bad, "1H"), "sweep"),
     "sl.tasks.table_e1": (lambda bad: sl.tasks.table_e1(bad), "Table E.1 experiment"),
+    "sl.optim.Optimizer": (lambda bad: sl.optim.Optimizer(bad), "lr must be a real number"),
+    "sl.optim.SGD": (lambda bad: sl.optim.SGD(bad), "lr must be a real number"),
+    "sl.optim.Momentum": (lambda bad: sl.optim.Momentum(bad), "lr must be a real number"),
+    "sl.optim.Adam": (lambda bad: sl.optim.Adam(bad), "lr must be a real number"),
+    "sl.optim.AdamW": (lambda bad: sl.optim.AdamW(bad), "lr must be a real number"),
+    "sl.optim.Schedule": (lambda bad: sl.optim.Schedule(bad), "warmup must be an integer"),
+    "sl.optim.Constant": (lambda bad: sl.optim.Constant(bad), "warmup must be an integer"),
+    "sl.optim.Step": (lambda bad: sl.optim.Step(bad), "every must be an integer"),
+    "sl.optim.Exponential": (lambda bad: sl.optim.Exponential(bad), "gamma must be a real number"),
+    "sl.optim.Cosine": (lambda bad: sl.optim.Cosine(bad), "final must be a real number"),
+    "sl.optim.make_optimizer": (lambda bad: sl.optim.make_optimizer(bad), "optimizer must be a name"),
+    "sl.optim.make_schedule": (lambda bad: sl.optim.make_schedule(bad), "schedule must be a name"),
 }
 
 #: Wrong for every first argument above: no public callable takes an arbitrary object, None or a number there.

@@ -86,17 +86,18 @@ def arpack_extremes(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sa
     return _extremes(wl, Vl, mu, Vs, apply_L)
 
 
-def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples):
+def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples, lanczos=False):
     """:func:`arpack_extremes` of several systems at once, every product of a step in one batch.
 
     ``apply_batch`` as in :func:`sheaflinalg.spectral.arpack_pair.largest_pairs` (system ``u`` is
     ``samples[u]``); ``single(u)`` gives ``(apply_L, apply_Linv)`` of system ``u`` (one vector in,
     one out) for the residuals.  Returns one :func:`arpack_extremes` tuple per system.
+    ``lanczos`` as in :func:`~sheaflinalg.spectral.arpack_pair.largest_pairs`.
     """
     k_arpack = min(k, n - 1)
     try:
         results = largest_pairs(apply_batch, n, len(samples), k_arpack, tol=tol, maxiter=maxiter, ncv=ncv,
-                                v0=_start_vector(n))
+                                v0=_start_vector(n), lanczos=lanczos)
     except ArpackNotConverged as exc:
         raise _not_converged(exc, *single(exc.system), n, k_arpack, tol, maxiter, ncv,
                              samples[exc.system]) from None
@@ -164,13 +165,14 @@ def per_system(make_operator, samples, n, k, tol, maxiter, ncv):
     return run
 
 
-def batched(make_operator, samples, n, k, tol, maxiter, ncv):
+def batched(make_operator, samples, n, k, tol, maxiter, ncv, lanczos=False):
     """``run`` of :func:`arpack_samples` for groups of systems sharing one operator ``make_operator(group)``
     (``apply_batch``, ``single``, counters ``n_matvec``, ``n_solve``; system ``i`` of the operator is
-    ``group[i]``)."""
+    ``group[i]``); ``lanczos`` as in :func:`~sheaflinalg.spectral.arpack_pair.largest_pairs`."""
     def run(group):
         op = make_operator(group)
-        results = arpack_group(op.apply_batch, op.single, n, k, tol, maxiter, ncv, [int(samples[u]) for u in group])
+        results = arpack_group(op.apply_batch, op.single, n, k, tol, maxiter, ncv, [int(samples[u]) for u in group],
+                               lanczos)
         return results, op.n_matvec + op.n_solve
     return run
 

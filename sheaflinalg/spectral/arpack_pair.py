@@ -21,6 +21,8 @@ back to two ``eigsh`` calls in sequence (same results, slower), and
 import numpy as np
 import scipy.sparse.linalg as spla
 
+from .lanczos import LargestLanczos
+
 try:
     from scipy.sparse.linalg._eigen.arpack.arpack import _SymmetricArpackParams
 except ImportError:  # pragma: no cover - depends on the SciPy version
@@ -147,7 +149,7 @@ def largest_pair(apply_pair, n, k, tol=0.0, maxiter=None, ncv=None, v0=None):
     return largest_pairs(apply_batch, n, 1, k, tol, maxiter, ncv, v0)[0]
 
 
-def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=None):
+def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=None, lanczos=False):
     """The ``k`` largest eigenpairs of ``count`` pairs of symmetric operators ``A_u``, ``B_u``, all in lockstep.
 
     Every step, each of the ``2 count`` problems that has not converged asks for one product, and one
@@ -156,6 +158,8 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     (:func:`largest_pair` is the case ``count = 1``): batching the products lets an operator
     amortise its per-call work over the systems.
     ``ncv`` is one value for both problems or a pair ``(ncv_A, ncv_B)`` (:func:`problem_ncv`).
+    ``lanczos=True`` (with ``k = 1``) finds the largest eigenpair of each ``A_u`` by the plain Lanczos
+    recurrence instead (:class:`~sheaflinalg.spectral.lanczos.LargestLanczos`; ``ncv_A`` unused).
 
     Returns
     -------
@@ -179,8 +183,11 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     if not REVERSE_COMMUNICATION:
         return [_largest_pair_in_sequence(_one_system(apply_batch, u), n, k, tol, maxiter, ncv, v0)
                 for u in range(count)]
-    problems = [tuple(_Problem(n, k, tol, maxiter, problem_ncv(ncv, i), v0) for i in range(2))
-                for _ in range(count)]
+    def problem(i):
+        if i == 0 and lanczos and k == 1:
+            return LargestLanczos(n, tol, maxiter, v0)
+        return _Problem(n, k, tol, maxiter, problem_ncv(ncv, i), v0)
+    problems = [(problem(0), problem(1)) for _ in range(count)]
     active = [[True, True] for _ in range(count)]
     while True:
         requests = ([], [])

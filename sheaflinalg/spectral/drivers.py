@@ -42,7 +42,8 @@ from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_syste
 from .dense import dense_extremes, dense_laplacians
 from .arpack_pair import problem_ncv
 from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
-                             graph_ncv, graph_operators, graph_pattern, graph_weights)
+                             graph_lanczos, graph_ncv, graph_operators, graph_pattern,
+                             graph_weights)
 from .operators import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
 
@@ -207,9 +208,11 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         ARPACK relative tolerance on the Ritz residuals (default 1e-8, see
         :data:`TOL`; the achieved residuals of ``L`` are in ``residuals``).
     maxiter, ncv : int, optional
-        ARPACK iteration limit and Krylov subspace size (scipy's defaults; for a graph network's
-        ``lambda_max`` problem the default Krylov space is
-        :data:`~sheaflinalg.spectral.graph_spectrum.LARGEST_NCV`, as its top is often clustered).
+        ARPACK iteration limit and Krylov subspace size (scipy's defaults).  A large graph network's
+        ``lambda_max`` (``k=1``, no ``ncv`` given) is found by the plain Lanczos recurrence instead
+        (:mod:`~sheaflinalg.spectral.lanczos`: its top is often clustered, where ARPACK's
+        reorthogonalisation costs more than the products), at most ``20 * maxiter`` products; smaller
+        ones use a Krylov space of :data:`~sheaflinalg.spectral.graph_spectrum.LARGEST_NCV`.
     dense_max : int
         Largest ``N`` the automatic choice diagonalises densely.
     threads : int, optional
@@ -283,6 +286,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         stalks = sum(net.dims[1:])
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
+    lanczos = net.is_graph and method == "arpack" and graph_lanczos(ncv, N, k, tol)
     if net.is_graph:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
@@ -295,7 +299,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     with blas_limit(1):
         if net.is_graph:
             return _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
-                                   threads, progress, layout)
+                                   threads, progress, layout, lanczos)
         return _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
                                      threads, progress, layout)
 
@@ -340,8 +344,9 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
 
 
 def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads, progress,
-                    layout):
-    """:func:`spectrum` of a graph network after validation: its distinct patterns, node by node."""
+                    layout, lanczos):
+    """:func:`spectrum` of a graph network after validation: its distinct patterns, node by node
+    (``lanczos``: :func:`~sheaflinalg.spectral.graph_spectrum.graph_lanczos`)."""
     M = X.shape[0]
     pattern, jacobians = graph_pattern(net, X, pattern, reduced)
     # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.
@@ -355,7 +360,7 @@ def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, max
     N = layout.n_free
     return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
                            lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,
-                                                   tol, maxiter, ncv),
+                                                   tol, maxiter, ncv, lanczos),
                            graph_groups(first.size, N, k, ncv), net.n_parameters, first, inverse, layout, reduced,
                            method, k, vectors, full, threads, progress)
 

@@ -15,6 +15,7 @@ from ..sheaf.graph_maps import NodeMaps
 from ..sheaf.patterns import normalise_graph_pattern, output_jacobian
 from .arpack_pair import problem_ncv
 from .graph_operators import GraphLaplacianOperator
+from .lanczos import MIN_TOL
 
 
 def distinct_rows(keys):
@@ -98,6 +99,25 @@ def graph_ncv(ncv, N, k):
     if ncv is not None:
         return ncv
     return min(N, max(2 * min(k, N - 1) + 1, LARGEST_NCV)), None
+
+
+#: The smallest ``N`` whose ``lambda_max`` problem runs the plain Lanczos recurrence by default.
+#: Below it ARPACK's orthogonalisation is cheap next to the products and per-step overheads dominate.
+LANCZOS_MIN = 20_000
+
+
+def graph_lanczos(ncv, N, k, tol):
+    """Whether the ``lambda_max`` problems of a graph network run the plain Lanczos recurrence
+    (:class:`~sheaflinalg.spectral.lanczos.LargestLanczos`): for one eigenpair, ``N >=`` :data:`LANCZOS_MIN`,
+    a tolerance of at least :data:`~sheaflinalg.spectral.lanczos.MIN_TOL` and no ``ncv`` from the caller
+    (who then asked for ARPACK's Krylov space).
+
+    Examples
+    --------
+    >>> graph_lanczos(None, 675_978, 1, 1e-8), graph_lanczos(40, 675_978, 1, 1e-8), graph_lanczos(None, 5_000, 1, 1e-8)
+    (True, False, False)
+    """
+    return ncv is None and k == 1 and N >= LANCZOS_MIN and tol >= MIN_TOL
 
 
 #: Memory of the ARPACK work spaces of one group of systems advanced together (bytes), and the

@@ -52,6 +52,16 @@ def fingerprint(arrays, settings):
     return h.hexdigest()
 
 
+def network_identity(net):
+    """The network's structure in a checkpoint's fingerprint (its parameters are fingerprinted as arrays):
+    a chain's widths and output, a graph network's nodes, input shape and output."""
+    if net.is_graph:
+        graph = net.graph
+        structure = [[n.name, n.op, list(n.inputs), dict(n.attrs)] for n in graph.nodes]
+        return dict(graph=structure, input_shape=list(graph.input_shape), output=graph.output)
+    return dict(dims=net.dims, output=net.output)
+
+
 def check_checkpoint_path(path):
     """The checkpoint file name as a string, checked before any work (``.npz``, writable directory)."""
     if not isinstance(path, (str, os.PathLike)):
@@ -70,8 +80,8 @@ class RunShape:
     ----------
     arrays : dict
         Entry name -> required shape (float64, finite).
-    pinned : tuple
-        ``(entry, rows, values)``: rows of that array fixed by the run (the targets).
+    pinned : tuple or None
+        ``(entry, rows, values)``: rows of that array fixed by the run (the targets); None: no such rows.
     steps, epoch_steps, record_every : int
         The run's settings.
     rng : numpy.random.Generator
@@ -79,7 +89,8 @@ class RunShape:
     history : History
         The run's empty history (method, loss, edge names).
     n_layers : int
-    alpha, beta : float
+    alpha, beta : float or None
+        The joint dynamics' rates (None for equilibrium training).
     """
 
     arrays: dict
@@ -177,6 +188,8 @@ class TrainingCheckpoint:
 
 
 def _check_pinned(f, arrays, expect):
+    if expect.pinned is None:
+        return
     name, rows, values = expect.pinned
     if not np.array_equal(arrays[name][rows], values):
         raise f.error("does not hold the run's targets in its pinned rows: it is not a state of this run", name)

@@ -7,11 +7,14 @@ A run (:class:`~sheaflinalg.training.euler.chain.ChainJointRun` or
 ``cfg``, ``step`` and ``history``.
 """
 
-from .._common.progress import progress_bar
-from .._common.threads import blas_limit
 import numpy as np
 
-from .checkpoint import fingerprint
+from .._common.progress import progress_bar
+from .._common.threads import blas_limit
+
+from .._common.threads import check_blas_threads
+from .._common.validation import check_int, check_seed
+from .checkpoint import TrainingCheckpoint, check_checkpoint_path, fingerprint
 from .history import TrainingInfo, stop_diverged
 from .problem import TrainResult
 
@@ -19,7 +22,8 @@ from .problem import TrainResult
 class EpochRun:
     """What the chain's and the graph's joint-dynamics runs share: records, the callback's info, the result.
 
-    A subclass has ``prob``, ``cfg``, ``theta``, ``step``, ``history``, ``rng``,
+    A subclass has ``prob``, ``cfg`` (with ``identity()`` and ``identity_arrays()``: its settings and
+    arrays in the checkpoint's fingerprint), ``theta``, ``step``, ``history``, ``rng``,
     ``rng_start``, ``rec`` (a :class:`~sheaflinalg.training.history.Recorder`),
     ``layout``, ``diagnose()``, ``rows()`` (the free cochain ``(n_samples,
     n_free)``), ``identity()`` (the network's settings in the checkpoint's
@@ -29,12 +33,9 @@ class EpochRun:
     def fingerprint(self):
         """Identity of this run for its checkpoint: the data, the initial weights and every setting."""
         cfg, prob = self.cfg, self.prob
-        settings = dict(self.identity(), alpha=cfg.alpha, beta=cfg.beta, dt=cfg.dt, steps=cfg.steps,
-                        init=cfg.init if isinstance(cfg.init, str) else "array", warm_start=cfg.warm_start,
-                        epoch_steps=cfg.epoch_steps, loss=prob.loss, record_every=cfg.record_every,
+        settings = dict(self.identity(), **cfg.identity(), loss=prob.loss, record_every=cfg.record_every,
                         seed=None if cfg.seed is None else self.rng_start)
-        arrays = [prob.X, prob.Y, self.theta]
-        arrays += [] if isinstance(cfg.init, str) else [np.asarray(cfg.init, dtype=np.float64)]
+        arrays = [prob.X, prob.Y, self.theta] + cfg.identity_arrays()
         arrays += [] if prob.X_test is None else [prob.X_test, prob.Y_test]
         return fingerprint(arrays, settings)
 
@@ -85,3 +86,29 @@ def epoch_loop(run, first_epoch, ckpt, callback, progress):
                 callback(run.info(epoch))
             if ckpt is not None and (epoch % cfg.checkpoint_every == 0 or epoch == cfg.n_epochs):
                 run.save(ckpt, epoch)
+
+
+def check_loop_settings(epoch_steps, *, record_every, seed, callback, callback_every, blas_threads, checkpoint_every):
+    """The settings of the epoch loop every method shares, checked before any work; returns
+    ``(record_every, callback_every, checkpoint_every)`` (``callback_every=None``: one epoch of steps)."""
+    record_every = check_int(record_every, "record_every")
+    callback_every = epoch_steps if callback_every is None else check_int(callback_every, "callback_every")
+    if callback is not None and not callable(callback):
+        raise TypeError("callback must be callable")
+    check_blas_threads(blas_threads)
+    checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
+    check_seed(seed)
+    return record_every, callback_every, checkpoint_every
+
+
+def train_epochs(make_run, checkpoint, callback, progress):
+    """Check the checkpoint's file name, build the run (``make_run()``), resume it from its checkpoint or begin
+    it, and run :func:`epoch_loop`; returns the run."""
+    if checkpoint is not None:
+        check_checkpoint_path(checkpoint)
+    run = make_run()
+    ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
+    resumed = ckpt.load(run.expected()) if ckpt is not None else None
+    first_epoch = run.resume(resumed) if resumed is not None else run.begin()
+    epoch_loop(run, first_epoch, ckpt, callback, progress)
+    return run

@@ -88,22 +88,24 @@ class TrainingInfo:
 
     Attributes
     ----------
-    method : {"sheaf", "sgd"}
+    method : {"sheaf", "equilibrium", "sgd"}
     epoch : int
         Epochs done (1-based after the first epoch).
     step : int
-        Euler steps (sheaf) or gradient-descent epochs (SGD) done.
+        Euler steps (sheaf), optimiser steps (equilibrium: mini-batches) or
+        gradient-descent epochs (SGD) done.
     network : Network
         A copy of the current weights.
     X : ndarray
         Training inputs, rows are samples.
     state : ndarray or None
         Current free cochain, ``(n_samples, n_free)`` in ``layout``'s order
-        (the ``yhat`` block holds the targets); None for SGD.
+        (the ``yhat`` block holds the targets); None for SGD and equilibrium
+        training (whose equilibria are per mini-batch).
     history : History
         The history recorded so far.
     layout : Layout or None
-        Layout of ``state`` (None for SGD).
+        Layout of ``state`` (None without a state).
     """
 
     method: str
@@ -123,12 +125,17 @@ class History:
     List attributes (one entry per record): ``epoch``, ``step``, ``train_loss``,
     ``test_loss`` (forward-pass losses, the paper's reported metric),
     ``train_accuracy``/``test_accuracy`` (classifiers, else None),
-    ``discord`` (total discord of the training state; sheaf only),
+    ``discord`` (total discord of the training state; method "sheaf" only),
     ``discord_by_edge`` (one row per record, columns ``edge_names``),
     ``weight_norms`` (Frobenius norm of each extended weight ``[W_l b_l]``),
     ``weight_displacement`` (``||theta - theta_0||``), ``state_norm``
     (Frobenius norm of the extended cochain), ``wall_time`` (seconds since the
-    start).  ``stagnation`` holds the ingredients of the structural
+    start); equilibrium training (method ``"equilibrium"``) records how its
+    mini-batch equilibria settled over the epoch that ends at the record:
+    ``settle_iterations`` (the most pattern iterations any batch took),
+    ``unsettled`` (samples whose pattern had not settled within the cap, summed
+    over the batches) and ``sliding`` (coordinates held on a switching surface,
+    summed), None at the record before training and for the other methods.  ``stagnation`` holds the ingredients of the structural
     stagnation bound (section 5.3, sheaf runs): ``alpha``, ``beta``,
     ``initial_disagreement`` ``||delta_0 omega_0||``, ``B_omega`` (largest
     extended-cochain norm seen at the records), ``lambda_eff`` (smallest
@@ -154,6 +161,9 @@ class History:
     weight_displacement: list = field(default_factory=list)
     state_norm: list = field(default_factory=list)
     wall_time: list = field(default_factory=list)
+    settle_iterations: list = field(default_factory=list)
+    unsettled: list = field(default_factory=list)
+    sliding: list = field(default_factory=list)
     stagnation: dict = field(default_factory=dict)
     diverged: bool = False
     message: str = ""
@@ -172,7 +182,8 @@ class History:
     def keys(self):
         """Names of the per-record series."""
         return ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
-                "discord_by_edge", "weight_norms", "weight_displacement", "state_norm", "wall_time"]
+                "discord_by_edge", "weight_norms", "weight_displacement", "state_norm", "wall_time",
+                "settle_iterations", "unsettled", "sliding"]
 
     def drop_last(self):
         """Remove the last record from every series (a record that turned out non-finite)."""
@@ -193,8 +204,8 @@ class History:
             The records the run has made by the checkpoint's epoch.
         n_layers : int
             Number of weight matrices (entries of ``weight_norms``).
-        alpha, beta : float
-            The run's rates (recorded in ``stagnation``).
+        alpha, beta : float or None
+            The run's rates (recorded in ``stagnation``; method "sheaf" only).
 
         Raises
         ------
@@ -212,13 +223,7 @@ class History:
         if data["epoch"] != epochs or data["step"] != steps:
             raise ValueError(f"epoch and step must be the run's records {epochs} and {steps}, got "
                              f"{data['epoch']!r} and {data['step']!r}")
-        n_edges = len(like.edge_names)
-        rules = {"train_loss": _finite, "test_loss": _number_or_none, "train_accuracy": _number_or_none,
-                 "test_accuracy": _number_or_none, "discord": _finite, "weight_displacement": _finite,
-                 "state_norm": _finite, "wall_time": _finite,
-                 "discord_by_edge": lambda v: isinstance(v, list) and len(v) == n_edges and all(map(_finite, v)),
-                 "weight_norms": lambda v: isinstance(v, list) and len(v) == n_layers and all(map(_finite, v))}
-        for name, ok in rules.items():
+        for name, ok in _record_rules(like, n_layers).items():
             series = data[name]
             if not isinstance(series, list) or len(series) != len(epochs):
                 raise ValueError(f"{name} must be a list of {len(epochs)} records (one per epoch record), "
@@ -226,7 +231,10 @@ class History:
             bad = [i for i, v in enumerate(series) if not ok(v)]
             if bad:
                 raise ValueError(f"{name} has an invalid record {series[bad[0]]!r} at position {bad[0]}")
-        _check_stagnation(data["stagnation"], alpha, beta)
+        if like.method == "sheaf":
+            _check_stagnation(data["stagnation"], alpha, beta)
+        elif data["stagnation"] != {}:
+            raise ValueError(f"stagnation must be empty for method {like.method!r}, got {data['stagnation']!r}")
         if data["diverged"] is not False or data["message"] != "":
             raise ValueError("diverged must be false and message empty (a checkpoint is written only after "
                              "finite epochs)")
@@ -282,8 +290,9 @@ class Recorder:
                 te_acc = accuracy(Pt, self.Y_test, out)
         return tr, te, acc, te_acc
 
-    def record(self, epoch, step, theta, discord=None, by_edge=None, state_norm=None):
-        """Append one record; returns the training loss (may be non-finite)."""
+    def record(self, epoch, step, theta, discord=None, by_edge=None, state_norm=None, settle=(None, None, None)):
+        """Append one record (``settle``: iterations, unsettled, sliding); returns the training loss (may be
+        non-finite)."""
         h = self.history
         net = self.network(theta)
         tr, te, acc, te_acc = self.losses(net)
@@ -300,7 +309,32 @@ class Recorder:
             h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
+        for series, value in zip((h.settle_iterations, h.unsettled, h.sliding), settle):
+            series.append(value)
         return tr
+
+
+def _record_rules(like, n_layers):
+    """``{series: check of one record}`` for a history of ``like``'s method (the joint dynamics record the
+    state's discord, equilibrium training how its equilibria settled)."""
+    n_edges = len(like.edge_names)
+    rules = {"train_loss": _finite, "test_loss": _number_or_none, "train_accuracy": _number_or_none,
+             "test_accuracy": _number_or_none, "weight_displacement": _finite, "wall_time": _finite,
+             "weight_norms": lambda v: isinstance(v, list) and len(v) == n_layers and all(map(_finite, v))}
+    state = {"discord": _finite, "state_norm": _finite,
+             "discord_by_edge": lambda v: isinstance(v, list) and len(v) == n_edges and all(map(_finite, v))}
+    settle = {"settle_iterations": _count_or_none, "unsettled": _count_or_none, "sliding": _count_or_none}
+    if like.method == "sheaf":
+        return dict(rules, **state, **{name: _none for name in settle})
+    return dict(rules, **settle, **{name: _none for name in state})
+
+
+def _none(v):
+    return v is None
+
+
+def _count_or_none(v):
+    return v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 
 
 def _finite(v):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._common.rounds import Rounds
-from ..._common.threads import check_blas_threads, resolve_threads
-from ..._common.validation import as_float64, check_int, check_positive, check_seed
+from ..._common.threads import resolve_threads
+from ..._common.validation import as_float64, check_int, check_positive
 from ...kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ...kernels.structs import OutputEdge, Rates, Regularisation, Scratch
@@ -27,8 +27,8 @@ from ...network.model import Network, NetworkOverflowError
 from ...sheaf.layout import Layout
 from ...sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
-from ..checkpoint import RunShape
-from ..epochs import EpochRun
+from ..checkpoint import RunShape, network_identity
+from ..epochs import EpochRun, check_loop_settings
 from .graph import check_graph_settings, check_graph_step_size
 from ..history import History, Recorder, Regularization
 from .stagnation import effective_spectral_gap
@@ -36,6 +36,11 @@ from .tiled import TiledSteps
 
 KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LOSS_CODES["pnorm"],
                "huber": LOSS_CODES["huber"], "cross_entropy": LOSS_CODES["squared"]}
+
+
+#: Options of ``train(method="euler")`` only, and their defaults.
+DEFAULTS = dict(alpha=1.0, beta=None, dt=0.005, steps=100_000, init="random", warm_start=True, epoch_steps=1000,
+                reg=None, stagnation="auto", threads=None)
 
 
 @dataclass
@@ -68,10 +73,9 @@ class EulerSettings:
         dt = check_positive(dt, "dt")
         steps = check_int(steps, "steps")
         epoch_steps = check_int(epoch_steps, "epoch_steps")
-        record_every = check_int(record_every, "record_every")
-        callback_every = epoch_steps if callback_every is None else check_int(callback_every, "callback_every")
-        if callback is not None and not callable(callback):
-            raise TypeError("callback must be callable")
+        record_every, callback_every, checkpoint_every = check_loop_settings(
+            epoch_steps, record_every=record_every, seed=seed, callback=callback, callback_every=callback_every,
+            blas_threads=blas_threads, checkpoint_every=checkpoint_every)
         if stagnation not in ("auto", True, False):
             raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
         reg = Regularization.coerce(reg)
@@ -80,10 +84,7 @@ class EulerSettings:
             check_graph_step_size(prob.net.graph, alpha, dt)
         else:
             check_step_size(prob.net, alpha, dt)
-        check_blas_threads(blas_threads)
-        checkpoint_every = check_int(checkpoint_every, "checkpoint_every")
         threads = resolve_threads(threads)
-        check_seed(seed)
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
         if init is None or (isinstance(init, str) and init not in INITS):
@@ -92,6 +93,16 @@ class EulerSettings:
                              f"shape ({M}, {n_move})")
         return cls(alpha, beta, dt, steps, init, warm_start, epoch_steps, reg, record_every, seed,
                    callback_every, stagnation, blas_threads, checkpoint_every, threads)
+
+    def identity(self):
+        """The settings in a checkpoint's fingerprint (plain values)."""
+        return dict(alpha=self.alpha, beta=self.beta, dt=self.dt, steps=self.steps,
+                    init=self.init if isinstance(self.init, str) else "array", warm_start=self.warm_start,
+                    epoch_steps=self.epoch_steps)
+
+    def identity_arrays(self):
+        """Arrays in a checkpoint's fingerprint beyond the data and the initial weights: an ``init`` array."""
+        return [] if isinstance(self.init, str) else [np.asarray(self.init, dtype=np.float64)]
 
     @property
     def restart(self):
@@ -197,7 +208,7 @@ class ChainJointRun(EpochRun):
 
     def identity(self):
         """The network's part of the checkpoint's fingerprint."""
-        return dict(dims=self.net.dims, output=self.net.output, loss_param=self.loss_param, reg=vars(self.cfg.reg))
+        return dict(network_identity(self.net), loss_param=self.loss_param, reg=vars(self.cfg.reg))
 
     def restore(self, saved):
         """The stalks (and their anchor) from a checkpoint's arrays."""

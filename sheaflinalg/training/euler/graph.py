@@ -33,7 +33,7 @@ from ...network.model import NetworkOverflowError
 from ...sheaf.graph_bound import graph_lambda_max_bound
 from ...sheaf.graph_residuals import GraphSheaf
 from ...sheaf.layout import Layout
-from ..checkpoint import RunShape
+from ..checkpoint import RunShape, network_identity
 from ..epochs import EpochRun
 from ..graph_loss import check_graph_loss, edge_discord, loss_pull
 from ..graph_velocity import GraphParameters, ParameterVelocity
@@ -201,8 +201,7 @@ class GraphJointRun(EpochRun):
     # ---------------------------------------------------------------- checkpoints
     def identity(self):
         """The network's part of the checkpoint's fingerprint: the graph's structure (parameters are arrays)."""
-        structure = [[n.name, n.op, list(n.inputs), dict(n.attrs)] for n in self.graph.nodes]
-        return dict(graph=structure, input_shape=list(self.graph.input_shape), output=self.graph.output)
+        return network_identity(self.net)
 
     def expected(self):
         """What a checkpoint of this run must hold (:class:`~sheaflinalg.training.checkpoint.RunShape`)."""

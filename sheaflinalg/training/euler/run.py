@@ -1,7 +1,6 @@
 """One Euler training run from validated data to its result: chain or graph, fresh or resumed."""
 
-from ..checkpoint import TrainingCheckpoint, check_checkpoint_path
-from ..epochs import epoch_loop
+from ..epochs import train_epochs
 from . import stagnation as _stagnation
 from .chain import ChainJointRun, EulerSettings
 from .graph import GraphJointRun
@@ -20,12 +19,7 @@ def run_euler(prob, settings, checkpoint, callback, progress):
         As for :func:`~sheaflinalg.train`.
     """
     cfg = EulerSettings.check(prob, callback=callback, **settings)
-    if checkpoint is not None:
-        check_checkpoint_path(checkpoint)
-    run = GraphJointRun(prob, cfg) if prob.net.is_graph else ChainJointRun(prob, cfg)
-    ckpt = None if checkpoint is None else TrainingCheckpoint(checkpoint, run.fingerprint())
-    resumed = ckpt.load(run.expected()) if ckpt is not None else None
-    first_epoch = run.resume(resumed) if resumed is not None else run.begin()
-    epoch_loop(run, first_epoch, ckpt, callback, progress)
+    family = GraphJointRun if prob.net.is_graph else ChainJointRun
+    run = train_epochs(lambda: family(prob, cfg), checkpoint, callback, progress)
     _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
     return run.result()

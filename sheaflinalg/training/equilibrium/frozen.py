@@ -1,0 +1,112 @@
+"""The equilibrium of a chain under a frozen activation pattern: a rank-``n_out`` correction of its forward pass.
+
+Minimising ``1/2 ||e||^2 + b loss(f + J e)`` over the interior edge residuals
+``e`` gives ``e = J^T u``: the residuals are the backpropagation adjoints of
+``n_out`` coefficients per sample (plus one per coordinate held on its
+switching surface ``z = 0``, a linear constraint whose row joins ``J``).  With
+``G = J J^T`` (``(n_out + s)`` square per sample, ``>= I``) the output's
+displacement ``w`` solves the small problem of
+:func:`~.loss_edge.solve_displacement`, ``[u; lambda] = G^-1 [w; c]`` (``c``
+the values the held rows must move by), and one forward substitution with
+``e = J^T [u; lambda]`` gives the state.  No Laplacian is assembled and nothing
+is iterated except the loss's Newton steps on ``w``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .chain_linear import RowAdjoints, forward
+from .loss_edge import potential, solve_displacement
+
+
+@dataclass
+class Frozen:
+    """The frozen-pattern equilibrium of a set of samples.
+
+    Attributes
+    ----------
+    Zs, As : list of ndarray
+        ``z_l`` (``l = 1..k+1``) and ``a_l`` (``l = 1..k``), ``(S, n_l)`` each.
+    ez, ea : list of ndarray
+        The interior edge residuals ``e_z_l`` and ``e_a_l``.
+    masks : list of ndarray
+        The masks used (held coordinates: 0).
+    held : list of list of (int, int) or None
+        The held coordinates of every sample (None: none).
+    energy : ndarray, shape (S,)
+        ``1/2 ||e||^2 + b loss(z_(k+1), y)`` per sample.
+    newton : int
+        Newton steps of the loss solve (0: one linear solve).
+    """
+
+    Zs: list
+    As: list
+    ez: list
+    ea: list
+    masks: list
+    held: object
+    energy: np.ndarray
+    newton: int
+
+
+def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None):
+    """The minimiser of the energy with the pattern ``masks`` frozen (and ``held`` coordinates at ``z = 0``).
+
+    Parameters
+    ----------
+    Ws, bs : list of ndarray
+        Weights and biases.
+    X, Y : ndarray
+        ``(S, n_0)`` inputs and ``(S, n_out)`` targets.
+    masks : list of ndarray
+        ``(S, n_l)`` 0/1 float masks of the hidden layers.
+    b : float
+        Nudging (nonzero).
+    output, loss : str
+    held : list of list of (int, int), optional
+        Per sample, the ``(layer, neuron)`` coordinates held on their switching surface (their masks are
+        ignored: ``m z = 0`` there).
+
+    Returns
+    -------
+    Frozen
+    """
+    S, n_out = Y.shape
+    n_held = max(map(len, held)) if held else 0
+    if n_held:
+        masks = [m.copy() for m in masks]
+        for s, coords in enumerate(held):
+            for l, j in coords:
+                masks[l - 1][s, j] = 0.0
+    Zs0, _ = forward(Ws, bs, X, masks)
+    c = np.zeros((S, n_held))
+    adj = RowAdjoints(Ws, masks, S, *_held_rows(Ws, S, n_out, held, n_held))
+    G = adj.gram()
+    for s, coords in enumerate(held if n_held else ()):
+        c[s, :len(coords)] = [-Zs0[l - 1][s, j] for l, j in coords]
+        pad = np.arange(n_out + len(coords), n_out + n_held)
+        G[s, pad, pad] = 1.0            # rows of no coordinate: independent, coefficient 0
+    Ginv = np.linalg.inv(G)
+    h = np.einsum("sij,sj->si", Ginv[:, :n_out, n_out:], c) if n_held else None
+    w, newton = solve_displacement(Ginv[:, :n_out, :n_out], h, Zs0[-1], Y, b, output, loss)
+    coefficients = np.einsum("sij,sj->si", Ginv, np.concatenate([w, c], axis=1))
+    ez, ea = adj.residuals(coefficients)
+    Zs, As = forward(Ws, bs, X, masks, ez, ea)
+    energy = 0.5 * sum(np.einsum("ij,ij->i", e, e) for e in ez + ea) + b * potential(output, loss, Zs[-1], Y)
+    return Frozen(Zs, As, ez, ea, masks, held if n_held else None, energy, newton)
+
+
+def _held_rows(Ws, S, n_out, held, n_held):
+    """``(top, seeds)`` of :class:`RowAdjoints`: the outputs, then ``n_held`` rows per sample for its held
+    coordinates (unused rows are all zero)."""
+    if not n_held:
+        return None, None
+    r = n_out + n_held
+    top = np.zeros((S, r, n_out))
+    top[:, np.arange(n_out), np.arange(n_out)] = 1.0
+    seeds = {}
+    for s, coords in enumerate(held):
+        for i, (l, j) in enumerate(coords):
+            seeds.setdefault(l, np.zeros((S, r, Ws[l - 1].shape[0])))[s, n_out + i, j] = 1.0
+    return top, seeds
