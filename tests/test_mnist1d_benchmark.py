@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sheaflinalg.training.batches import epoch_batches
+
 torch = pytest.importorskip("torch")
 
 PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "mnist1d_training.py"
@@ -40,5 +42,9 @@ def test_epoch_orders_are_seeded_permutations():
     assert len({tuple(o) for o in orders}) == 4
     again = bench.epoch_orders(7, 23, 4)
     assert all(np.array_equal(a, b) for a, b in zip(orders, again))
+    # the order sl.train(method="equilibrium", seed=7) draws: its run's generator, one epoch after another
     rng = np.random.default_rng(7)
-    assert all(np.array_equal(o, rng.permutation(23)) for o in orders)
+    for order in orders:
+        batches = epoch_batches(23, 5, rng)
+        assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
+        assert np.array_equal(np.concatenate(batches), order)
