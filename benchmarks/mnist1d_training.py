@@ -32,6 +32,7 @@ equilibrium row's time goes).
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import platform
 import sys
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 import sheaflinalg as sl
+from sheaflinalg._common.atomic import write_text
 from sheaflinalg._common.threads import num_threads
 from sheaflinalg.network.graph import Graph
 from sheaflinalg.network.importers.torch_fx import import_torch
@@ -115,10 +117,18 @@ class Curve:
     seconds: np.ndarray
     test_accuracy: np.ndarray
     note: str = ""
+    torch_seconds_per_epoch: float = None     # torch's in the same run (set when runs are merged)
 
     @property
     def seconds_per_epoch(self):
         return self.seconds[-1] / self.epochs[-1]
+
+    def to_json(self):
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, record):
+        return cls(**{k: np.asarray(v, dtype=float) if isinstance(v, list) else v for k, v in record.items()})
 
 
 @contextlib.contextmanager
@@ -280,9 +290,9 @@ def table(arch, reference, curves):
     """The PCX-style markdown table of one architecture (torch first)."""
     lines = [f"{arch}: | method | epochs | test accuracy | s / epoch | x torch | accuracy - torch | total s |",
              "|---|---|---|---|---|---|---|"]
-    base_time = reference.seconds_per_epoch
     for c in [reference] + curves:
         acc, base_acc = c.test_accuracy[-1], torch_accuracy_at(reference, c.epochs[-1])
+        base_time = c.torch_seconds_per_epoch or reference.seconds_per_epoch
         lines.append(f"| {c.method} | {c.epochs[-1]:.0f} | {100 * acc:.1f}% | {c.seconds_per_epoch:.4g} | "
                      f"{c.seconds_per_epoch / base_time:.2f} | {100 * (acc - base_acc):+.1f} | {c.seconds[-1]:.1f} |")
     return "\n".join(lines)
@@ -298,7 +308,8 @@ def goals(arch, reference, curves):
     rows = [c for c in curves if c.method.startswith("equilibrium, default")]
     if not rows:
         return f"{arch}: no equilibrium row"
-    acc, ratio = rows[0].test_accuracy[-1], rows[0].seconds_per_epoch / reference.seconds_per_epoch
+    base_time = rows[0].torch_seconds_per_epoch or reference.seconds_per_epoch
+    acc, ratio = rows[0].test_accuracy[-1], rows[0].seconds_per_epoch / base_time
     if arch == "mlp":
         met = acc >= reference.test_accuracy[-1] - 0.01 and ratio <= 2.0
         return (f"mlp goal (accuracy >= torch - 1 point, <= 2x its time per epoch): {100 * acc:.1f}% vs "
@@ -320,6 +331,45 @@ def figure(results, path):
             ax.grid(alpha=0.3)
         row[1].legend(fontsize=7, loc="lower right")
     save_figure(fig, path)
+
+
+def save_results(results, path):
+    """Write every architecture's curves to the JSON file ``path`` (atomically), for :func:`merge_results`."""
+    write_text(path, json.dumps({arch: [c.to_json() for c in [reference] + curves]
+                                 for arch, (reference, curves) in results.items()}))
+
+
+def merge_results(paths):
+    """The curves of several runs saved by :func:`save_results`: ``{arch: (torch curve, rows)}``.
+
+    torch's curve is the first run's (torch's accuracies are the same in every run: one seed, one
+    order, one thread count); each row keeps the seconds per epoch of torch in its own run, and a row of
+    a later run replaces a row of the same name.
+    """
+    merged = {}
+    for path in paths:
+        with open(path) as f:
+            saved = json.load(f)
+        for arch, records in saved.items():
+            reference, *curves = map(Curve.from_json, records)
+            for c in curves:
+                c.torch_seconds_per_epoch = reference.seconds_per_epoch
+            first, rows = merged.get(arch, (reference, {}))
+            rows.update({c.method: c for c in curves})
+            merged[arch] = (first, rows)
+    return {arch: (reference, list(rows.values())) for arch, (reference, rows) in merged.items()}
+
+
+def report(results, figure_path):
+    """Print every architecture's table and goal; draw the figure to ``figure_path`` (when given)."""
+    for arch, (reference, curves) in results.items():
+        print()
+        print(table(arch, reference, curves))
+        print(f"torch: {reference.note}")
+        print(goals(arch, reference, curves))
+    if figure_path and results:
+        figure(results, figure_path)
+        print(f"figure: {figure_path}")
 
 
 @dataclass
@@ -362,11 +412,17 @@ def main(argv=None):
                    help="the sheaflinalg rows besides torch's (default both)")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: where each equilibrium row's time goes (cProfile)")
+    p.add_argument("--save", help="also write the curves to this JSON file")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="run nothing: the table and figure of runs saved with --save (later rows replace earlier)")
     p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
     args = p.parse_args(argv)
     quick = args.quick
     epochs = {"mlp": args.mlp_epochs or (1 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 30)}
     steps = {"mlp": args.mlp_steps or (50 if quick else 5000), "cnn": args.cnn_steps or (2 if quick else 200)}
+    if args.merge:
+        report(merge_results(args.merge), args.figure)
+        return 0
     print(machine())
     print(f"command: {' '.join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv)))}")
     data = sl.tasks.mnist1d()
@@ -381,14 +437,9 @@ def main(argv=None):
                     profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg, options)
             continue
         results[arch] = benchmark(arch, data, cfg)
-    for arch, (reference, curves) in results.items():
-        print()
-        print(table(arch, reference, curves))
-        print(f"torch: {reference.note}")
-        print(goals(arch, reference, curves))
-    if args.figure and results:
-        figure(results, args.figure)
-        print(f"figure: {args.figure}")
+    if args.save:
+        save_results(results, args.save)
+    report(results, args.figure)
     return 0
 
 
