@@ -185,6 +185,7 @@ def run_torch(model, data, arch, orders, lr, batch_size):
 
 def history_curve(method, history, epochs_of, note=""):
     """The Curve of a sheaflinalg History; ``epochs_of`` names the series counting passes ("epoch" or "step")."""
+    print(f"  {method}: test accuracy {history.test_accuracy[-1]:.3f} after {history.wall_time[-1]:.1f} s", flush=True)
     return Curve(method, np.asarray(getattr(history, epochs_of), dtype=float), np.asarray(history.wall_time),
                  np.asarray(history.test_accuracy, dtype=float), note)
 
