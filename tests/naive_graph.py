@@ -95,6 +95,18 @@ def maxpool_argmax(node, in_shape, out_shape, z):
     return out
 
 
+def read_pattern(graph, values):
+    """The pattern every pattern node reads off its parent's value in ``values`` (one sample): ``z >= 0``
+    active, the first maximum of each window."""
+    pattern = {}
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        z = values[node.inputs[0]]
+        pattern[name] = (maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[name], z)
+                         if node.op == "maxpool" else z >= 0)
+    return pattern
+
+
 def concat_dense(node, shapes):
     """One selection matrix per parent: child entry <- parent entry, by walking the child's positions."""
     axis = node.attrs["axis"]

@@ -13,28 +13,18 @@ from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs
-from naive_graph import coboundary, maxpool_argmax
+from naive_graph import coboundary, read_pattern
 from sheaflinalg.network import activations
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.network.graph.chain import chain_graph
 from sheaflinalg.sheaf.layout import Layout
 
 
-def _naive_pattern(graph, values):
-    pattern = {}
-    for name in graph.pattern_nodes:
-        node = graph.node(name)
-        z = values[node.inputs[0]]
-        pattern[name] = (maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[name], z)
-                         if node.op == "maxpool" else z >= 0)
-    return pattern
-
-
 def _naive_residuals(net, lay, x, w):
     """``({edge: residual}, pattern)`` of one sample's free cochain ``w`` from the dense coboundary."""
     graph = net.graph
     values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
-    pattern = _naive_pattern(graph, values)
+    pattern = read_pattern(graph, values)
     delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
     for node in graph.nodes:
         c[lay.full(node.name)] = values[node.name]
@@ -127,7 +117,7 @@ def _gradient(graph, lay, x, w, flip=None):
     """Dense gradient of the discord on the free coordinates under the pattern read off ``w`` (``flip``: a
     ``(relu node, j)`` made inactive), and the scale of its terms."""
     values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
-    pattern = _naive_pattern(graph, values)
+    pattern = read_pattern(graph, values)
     if flip is not None:
         pattern[flip[0]] = pattern[flip[0]].copy()
         pattern[flip[0]][flip[1]] = False

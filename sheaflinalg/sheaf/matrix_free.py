@@ -33,6 +33,8 @@ class GraphCoboundary:
         ``J_phi`` of the output edge; None for the reduced system (no ``yhat``, no ``e_y``).
     maps : NodeMaps, optional
         The graph's :class:`~sheaflinalg.sheaf.graph_maps.NodeMaps`, when the caller has them.
+    layout : Layout, optional
+        The graph's layout (reduced exactly when ``jacobians`` is None), when the caller has it.
 
     Examples
     --------
@@ -47,10 +49,10 @@ class GraphCoboundary:
     True
     """
 
-    def __init__(self, graph, pattern, jacobians=None, maps=None):
+    def __init__(self, graph, pattern, jacobians=None, maps=None, layout=None):
         self.graph = graph
         self.jacobians = jacobians
-        self.layout = Layout.from_graph(graph, reduced=jacobians is None)
+        self.layout = Layout.from_graph(graph, reduced=jacobians is None) if layout is None else layout
         self.maps = NodeMaps(graph) if maps is None else maps
         self.pattern = pattern
         # every node's edge and free block (same offsets), looked up once instead of at every product

@@ -16,7 +16,6 @@ import warnings
 
 import numpy as np
 
-from ...network.errors import GraphNetworkError
 from ...network.model import NetworkOverflowError
 from ..batches import epoch_batches
 from ..checkpoint import RunShape, network_identity
@@ -25,6 +24,8 @@ from ..graph_velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium
+from .graph import GraphEquilibrium
+from .loss_edge import NudgingTooNegative
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
 
@@ -37,8 +38,7 @@ def make_oracle(prob, cfg):
     """The exact equilibrium of the network's family (:class:`~.oracle.EquilibriumOracle`)."""
     net = prob.net
     if net.is_graph:
-        raise GraphNetworkError("train(method='equilibrium') takes chains of Linear/ReLU layers for now; "
-                                "train a graph network with method='euler'")
+        return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations)
     return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations)
 
 
@@ -68,7 +68,10 @@ class EquilibriumRun(EpochRun):
         report = self.oracle.gradient(self.theta, X, Y, b, self.grad)
         if not self.cfg.symmetric:
             return report
-        other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        try:
+            other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        except NudgingTooNegative as exc:
+            raise NudgingTooNegative(f"symmetric nudging after {self.step} optimiser steps: {exc}") from None
         self.grad += self.grad_minus
         self.grad *= 0.5
         return SettleReport(max(report.iterations, other.iterations), report.unsettled + other.unsettled,
@@ -106,8 +109,9 @@ class EquilibriumRun(EpochRun):
         settle[2] += int(report.sliding)
         if report.unsettled and not self.warned:
             self.warned = True
-            warnings.warn(f"the equilibria of {report.unsettled} of the {X.shape[0]} samples of mini-batch {k + 1} "
-                          f"of epoch {epoch} did not settle within max_pattern_iterations="
+            n = X.shape[0] * (2 if cfg.symmetric else 1)      # symmetric nudging: two equilibria per sample
+            warnings.warn(f"{report.unsettled} of the {n} equilibria of mini-batch {k + 1} of epoch {epoch} "
+                          f"did not settle within max_pattern_iterations="
                           f"{cfg.max_pattern_iterations} pattern iterations; their last iterate is used "
                           f"(history.unsettled counts them per epoch)", UnsettledWarning, stacklevel=2)
         if not np.all(np.isfinite(self.grad)):

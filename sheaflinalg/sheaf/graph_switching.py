@@ -1,0 +1,147 @@
+"""Self-consistent activation patterns of a graph network's equilibria: pattern iteration and Filippov sliding.
+
+An equilibrium problem on a graph network (the output pinned to the labels,
+:mod:`~sheaflinalg.discord.graph_pinned`; the output nudged towards them,
+:mod:`~sheaflinalg.training.equilibrium.graph`) is solved exactly for a frozen
+activation pattern by a *frozen solve*: a callable
+``solve(X, Y, pattern, surface=()) -> (M, n_free)`` free cochains in
+``solve.layout``'s order (``surface``: ``(node, j)`` coordinates held at 0, one
+sample; a solve with a ``width`` attribute returns that many columns, the free
+cochain first and what else it computed after it, carried along).  This module makes the pattern agree with the solution:
+
+- :func:`iterate_pattern`: from the forward pass's pattern, every sample whose
+  solution reads another pattern is solved again under it, until it agrees
+  (settled), the patterns cycle, or the cap;
+- :func:`on_switching_surface`: a sample whose pattern cycles may sit on a
+  switching surface ``z_j = 0`` of a ``relu``/``leaky_relu`` node (``z`` its
+  parent's value).  There the force on ``z_j`` with the coordinate active is
+  ``f_above``, and with it inactive ``f_below = f_above - (1 - slope) e_j``
+  (``e`` the node's edge discrepancy, ``slope`` 0 for a ReLU); the coordinate
+  slides when ``f_below >= 0`` and ``f_above <= 0`` (both sides push into the
+  surface), and the Filippov equilibrium is a frozen solve with those
+  coordinates held at 0.  A cycle of max-pool selections alone (ties between
+  window entries) is not resolved: the sample is reported as not settled.
+"""
+
+import numpy as np
+
+from ..network.graph.forward import evaluate
+from ..network.graph.nodes import INPUT
+from .patterns import graph_pattern
+
+MASK_OPS = ("relu", "leaky_relu")
+#: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
+ROUNDING = 1e-12
+
+
+def iterate_pattern(solve, graph, X, Y, max_iter):
+    """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
+    sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
+    comes back to one it had) or ``max_iter`` solves.
+
+    ``iterations`` is the number of frozen solves the slowest sample had.
+    """
+    M = X.shape[0]
+    pattern = evaluate(graph, X).pattern
+    state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
+    settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
+    history = [set() for _ in range(M)]
+    iterations = 0
+    for _ in range(max_iter):
+        todo = np.flatnonzero(~settled & ~cycling)
+        if todo.size == 0:
+            break                   # all settled, or cycling: their equilibria are on a surface
+        iterations += 1
+        rows = {name: p[todo] for name, p in pattern.items()}
+        state[todo] = solve(X[todo], Y[todo], rows)
+        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows)
+        same = np.ones(todo.size, dtype=bool)
+        for name in graph.pattern_nodes:
+            same &= np.all(new[name] == rows[name], axis=1)
+            pattern[name][todo] = new[name]
+        settled[todo[same]] = True
+        for i in np.flatnonzero(~same):
+            s = todo[i]
+            key = b"".join(new[name][i].tobytes() for name in graph.pattern_nodes)
+            cycling[s] = key in history[s]
+            history[s].add(key)
+    return state, pattern, settled, iterations
+
+
+def node_values(graph, layout, state):
+    """``{node: view of state}``: every node's value in the free cochains ``state`` (rows are samples)."""
+    return {node.name: state[:, layout.free(node.name)] for node in graph.nodes}
+
+
+def mask_nodes(graph):
+    """The ``relu``/``leaky_relu`` nodes of ``graph``, in order."""
+    return [node for node in graph.nodes if node.op in MASK_OPS]
+
+
+def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
+    """``(state, [(node, j), ...], pattern)`` of a Filippov equilibrium of one sample, or None.
+
+    Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
+    that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0``; a consistent
+    solution is accepted when both sides push into the surface at every held coordinate, and one that
+    fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
+    :class:`~sheaflinalg.sheaf.graph_residuals.GraphSheaf` (the held coordinates are never the output node's,
+    so the output edge's force is not needed).
+    """
+    graph = sheaf.graph
+    surface, seen = set(), set()
+    for _ in range(max_iter):
+        for node in mask_nodes(graph):
+            # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
+            # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
+            pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
+        state = solve(x, y, pat, sorted(surface))
+        values = node_values(graph, solve.layout, state)
+        new = read_pattern(graph, x, values, pat)
+        flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
+                 for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
+        moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).op == "maxpool")
+        if not flips and not moved:
+            released = _release(graph, sheaf, x, values, surface, pat)
+            if not released:
+                return state[0], sorted(surface), pat
+            surface -= released
+            continue
+        key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
+        if key in seen:
+            if not flips:
+                return None         # max-pool selections cycle: not a ReLU switching surface
+            surface |= flips        # the pattern cycles: the flipping coordinates slide
+            continue
+        seen.add(key)
+        pat = {name: np.array(rows) for name, rows in new.items()}
+    return None
+
+
+def read_pattern(graph, x, values, previous):
+    """The pattern read off a solution, keeping ``previous``'s side of every mask coordinate whose ``z`` is
+    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0)."""
+    values = {**values, INPUT: x}
+    new = graph_pattern(graph, values, previous=previous)
+    for node in mask_nodes(graph):
+        z = values[node.inputs[0]]
+        rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
+        new[node.name] = np.where(rounding, previous[node.name], new[node.name])
+    return new
+
+
+def _release(graph, sheaf, x, values, surface, pat):
+    """Surface coordinates where Filippov's condition fails, set in ``pat`` to the side they are pushed to."""
+    res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
+    force = sheaf.force(res)
+    released = set()
+    for u, j in surface:
+        children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
+        above = force[u][0, j]
+        below = above - sum((1.0 - node.attrs.get("negative_slope", 0.0)) * res.edges[node.name][0, j]
+                            for node in children)
+        if not (below >= 0.0 and above <= 0.0):
+            released.add((u, j))
+            for node in children:
+                pat[node.name][0, j] = above > 0.0
+    return released

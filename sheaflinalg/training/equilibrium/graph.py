@@ -1,0 +1,227 @@
+"""Exact equilibria of graph networks (convolutions, pooling, batch norm, additions, concatenations).
+
+For a frozen activation pattern every node's value ``w`` follows from the edge
+residuals ``e`` by forward substitution, ``w = w_f + delta_Omega^{-1} e``
+(``w_f`` the forward pass under the pattern), so the output node's value is
+``z = f + J e`` with ``J = E^T delta_Omega^{-1}`` (``E`` selecting the output
+node's coordinates).  The minimiser of ``1/2 ||e||^2 + b L(z)`` is
+``e = J^T u``: the ``n_out`` rows of ``J`` of every sample are one batched
+backward substitution (:meth:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary.solve_transpose`,
+``n_out`` seeds per sample, each under its sample's pattern), ``G = J J^T``
+their Gram matrix, the output's displacement the small problem of
+:func:`~.loss_edge.solve_displacement` (``P = G^-1``), ``e`` the rows'
+combination ``J^T G^-1 w`` and the state one forward substitution: about
+``n_out + 1`` backpropagations' worth of work, and no iteration for a fixed
+pattern but the loss's Newton steps in ``R^{n_out}``.
+
+Coordinates held on a ReLU switching surface (Filippov sliding,
+:mod:`~sheaflinalg.sheaf.graph_switching`) are extra rows of
+``delta_Omega^{-1}`` joining ``J`` with the constraint that they move their
+coordinate's forward value ``k_f`` to 0 (``c = -k_f``), as for chains
+(:mod:`.frozen`): ``P`` and the linear term ``h = (G^-1)_{JK} c`` are read
+off the inverse Gram matrix.  The pattern
+is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.graph_switching.iterate_pattern`),
+sliding where it cycles, up to a cap; then the weights' gradient is the
+parameter velocity at the equilibrium (envelope theorem,
+:class:`~sheaflinalg.training.graph_velocity.ParameterVelocity`: shared
+convolution weights summed over positions, batch norm's folded affine),
+``g = -scale * velocity / b``.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._common.threads import blas_limit
+from ..._common.validation import check_int
+from ...network.graph.forward import evaluate
+from ...sheaf.graph_residuals import GraphSheaf
+from ...sheaf.graph_switching import iterate_pattern, node_values, on_switching_surface
+from ...sheaf.layout import Layout
+from ...sheaf.matrix_free import GraphCoboundary
+from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
+from ..graph_velocity import GraphParameters, ParameterVelocity
+from .oracle import EquilibriumOracle, SettleReport
+from .loss_edge import potential, solve_displacement
+
+#: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
+REST = 1e-9
+
+
+@dataclass
+class GraphSettlement:
+    """The equilibria of one mini-batch.
+
+    Attributes
+    ----------
+    graph : Graph
+        The network at the weights ``theta``.
+    values : dict
+        ``{node: (M, size)}``: every node's equilibrium value.
+    edges : dict
+        ``{node: (M, size)}``: the edge residuals at the equilibrium (as solved: ``J^T u``).
+    pattern : dict
+        ``{node: (M, size)}``: the pattern the equilibrium was solved under.
+    settled : ndarray of bool, shape (M,)
+    sliding : list of list
+        Per sample, the ``(node, coordinate)`` pairs held on a switching surface.
+    report : SettleReport
+    """
+
+    graph: object
+    values: dict
+    edges: dict
+    pattern: dict
+    settled: np.ndarray
+    sliding: list
+    report: SettleReport
+
+
+class _NudgedSolve:
+    """Frozen-pattern equilibria with the output nudged (the module docstring), a frozen solve of
+    :mod:`~sheaflinalg.sheaf.graph_switching`: ``(M, 2 n_free)``, the free cochains in the reduced layout
+    and then the edge residuals (same offsets), kept as solved: recomputing them from the state
+    (``w - prediction``) would lose their digits to cancellation when they are as small as the nudging."""
+
+    #: Rows (samples x seeds) per batched backward substitution.
+    BLOCK = 4096
+
+    def __init__(self, graph, maps, loss, nudging):
+        self.graph, self.maps, self.loss, self.nudging = graph, maps, loss, nudging
+        self.layout = Layout.from_graph(graph, reduced=True)
+        out = self.layout.free(graph.output_node)
+        self.output = np.arange(out.start, out.stop)
+        self.width = 2 * self.layout.n_free
+
+    def __call__(self, X, Y, pattern, surface=()):
+        index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
+        values = evaluate(self.graph, X, pattern, threads=1).values
+        w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
+        e = np.empty_like(w)
+        step = max(1, self.BLOCK // index.size)
+        for lo in range(0, X.shape[0], step):
+            rows = slice(lo, lo + step)
+            e[rows] = self._residuals(w[rows], Y[rows], {name: p[rows] for name, p in pattern.items()}, index)
+        w += GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout).solve(e)
+        w[:, index[self.output.size:]] = 0.0       # held on the surface: exactly, not up to rounding
+        return np.concatenate([w, e], axis=1)
+
+    def _residuals(self, w, Y, pattern, index):
+        """The equilibrium's edge residuals ``A^T c`` of a block of samples (``A`` the rows ``index`` of
+        ``delta_Omega^{-1}``, one backward substitution per row)."""
+        b, k, n = w.shape[0], index.size, self.output.size
+        op = GraphCoboundary(self.graph, {name: np.repeat(p, k, axis=0) for name, p in pattern.items()},
+                             maps=self.maps, layout=self.layout)
+        seeds = np.zeros((b * k, self.layout.n_free))
+        seeds[np.arange(b * k), np.tile(index, b)] = 1.0
+        A = op.solve_transpose(seeds).reshape(b, k, -1)
+        inverse = np.linalg.inv(A @ A.transpose(0, 2, 1))       # the Gram matrix is >= I
+        c = -w[:, index[n:]]                                        # the held rows move their values to 0
+        h = np.einsum("sij,sj->si", inverse[:, :n, n:], c) if k > n else None
+        shift, _ = solve_displacement(inverse[:, :n, :n], h, w[:, index[:n]], Y, self.nudging,
+                                      self.graph.output, self.loss)
+        coefficients = np.einsum("sij,sj->si", inverse, np.concatenate([shift, c], axis=1))
+        return (coefficients[:, None, :] @ A)[:, 0]
+
+
+class GraphEquilibrium(EquilibriumOracle):
+    """The exact-equilibrium oracle of a graph network (the contract of :mod:`.oracle`).
+
+    Parameters
+    ----------
+    graph : Graph
+        The network's structure (its parameter values are replaced by ``theta`` at every call).
+    loss : {"mse", "cross_entropy"}
+    max_iter : int
+        Frozen-pattern solves per sample at most (pattern iteration, then sliding).
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> conv = sl.Node("c", "conv", ["x"], {"stride": 1, "padding": 1, "dilation": 1, "groups": 1},
+    ...                {"weight": np.full((2, 1, 3), 0.5), "bias": np.zeros(2)})
+    >>> fc = sl.Node("fc", "linear", ["f"], params={"weight": np.ones((2, 8)), "bias": np.zeros(2)})
+    >>> net = sl.Network.from_nodes((1, 4), [conv, sl.Node("r", "relu", ["c"]),
+    ...                              sl.Node("f", "reshape", ["r"], {"shape": (8,)}), fc], output="softmax")
+    >>> oracle = GraphEquilibrium(net.graph, "cross_entropy")
+    >>> theta = GraphParameters(net.graph).flat()
+    >>> g = np.empty_like(theta)
+    >>> report = oracle.gradient(theta, np.array([[1.0, -2.0, 3.0, 0.5]]), np.array([[1.0, 0.0]]), 1e-6, g)
+    >>> report.iterations, report.unsettled, bool(np.allclose(g[-2:], [-0.5, 0.5]))
+    (1, 0, True)
+    """
+
+    def __init__(self, graph, loss, max_iter=20):
+        check_graph_loss(loss)
+        self.graph, self.loss = graph, loss
+        self.max_iter = check_int(max_iter, "max_iter")
+        self.params = GraphParameters(graph)
+        self.velocity = ParameterVelocity(graph)
+
+    def _check(self, theta, X, Y, nudging):
+        theta = np.asarray(theta)
+        if theta.shape != (self.params.size,) or not np.all(np.isfinite(theta)):
+            raise ValueError(f"theta must be a finite vector of the graph's {self.params.size} parameters, "
+                             f"got shape {theta.shape}" + ("" if theta.shape != (self.params.size,) else
+                                                          " with NaN or Inf"))
+        n_in, n_out = int(np.prod(self.graph.input_shape)), self.graph.n_outputs
+        if X.ndim != 2 or X.shape[1] != n_in or Y.shape != (X.shape[0], n_out):
+            raise ValueError(f"X and Y must have shapes (M, {n_in}) and (M, {n_out}), got {X.shape} and {Y.shape}")
+        if not (np.isfinite(nudging) and nudging != 0.0):
+            raise ValueError(f"the nudging must be finite and nonzero, got {nudging!r}")
+
+    def settle(self, theta, X, Y, nudging):
+        """:class:`GraphSettlement` of the batch ``(X, Y)`` at the weights ``theta`` and the nudging ``b``."""
+        self._check(theta, X, Y, nudging)
+        with blas_limit(1):         # the products are batch-sized: BLAS threads only spin (the forward pass's rule)
+            return self._settle(theta, X, Y, nudging)
+
+    def _settle(self, theta, X, Y, nudging):
+        graph = self.params.graph(theta)
+        sheaf = GraphSheaf(graph)
+        solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
+        state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter)
+        sliding = [[] for _ in range(X.shape[0])]
+        for s in np.flatnonzero(~settled):
+            rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
+            found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, self.max_iter)
+            if found is not None:
+                state[s], sliding[s], rows = found
+                for name, p in pattern.items():
+                    p[s] = rows[name][0]
+                settled[s] = True
+        n = solve.layout.n_free
+        values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
+        edges = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
+        res = sheaf.residuals(X, values)
+        z = values[graph.output_node]
+        energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(potential(graph.output, self.loss, z, Y)))
+        settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
+        report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
+        return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
+
+    def _at_rest(self, sheaf, X, Y, nudging, values, res, sliding):
+        """Per sample, whether the force on every coordinate (the nudged loss's pull on the output node
+        included, the held surface coordinates excluded) vanishes to :data:`REST` relative."""
+        force = sheaf.force(res)
+        out = self.graph.output_node
+        pull, _ = loss_pull(self.graph.output, self.loss, values[out], Y)
+        force[out] += nudging * pull
+        for s, held in enumerate(sliding):
+            for u, j in held:
+                force[u][s, j] = 0.0
+        largest = np.max([np.abs(f).max(axis=1) for f in force.values()], axis=0)
+        scale = 1.0 + np.maximum(np.max([np.abs(v).max(axis=1) for v in values.values()], axis=0),
+                                 np.abs(X).max(axis=1))
+        return largest <= REST * scale
+
+    def gradient(self, theta, X, Y, nudging, out):
+        """Fill ``out`` with ``g = scale * grad_theta E_b(x*) / b`` (the contract); returns the :class:`SettleReport`."""
+        if np.shape(out) != (self.params.size,):
+            raise ValueError(f"out must have shape ({self.params.size},), got {np.shape(out)}")
+        settlement = self.settle(theta, X, Y, nudging)
+        with blas_limit(1):
+            self.velocity.flat(self.params, X, settlement.values, settlement.edges, out=out)
+        out *= -loss_gradient_scale(self.loss, X.shape[0], self.graph.n_outputs) / nudging
+        return settlement.report
+
