@@ -190,12 +190,17 @@ def history_curve(method, history, epochs_of, note=""):
                  np.asarray(history.test_accuracy, dtype=float), note)
 
 
-def equilibrium_rows():
-    """``(label, options)`` of the ``sl.train(method="equilibrium")`` rows (none before that method exists)."""
+#: The ``sl.train(method="equilibrium")`` rows: ``--rows`` name, label, options.
+EQUILIBRIUM_ROWS = (("default", "equilibrium, default nudging", {}),
+                    ("symmetric", "equilibrium, symmetric nudging", {"symmetric": True}),
+                    ("quasi-static", "equilibrium, nudging 1 (quasi-static)", {"nudging": 1.0}))
+
+
+def equilibrium_rows(rows=("equilibrium",)):
+    """``(label, options)`` of the equilibrium rows named in ``rows`` ("equilibrium": all; none before the method)."""
     if "equilibrium" not in METHODS:
         return []
-    return [("equilibrium, default nudging", {}), ("equilibrium, symmetric nudging", {"symmetric": True}),
-            ("equilibrium, nudging 1 (quasi-static)", {"nudging": 1.0})]
+    return [(label, options) for name, label, options in EQUILIBRIUM_ROWS if {name, "equilibrium"} & set(rows)]
 
 
 def train_equilibrium(net, data, cfg, options, run=None):
@@ -213,7 +218,7 @@ def run_sheaf(net, data, cfg):
     """The sheaflinalg rows from ``net``: equilibrium training (same optimiser, order, epochs) and the baselines."""
     train_data = (net, data.X_train, data.Y_train, data.X_test, data.Y_test)
     curves = []
-    for label, options in equilibrium_rows() if "equilibrium" in cfg.rows else []:
+    for label, options in equilibrium_rows(cfg.rows):
         row_cfg = cfg if "nudging" not in options else dataclasses.replace(
             cfg, epochs=min(cfg.epochs, cfg.quasi_static_epochs))
         try:
@@ -409,8 +414,10 @@ def main(argv=None):
     p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 2)")
     p.add_argument("--quasi-static-epochs", type=int, default=None,
                    help="at most this many epochs for the nudging-1 row (default: all; --quick 1)")
-    p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines"), default=["equilibrium", "baselines"],
-                   help="the sheaflinalg rows besides torch's (default both)")
+    p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines") + tuple(r[0] for r in EQUILIBRIUM_ROWS),
+                   default=["equilibrium", "baselines"],
+                   help="the sheaflinalg rows besides torch's: equilibrium (all three, or some of default, "
+                        "symmetric, quasi-static) and baselines (default: all)")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: where each equilibrium row's time goes (cProfile)")
     p.add_argument("--save", help="also write the curves to this JSON file")
