@@ -1,0 +1,455 @@
+"""MNIST-1D training against torch backprop (issue 23): one initial network, one batch order, one table.
+
+For each architecture -- the MLP ``[40, 100, 100, 10]`` and the MNIST-1D CNN of
+``sheaflinalg/reproduce/mnist1d_cnn.py`` -- the torch model is built once from ``--seed`` (float64)
+and imported with ``sl.Network.from_torch`` (softmax output); the two forward passes must agree on
+the test set before anything trains.  Every row starts from those weights:
+
+* torch backprop: Adam (``--lr``), mini-batches of ``--batch-size``, cross-entropy, in the batch
+  order of :func:`epoch_orders` (numpy permutations from the seed, one per epoch);
+* ``sl.train(method="equilibrium")``: the same optimiser, batches and epochs, at the default
+  nudging, with symmetric nudging and at nudging 1 (the quasi-static limit of the paper's joint
+  dynamics; ``--quasi-static-epochs`` shortens that slow row); rows the library refuses (graph
+  networks before their equilibrium oracle) are skipped with its message;
+* the paper's baselines: ``sl.train`` (forward-Euler joint dynamics, full batch, its defaults but
+  ``steps`` and the seed of its random initial state) and ``sl.sgd`` (full-batch gradient descent,
+  its defaults but ``epochs``).
+
+Both libraries run in float64 with the same thread count (``--threads``; torch's own setting is
+restored afterwards).  An *epoch* is one pass over the training set: a full-batch Euler or gradient
+step is one.  Each row's clock covers its training and the per-epoch records the sheaflinalg history
+makes (the forward passes for the train/test losses and accuracies); torch's clock includes the same
+evaluation (its share is printed).  The table gives the test accuracy at the end, the seconds per
+epoch, their ratio to torch's and the accuracy difference to torch after as many epochs (after its
+last for the longer baselines); the figure (test accuracy against
+epochs and against wall time, every method) is written to ``docs/img/mnist1d_training.png``.
+
+Run: ``.venv/bin/python benchmarks/mnist1d_training.py [--quick] [--threads 1] [--arch mlp cnn]``
+(``--quick``: one epoch or a few steps of everything, about a minute; ``--profile``: where each
+equilibrium row's time goes).
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import sheaflinalg as sl
+from sheaflinalg._common.atomic import write_text
+from sheaflinalg._common.threads import num_threads
+from sheaflinalg.network.graph import Graph
+from sheaflinalg.network.importers.torch_fx import import_torch
+from sheaflinalg.plotting.figure import new_figure, save_figure
+from sheaflinalg.reproduce import mnist1d_cnn
+from sheaflinalg.training.losses import accuracy, loss_value
+from sheaflinalg.training.train import METHODS
+
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "img" / "mnist1d_training.png"
+MLP_DIMS = (40, 100, 100, 10)
+INPUT_SHAPES = {"mlp": None, "cnn": (1, 40)}
+
+
+# ----------------------------------------------------------------- shared initial weights and order
+def torch_model(arch, seed):
+    """The float64 torch model of ``arch`` ("mlp" or "cnn"), its weights drawn from ``seed``; returns logits.
+
+    torch's global random state is forked, so the caller's is left as it was.
+    """
+    torch, nn = import_torch()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if arch == "cnn":
+            return mnist1d_cnn.build(torch, nn)
+        layers = []
+        for n_in, n_out in zip(MLP_DIMS[:-1], MLP_DIMS[1:]):
+            layers += [nn.Linear(n_in, n_out), nn.ReLU()]
+        return nn.Sequential(*layers[:-1]).to(torch.float64)
+
+
+def softmax_network(model, arch):
+    """``model`` imported with ``sl.Network.from_torch``, its output activation the softmax."""
+    net = sl.Network.from_torch(model, input_shape=INPUT_SHAPES[arch])
+    if net.is_graph:
+        return sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    return net.replace(output="softmax")
+
+
+def torch_probabilities(model, X, arch):
+    """Softmax of ``model``'s logits at the rows of ``X`` (float64 numpy), without gradients."""
+    torch, _ = import_torch()
+    Xt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64))
+    if INPUT_SHAPES[arch] is not None:
+        Xt = Xt.reshape(X.shape[0], *INPUT_SHAPES[arch])
+    with torch.no_grad():
+        return torch.softmax(model(Xt), dim=1).numpy()
+
+
+def forward_disagreement(model, net, X, arch):
+    """Largest ``|softmax(torch(X)) - net.forward(X)|`` over the rows of ``X``."""
+    return float(np.max(np.abs(torch_probabilities(model, X, arch) - net.forward(X))))
+
+
+def epoch_orders(seed, n_samples, epochs):
+    """The batch order of every epoch: ``epochs`` permutations of ``range(n_samples)`` from one numpy generator.
+
+    Epoch ``e`` visits the samples in ``orders[e]``, cut into consecutive mini-batches (the last one
+    partial when the batch size does not divide ``n_samples``).
+    """
+    rng = np.random.default_rng(seed)
+    return [rng.permutation(n_samples) for _ in range(epochs)]
+
+
+# ----------------------------------------------------------------- runs
+@dataclass
+class Curve:
+    """One row: test accuracy at the records, against epochs (passes over the training set) and seconds."""
+
+    method: str
+    epochs: np.ndarray
+    seconds: np.ndarray
+    test_accuracy: np.ndarray
+    note: str = ""
+    torch_seconds_per_epoch: float = None     # torch's in the same run (set when runs are merged)
+
+    @property
+    def seconds_per_epoch(self):
+        return self.seconds[-1] / self.epochs[-1]
+
+    def to_json(self):
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, record):
+        return cls(**{k: np.asarray(v, dtype=float) if isinstance(v, list) else v for k, v in record.items()})
+
+
+@contextlib.contextmanager
+def same_threads(threads):
+    """``threads`` threads for torch (restored on exit) and for sheaflinalg (its :func:`num_threads`)."""
+    torch, _ = import_torch()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with num_threads(threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _torch_records(model, data, arch):
+    """What a sheaflinalg history records per epoch (train/test loss and accuracy), for torch's model.
+
+    Returns the test accuracy; the other values are computed as the history does (the same cost).
+    """
+    values = []
+    for X, Y in ((data.X_train, data.Y_train), (data.X_test, data.Y_test)):
+        P = torch_probabilities(model, X, arch)
+        values += [loss_value(P, Y, "cross_entropy", None, "softmax"), accuracy(P, Y, "softmax")]
+    return values[-1]
+
+
+def run_torch(model, data, arch, orders, lr, batch_size):
+    """Train ``model`` in place by torch backprop with Adam in the given batch order; its Curve."""
+    torch, _ = import_torch()
+    X = torch.from_numpy(data.X_train)
+    if INPUT_SHAPES[arch] is not None:
+        X = X.reshape(X.shape[0], *INPUT_SHAPES[arch])
+    labels = torch.from_numpy(data.Y_train.argmax(1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    start = time.perf_counter()
+    records = [(0, 0.0, _torch_records(model, data, arch))]
+    evaluating = time.perf_counter() - start
+    for epoch, order in enumerate(orders, 1):
+        for first in range(0, len(order), batch_size):
+            batch = torch.from_numpy(order[first:first + batch_size])
+            loss = torch.nn.functional.cross_entropy(model(X[batch]), labels[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        before = time.perf_counter()
+        accuracy = _torch_records(model, data, arch)
+        evaluating += time.perf_counter() - before
+        records.append((epoch, time.perf_counter() - start, accuracy))
+    epochs, seconds, accuracy = map(np.array, zip(*records))
+    return Curve("torch backprop (Adam)", epochs, seconds, accuracy,
+                 f"per-epoch evaluation {100 * evaluating / seconds[-1]:.0f}% of its time")
+
+
+def history_curve(method, history, epochs_of, note=""):
+    """The Curve of a sheaflinalg History; ``epochs_of`` names the series counting passes ("epoch" or "step")."""
+    print(f"  {method}: test accuracy {history.test_accuracy[-1]:.3f} after {history.wall_time[-1]:.1f} s", flush=True)
+    return Curve(method, np.asarray(getattr(history, epochs_of), dtype=float), np.asarray(history.wall_time),
+                 np.asarray(history.test_accuracy, dtype=float), note)
+
+
+#: The ``sl.train(method="equilibrium")`` rows: ``--rows`` name, label, options.
+EQUILIBRIUM_ROWS = (("default", "equilibrium, default nudging", {}),
+                    ("symmetric", "equilibrium, symmetric nudging", {"symmetric": True}),
+                    ("quasi-static", "equilibrium, nudging 1 (quasi-static)", {"nudging": 1.0}))
+
+
+def equilibrium_rows(rows=("equilibrium",)):
+    """``(label, options)`` of the equilibrium rows named in ``rows`` ("equilibrium": all; none before the method)."""
+    if "equilibrium" not in METHODS:
+        return []
+    return [(label, options) for name, label, options in EQUILIBRIUM_ROWS if {name, "equilibrium"} & set(rows)]
+
+
+def train_equilibrium(net, data, cfg, options, run=None):
+    """``sl.train(method="equilibrium")`` with the protocol of ``cfg`` (Adam, batches, epochs, seed, threads).
+
+    ``run(fn, *args, **kwargs)`` calls it (default: directly; a profiler's ``runcall``).
+    """
+    return (run or (lambda fn, *a, **k: fn(*a, **k)))(
+        sl.train, net, data.X_train, data.Y_train, data.X_test, data.Y_test, method="equilibrium",
+        epochs=cfg.epochs, batch_size=cfg.batch_size, optimizer="adam", lr=cfg.lr, seed=cfg.seed, progress=False,
+        blas_threads=cfg.threads, **options)
+
+
+def run_sheaf(net, data, cfg):
+    """The sheaflinalg rows from ``net``: equilibrium training (same optimiser, order, epochs) and the baselines."""
+    train_data = (net, data.X_train, data.Y_train, data.X_test, data.Y_test)
+    curves = []
+    for label, options in equilibrium_rows(cfg.rows):
+        row_cfg = cfg if "nudging" not in options else dataclasses.replace(
+            cfg, epochs=min(cfg.epochs, cfg.quasi_static_epochs))
+        try:
+            fit = train_equilibrium(net, data, row_cfg, options)
+        except sl.GraphNetworkError as exc:      # graph networks before their equilibrium oracle lands
+            print(f"{label}: skipped ({exc})")
+            break
+        curves.append(history_curve(label, fit.history, "epoch"))
+    if "baselines" not in cfg.rows:
+        return curves
+    steps = cfg.baseline_steps
+    fit = sl.train(*train_data, steps=steps, epoch_steps=min(1000, steps), seed=cfg.seed, progress=False,
+                   blas_threads=cfg.threads)
+    curves.append(history_curve(f"sl.train Euler (defaults, {steps} full-batch steps)", fit.history, "step"))
+    fit = sl.sgd(*train_data, epochs=steps, progress=False, blas_threads=cfg.threads)
+    curves.append(history_curve(f"sl.sgd (full-batch GD, {steps} steps)", fit.history, "step"))
+    return curves
+
+
+def benchmark(arch, data, cfg):
+    """All rows of one architecture: ``(torch curve, sheaflinalg curves)``; checks the shared start first."""
+    model = torch_model(arch, cfg.seed)
+    net = softmax_network(model, arch)
+    gap = forward_disagreement(model, net, data.X_test, arch)
+    if not gap < 1e-12:
+        raise SystemExit(f"{arch}: the imported network's forward pass differs from torch's by {gap:.1e}")
+    print(f"{arch}: {net!r}; forward passes agree to {gap:.1e} on the test set")
+    orders = epoch_orders(cfg.seed, data.X_train.shape[0], cfg.epochs)
+    with same_threads(cfg.threads):
+        reference = run_torch(model, data, arch, orders, cfg.lr, cfg.batch_size)
+        return reference, run_sheaf(net, data, cfg)
+
+
+# ----------------------------------------------------------------- where the time goes
+#: Parts of an equilibrium run: (file path ending, function names).  Matches of one part nest (a
+#: ``gradient`` calling ``settle``), so a part's time is the largest cumulative time among them.
+PARTS = {"oracle": (("equilibrium/chain.py", "equilibrium/graph.py"), ("gradient",)),
+         "settle": (("equilibrium/chain.py", "equilibrium/graph.py"), ("settle", "_settle")),
+         "optimiser": (("training/optim/adam.py", "training/optim/optimizer.py"), ("step",)),
+         "records": (("training/history.py",), ("record",))}
+
+
+def time_split(stats, total):
+    """Seconds of each part of an equilibrium run from ``pstats.Stats``: settle, velocity, optimiser, records, rest."""
+    spent = dict.fromkeys(PARTS, 0.0)
+    for (path, _, name), (_, _, _, cumulative, _) in stats.stats.items():
+        for part, (files, names) in PARTS.items():
+            if name in names and path.replace(os.sep, "/").endswith(files):
+                spent[part] = max(spent[part], cumulative)
+    velocity = spent["oracle"] - spent["settle"]
+    rest = total - spent["oracle"] - spent["optimiser"] - spent["records"]
+    return {"settle (pattern iteration and equilibrium solves)": spent["settle"],
+            "weight velocity at the equilibrium": velocity, "optimiser step": spent["optimiser"],
+            "history records (forward passes on train and test)": spent["records"],
+            "the rest (batches, checks, loop)": rest}
+
+
+def profile(net, data, cfg, options=None):
+    """Run one equilibrium training of ``cfg`` under cProfile and print where its time goes."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    start = time.perf_counter()
+    train_equilibrium(net, data, cfg, options or {}, run=prof.runcall)
+    total = time.perf_counter() - start
+    split = time_split(pstats.Stats(prof), total)
+    print(f"{cfg.epochs} epochs under cProfile: {total:.2f} s; " +
+          ", ".join(f"{part} {100 * t / total:.0f}%" for part, t in split.items()))
+    pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+
+
+# ----------------------------------------------------------------- report
+def table(arch, reference, curves):
+    """The PCX-style markdown table of one architecture (torch first)."""
+    lines = [f"{arch}: | method | epochs | test accuracy | s / epoch | x torch | accuracy - torch | total s |",
+             "|---|---|---|---|---|---|---|"]
+    for c in [reference] + curves:
+        acc, base_acc = c.test_accuracy[-1], torch_accuracy_at(reference, c.epochs[-1])
+        base_time = c.torch_seconds_per_epoch or reference.seconds_per_epoch
+        lines.append(f"| {c.method} | {c.epochs[-1]:.0f} | {100 * acc:.1f}% | {c.seconds_per_epoch:.4g} | "
+                     f"{c.seconds_per_epoch / base_time:.2f} | {100 * (acc - base_acc):+.1f} | {c.seconds[-1]:.1f} |")
+    return "\n".join(lines)
+
+
+def torch_accuracy_at(reference, epochs):
+    """torch's test accuracy after ``epochs`` epochs (after its last when ``epochs`` is more)."""
+    return reference.test_accuracy[min(int(epochs), len(reference.test_accuracy) - 1)]
+
+
+def goals(arch, reference, curves):
+    """Whether the issue's goal for ``arch`` is met by the default equilibrium row (a sentence)."""
+    rows = [c for c in curves if c.method.startswith("equilibrium, default")]
+    if not rows:
+        return f"{arch}: no equilibrium row"
+    base_time = rows[0].torch_seconds_per_epoch or reference.seconds_per_epoch
+    acc, ratio = rows[0].test_accuracy[-1], rows[0].seconds_per_epoch / base_time
+    if arch == "mlp":
+        met = acc >= reference.test_accuracy[-1] - 0.01 and ratio <= 2.0
+        return (f"mlp goal (accuracy >= torch - 1 point, <= 2x its time per epoch): {100 * acc:.1f}% vs "
+                f"{100 * reference.test_accuracy[-1]:.1f}%, {ratio:.2f}x: {'met' if met else 'not met'}")
+    return f"cnn goal (>= 90%): {100 * acc:.1f}%: {'met' if acc >= 0.9 else 'not met'}"
+
+
+def figure(results, path):
+    """Test accuracy against epochs and against seconds, one row of panels per architecture."""
+    fig, axes = new_figure(len(results), 2, figsize=(10, 3.6 * len(results)), layout="constrained", squeeze=False)
+    for (arch, (reference, curves)), row in zip(results.items(), axes):
+        for c in [reference] + curves:
+            style = {"label": c.method, "lw": 2 if c is reference else 1.2, "color": "k" if c is reference else None}
+            row[0].plot(c.epochs, c.test_accuracy, **style)
+            row[1].plot(c.seconds, c.test_accuracy, **style)
+        for ax, xlabel, linear in zip(row, ("epochs (passes over the training set)", "wall time (s)"), (1, 0.1)):
+            ax.set_xscale("symlog", linthresh=linear)     # linear below ``linear``: the records at 0
+            ax.set(xlabel=xlabel, ylabel="test accuracy", title=f"MNIST-1D, {arch}")
+            ax.grid(alpha=0.3)
+        row[1].legend(fontsize=7, loc="lower right")
+    save_figure(fig, path)
+
+
+def save_results(results, path):
+    """Write every architecture's curves to the JSON file ``path`` (atomically), for :func:`merge_results`."""
+    write_text(path, json.dumps({arch: [c.to_json() for c in [reference] + curves]
+                                 for arch, (reference, curves) in results.items()}))
+
+
+def merge_results(paths):
+    """The curves of several runs saved by :func:`save_results`: ``{arch: (torch curve, rows)}``.
+
+    torch's curve is the first run's (torch's accuracies are the same in every run: one seed, one
+    order, one thread count); each row keeps the seconds per epoch of torch in its own run, and a row of
+    a later run replaces a row of the same name.
+    """
+    merged = {}
+    for path in paths:
+        with open(path) as f:
+            saved = json.load(f)
+        for arch, records in saved.items():
+            reference, *curves = map(Curve.from_json, records)
+            for c in curves:
+                c.torch_seconds_per_epoch = reference.seconds_per_epoch
+            first, rows = merged.get(arch, (reference, {}))
+            rows.update({c.method: c for c in curves})
+            merged[arch] = (first, rows)
+    return {arch: (reference, list(rows.values())) for arch, (reference, rows) in merged.items()}
+
+
+def report(results, figure_path):
+    """Print every architecture's table and goal; draw the figure to ``figure_path`` (when given)."""
+    for arch, (reference, curves) in results.items():
+        print()
+        print(table(arch, reference, curves))
+        print(f"torch: {reference.note}")
+        print(goals(arch, reference, curves))
+    if figure_path and results:
+        figure(results, figure_path)
+        print(f"figure: {figure_path}")
+
+
+@dataclass
+class Settings:
+    """One architecture's protocol (shared by every row)."""
+
+    epochs: int
+    baseline_steps: int
+    batch_size: int
+    lr: float
+    seed: int
+    threads: int
+    rows: tuple = ("equilibrium", "baselines")
+    quasi_static_epochs: int = 10**9
+
+
+def machine():
+    """A line naming the machine, the load and the library versions."""
+    torch, _ = import_torch()
+    return (f"{platform.platform()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"load {os.getloadavg()[0]:.2f}; python {platform.python_version()}, numpy {np.__version__}, "
+            f"torch {torch.__version__}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="a few epochs and steps of everything (< 60 s)")
+    p.add_argument("--arch", nargs="+", choices=("mlp", "cnn"), default=["mlp", "cnn"])
+    p.add_argument("--threads", type=int, default=1, help="threads of both libraries (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--batch-size", type=int, default=100)
+    p.add_argument("--mlp-epochs", type=int, default=None, help="default 200 (--quick: 1)")
+    p.add_argument("--cnn-epochs", type=int, default=None, help="default 30 (--quick: 1)")
+    p.add_argument("--mlp-steps", type=int, default=None, help="Euler / GD baseline steps (default 5000; --quick 50)")
+    p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 2)")
+    p.add_argument("--quasi-static-epochs", type=int, default=None,
+                   help="at most this many epochs for the nudging-1 row (default: all; --quick 1)")
+    p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines") + tuple(r[0] for r in EQUILIBRIUM_ROWS),
+                   default=["equilibrium", "baselines"],
+                   help="the sheaflinalg rows besides torch's: equilibrium (all three, or some of default, "
+                        "symmetric, quasi-static) and baselines (default: all)")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of the table: where each equilibrium row's time goes (cProfile)")
+    p.add_argument("--save", help="also write the curves to this JSON file")
+    p.add_argument("--merge", nargs="+", metavar="JSON",
+                   help="run nothing: the table and figure of runs saved with --save (later rows replace earlier)")
+    p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
+    args = p.parse_args(argv)
+    quick = args.quick
+    epochs = {"mlp": args.mlp_epochs or (1 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 30)}
+    steps = {"mlp": args.mlp_steps or (50 if quick else 5000), "cnn": args.cnn_steps or (2 if quick else 200)}
+    if args.merge:
+        report(merge_results(args.merge), args.figure)
+        return 0
+    print(machine())
+    print(f"command: {' '.join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv)))}")
+    data = sl.tasks.mnist1d()
+    results = {}
+    for arch in args.arch:
+        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads, tuple(args.rows),
+                       args.quasi_static_epochs or epochs[arch])
+        if args.profile:
+            with same_threads(cfg.threads):
+                for label, options in equilibrium_rows():
+                    print(f"{arch}, {label}:")
+                    profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg, options)
+            continue
+        results[arch] = benchmark(arch, data, cfg)
+    if args.save:
+        save_results(results, args.save)
+    report(results, args.figure)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
