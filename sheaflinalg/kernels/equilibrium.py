@@ -20,6 +20,9 @@ definite for ``b > 0``.
 import numpy as np
 from numba import njit
 
+#: A gradient at most this many units of rounding of its terms counts as zero (:func:`_stationary`).
+ROUNDING = 64 * np.finfo(np.float64).eps
+
 # The problems are tiny (n is the number of outputs): plain loops, no BLAS calls (whose per-call cost,
 # thread hand-offs included, is many times the arithmetic) and no allocation inside the sample loop.
 
@@ -64,13 +67,18 @@ def potential(code, loss, z, y, p):
             value += np.log1p(np.exp(-abs(z[i]))) + max(z[i], 0.0) - y[i] * z[i]
         return value
     if loss == 1:
-        top = z.max()
-        lse = 0.0
+        # lse - z_i = (top - z_i) + log1p(sum over j != argmax of exp(z_j - top)): no cancellation
+        # when the prediction is near certain (lse and z_top then agree to many digits, and their
+        # difference, the loss, would keep only the digits rounding left of it).
+        top_at = np.argmax(z)
+        top = z[top_at]
+        rest = 0.0
         for i in range(n):
-            lse += np.exp(z[i] - top)
-        lse = np.log(lse) + top
+            if i != top_at:
+                rest += np.exp(z[i] - top)
+        shift = np.log1p(rest)
         for i in range(n):
-            value += y[i] * (lse - z[i])
+            value += y[i] * ((top - z[i]) + shift)
         return value
     _phi(code, z, p)
     for i in range(n):
@@ -203,6 +211,16 @@ def _newton_direction(P, b, code, loss, z, y, g, H, p, K, r, step, convex):
 
 
 @njit(cache=True)
+def _stationary(r, size):
+    """Whether the gradient ``r = P w + h + b g`` is at the rounding level of its terms (``size``: the
+    largest of ``|P w + h|`` and ``|h|``, plus ``|b| (|g| + 1)``, the ``1`` for the absolute rounding of
+    the output's probabilities).  A near-certain softmax prediction makes ``g`` tiny and ``P`` may be
+    small: no Newton step can then shrink the step below ``tol |w|``, but the gradient is as small as
+    rounding allows."""
+    return np.abs(r).max() <= ROUNDING * size
+
+
+@njit(cache=True)
 def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
     """Newton's method on one sample's ``psi`` from ``w = 0``; ``w`` receives the minimiser.
 
@@ -218,10 +236,13 @@ def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
         for i in range(n):
             work[0, i] = f[i] + w[i]
         _quadratic(P, h, w, r)
+        size = np.abs(r).max() + np.abs(h).max()
         exact = _newton_direction(P, b, code, loss, work[0], y, g, H, work[1], K, r, step, False)
         if not exact and not (b > 0 and _newton_direction(P, b, code, loss, work[0], y, g, H, work[1], K, r,
                                                           step, True)):
             return -1
+        if it > 1 and _stationary(r, size + abs(b) * (np.abs(g).max() + 1.0)):
+            return it - 1
         slope = _dot(r, step, n)
         # Near the minimum (a step of 1e-6 of w, in Newton's quadratic range) psi cannot decrease
         # measurably in rounding: the full step is taken there without a line search.

@@ -1,0 +1,48 @@
+"""The nudged loss edge's Newton solve on near-certain predictions (training/equilibrium/loss_edge.py)."""
+
+from decimal import Decimal, localcontext
+
+import numpy as np
+import pytest
+
+from sheaflinalg.training.equilibrium.loss_edge import potential, solve_coefficients
+
+
+def _naive_cross_entropy(z, y):
+    """Softmax cross-entropy ``log sum exp z - y . z`` from the definition in 50-digit decimals (the oracle)."""
+    with localcontext() as ctx:
+        ctx.prec = 50
+        zd = [Decimal(float(v)) for v in z]
+        lse = sum(v.exp() for v in zd).ln()
+        return float(lse - sum(Decimal(float(a)) * v for a, v in zip(y, zd)))
+
+
+@pytest.mark.parametrize("margin", [5.0, 12.0, 18.0, 30.0])
+def test_the_softmax_potential_keeps_its_digits_when_the_prediction_is_near_certain(margin):
+    z = np.array([[0.3, margin, -2.0, 1.0]])
+    y = np.array([[0.0, 1.0, 0.0, 0.0]])
+    np.testing.assert_allclose(potential("softmax", "cross_entropy", z, y)[0], _naive_cross_entropy(z[0], y[0]),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("b", [1e-6, 1e-3, 1.0])
+def test_near_certain_samples_settle_at_the_minimiser(b):
+    # a trained network's confident sample: a small quadratic term and a gradient of 1e-6 or less
+    rng = np.random.default_rng(0)
+    n, S = 10, 20
+    A = rng.standard_normal((S, n, 3 * n))
+    G = A @ A.transpose(0, 2, 1) * 10.0 + np.eye(n)          # P = G^-1 has eigenvalues near 0.03 and below
+    F = rng.standard_normal((S, n))
+    labels = rng.integers(0, n, S)
+    F[np.arange(S), labels] += np.linspace(8.0, 25.0, S)     # from confident to near certain
+    Y = np.eye(n)[labels]
+    V, W, newton = solve_coefficients(G.copy(), np.zeros((S, 0)), F, Y, b, "softmax", "cross_entropy")
+    P = np.linalg.inv(G)
+    for s in range(S):
+        z = F[s] + W[s]
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        gradient = P[s] @ W[s] + b * (p - Y[s])
+        assert np.abs(gradient).max() <= 1e-12 * b * max(1.0, np.abs(p - Y[s]).max()) + 1e-300
+    np.testing.assert_allclose(np.einsum("sij,sj->si", G, V), W, rtol=1e-10, atol=1e-300)
+    assert newton < 100
