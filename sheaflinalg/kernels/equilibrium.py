@@ -95,6 +95,15 @@ def potentials(code, loss, Z, Y, out):
 
 
 @njit(cache=True)
+def gradients(code, loss, Z, Y, out):
+    """``out[s]`` = the potential's gradient in ``z`` at ``Z[s]`` for every sample."""
+    n = Z.shape[1]
+    H, p = np.empty((n, n)), np.empty(n)
+    for s in range(Z.shape[0]):
+        newton_matrix(code, loss, Z[s], Y[s], out[s], H, p, False)
+
+
+@njit(cache=True)
 def newton_matrix(code, loss, z, y, g, H, p, convex):
     """The potential's gradient ``g`` and Hessian ``H`` of one sample at ``z`` (``p`` is scratch).
 

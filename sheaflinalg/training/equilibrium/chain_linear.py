@@ -58,6 +58,26 @@ def forward(Ws, bs, X, masks, ez=None, ea=None):
     return Zs, As
 
 
+def backward(Ws, masks, u):
+    """``(ez, ea)`` = ``J^T u``: the residuals of output coefficients ``u`` (``(S, n_out)``), one backward
+    substitution per sample (backpropagation of ``u`` through the frozen pattern)."""
+    k = len(Ws) - 1
+    ez, ea = [None] * (k + 1), [None] * k
+    ez[k] = u
+    for l in range(k, 0, -1):
+        ea[l - 1] = ez[l] @ Ws[l]
+        ez[l - 1] = masks[l - 1] * ea[l - 1]
+    return ez, ea
+
+
+def output_shift(Ws, masks, ez, ea):
+    """``J e``: how far the residuals ``(ez, ea)`` move the output, one forward substitution per sample."""
+    dz = ez[0]
+    for l in range(1, len(Ws)):
+        dz = (masks[l - 1] * dz + ea[l - 1]) @ Ws[l].T + ez[l]
+    return dz
+
+
 class RowAdjoints:
     """The adjoints of ``r`` rows per sample through a chain with a frozen pattern.
 

@@ -10,14 +10,29 @@ displacement ``w`` solves a small problem and ``[u; lambda] = G^-1 [w; c]``
 :func:`~.loss_edge.solve_coefficients`), and one forward substitution with
 ``e = J^T [u; lambda]`` gives the state.  No Laplacian is assembled and nothing
 is iterated except the loss's Newton steps on ``w``.
+
+At a small nudging (``|b| <= FIXED_POINT_NUDGING``, samples without held
+coordinates) the same minimiser is found without the Gram matrix: the fixed
+point ``u = -b grad loss(f + J J^T u)`` contracts by about ``|b| ||H M||`` per
+step, each step one backward and one forward substitution of one vector per
+sample (a backpropagation's work); 3 steps reach rounding at ``b = 1e-6`` and
+6 at ``1e-3`` on MNIST-1D, 2.5 to 3 times faster than the ``n_out`` backward
+substitutions of ``G``.  A batch whose iteration has not converged in
+``FIXED_POINT_STEPS`` steps takes the Gram path.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .chain_linear import RowAdjoints, forward
-from .loss_edge import potential, solve_coefficients
+from .chain_linear import RowAdjoints, backward, forward, output_shift
+from .loss_edge import gradient, potential, solve_coefficients
+
+
+#: Largest nudging ``|b|`` whose frozen solve tries the fixed point first (measured break-even near ``1e-2``).
+FIXED_POINT_NUDGING = 1e-3
+#: Steps of the fixed point before the Gram path takes over.
+FIXED_POINT_STEPS = 8
 
 
 @dataclass
@@ -83,6 +98,38 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
             for l, j in coords:
                 masks[l - 1][s, j] = 0.0
     Zs0 = forward(Ws, bs, X, masks)[0] if base is None or n_held else base
+    residuals = None
+    if not n_held and abs(b) <= FIXED_POINT_NUDGING:
+        residuals = _fixed_point(Ws, masks, Zs0[-1], Y, b, output, loss)
+    newton = 0
+    if residuals is None:
+        residuals, newton = _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held)
+    ez, ea = residuals
+    Zs, As = forward(Ws, bs, X, masks, ez, ea)
+    energy = 0.5 * sum(np.einsum("ij,ij->i", e, e) for e in ez + ea) + b * potential(output, loss, Zs[-1], Y)
+    return Frozen(Zs, As, ez, ea, masks, held if n_held else None, energy, newton)
+
+
+def _fixed_point(Ws, masks, f, Y, b, output, loss):
+    """The residuals ``J^T u``, ``u = -b grad loss(f + J J^T u)``, by fixed-point iteration; None if some
+    sample has not converged (to rounding) in ``FIXED_POINT_STEPS`` steps."""
+    u = -b * gradient(output, loss, f, Y)
+    # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
+    # confident softmax sample has a tiny u whose relative rounding is large).
+    floor = 4e-16 * abs(b) * (1.0 + np.abs(f).max(axis=1))
+    with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
+        for _ in range(FIXED_POINT_STEPS):
+            ez, ea = backward(Ws, masks, u)
+            new = -b * gradient(output, loss, f + output_shift(Ws, masks, ez, ea), Y)
+            if np.all(np.abs(new - u).max(axis=1) <= 1e-14 * np.abs(new).max(axis=1) + floor):
+                return backward(Ws, masks, new)
+            u = new
+    return None
+
+
+def _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held):
+    """``((ez, ea), newton)``: the residuals from the rows' Gram matrix (outputs and held coordinates)."""
+    S, n_out = Y.shape
     c = np.zeros((S, n_held))
     adj = RowAdjoints(Ws, masks, S, *_held_rows(Ws, S, n_out, held, n_held))
     G = adj.gram()
@@ -91,10 +138,7 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
         pad = np.arange(n_out + len(coords), n_out + n_held)
         G[s, pad, pad] = 1.0            # rows of no coordinate: independent, coefficient 0
     coefficients, _, newton = solve_coefficients(G, c, Zs0[-1], Y, b, output, loss)
-    ez, ea = adj.residuals(coefficients)
-    Zs, As = forward(Ws, bs, X, masks, ez, ea)
-    energy = 0.5 * sum(np.einsum("ij,ij->i", e, e) for e in ez + ea) + b * potential(output, loss, Zs[-1], Y)
-    return Frozen(Zs, As, ez, ea, masks, held if n_held else None, energy, newton)
+    return adj.residuals(coefficients), newton
 
 
 def _held_rows(Ws, S, n_out, held, n_held):

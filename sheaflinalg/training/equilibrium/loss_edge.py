@@ -34,7 +34,7 @@ Gauss-Newton matrix, or the diagonal Hessian's nonnegative part).
 
 import numpy as np
 
-from ...kernels.equilibrium import newton_matrix, output_coefficients, potentials
+from ...kernels.equilibrium import gradients, newton_matrix, output_coefficients, potentials
 from ...kernels.force import PHI_CODES
 
 #: The losses an exact equilibrium is found for.
@@ -73,6 +73,20 @@ def potential(output, loss, Z, Y):
     """
     out = np.empty(Z.shape[0])
     potentials(PHI_CODES[output], _LOSS_CODES[loss], np.ascontiguousarray(Z), np.ascontiguousarray(Y), out)
+    return out
+
+
+def gradient(output, loss, Z, Y):
+    """The potential's gradient in ``z``, per sample (rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> gradient("identity", "mse", np.array([[1.0, 2.0]]), np.array([[0.0, 0.0]])).tolist()
+    [[1.0, 2.0]]
+    """
+    out = np.empty(Z.shape)
+    gradients(PHI_CODES[output], _LOSS_CODES[loss], np.ascontiguousarray(Z), np.ascontiguousarray(Y), out)
     return out
 
 
