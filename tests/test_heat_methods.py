@@ -44,7 +44,9 @@ def test_unknown_method_lists_the_choices():
     with pytest.raises(ValueError, match="unknown method 'rk4'; expected one of 'euler', 'exact'"):
         sl.heat(NET, [0.5, -1.0], method="rk4")
     X, Y = sl.tasks.paraboloid(10, seed=0)
-    with pytest.raises(ValueError, match="unknown method 'equilibrium'; expected one of 'euler'"):
+    with pytest.raises(ValueError, match="unknown method 'rk4'; expected one of 'euler', 'equilibrium'"):
+        sl.train(sl.Network.random([2, 3, 1], seed=0), X, Y, steps=10, progress=False, method="rk4")
+    with pytest.raises(ValueError, match=r"train\(method='equilibrium'\) does not use steps"):
         sl.train(sl.Network.random([2, 3, 1], seed=0), X, Y, steps=10, progress=False, method="equilibrium")
     fit = sl.train(sl.Network.random([2, 3, 1], seed=0), X, Y, steps=10, epoch_steps=10, progress=False,
                    method="euler")
