@@ -203,7 +203,7 @@ def equilibrium_rows(rows=("equilibrium",)):
     return [(label, options) for name, label, options in EQUILIBRIUM_ROWS if {name, "equilibrium"} & set(rows)]
 
 
-def train_equilibrium(net, data, cfg, options, run=None):
+def train_equilibrium(net, data, cfg, options, run=None, callback=None):
     """``sl.train(method="equilibrium")`` with the protocol of ``cfg`` (Adam, batches, epochs, seed, threads).
 
     ``run(fn, *args, **kwargs)`` calls it (default: directly; a profiler's ``runcall``).
@@ -211,7 +211,27 @@ def train_equilibrium(net, data, cfg, options, run=None):
     return (run or (lambda fn, *a, **k: fn(*a, **k)))(
         sl.train, net, data.X_train, data.Y_train, data.X_test, data.Y_test, method="equilibrium",
         epochs=cfg.epochs, batch_size=cfg.batch_size, optimizer="adam", lr=cfg.lr, seed=cfg.seed, progress=False,
-        blas_threads=cfg.threads, **options)
+        blas_threads=cfg.threads, callback=callback, **options)
+
+
+def equilibrium_curve(label, net, data, cfg, options):
+    """The Curve of one equilibrium row; a run that raises keeps its epochs so far, the error in its note.
+
+    None when the library refuses the network (graph networks before their equilibrium oracle).
+    """
+    seen = {}
+    try:
+        fit = train_equilibrium(net, data, cfg, options, callback=lambda info: seen.update(info=info))
+    except sl.GraphNetworkError as exc:
+        print(f"{label}: skipped ({exc})")
+        return None
+    except (RuntimeError, ValueError) as exc:   # reported in the table: where and why the run stopped
+        if "info" not in seen:
+            raise
+        note = f"stopped in epoch {seen['info'].epoch + 1}: {exc}"
+        print(f"  {label}: {note}", flush=True)
+        return history_curve(label, seen["info"].history, "epoch", note)
+    return history_curve(label, fit.history, "epoch")
 
 
 def run_sheaf(net, data, cfg):
@@ -221,12 +241,10 @@ def run_sheaf(net, data, cfg):
     for label, options in equilibrium_rows(cfg.rows):
         row_cfg = cfg if "nudging" not in options else dataclasses.replace(
             cfg, epochs=min(cfg.epochs, cfg.quasi_static_epochs))
-        try:
-            fit = train_equilibrium(net, data, row_cfg, options)
-        except sl.GraphNetworkError as exc:      # graph networks before their equilibrium oracle lands
-            print(f"{label}: skipped ({exc})")
+        curve = equilibrium_curve(label, net, data, row_cfg, options)
+        if curve is None:
             break
-        curves.append(history_curve(label, fit.history, "epoch"))
+        curves.append(curve)
     if "baselines" not in cfg.rows:
         return curves
     steps = cfg.baseline_steps
@@ -296,12 +314,13 @@ def table(arch, reference, curves):
     """The PCX-style markdown table of one architecture (torch first)."""
     lines = [f"{arch}: | method | epochs | test accuracy | s / epoch | x torch | accuracy - torch | total s |",
              "|---|---|---|---|---|---|---|"]
+    notes = [f"{c.method}: {c.note}" for c in curves if c.note]
     for c in [reference] + curves:
         acc, base_acc = c.test_accuracy[-1], torch_accuracy_at(reference, c.epochs[-1])
         base_time = c.torch_seconds_per_epoch or reference.seconds_per_epoch
         lines.append(f"| {c.method} | {c.epochs[-1]:.0f} | {100 * acc:.1f}% | {c.seconds_per_epoch:.4g} | "
                      f"{c.seconds_per_epoch / base_time:.2f} | {100 * (acc - base_acc):+.1f} | {c.seconds[-1]:.1f} |")
-    return "\n".join(lines)
+    return "\n".join(lines + notes)
 
 
 def torch_accuracy_at(reference, epochs):
