@@ -26,6 +26,8 @@ WITH_EXAMPLES = [
     "sheaflinalg._common.options", "sheaflinalg._common.blocks", "sheaflinalg.dynamics.heat",
     "sheaflinalg.dynamics.problem", "sheaflinalg.dynamics.exact.dense", "sheaflinalg.discord.node_residuals",
     "sheaflinalg.plotting.case_study", "sheaflinalg.reproduce.case_analysis",
+    "sheaflinalg.training.optim", "sheaflinalg.training.optim.sgd", "sheaflinalg.training.optim.adam",
+    "sheaflinalg.training.optim.schedules", "sheaflinalg.training.optim.choose", "sheaflinalg.training.batches",
 ]
 
 

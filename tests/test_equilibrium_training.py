@@ -2,6 +2,7 @@
 checkpoints, callbacks and bad input, on a test-only oracle (backprop's gradient: the nudging -> 0
 limit, tests/equilibrium_oracle.py) so that the loop is tested apart from the exact equilibria."""
 
+import csv
 import math
 import warnings
 
@@ -9,9 +10,12 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from equilibrium_oracle import chain_gradient, use_backprop_oracle
+from equilibrium_oracle import BackpropOracle, chain_gradient, use_backprop_oracle
 from graph_examples import every_op_network
+from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
+from sheaflinalg.training.equilibrium import run as run_module
+from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
 NET = sl.Network.random([2, 12, 4], seed=1, output="softmax")
@@ -125,11 +129,13 @@ def test_graph_networks_train_through_their_oracle(monkeypatch):
 
 def test_unsettled_equilibria_are_warned_once_and_counted(monkeypatch):
     use_backprop_oracle(monkeypatch, unsettled=2)
-    with pytest.warns(UnsettledWarning, match="2 of the 50 samples of mini-batch 1 of epoch 1") as caught:
+    with pytest.warns(UnsettledWarning, match="2 of the 50 equilibria of mini-batch 1 of epoch 1") as caught:
         fit = sl.train(NET, X_BLOBS, Y_BLOBS, max_pattern_iterations=7, **QUICK)
     assert len([w for w in caught if w.category is UnsettledWarning]) == 1
     assert "max_pattern_iterations=7" in str(caught[0].message)
     assert fit.history.unsettled == [None, 10, 10, 10]
+    with pytest.warns(UnsettledWarning, match="4 of the 100 equilibria of mini-batch 1"):
+        sl.train(NET, X_BLOBS, Y_BLOBS, symmetric=True, **QUICK)
 
 
 def test_a_diverging_learning_rate_stops_with_the_epoch_and_finite_weights(monkeypatch):
@@ -198,3 +204,56 @@ def test_the_euler_method_is_unchanged_by_default():
                             dt=0.005, warm_start=True, init="random", stagnation="auto")
     np.testing.assert_array_equal(default.network.parameters(), explicit.network.parameters())
     assert default.history.settle_iterations == [None] * 3
+
+
+def test_the_command_line_trains_at_equilibrium(monkeypatch, tmp_path, capsys):
+    use_backprop_oracle(monkeypatch)
+    hist, net = tmp_path / "hist.csv", tmp_path / "net.npz"
+    assert main(["train", "--method", "equilibrium", "--task", "blobs", "--n-train", "80", "--epochs", "3",
+                 "--batch-size", "20", "--optimizer", "adamw", "--lr", "0.01", "--schedule", "cosine",
+                 "--nudging", "0.01", "--symmetric", "--no-progress", "--history", str(hist),
+                 "--save", str(net)]) == 0
+    assert capsys.readouterr().out.startswith("equilibrium: 12 steps")
+    rows = list(csv.DictReader(open(hist)))
+    assert [r["step"] for r in rows] == ["0", "4", "8", "12"] and rows[-1]["settle_iterations"] == "1"
+    data = sl.tasks.make("blobs", 80, 100, seed=0)
+    fit = sl.train(sl.Network.random([2, 30, 4], seed=0, output="softmax"), data.X_train, data.Y_train,
+                   method="equilibrium", epochs=3, batch_size=20, optimizer="adamw", lr=0.01, schedule="cosine",
+                   nudging=0.01, symmetric=True, seed=0, progress=False)
+    np.testing.assert_array_equal(sl.Network.load(net).parameters(), fit.network.parameters())
+
+
+def test_the_issues_call_on_the_exact_equilibria_learns_and_resumes_bit_for_bit(tmp_path):
+    X, Y = sl.tasks.blobs(400, seed=3)
+    y = np.argmax(Y, axis=1)
+    kw = dict(method="equilibrium", epochs=6, batch_size=100, optimizer="adam", lr=1e-2, seed=0, progress=False)
+    fit = sl.train(NET, X[:300], y[:300], X[300:], y[300:], **kw)
+    h = fit.history
+    assert h.test_accuracy[-1] > 0.8 and h.train_loss[-1] < 0.6 * h.train_loss[0]
+    assert all(i >= 1 for i in h.settle_iterations[1:]) and all(u >= 0 for u in h.unsettled[1:])
+    path = tmp_path / "run.npz"
+
+    def stop(info):
+        if info.epoch == 4:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        sl.train(NET, X[:300], y[:300], X[300:], y[300:], checkpoint=path, checkpoint_every=3, callback=stop, **kw)
+    resumed = sl.train(NET, X[:300], y[:300], X[300:], y[300:], checkpoint=path, **kw)
+    np.testing.assert_array_equal(resumed.network.parameters(), fit.network.parameters())
+    assert resumed.history.sliding == h.sliding and resumed.history.test_loss == h.test_loss
+
+
+class NoNegativeEquilibrium(BackpropOracle):
+    """Refuses negative nudging from the fourth mini-batch on, as the exact oracle does when I + b H M is
+    not positive definite."""
+
+    def gradient(self, theta, X, Y, nudging, out):
+        if nudging < 0 and len(self.calls) >= 6:
+            raise NudgingTooNegative("nudging -0.5 is too negative: ...")
+        return super().gradient(theta, X, Y, nudging, out)
+
+
+def test_a_negative_nudging_without_equilibrium_is_an_error_naming_where(monkeypatch):
+    monkeypatch.setattr(run_module, "make_oracle", lambda prob, cfg: NoNegativeEquilibrium(prob.net, prob.loss))
+    with pytest.raises(NudgingTooNegative, match="symmetric nudging after 3 optimiser steps: nudging -0.5"):
+        sl.train(NET, X_BLOBS, Y_BLOBS, nudging=0.5, symmetric=True, **QUICK)

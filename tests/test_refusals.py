@@ -177,6 +177,13 @@ CLI_CASES = [
     (["train", "--method", "sgd", "--checkpoint", "run.npz"], "--checkpoint"),
     (["train", "--method", "sgd", "--dt", "0.01"], "--dt"),
     (["train", "--lr", "0.01"], "--lr"),
+    (["train", "--method", "equilibrium", "--dt", "0.01"], "--dt"),
+    (["train", "--method", "equilibrium", "--steps", "10"], "--steps"),
+    (["train", "--epochs", "3"], "--epochs"),
+    (["train", "--method", "sgd", "--batch-size", "10"], "--batch-size"),
+    (["train", "--method", "equilibrium", "--optimizer", "adma"], "did you mean 'adam'"),
+    (["train", "--method", "equilibrium", "--schedule", "cosin"], "did you mean 'cosine'"),
+    (["train", "--method", "equilibrium", "--batch-size", "301"], "batch_size"),
     (["train", "--experiment", "x.npz", "--task", "saddle"], "--task"),
     (["train", "--task", "moons"], "--task"),
     (["heat", "--output", "relu"], "--output"),
@@ -190,9 +197,9 @@ CLI_CASES = [
     "spectrum": ["--seed", "--samples", "-k", "--tol"],
     "verify": ["--seed", "--samples"],
     "train": ["--steps", "--dt", "--alpha", "--beta", "--n-train", "--n-test", "--seed", "--loss-param",
-              "--threads"],
+              "--threads", "--epochs", "--batch-size", "--nudging"],
 }.items() for opt in opts for bad in ("abc", "nan", "-1", "inf", "2.5") if not (
-    bad == "2.5" and opt in ("--dt", "--alpha", "--tol", "--gamma", "--beta", "--loss-param")) and not (
+    bad == "2.5" and opt in ("--dt", "--alpha", "--tol", "--gamma", "--beta", "--loss-param", "--nudging")) and not (
     bad == "-1" and opt == "--loss-param")]
 
 

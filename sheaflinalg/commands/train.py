@@ -8,7 +8,8 @@ from .._common.atomic import atomic_file
 from .._common.validation import check_choice
 from . import add_output, number, parse_arch, read_data, refuse_ignored
 
-HELP = "train a network by sheaf joint dynamics (or the SGD baseline) on a task or a recorded experiment"
+HELP = ("train a network by sheaf joint dynamics, at exact equilibria per mini-batch, or by the SGD baseline, "
+        "on a task or a recorded experiment")
 
 
 def add_arguments(parser):
@@ -24,7 +25,9 @@ def add_arguments(parser):
     parser.add_argument("--data", metavar="FILE.npz",
                         help="train on the arrays X_train, Y_train (and optionally X_test, Y_test) of this file, "
                              "rows are samples, instead of --task (needs --network)")
-    parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd"), help="default: sheaf")
+    parser.add_argument("--method", default="sheaf", choices=("sheaf", "sgd", "equilibrium"),
+                        help="sheaf: the paper's joint dynamics (default); equilibrium: exact equilibria per "
+                             "mini-batch and an optimiser; sgd: full-batch gradient descent")
     parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="Euler steps / SGD epochs (default 100000, or the experiment's)")
     parser.add_argument("--dt", type=number("--dt", positive=True), default=None, help="Euler step (default 0.005)")
@@ -33,7 +36,19 @@ def add_arguments(parser):
     parser.add_argument("--beta", type=number("--beta", positive=True), default=None,
                         help="weight rate (default 1/n_train)")
     parser.add_argument("--lr", type=number("--lr", positive=True), default=None,
-                        help="SGD learning rate (default 0.005 / 0.01)")
+                        help="learning rate of sgd (default 0.005 / 0.01) or equilibrium (default: the optimiser's)")
+    parser.add_argument("--epochs", type=number("--epochs", int, minimum=1), default=None,
+                        help="equilibrium: passes over the data (default 100)")
+    parser.add_argument("--batch-size", type=number("--batch-size", int, minimum=1), default=None,
+                        help="equilibrium: samples per mini-batch (default 100, or all when fewer)")
+    parser.add_argument("--optimizer", default=None,
+                        help="equilibrium: sgd, momentum, nesterov, adam or adamw (default adam)")
+    parser.add_argument("--schedule", default=None,
+                        help="equilibrium: constant, step, exponential or cosine (default constant)")
+    parser.add_argument("--nudging", type=number("--nudging", positive=True), default=None,
+                        help="equilibrium: weight of the output edge's loss in the equilibrium (default 1e-6)")
+    parser.add_argument("--symmetric", action="store_true",
+                        help="equilibrium: average the gradients at +nudging and -nudging")
     parser.add_argument("--loss", default=None, help="mse, l1, pnorm, huber, cross_entropy (default by output)")
     parser.add_argument("--loss-param", type=number("--loss-param"), default=None,
                         help="p of pnorm / tau of huber")
@@ -53,13 +68,25 @@ def add_arguments(parser):
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
+#: Options of --method equilibrium only (option -> dest).
+EQUILIBRIUM_ONLY = {"--epochs": "epochs", "--batch-size": "batch_size", "--optimizer": "optimizer",
+                    "--schedule": "schedule", "--nudging": "nudging", "--symmetric": "symmetric"}
+
+
 def check_combinations(args):
     """Refuse options the chosen run would ignore (before any work)."""
+    if args.method != "equilibrium":
+        refuse_ignored(args, EQUILIBRIUM_ONLY, f"--method {args.method} (--method equilibrium only)")
     if args.method == "sgd":
         refuse_ignored(args, {"--checkpoint": "checkpoint", "--dt": "dt", "--alpha": "alpha", "--beta": "beta"},
                        "--method sgd (sheaf runs only)")
+    elif args.method == "equilibrium":
+        refuse_ignored(args, {"--steps": "steps", "--dt": "dt", "--alpha": "alpha", "--beta": "beta"},
+                       "--method equilibrium (Euler runs only; --epochs sets the length)")
+        refuse_ignored(args, {"--experiment": "experiment"}, "--method equilibrium (recorded experiments replay "
+                       "the sheaf and sgd runs)")
     else:
-        refuse_ignored(args, {"--lr": "lr"}, "--method sheaf (the SGD learning rate)")
+        refuse_ignored(args, {"--lr": "lr"}, "--method sheaf (the SGD and equilibrium learning rate)")
     if args.network:
         refuse_ignored(args, {"--arch": "arch"}, "--network (the file fixes the network)")
     if args.data:
@@ -79,6 +106,8 @@ def write_history(history, path):
     """Write the scalar per-record series of ``history`` as CSV (atomically)."""
     keys = ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
             "weight_displacement", "state_norm", "wall_time"]
+    if history.method == "equilibrium":
+        keys += ["settle_iterations", "unsettled", "sliding"]
     with atomic_file(path, "w", name="--history") as f:
         w = csv.writer(f)
         w.writerow(keys)
@@ -137,6 +166,11 @@ def _fit(args, progress):
     data, net0 = _data_and_network(args, seed)
     steps = 100_000 if args.steps is None else args.steps
     common = dict(loss=args.loss, loss_param=args.loss_param, progress=progress)
+    if args.method == "equilibrium":
+        given = {dest: getattr(args, dest) for dest in list(EQUILIBRIUM_ONLY.values()) + ["lr"]
+                 if getattr(args, dest) not in (None, False)}
+        return sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test, method="equilibrium", seed=seed,
+                        checkpoint=args.checkpoint, **given, **common)
     if args.method == "sheaf":
         warm = net0.output == "identity"
         return sl.train(net0, data.X_train, data.Y_train, data.X_test, data.Y_test,

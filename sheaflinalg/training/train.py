@@ -123,7 +123,7 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
         instance such as ``sl.optim.Cosine(warmup=100)``; steps are mini-batches.
     nudging : float
         Equilibrium: weight ``b > 0`` of the output edge's loss potential in the equilibrium
-        (default 1e-3); the gradient is backpropagation's to ``O(b)``.
+        (default 1e-6, measured: see docs/guide.md); the gradient is backpropagation's to ``O(b)``.
     symmetric : bool
         Equilibrium: average the gradients at ``+b`` and ``-b`` (bias ``O(b^2)``, two equilibria
         per batch; default False).
@@ -179,6 +179,9 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
     >>> fit = sl.train(net, X, Y, steps=2000, progress=False)
     >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0])
     True
+    >>> fit = sl.train(net, X, Y, method="equilibrium", epochs=5, batch_size=20, lr=1e-2, seed=0, progress=False)
+    >>> bool(fit.history.train_loss[-1] < fit.history.train_loss[0]), fit.history.step[-1]
+    (True, 25)
     """
     own = method_options("train", method, METHODS, dict(
         alpha=alpha, beta=beta, dt=dt, steps=steps, init=init, warm_start=warm_start, epoch_steps=epoch_steps,

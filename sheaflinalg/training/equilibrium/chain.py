@@ -184,7 +184,7 @@ class ChainEquilibrium(EquilibriumOracle):
         todo = np.arange(S)
         for it in range(1, self.max_iter + 1):
             frozen = frozen_equilibrium(Ws, bs, X[todo], Y[todo], [m[todo] for m in search.masks], b,
-                                        self.output, self.loss, search.held(todo))
+                                        self.output, self.loss, search.held(todo), Zs if it == 1 else None)
             batch.store(todo, frozen, it)
             settled = search.update(todo, frozen, Ws, bs, X)
             batch.settled[todo[settled]] = True

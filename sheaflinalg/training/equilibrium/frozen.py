@@ -5,9 +5,9 @@ Minimising ``1/2 ||e||^2 + b loss(f + J e)`` over the interior edge residuals
 ``n_out`` coefficients per sample (plus one per coordinate held on its
 switching surface ``z = 0``, a linear constraint whose row joins ``J``).  With
 ``G = J J^T`` (``(n_out + s)`` square per sample, ``>= I``) the output's
-displacement ``w`` solves the small problem of
-:func:`~.loss_edge.solve_displacement`, ``[u; lambda] = G^-1 [w; c]`` (``c``
-the values the held rows must move by), and one forward substitution with
+displacement ``w`` solves a small problem and ``[u; lambda] = G^-1 [w; c]``
+(``c`` the values the held rows must move by; both per sample in
+:func:`~.loss_edge.solve_coefficients`), and one forward substitution with
 ``e = J^T [u; lambda]`` gives the state.  No Laplacian is assembled and nothing
 is iterated except the loss's Newton steps on ``w``.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain_linear import RowAdjoints, forward
-from .loss_edge import potential, solve_displacement
+from .loss_edge import potential, solve_coefficients
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Frozen:
     newton: int
 
 
-def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None):
+def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=None):
     """The minimiser of the energy with the pattern ``masks`` frozen (and ``held`` coordinates at ``z = 0``).
 
     Parameters
@@ -67,6 +67,9 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None):
     held : list of list of (int, int), optional
         Per sample, the ``(layer, neuron)`` coordinates held on their switching surface (their masks are
         ignored: ``m z = 0`` there).
+    base : list of ndarray, optional
+        ``z_l`` at zero residuals under ``masks`` when the caller has them (the forward pass, for the forward
+        pattern); computed otherwise.
 
     Returns
     -------
@@ -79,7 +82,7 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None):
         for s, coords in enumerate(held):
             for l, j in coords:
                 masks[l - 1][s, j] = 0.0
-    Zs0, _ = forward(Ws, bs, X, masks)
+    Zs0 = forward(Ws, bs, X, masks)[0] if base is None or n_held else base
     c = np.zeros((S, n_held))
     adj = RowAdjoints(Ws, masks, S, *_held_rows(Ws, S, n_out, held, n_held))
     G = adj.gram()
@@ -87,10 +90,7 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None):
         c[s, :len(coords)] = [-Zs0[l - 1][s, j] for l, j in coords]
         pad = np.arange(n_out + len(coords), n_out + n_held)
         G[s, pad, pad] = 1.0            # rows of no coordinate: independent, coefficient 0
-    Ginv = np.linalg.inv(G)
-    h = np.einsum("sij,sj->si", Ginv[:, :n_out, n_out:], c) if n_held else None
-    w, newton = solve_displacement(Ginv[:, :n_out, :n_out], h, Zs0[-1], Y, b, output, loss)
-    coefficients = np.einsum("sij,sj->si", Ginv, np.concatenate([w, c], axis=1))
+    coefficients, _, newton = solve_coefficients(G, c, Zs0[-1], Y, b, output, loss)
     ez, ea = adj.residuals(coefficients)
     Zs, As = forward(Ws, bs, X, masks, ez, ea)
     energy = 0.5 * sum(np.einsum("ij,ij->i", e, e) for e in ez + ea) + b * potential(output, loss, Zs[-1], Y)

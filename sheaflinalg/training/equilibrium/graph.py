@@ -9,7 +9,7 @@ node's coordinates).  The minimiser of ``1/2 ||e||^2 + b L(z)`` is
 backward substitution (:meth:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary.solve_transpose`,
 ``n_out`` seeds per sample, each under its sample's pattern), ``G = J J^T``
 their Gram matrix, the output's displacement the small problem of
-:func:`~.loss_edge.solve_displacement` (``P = G^-1``), ``e`` the rows'
+:func:`~.loss_edge.solve_coefficients`, ``e`` the rows'
 combination ``J^T G^-1 w`` and the state one forward substitution: about
 ``n_out + 1`` backpropagations' worth of work, and no iteration for a fixed
 pattern but the loss's Newton steps in ``R^{n_out}``.
@@ -42,7 +42,7 @@ from ...sheaf.matrix_free import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from ..graph_velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
-from .loss_edge import potential, solve_displacement
+from .loss_edge import potential, solve_coefficients
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
@@ -115,12 +115,9 @@ class _NudgedSolve:
         seeds = np.zeros((b * k, self.layout.n_free))
         seeds[np.arange(b * k), np.tile(index, b)] = 1.0
         A = op.solve_transpose(seeds).reshape(b, k, -1)
-        inverse = np.linalg.inv(A @ A.transpose(0, 2, 1))       # the Gram matrix is >= I
         c = -w[:, index[n:]]                                        # the held rows move their values to 0
-        h = np.einsum("sij,sj->si", inverse[:, :n, n:], c) if k > n else None
-        shift, _ = solve_displacement(inverse[:, :n, :n], h, w[:, index[:n]], Y, self.nudging,
-                                      self.graph.output, self.loss)
-        coefficients = np.einsum("sij,sj->si", inverse, np.concatenate([shift, c], axis=1))
+        coefficients, _, _ = solve_coefficients(A @ A.transpose(0, 2, 1), c, w[:, index[:n]], Y, self.nudging,
+                                                self.graph.output, self.loss)
         return (coefficients[:, None, :] @ A)[:, 0]
 
 

@@ -15,29 +15,36 @@ over ``w`` in ``R^{n_out}``: for the mean squared error of an identity output
 one linear solve ``(P + b I) w = -h - b (f - y)``; otherwise Newton's method
 with a backtracking line search on ``psi`` (the potentials are smooth; the
 cross-entropies convex, so the step is the exact Newton step and converges
-quadratically).  A negative nudging ``b`` (symmetric nudging) keeps a minimum
+quadratically).  Then the coefficients of the residuals are
+``G^-1 [w; c]``.  The per-sample work (the inverse Gram matrix, Newton's steps)
+is compiled (:mod:`sheaflinalg.kernels.equilibrium`): a few small Cholesky
+solves per sample, where batched numpy calls cost more in overhead than in
+arithmetic.  A negative nudging ``b`` (symmetric nudging) keeps a minimum
 only while ``P + b H`` stays positive definite (``H`` the loss's Hessian);
 :class:`NudgingTooNegative` says when it does not, and how far ``b`` may go.
 
 Potentials (per sample, ``p = phi(z)``): ``"mse"``: ``1/2 ||p - y||^2``;
 ``"cross_entropy"``: ``sum(softplus(z) - y z)`` (sigmoid) or
 ``sum(y) logsumexp(z) - y . z`` (softmax), the cross-entropies written in ``z``
-(no clipping).  For the mean squared error through a sigmoid or tanh the
-Newton matrix keeps the diagonal Hessian's nonnegative part; through a
-softmax it is the Gauss-Newton matrix ``J_phi^T J_phi``.
+(no clipping).  Newton's matrix is the exact Hessian; where the mean squared
+error through a nonlinear output makes ``P + b H`` indefinite (away from the
+minimum, ``b > 0``), the step uses a positive semidefinite ``H`` instead (the
+Gauss-Newton matrix, or the diagonal Hessian's nonnegative part).
 """
 
 import numpy as np
 
-from ...network import activations
+from ...kernels.equilibrium import newton_matrix, output_coefficients, potentials
+from ...kernels.force import PHI_CODES
 
 #: The losses an exact equilibrium is found for.
 EQUILIBRIUM_LOSSES = ("mse", "cross_entropy")
+_LOSS_CODES = {"mse": 0, "cross_entropy": 1}
 
 _NEWTON_CAP = 100
-_ARMIJO = 1e-4
-#: A Newton step this small against ``w`` ends the iteration (the next one would change nothing).
-_STEP_TOL = 1e-13
+#: A full Newton step (exact Hessian) this small against ``w`` ends the iteration: convergence is quadratic,
+#: so it leaves an error of order ``1e-16`` and the step that would confirm it is skipped.
+_STEP_TOL = 1e-8
 
 
 class NudgingTooNegative(ValueError):
@@ -64,56 +71,20 @@ def potential(output, loss, Z, Y):
     ...                 np.log(2)))
     True
     """
-    if loss == "cross_entropy":
-        if output == "sigmoid":
-            return np.sum(np.logaddexp(0.0, Z) - Y * Z, axis=1)
-        top = Z.max(axis=1, keepdims=True)
-        lse = np.log(np.exp(Z - top).sum(axis=1)) + top[:, 0]
-        return Y.sum(axis=1) * lse - np.einsum("ij,ij->i", Y, Z)
-    D = activations.apply(output, Z) - Y
-    return 0.5 * np.einsum("ij,ij->i", D, D)
-
-
-def gradient_and_hessian(output, loss, Z, Y):
-    """``(g, H)``: the potential's gradient in ``z`` (``(S, n)``) and the Newton matrix (``(S, n, n)``).
-
-    ``H`` is the exact Hessian except for the mean squared error through a
-    nonlinear output (see the module's notes); ``g`` is always exact.
-    """
-    S, n = Z.shape
-    P = activations.apply(output, Z)
-    if output == "softmax":
-        weight = Y.sum(axis=1)[:, None] if loss == "cross_entropy" else 1.0
-        Jphi = P[:, :, None] * (np.eye(n) - P[:, None, :])          # diag(p) - p p^T, symmetric
-        if loss == "cross_entropy":
-            return weight * P - Y, weight[:, :, None] * Jphi
-        return np.einsum("sij,sj->si", Jphi, P - Y), Jphi @ Jphi
-    if output == "identity":
-        return Z - Y, np.broadcast_to(np.eye(n), (S, n, n))
-    slope = P * (1.0 - P) if output == "sigmoid" else 1.0 - P * P
-    if loss == "cross_entropy":
-        return P - Y, _diagonal(slope)
-    curvature = slope * (1.0 - 2.0 * P) if output == "sigmoid" else -2.0 * P * slope
-    D = P - Y
-    return slope * D, _diagonal(np.maximum(slope * slope + D * curvature, 0.0))
-
-
-def _diagonal(values):
-    S, n = values.shape
-    out = np.zeros((S, n, n))
-    out[:, np.arange(n), np.arange(n)] = values
+    out = np.empty(Z.shape[0])
+    potentials(PHI_CODES[output], _LOSS_CODES[loss], np.ascontiguousarray(Z), np.ascontiguousarray(Y), out)
     return out
 
 
-def solve_displacement(P, h, F, Y, b, output, loss):
-    """The output displacement ``w`` minimising ``psi`` for every sample, and the Newton iterations used.
+def solve_coefficients(G, C, F, Y, b, output, loss):
+    """The coefficients ``[u; lambda] = G^-1 [w; c]`` of every sample, ``w`` minimising ``psi``.
 
     Parameters
     ----------
-    P : ndarray, shape (S, n, n)
-        Symmetric positive definite quadratic term (``M^-1`` without held coordinates).
-    h : ndarray, shape (S, n) or None
-        Linear term (None: zero).
+    G : ndarray, shape (S, r, r)
+        The rows' Gram matrices: ``n`` outputs, then the held coordinates (``r >= n``).
+    C : ndarray, shape (S, r - n)
+        The values the held rows move by.
     F, Y : ndarray, shape (S, n)
         Output pre-activation at zero residuals, and the targets.
     b : float
@@ -122,80 +93,53 @@ def solve_displacement(P, h, F, Y, b, output, loss):
 
     Returns
     -------
-    w : ndarray, shape (S, n)
+    V : ndarray, shape (S, r)
+        The coefficients: the residuals are ``J^T V``.
+    W : ndarray, shape (S, n)
+        The output displacements ``J e``.
     newton : int
-        Newton steps of the slowest sample (0 for the one linear solve of the quadratic loss).
+        Newton steps of the slowest sample (1 for the one linear solve of the quadratic loss).
 
     Raises
     ------
     NudgingTooNegative
         ``P + b H`` is not positive definite for some sample (only possible for ``b < 0``).
+    RuntimeError
+        Newton's method did not converge in 100 steps (not met: the potentials are smooth).
 
     Examples
     --------
     >>> import numpy as np
-    >>> w, _ = solve_displacement(np.eye(1)[None], None, np.array([[1.0]]), np.array([[0.0]]), 1.0,
-    ...                           "identity", "mse")
-    >>> w.round(12).tolist()      # (1 + b) w = -b (f - y)
-    [[-0.5]]
+    >>> V, W, _ = solve_coefficients(np.full((1, 1, 1), 2.0), np.zeros((1, 0)), np.array([[1.0]]),
+    ...                              np.array([[0.0]]), 1.0, "identity", "mse")
+    >>> W.round(12).tolist(), V.round(12).tolist()      # (1/2 + b) w = -b (f - y), u = w / 2
+    ([[-0.666666666667]], [[-0.333333333333]])
     """
     S, n = F.shape
-    h = np.zeros((S, n)) if h is None else h
-    w = np.zeros((S, n))
-    if output == "identity" and loss == "mse":
-        K = P + b * np.eye(n)
-        return _newton_step(K, h + b * (F - Y), P, b, output, loss, F, Y, w), 0
-    todo = np.arange(S)
-    for it in range(1, _NEWTON_CAP + 1):
-        Pt, ht, Ft, Yt, wt = P[todo], h[todo], F[todo], Y[todo], w[todo]
-        g, H = gradient_and_hessian(output, loss, Ft + wt, Yt)
-        r = np.einsum("sij,sj->si", Pt, wt) + ht + b * g
-        step = _newton_step(Pt + b * H, r, Pt, b, output, loss, Ft, Yt, wt)
-        step = _backtrack(step, r, Pt, ht, Ft, Yt, wt, b, output, loss)
-        w[todo] = wt + step
-        big = np.abs(step).max(axis=1) > _STEP_TOL * np.abs(w[todo]).max(axis=1)
-        todo = todo[big]
-        if todo.size == 0:
-            return w, it
-    return w, _NEWTON_CAP
+    V, W = np.empty((S, G.shape[1])), np.empty((S, n))
+    status = np.empty(S, dtype=np.int64)
+    F, Y = np.ascontiguousarray(F), np.ascontiguousarray(Y)
+    output_coefficients(np.array(G, dtype=np.float64, order="C"), np.ascontiguousarray(C), F, Y, float(b),
+                        PHI_CODES[output], _LOSS_CODES[loss], _STEP_TOL, _NEWTON_CAP, V, W, status)
+    if (status < 0).any():
+        P = np.linalg.inv(G)[:, :n, :n]
+        raise _too_negative(P, b, output, loss, F + W, Y, np.flatnonzero(status < 0))
+    if (status >= _NEWTON_CAP).any():
+        raise RuntimeError(f"the loss edge's Newton solve did not converge for {int((status >= _NEWTON_CAP).sum())} "
+                           f"samples in {_NEWTON_CAP} steps (nudging {b!r}, loss {loss!r})")
+    return V, W, int(status.max(initial=0))
 
 
-def _newton_step(K, r, P, b, output, loss, F, Y, w):
-    """``-K^-1 r`` per sample by Cholesky; :class:`NudgingTooNegative` if some ``K`` is not positive definite."""
-    try:
-        L = np.linalg.cholesky(K)
-    except np.linalg.LinAlgError:
-        raise _too_negative(K, P, b, output, loss, F + w, Y) from None
-    y = np.linalg.solve(L, -r[:, :, None])
-    return np.linalg.solve(np.swapaxes(L, 1, 2), y)[:, :, 0]
-
-
-def _backtrack(step, r, P, h, F, Y, w, b, output, loss):
-    """Halve each sample's Newton step until ``psi`` decreases enough (Armijo); returns the accepted steps."""
-    def psi(v):
-        return 0.5 * np.einsum("si,sij,sj->s", v, P, v) + np.einsum("si,si->s", h, v) + \
-            b * potential(output, loss, F + v, Y)
-    base = psi(w)
-    slope = np.einsum("si,si->s", r, step)
-    t = np.ones(step.shape[0])
-    for _ in range(40):
-        bad = ~(psi(w + t[:, None] * step) <= base + _ARMIJO * t * slope)
-        # Within rounding of the minimum psi cannot decrease measurably: accept the full step there.
-        bad &= np.abs(slope) > 1e-15 * (np.abs(base) + 1e-300)
-        if not bad.any():
-            break
-        t[bad] *= 0.5
-    return t[:, None] * step
-
-
-def _too_negative(K, P, b, output, loss, Z, Y):
-    """The error for a Newton matrix that is not positive definite: how many samples, and the largest safe ``|b|``."""
-    eig = np.linalg.eigvalsh(K)[:, 0]
-    bad = np.flatnonzero(eig <= 0) if (eig <= 0).any() else np.array([int(np.argmin(eig))])
-    _, H = gradient_and_hessian(output, loss, Z, Y)
-    # Generalised eigenvalues of (H, P): P + b H is positive definite for b > -1 / max lambda.
-    lam = max(max(np.linalg.eigvals(np.linalg.solve(P[s], H[s])).real.max() for s in bad), 1e-300)
+def _too_negative(P, b, output, loss, Z, Y, bad):
+    """The error for Newton matrices that are not positive definite: how many samples, and how far ``b`` may go."""
+    n = Z.shape[1]
+    g, H, p = np.empty(n), np.empty((n, n)), np.empty(n)
+    lam = 1e-300
+    for s in bad:
+        newton_matrix(PHI_CODES[output], _LOSS_CODES[loss], Z[s], Y[s], g, H, p, False)
+        # Generalised eigenvalues of (H, P): P + b H is positive definite for b > -1 / (the largest).
+        lam = max(lam, np.linalg.eigvals(np.linalg.solve(P[s], H)).real.max())
     return NudgingTooNegative(
-        f"nudging {b!r} is too negative: the equilibrium energy has no minimum for {bad.size} of {K.shape[0]} "
-        f"samples (I + b H M is not positive definite, smallest eigenvalue {eig[bad].min():.3g}); this batch "
-        f"needs nudging > {-1.0 / lam:.3g} (take a smaller nudging, or one-sided nudging)")
+        f"nudging {b!r} is too negative: the equilibrium energy has no minimum for {bad.size} of {Z.shape[0]} "
+        f"samples (I + b H M is not positive definite); this batch needs nudging > {-1.0 / lam:.3g} (take a "
+        f"smaller nudging, or one-sided nudging)")

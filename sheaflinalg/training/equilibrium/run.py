@@ -25,6 +25,7 @@ from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium
 from .graph import GraphEquilibrium
+from .loss_edge import NudgingTooNegative
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
 
@@ -67,7 +68,10 @@ class EquilibriumRun(EpochRun):
         report = self.oracle.gradient(self.theta, X, Y, b, self.grad)
         if not self.cfg.symmetric:
             return report
-        other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        try:
+            other = self.oracle.gradient(self.theta, X, Y, -b, self.grad_minus)
+        except NudgingTooNegative as exc:
+            raise NudgingTooNegative(f"symmetric nudging after {self.step} optimiser steps: {exc}") from None
         self.grad += self.grad_minus
         self.grad *= 0.5
         return SettleReport(max(report.iterations, other.iterations), report.unsettled + other.unsettled,
@@ -105,8 +109,9 @@ class EquilibriumRun(EpochRun):
         settle[2] += int(report.sliding)
         if report.unsettled and not self.warned:
             self.warned = True
-            warnings.warn(f"the equilibria of {report.unsettled} of the {X.shape[0]} samples of mini-batch {k + 1} "
-                          f"of epoch {epoch} did not settle within max_pattern_iterations="
+            n = X.shape[0] * (2 if cfg.symmetric else 1)      # symmetric nudging: two equilibria per sample
+            warnings.warn(f"{report.unsettled} of the {n} equilibria of mini-batch {k + 1} of epoch {epoch} "
+                          f"did not settle within max_pattern_iterations="
                           f"{cfg.max_pattern_iterations} pattern iterations; their last iterate is used "
                           f"(history.unsettled counts them per epoch)", UnsettledWarning, stacklevel=2)
         if not np.all(np.isfinite(self.grad)):

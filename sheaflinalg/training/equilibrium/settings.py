@@ -14,7 +14,11 @@ from ..optim import make_optimizer, make_schedule
 
 #: Options of ``train(method="equilibrium")`` and their defaults (``batch_size=None``: 100, or all samples
 #: when there are fewer; ``lr=None``: the optimiser's default rate; ``schedule=None``: constant).
-DEFAULTS = dict(epochs=100, batch_size=None, optimizer="adam", lr=None, schedule=None, nudging=1e-3,
+#: The nudging 1e-6 was measured (MNIST-1D, [40, 100, 100, 10], batches of 100, at the initial weights
+#: and after 10 epochs): the gradient's distance to backprop's is ~14 b relative (1e-5 at 1e-6) with one
+#: pattern iteration and no sliding; from 1e-4 on some batches flip a ReLU near its switching surface
+#: (relative error ~1e-2, 2-6 iterations), and below 1e-7 the solver's rounding, ~1e-13 / b, takes over.
+DEFAULTS = dict(epochs=100, batch_size=None, optimizer="adam", lr=None, schedule=None, nudging=1e-6,
                 symmetric=False, max_pattern_iterations=20)
 DEFAULT_BATCH = 100
 
