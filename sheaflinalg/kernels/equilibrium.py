@@ -255,7 +255,10 @@ def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
         slope = _dot(r, step, n)
         # Near the minimum (a step of 1e-6 of w, in Newton's quadratic range) psi cannot decrease
         # measurably in rounding: the full step is taken there without a line search.
-        near = exact and np.abs(step).max() <= 1e-6 * np.abs(w).max()
+        # A step below the rounding of the output's value (a near-certain prediction, whose pull is
+        # tiny) cannot change psi at all: it is taken whole and ends the iteration.
+        floor = ROUNDING * np.abs(work[0]).max()
+        near = exact and (np.abs(step).max() <= 1e-6 * np.abs(w).max() or np.abs(step).max() <= floor)
         t = 2.0
         trial = np.inf
         while t > 1e-12 and (t == 2.0 or (not near and trial > base + 1e-4 * t * slope
@@ -267,7 +270,7 @@ def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
         w[:] = trial_w
         base = trial
         quadratic = code == 0 and loss == 0         # the first step is exact
-        if quadratic or (exact and t == 1.0 and np.abs(step).max() <= tol * np.abs(w).max()):
+        if quadratic or (exact and t == 1.0 and np.abs(step).max() <= max(tol * np.abs(w).max(), floor)):
             return it
     return cap
 
