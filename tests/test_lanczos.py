@@ -88,3 +88,13 @@ def test_graph_spectrum_by_lanczos_matches_dense_eigh(monkeypatch):
     np.testing.assert_allclose(sp.lambda_max, dense.lambda_max, rtol=1e-10)
     np.testing.assert_allclose(sp.lambda_min, dense.lambda_min, rtol=1e-9)
     assert np.all(sp.residuals[:, 1] <= 100 * 1e-10)
+
+
+def test_graph_spectrum_by_lanczos_is_the_same_for_any_thread_count(monkeypatch):
+    net = random_graph(5, "mixed", "identity")
+    X = random_inputs(net, 3, 3, "mixed")
+    monkeypatch.setattr(graph_spectrum, "LANCZOS_MIN", 1)
+    one, four = (sl.spectrum(net, X, method="arpack", progress=False, threads=t) for t in (1, 4))
+    np.testing.assert_array_equal(one.lambda_max, four.lambda_max)
+    np.testing.assert_array_equal(one.vectors_largest, four.vectors_largest)
+    np.testing.assert_array_equal(one.lambda_min, four.lambda_min)
