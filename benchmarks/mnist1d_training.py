@@ -156,9 +156,14 @@ def _torch_records(model, data, arch):
     return values[-1]
 
 
-def run_torch(model, data, arch, orders, lr, batch_size):
-    """Train ``model`` in place by torch backprop with Adam in the given batch order; its Curve."""
+def run_torch(model, data, arch, orders, lr, batch_size, noise=0.0):
+    """Train ``model`` in place by torch backprop with Adam in the given batch order; its Curve.
+
+    ``noise > 0`` multiplies every gradient entry by ``1 + noise * N(0, 1)`` (a seeded torch generator):
+    the control row that shows how far a relative perturbation of that size moves torch's own curve.
+    """
     torch, _ = import_torch()
+    generator = torch.Generator().manual_seed(12345)
     X = torch.from_numpy(data.X_train)
     if INPUT_SHAPES[arch] is not None:
         X = X.reshape(X.shape[0], *INPUT_SHAPES[arch])
@@ -173,13 +178,16 @@ def run_torch(model, data, arch, orders, lr, batch_size):
             loss = torch.nn.functional.cross_entropy(model(X[batch]), labels[batch])
             optimizer.zero_grad()
             loss.backward()
+            for p in model.parameters() if noise else ():
+                p.grad.mul_(1.0 + noise * torch.randn(p.grad.shape, generator=generator, dtype=p.grad.dtype))
             optimizer.step()
         before = time.perf_counter()
         accuracy = _torch_records(model, data, arch)
         evaluating += time.perf_counter() - before
         records.append((epoch, time.perf_counter() - start, accuracy))
     epochs, seconds, accuracy = map(np.array, zip(*records))
-    return Curve("torch backprop (Adam)", epochs, seconds, accuracy,
+    label = f"torch backprop (Adam), gradients x (1 + {noise:g} N(0,1))" if noise else "torch backprop (Adam)"
+    return Curve(label, epochs, seconds, accuracy,
                  f"per-epoch evaluation {100 * evaluating / seconds[-1]:.0f}% of its time")
 
 
@@ -189,6 +197,10 @@ def history_curve(method, history, epochs_of, note=""):
     return Curve(method, np.asarray(getattr(history, epochs_of), dtype=float), np.asarray(history.wall_time),
                  np.asarray(history.test_accuracy, dtype=float), note)
 
+
+#: The relative size of the ``perturbed`` row's gradient noise: that of the equilibrium gradient at the
+#: default nudging (about ``14 * 1e-6``, docs/guide.md).
+PERTURBATION = 1e-5
 
 #: The ``sl.train(method="equilibrium")`` rows: ``--rows`` name, label, options.
 EQUILIBRIUM_ROWS = (("default", "equilibrium, default nudging", {}),
@@ -267,7 +279,11 @@ def benchmark(arch, data, cfg):
     orders = epoch_orders(cfg.seed, data.X_train.shape[0], cfg.epochs)
     with same_threads(cfg.threads):
         reference = run_torch(model, data, arch, orders, cfg.lr, cfg.batch_size)
-        return reference, run_sheaf(net, data, cfg)
+        control = []
+        if "perturbed" in cfg.rows:
+            control.append(run_torch(torch_model(arch, cfg.seed), data, arch, orders, cfg.lr, cfg.batch_size,
+                                     noise=PERTURBATION))
+        return reference, control + run_sheaf(net, data, cfg)
 
 
 # ----------------------------------------------------------------- where the time goes
@@ -330,6 +346,7 @@ def torch_accuracy_at(reference, epochs):
 
 def goals(arch, reference, curves):
     """Whether the issue's goal for ``arch`` is met by the default equilibrium row (a sentence)."""
+    arch = arch.split("@")[0]
     rows = [c for c in curves if c.method.startswith("equilibrium, default")]
     if not rows:
         return f"{arch}: no equilibrium row"
@@ -340,6 +357,38 @@ def goals(arch, reference, curves):
         return (f"mlp goal (accuracy >= torch - 1 point, <= 2x its time per epoch): {100 * acc:.1f}% vs "
                 f"{100 * reference.test_accuracy[-1]:.1f}%, {ratio:.2f}x: {'met' if met else 'not met'}")
     return f"cnn goal (>= 90%): {100 * acc:.1f}%: {'met' if acc >= 0.9 else 'not met'}"
+
+
+def seed_summary(results):
+    """The final test accuracies of every ``arch@seedN`` run side by side, with their means and spreads.
+
+    Each row that is not torch's is given as its accuracy and its difference to torch's (same seed:
+    same initial weights and batches); the last lines are the mean and the sample standard deviation
+    over the seeds, and the mean ratio of seconds per epoch to torch's.
+    """
+    by_arch = {}
+    for key, (reference, curves) in results.items():
+        if "@seed" in key:
+            arch, seed = key.split("@seed")
+            by_arch.setdefault(arch, []).append((int(seed), reference, curves))
+    lines = []
+    for arch, runs in by_arch.items():
+        names = [c.method for c in runs[0][2]]
+        lines += ["", f"{arch}, {len(runs)} seeds: | seed | torch | " + " | ".join(f"{n} (- torch)" for n in names)
+                  + " |", "|---" * (2 + len(names)) + "|"]
+        table = np.array([[r.test_accuracy[-1]] + [c.test_accuracy[-1] for c in curves] for _, r, curves in runs])
+        ratio = np.array([[c.seconds_per_epoch / r.seconds_per_epoch for c in curves] for _, r, curves in runs])
+        for (seed, *_), acc in zip(runs, 100 * table):
+            lines.append(f"| {seed} | {acc[0]:.1f}% | " + " | ".join(f"{a:.1f}% ({a - acc[0]:+.1f})" for a in acc[1:])
+                         + " |")
+        mean, sd = 100 * table.mean(0), 100 * table.std(0, ddof=1) if len(runs) > 1 else np.zeros(table.shape[1])
+        diff = 100 * (table[:, 1:] - table[:, :1])
+        diff_sd = diff.std(0, ddof=1) if len(runs) > 1 else np.zeros(diff.shape[1])
+        lines.append(f"| mean +- sd | {mean[0]:.1f} +- {sd[0]:.1f}% | " + " | ".join(
+            f"{m:.1f} +- {d:.1f}% ({dm:+.1f} +- {ds:.1f})" for m, d, dm, ds in
+            zip(mean[1:], sd[1:], diff.mean(0), diff_sd)) + " |")
+        lines.append("| s / epoch, x torch (mean) | 1.00 | " + " | ".join(f"{x:.2f}" for x in ratio.mean(0)) + " |")
+    return "\n".join(lines)
 
 
 def figure(results, path):
@@ -392,6 +441,9 @@ def report(results, figure_path):
         print(table(arch, reference, curves))
         print(f"torch: {reference.note}")
         print(goals(arch, reference, curves))
+    if any("@seed" in key for key in results):
+        print(seed_summary(results))
+    results = {key: value for key, value in results.items() if "@seed" not in key}
     if figure_path and results:
         figure(results, figure_path)
         print(f"figure: {figure_path}")
@@ -425,6 +477,9 @@ def main(argv=None):
     p.add_argument("--arch", nargs="+", choices=("mlp", "cnn"), default=["mlp", "cnn"])
     p.add_argument("--threads", type=int, default=1, help="threads of both libraries (default 1)")
     p.add_argument("--seed", type=int, default=0, help="initial weights and batch order")
+    p.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                   help="run every seed in turn (each its own initial weights and batch order) and print the "
+                        "final accuracies side by side, with means and spreads (no figure)")
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--mlp-epochs", type=int, default=None, help="default 200 (--quick: 1)")
@@ -433,10 +488,13 @@ def main(argv=None):
     p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 2)")
     p.add_argument("--quasi-static-epochs", type=int, default=None,
                    help="at most this many epochs for the nudging-1 row (default: all; --quick 1)")
-    p.add_argument("--rows", nargs="+", choices=("equilibrium", "baselines") + tuple(r[0] for r in EQUILIBRIUM_ROWS),
+    p.add_argument("--rows", nargs="+",
+                   choices=("equilibrium", "baselines", "perturbed") + tuple(r[0] for r in EQUILIBRIUM_ROWS),
                    default=["equilibrium", "baselines"],
-                   help="the sheaflinalg rows besides torch's: equilibrium (all three, or some of default, "
-                        "symmetric, quasi-static) and baselines (default: all)")
+                   help="the rows besides torch's: equilibrium (all three, or some of default, symmetric, "
+                        "quasi-static), baselines, and perturbed (torch with its gradients perturbed by "
+                        f"{PERTURBATION:g} relative: how much such a change moves its curve); default: "
+                        "equilibrium and baselines")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: where each equilibrium row's time goes (cProfile)")
     p.add_argument("--save", help="also write the curves to this JSON file")
@@ -454,8 +512,8 @@ def main(argv=None):
     print(f"command: {' '.join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv)))}")
     data = sl.tasks.mnist1d()
     results = {}
-    for arch in args.arch:
-        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, args.seed, args.threads, tuple(args.rows),
+    for arch, seed in ((arch, seed) for arch in args.arch for seed in args.seeds or [args.seed]):
+        cfg = Settings(epochs[arch], steps[arch], args.batch_size, args.lr, seed, args.threads, tuple(args.rows),
                        args.quasi_static_epochs or epochs[arch])
         if args.profile:
             with same_threads(cfg.threads):
@@ -463,7 +521,7 @@ def main(argv=None):
                     print(f"{arch}, {label}:")
                     profile(softmax_network(torch_model(arch, cfg.seed), arch), data, cfg, options)
             continue
-        results[arch] = benchmark(arch, data, cfg)
+        results[f"{arch}@seed{seed}" if args.seeds else arch] = benchmark(arch, data, cfg)
     if args.save:
         save_results(results, args.save)
     report(results, args.figure)

@@ -88,7 +88,11 @@ class _Batch:
     def store(self, rows, frozen, iterations):
         """Keep ``frozen`` (the solution of the samples ``rows``) as their current solution."""
         names = ("Zs", "As", "ez", "ea", "masks")
-        if self.Zs is None:
+        if self.Zs is None and rows.size == self.energy.shape[0]:     # the whole batch: keep its arrays
+            for name in names:
+                setattr(self, name, list(getattr(frozen, name)))
+            names = ()
+        elif self.Zs is None:
             S = self.energy.shape[0]
             for name in names:
                 setattr(self, name, [np.zeros((S, p.shape[1])) for p in getattr(frozen, name)])

@@ -70,12 +70,15 @@ def backward(Ws, masks, u):
     return ez, ea
 
 
-def output_shift(Ws, masks, ez, ea):
-    """``J e``: how far the residuals ``(ez, ea)`` move the output, one forward substitution per sample."""
+def state_shift(Ws, masks, ez, ea):
+    """``[J_l e]``: how far the residuals ``(ez, ea)`` move every ``z_l`` (``l = 1..k+1``, the output last),
+    one forward substitution per sample (``a_l`` moves by ``m_l`` times ``z_l``'s shift plus ``e_a_l``)."""
     dz = ez[0]
+    shifts = [dz]
     for l in range(1, len(Ws)):
         dz = (masks[l - 1] * dz + ea[l - 1]) @ Ws[l].T + ez[l]
-    return dz
+        shifts.append(dz)
+    return shifts
 
 
 class RowAdjoints:

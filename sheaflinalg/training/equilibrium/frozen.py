@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .chain_linear import RowAdjoints, backward, forward, output_shift
+from .chain_linear import RowAdjoints, backward, forward, state_shift
 from .loss_edge import gradient, potential, solve_coefficients
 
 
@@ -98,21 +98,29 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
             for l, j in coords:
                 masks[l - 1][s, j] = 0.0
     Zs0 = forward(Ws, bs, X, masks)[0] if base is None or n_held else base
-    residuals = None
+    solved = None
     if not n_held and abs(b) <= FIXED_POINT_NUDGING:
-        residuals = _fixed_point(Ws, masks, Zs0[-1], Y, b, output, loss)
+        solved = _fixed_point(Ws, masks, Zs0[-1], Y, b, output, loss)
     newton = 0
-    if residuals is None:
-        residuals, newton = _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held)
-    ez, ea = residuals
-    Zs, As = forward(Ws, bs, X, masks, ez, ea)
+    if solved is None:
+        (ez, ea), newton = _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held)
+        Zs, As = forward(Ws, bs, X, masks, ez, ea)
+    else:   # the state is the forward pass moved by the residuals' shifts: no second forward pass
+        ez, ea, shifts = solved
+        Zs = [z + dz for z, dz in zip(Zs0, shifts)]
+        As = [m * z + e for m, z, e in zip(masks, Zs, ea)]
     energy = 0.5 * sum(np.einsum("ij,ij->i", e, e) for e in ez + ea) + b * potential(output, loss, Zs[-1], Y)
     return Frozen(Zs, As, ez, ea, masks, held if n_held else None, energy, newton)
 
 
 def _fixed_point(Ws, masks, f, Y, b, output, loss):
-    """The residuals ``J^T u``, ``u = -b grad loss(f + J J^T u)``, by fixed-point iteration; None if some
-    sample has not converged (to rounding) in ``FIXED_POINT_STEPS`` steps."""
+    """``(ez, ea, shifts)``: the residuals ``J^T u``, ``u = -b grad loss(f + J J^T u)``, by fixed-point
+    iteration, and the shifts of every ``z_l`` they cause (:func:`state_shift`); None if some sample has not
+    converged (to rounding) in ``FIXED_POINT_STEPS`` steps.
+
+    The iterate ``u`` is returned once the next one agrees with it to rounding, so its residuals and shifts
+    (already computed for that next step) are the answer.
+    """
     u = -b * gradient(output, loss, f, Y)
     # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
     # confident softmax sample has a tiny u whose relative rounding is large).
@@ -120,9 +128,10 @@ def _fixed_point(Ws, masks, f, Y, b, output, loss):
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for _ in range(FIXED_POINT_STEPS):
             ez, ea = backward(Ws, masks, u)
-            new = -b * gradient(output, loss, f + output_shift(Ws, masks, ez, ea), Y)
+            shifts = state_shift(Ws, masks, ez, ea)
+            new = -b * gradient(output, loss, f + shifts[-1], Y)
             if np.all(np.abs(new - u).max(axis=1) <= 1e-14 * np.abs(new).max(axis=1) + floor):
-                return backward(Ws, masks, new)
+                return ez, ea, shifts
             u = new
     return None
 
