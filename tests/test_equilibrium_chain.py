@@ -376,16 +376,16 @@ def test_too_negative_nudging_is_reported_with_the_bound():
 @settings(max_examples=20)
 @given(cases(), st.sampled_from([1e-6, 1e-3, -1e-3]))
 def test_fixed_point_and_gram_paths_give_the_same_equilibrium(case, b):
-    from sheaflinalg.training.equilibrium import frozen
+    from sheaflinalg.training.equilibrium import loss_edge
     net, X, Y, loss, _ = case
     oracle = ChainEquilibrium(net.dims, net.output, loss)
     fast = oracle.settle(net.parameters(), X, Y, b)
-    saved = frozen.FIXED_POINT_NUDGING
-    frozen.FIXED_POINT_NUDGING = 0.0            # every frozen solve through the Gram matrix
+    saved = loss_edge.FIXED_POINT_NUDGING
+    loss_edge.FIXED_POINT_NUDGING = 0.0            # every frozen solve through the Gram matrix
     try:
         gram = oracle.settle(net.parameters(), X, Y, b)
     finally:
-        frozen.FIXED_POINT_NUDGING = saved
+        loss_edge.FIXED_POINT_NUDGING = saved
     scale = np.abs(gram.residuals).max() + 1e-300
     assert np.abs(fast.residuals - gram.residuals).max() <= 1e-11 * scale
     assert np.allclose(fast.state, gram.state, rtol=1e-12, atol=1e-12)

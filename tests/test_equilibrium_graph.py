@@ -108,6 +108,27 @@ def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solut
         np.testing.assert_allclose(w, dense, rtol=1e-9, atol=1e-9 * (1 + np.abs(dense).max()))
 
 
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), setting=st.sampled_from(SETTINGS),
+       nudging=st.sampled_from([1e-6, 1e-3, -1e-3]))
+def test_fixed_point_and_gram_paths_give_the_same_equilibrium(seed, mode, setting, nudging):
+    from sheaflinalg.training.equilibrium import loss_edge
+    output, loss = setting
+    net = random_graph(seed, mode, output, max_layers=4)
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    Y = _targets(np.random.default_rng(seed), output, loss, 3, net.n_outputs)
+    theta, oracle = GraphParameters(net.graph).flat(), GraphEquilibrium(net.graph, loss)
+    fast = oracle.settle(theta, X, Y, nudging)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loss_edge, "FIXED_POINT_NUDGING", 0.0)      # every frozen solve through the Gram matrix
+        gram = oracle.settle(theta, X, Y, nudging)
+    assert fast.report.unsettled == gram.report.unsettled
+    for name in fast.edges:
+        scale = 1e-300 + max(np.abs(e).max() for e in gram.edges.values())
+        assert np.abs(fast.edges[name] - gram.edges[name]).max() <= 1e-10 * scale
+        np.testing.assert_allclose(fast.values[name], gram.values[name], rtol=1e-12, atol=1e-12)
+
+
 def _backprop(graph, X, Y, loss):
     return -descent_direction(graph, X, Y, loss, params=GraphParameters(graph))
 

@@ -26,13 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chain_linear import RowAdjoints, backward, forward, state_shift
-from .loss_edge import gradient, potential, solve_coefficients
-
-
-#: Largest nudging ``|b|`` whose frozen solve tries the fixed point first (measured break-even near ``1e-2``).
-FIXED_POINT_NUDGING = 1e-3
-#: Steps of the fixed point before the Gram path takes over.
-FIXED_POINT_STEPS = 8
+from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_point
 
 
 @dataclass
@@ -99,8 +93,8 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
                 masks[l - 1][s, j] = 0.0
     Zs0 = forward(Ws, bs, X, masks)[0] if base is None or n_held else base
     solved = None
-    if not n_held and abs(b) <= FIXED_POINT_NUDGING:
-        solved = _fixed_point(Ws, masks, Zs0[-1], Y, b, output, loss)
+    if takes_fixed_point(b, n_held):
+        solved = fixed_point(_respond(Ws, masks), Zs0[-1], Y, b, output, loss)
     newton = 0
     if solved is None:
         (ez, ea), newton = _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held)
@@ -113,27 +107,14 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
     return Frozen(Zs, As, ez, ea, masks, held if n_held else None, energy, newton)
 
 
-def _fixed_point(Ws, masks, f, Y, b, output, loss):
-    """``(ez, ea, shifts)``: the residuals ``J^T u``, ``u = -b grad loss(f + J J^T u)``, by fixed-point
-    iteration, and the shifts of every ``z_l`` they cause (:func:`state_shift`); None if some sample has not
-    converged (to rounding) in ``FIXED_POINT_STEPS`` steps.
-
-    The iterate ``u`` is returned once the next one agrees with it to rounding, so its residuals and shifts
-    (already computed for that next step) are the answer.
-    """
-    u = -b * gradient(output, loss, f, Y)
-    # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
-    # confident softmax sample has a tiny u whose relative rounding is large).
-    floor = 4e-16 * abs(b) * (1.0 + np.abs(f).max(axis=1))
-    with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
-        for _ in range(FIXED_POINT_STEPS):
-            ez, ea = backward(Ws, masks, u)
-            shifts = state_shift(Ws, masks, ez, ea)
-            new = -b * gradient(output, loss, f + shifts[-1], Y)
-            if np.all(np.abs(new - u).max(axis=1) <= 1e-14 * np.abs(new).max(axis=1) + floor):
-                return ez, ea, shifts
-            u = new
-    return None
+def _respond(Ws, masks):
+    """The chain's response to output coefficients ``u`` for :func:`~.loss_edge.fixed_point`:
+    ``((ez, ea, shifts), output shift)``."""
+    def respond(u):
+        ez, ea = backward(Ws, masks, u)
+        shifts = state_shift(Ws, masks, ez, ea)
+        return (ez, ea, shifts), shifts[-1]
+    return respond
 
 
 def _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held):

@@ -42,7 +42,7 @@ from ...sheaf.matrix_free import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from ..graph_velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
-from .loss_edge import potential, solve_coefficients
+from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_point
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
@@ -97,6 +97,12 @@ class _NudgedSolve:
         index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
         values = evaluate(self.graph, X, pattern, threads=1).values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
+        if takes_fixed_point(self.nudging, len(surface)):
+            solved = fixed_point(self._respond(pattern, X.shape[0]), w[:, self.output], Y, self.nudging,
+                                 self.graph.output, self.loss)
+            if solved is not None:
+                e, shift = solved
+                return np.concatenate([w + shift, e], axis=1)
         e = np.empty_like(w)
         step = max(1, self.BLOCK // index.size)
         for lo in range(0, X.shape[0], step):
@@ -105,6 +111,19 @@ class _NudgedSolve:
         w += GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout).solve(e)
         w[:, index[self.output.size:]] = 0.0       # held on the surface: exactly, not up to rounding
         return np.concatenate([w, e], axis=1)
+
+    def _respond(self, pattern, M):
+        """The response to output coefficients ``u`` for :func:`~.loss_edge.fixed_point`: the residuals
+        ``J^T u`` (one backward substitution per sample) and the state's shift (one forward substitution)."""
+        op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
+        seeds = np.zeros((M, self.layout.n_free))
+
+        def respond(u):
+            seeds[:, self.output] = u
+            e = op.solve_transpose(seeds)
+            shift = op.solve(e)
+            return (e, shift), shift[:, self.output]
+        return respond
 
     def _residuals(self, w, Y, pattern, index):
         """The equilibrium's edge residuals ``A^T c`` of a block of samples (``A`` the rows ``index`` of

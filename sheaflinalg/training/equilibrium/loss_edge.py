@@ -41,6 +41,11 @@ from ...kernels.force import PHI_CODES
 EQUILIBRIUM_LOSSES = ("mse", "cross_entropy")
 _LOSS_CODES = {"mse": 0, "cross_entropy": 1}
 
+#: Largest nudging ``|b|`` whose frozen solve tries the fixed point first (measured break-even near ``1e-2``).
+FIXED_POINT_NUDGING = 1e-3
+#: Steps of the fixed point before the Gram path takes over.
+FIXED_POINT_STEPS = 8
+
 _NEWTON_CAP = 100
 #: A full Newton step (exact Hessian) this small against ``w`` ends the iteration: convergence is quadratic,
 #: so it leaves an error of order ``1e-16`` and the step that would confirm it is skipped.
@@ -157,3 +162,44 @@ def _too_negative(P, b, output, loss, Z, Y, bad):
         f"nudging {b!r} is too negative: the equilibrium energy has no minimum for {bad.size} of {Z.shape[0]} "
         f"samples (I + b H M is not positive definite); this batch needs nudging > {-1.0 / lam:.3g} (take a "
         f"smaller nudging, or one-sided nudging)")
+
+
+def takes_fixed_point(b, n_held):
+    """Whether a frozen solve at nudging ``b`` with ``n_held`` held coordinates tries :func:`fixed_point`
+    first (small nudging, nothing held; the held rows' constraints need the Gram matrix)."""
+    return not n_held and abs(b) <= FIXED_POINT_NUDGING
+
+
+def fixed_point(respond, F, Y, b, output, loss):
+    """The output coefficients ``u = -b grad loss(F + J J^T u)`` by fixed-point iteration, without ``J J^T``.
+
+    Parameters
+    ----------
+    respond : callable
+        ``respond(u) -> (response, shift)``: whatever the caller needs of the residuals ``J^T u``
+        (``response``, one backward substitution of ``u`` per sample) and the output's displacement
+        ``J J^T u`` (``shift``, ``(S, n)``, one forward substitution).
+    F, Y : ndarray, shape (S, n)
+        Output pre-activation at zero residuals, and the targets.
+    b : float
+        Nudging (nonzero, ``|b|`` small: the iteration contracts by about ``|b| ||H J J^T||`` per step).
+    output, loss : str
+
+    Returns
+    -------
+    response or None
+        ``respond(u)`` of the iterate ``u`` whose successor agrees with it to rounding (already computed
+        for that step); None if some sample has not converged in :data:`FIXED_POINT_STEPS` steps.
+    """
+    u = -b * gradient(output, loss, F, Y)
+    # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
+    # confident softmax sample has a tiny u whose relative rounding is large).
+    floor = 4e-16 * abs(b) * (1.0 + np.abs(F).max(axis=1))
+    with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
+        for _ in range(FIXED_POINT_STEPS):
+            response, shift = respond(u)
+            new = -b * gradient(output, loss, F + shift, Y)
+            if np.all(np.abs(new - u).max(axis=1) <= 1e-14 * np.abs(new).max(axis=1) + floor):
+                return response
+            u = new
+    return None
