@@ -11,14 +11,16 @@ displacement ``w`` solves a small problem and ``[u; lambda] = G^-1 [w; c]``
 ``e = J^T [u; lambda]`` gives the state.  No Laplacian is assembled and nothing
 is iterated except the loss's Newton steps on ``w``.
 
-At a small nudging (``|b| <= FIXED_POINT_NUDGING``, samples without held
-coordinates) the same minimiser is found without the Gram matrix: the fixed
-point ``u = -b grad loss(f + J J^T u)`` contracts by about ``|b| ||H M||`` per
-step, each step one backward and one forward substitution of one vector per
-sample (a backpropagation's work); 3 steps reach rounding at ``b = 1e-6`` and
-6 at ``1e-3`` on MNIST-1D, 2.5 to 3 times faster than the ``n_out`` backward
-substitutions of ``G``.  A batch whose iteration has not converged in
-``FIXED_POINT_STEPS`` steps takes the Gram path.
+At a small nudging (:func:`~.loss_edge.takes_fixed_point`: ``|b| <= 1e-3``,
+samples without held coordinates) the same minimiser is found without the Gram
+matrix by :func:`~.loss_edge.fixed_point`: ``u = -b grad loss(f + J J^T u)``
+contracts by about ``|b| ||H M||`` per step, each step one backward
+substitution (:func:`~.chain_linear.backward`) and one forward substitution of
+the residuals (:func:`~.chain_linear.state_shift`, which moves every layer, so
+the converged step's shifts give the state without another forward pass); 3
+steps reach rounding at ``b = 1e-6`` and 6 at ``1e-3`` on MNIST-1D, 2.5 to 3
+times faster than the ``n_out`` backward substitutions of ``G``.  A batch
+whose iteration has not converged in 8 steps takes the Gram path.
 """
 
 from dataclasses import dataclass

@@ -12,7 +12,12 @@ their Gram matrix, the output's displacement the small problem of
 :func:`~.loss_edge.solve_coefficients`, ``e`` the rows'
 combination ``J^T G^-1 w`` and the state one forward substitution: about
 ``n_out + 1`` backpropagations' worth of work, and no iteration for a fixed
-pattern but the loss's Newton steps in ``R^{n_out}``.
+pattern but the loss's Newton steps in ``R^{n_out}``.  At a small nudging
+(``|b| <= 1e-3``, nothing held) the chains' fixed point
+(:func:`~.loss_edge.fixed_point`) comes first: ``u = -b grad L(f + J J^T u)``,
+each step one backward substitution of ``u`` and one forward substitution of
+its residuals (3 steps to rounding at ``b = 1e-6``), about 2.6 times faster
+than the Gram matrix on the MNIST-1D CNN.
 
 Coordinates held on a ReLU switching surface (Filippov sliding,
 :mod:`~sheaflinalg.sheaf.graph_switching`) are extra rows of
