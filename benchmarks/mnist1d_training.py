@@ -53,6 +53,7 @@ from sheaflinalg.training.losses import accuracy, loss_value
 from sheaflinalg.training.train import METHODS
 
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "img" / "mnist1d_training.png"
+SEED_FIGURE = FIGURE.with_name("mnist1d_training_seeds.png")
 MLP_DIMS = (40, 100, 100, 10)
 INPUT_SHAPES = {"mlp": None, "cnn": (1, 40)}
 
@@ -364,7 +365,8 @@ def seed_summary(results):
 
     Each row that is not torch's is given as its accuracy and its difference to torch's (same seed:
     same initial weights and batches); the last lines are the mean and the sample standard deviation
-    over the seeds, and the mean ratio of seconds per epoch to torch's.
+    over the seeds, the same for the mean accuracy over the last 10% of the epochs (:func:`tail_mean`),
+    and the mean ratio of seconds per epoch to torch's.
     """
     by_arch = {}
     for key, (reference, curves) in results.items():
@@ -387,8 +389,49 @@ def seed_summary(results):
         lines.append(f"| mean +- sd | {mean[0]:.1f} +- {sd[0]:.1f}% | " + " | ".join(
             f"{m:.1f} +- {d:.1f}% ({dm:+.1f} +- {ds:.1f})" for m, d, dm, ds in
             zip(mean[1:], sd[1:], diff.mean(0), diff_sd)) + " |")
+        late = np.array([[tail_mean(r)] + [tail_mean(c) for c in curves] for _, r, curves in runs])
+        late_diff = 100 * (late[:, 1:] - late[:, :1])
+        lines.append(f"| mean of the last 10% of epochs | {100 * late[:, 0].mean():.1f}% | " + " | ".join(
+            f"{100 * m:.1f}% ({dm:+.1f} +- {ds:.1f})" for m, dm, ds in
+            zip(late[:, 1:].mean(0), late_diff.mean(0), late_diff.std(0, ddof=1) if len(runs) > 1
+                else np.zeros(late_diff.shape[1]))) + " |")
         lines.append("| s / epoch, x torch (mean) | 1.00 | " + " | ".join(f"{x:.2f}" for x in ratio.mean(0)) + " |")
     return "\n".join(lines)
+
+
+def tail_mean(curve):
+    """The mean test accuracy over the last 10% of a curve's epochs (at least one record): the end of a run
+    with less of constant-rate Adam's epoch-to-epoch jitter than its last value."""
+    n = max(1, int(round(0.1 * curve.epochs[-1])))
+    return float(np.mean(curve.test_accuracy[-n:]))
+
+
+def seed_figure(results, path):
+    """Per architecture: every seed's test accuracy against epochs (left), and each row's difference to
+    torch's of the same seed (right), so the equilibrium's gap is seen beside torch's own under noise."""
+    runs = {}
+    for key, (reference, curves) in results.items():
+        runs.setdefault(key.split("@seed")[0], []).append((reference, curves))
+    fig, axes = new_figure(len(runs), 2, figsize=(10, 3.6 * len(runs)), layout="constrained", squeeze=False)
+    colours = {}
+    for (arch, pairs), (left, right) in zip(runs.items(), axes):
+        for first, (reference, curves) in enumerate(pairs):
+            left.plot(reference.epochs, reference.test_accuracy, color="k", lw=0.8,
+                      label="torch backprop (Adam)" if first == 0 else None)
+            for c in curves:
+                colour = colours.setdefault(c.method, f"C{len(colours)}")
+                n = min(len(c.epochs), len(reference.epochs))
+                label = c.method if first == 0 else None
+                left.plot(c.epochs, c.test_accuracy, color=colour, lw=0.8, label=label)
+                right.plot(c.epochs[:n], 100 * (c.test_accuracy[:n] - reference.test_accuracy[:n]), color=colour,
+                           lw=0.8, label=label)
+        right.axhline(0.0, color="k", lw=0.8)
+        left.set(xlabel="epochs", ylabel="test accuracy", title=f"MNIST-1D, {arch}, {len(pairs)} seeds")
+        right.set(xlabel="epochs", ylabel="test accuracy - torch's (points)", title="same seed, same batches")
+        for ax in (left, right):
+            ax.grid(alpha=0.3)
+        right.legend(fontsize=7, loc="lower left")
+    save_figure(fig, path)
 
 
 def figure(results, path):
@@ -441,11 +484,15 @@ def report(results, figure_path):
         print(table(arch, reference, curves))
         print(f"torch: {reference.note}")
         print(goals(arch, reference, curves))
-    if any("@seed" in key for key in results):
-        print(seed_summary(results))
-    results = {key: value for key, value in results.items() if "@seed" not in key}
+    seeds = {key: value for key, value in results.items() if "@seed" in key}
+    if seeds:       # runs of several seeds: the summary, and their own figure (the single-run one is kept)
+        print(seed_summary(seeds))
+        results, draw = seeds, seed_figure
+        figure_path = SEED_FIGURE if figure_path == str(FIGURE) else figure_path
+    else:
+        draw = figure
     if figure_path and results:
-        figure(results, figure_path)
+        draw(results, figure_path)
         print(f"figure: {figure_path}")
 
 

@@ -48,3 +48,22 @@ def test_epoch_orders_are_seeded_permutations():
         batches = epoch_batches(23, 5, rng)
         assert [len(b) for b in batches] == [5, 5, 5, 5, 3]
         assert np.array_equal(np.concatenate(batches), order)
+
+
+def test_seed_summary_gives_each_seeds_accuracies_and_their_mean_and_spread(tmp_path):
+    def curve(method, final, seconds):
+        return bench.Curve(method, np.array([0.0, 1.0, 2.0]), np.array([0.0, seconds / 2, seconds]),
+                           np.array([0.1, 0.5, final]))
+    finals = {0: (0.70, 0.68), 1: (0.66, 0.67), 2: (0.69, 0.66)}
+    results = {f"mlp@seed{seed}": (curve("torch backprop (Adam)", t, 1.0), [curve("equilibrium, default", e, 1.5)])
+               for seed, (t, e) in finals.items()}
+    text = bench.seed_summary(results)
+    torch_acc = 100 * np.array([t for t, _ in finals.values()])
+    diff = 100 * np.array([e - t for t, e in finals.values()])
+    assert "mlp, 3 seeds" in text
+    assert f"| 1 | 66.0% | 67.0% (+1.0) |" in text
+    assert f"{torch_acc.mean():.1f} +- {torch_acc.std(ddof=1):.1f}%" in text
+    assert f"({diff.mean():+.1f} +- {diff.std(ddof=1):.1f})" in text
+    assert "| s / epoch, x torch (mean) | 1.00 | 1.50 |" in text
+    bench.seed_figure(results, tmp_path / "seeds.png")
+    assert (tmp_path / "seeds.png").stat().st_size > 0
