@@ -62,3 +62,18 @@ def test_a_trained_cnns_certain_sample_settles():
     p /= p.sum()
     gradient = np.linalg.inv(d["G"][0]) @ W[0] + float(d["b"]) * (p - d["Y"][0])
     assert newton < 100 and np.abs(gradient).max() <= 1e-3 * float(d["b"]) * np.abs(p - d["Y"][0]).max()
+
+
+def test_a_confident_sample_at_nudging_1_settles():
+    # recorded from the MNIST-1D MLP in its third epoch at nudging 1: logit margin 13, G's eigenvalues
+    # 28..1033; after one Newton step the decrement (|slope| ~ 1e-14 psi) is under psi's rounding, and the
+    # line search halved the next step 100 times
+    d = np.load(DATA / "confident_sample_nudging_1.npz", allow_pickle=False)
+    b = float(d["b"])
+    V, W, newton = solve_coefficients(d["G"].copy(), np.zeros((1, 0)), d["F"], d["Y"], b, "softmax",
+                                      "cross_entropy")
+    z = d["F"][0] + W[0]
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    gradient = np.linalg.inv(d["G"][0]) @ W[0] + b * (p - d["Y"][0])
+    assert newton < 100 and np.abs(gradient).max() <= 1e-14 * b      # the rounding of p - y: 1e-16

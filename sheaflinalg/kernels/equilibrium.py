@@ -257,8 +257,12 @@ def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
         # measurably in rounding: the full step is taken there without a line search.
         # A step below the rounding of the output's value (a near-certain prediction, whose pull is
         # tiny) cannot change psi at all: it is taken whole and ends the iteration.
+        # A Newton decrement |slope| below 1e-12 |psi| puts Armijo's margin (1e-4 |slope|) under psi's
+        # rounding: the line search cannot judge the step, and an exact Newton step that small is in the
+        # quadratic range, so it is taken whole (a confident sample at nudging 1 stalled there otherwise).
         floor = ROUNDING * np.abs(work[0]).max()
-        near = exact and (np.abs(step).max() <= 1e-6 * np.abs(w).max() or np.abs(step).max() <= floor)
+        near = exact and (np.abs(step).max() <= 1e-6 * np.abs(w).max() or np.abs(step).max() <= floor
+                          or abs(slope) <= 1e-12 * abs(base))
         t = 2.0
         trial = np.inf
         while t > 1e-12 and (t == 2.0 or (not near and trial > base + 1e-4 * t * slope
