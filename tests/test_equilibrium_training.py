@@ -16,6 +16,7 @@ from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
 from sheaflinalg.training.equilibrium import run as run_module
 from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
+from sheaflinalg.training.graph_velocity import GraphParameters
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
 NET = sl.Network.random([2, 12, 4], seed=1, output="softmax")
@@ -148,6 +149,31 @@ def test_a_diverging_learning_rate_stops_with_the_epoch_and_finite_weights(monke
     h = fit.history
     assert h.diverged and len(h.epoch) < 51 and np.all(np.isfinite(fit.network.parameters()))
     assert np.all(np.isfinite(h.train_loss))
+
+
+def _as_graph(net):
+    """The chain ``net`` as a graph network of linear and relu nodes (same weights)."""
+    nodes, parent = [], "x"
+    for l, (W, b) in enumerate(zip(net.weights, net.biases), start=1):
+        nodes.append(sl.Node(f"fc{l}", "linear", [parent], params={"weight": W, "bias": b}))
+        parent = f"fc{l}"
+        if l < len(net.weights):
+            nodes.append(sl.Node(f"relu{l}", "relu", [parent]))
+            parent = f"relu{l}"
+    return sl.Network.from_nodes((net.dims[0],), nodes, output=net.output)
+
+
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_exact_oracle_reports_a_diverging_rate_as_divergence_with_finite_weights(graph):
+    # weights of 1e5 and more: the output rows' Gram matrix J J^T (>= I) loses its identity to rounding
+    # and its Cholesky factorisation fails; the run stops with the epoch instead of a LinAlgError
+    net = _as_graph(NET) if graph else NET
+    with pytest.warns(sl.DivergenceWarning, match="diverged during epoch 2"):
+        fit = sl.train(net, X_BLOBS, Y_BLOBS, method="equilibrium", epochs=5, batch_size=50, optimizer="sgd",
+                       lr=1e6, seed=0, progress=False)
+    assert fit.history.diverged and fit.history.epoch == [0, 1]
+    theta = GraphParameters(fit.network.graph).flat() if graph else fit.network.parameters()
+    assert np.all(np.isfinite(theta)) and np.abs(theta).max() > 1e3
 
 
 BAD = [

@@ -283,7 +283,9 @@ def _newton(P, h, f, y, b, code, loss, tol, cap, w, vec, mats):
 def _invert(G, out):
     """``out = G^-1`` of a symmetric positive definite ``G`` (Cholesky; ``G`` is overwritten by its factor).
 
-    Gram matrices of the rows are ``>= I``: always positive definite.
+    Gram matrices of the rows are ``>= I``: positive definite in exact arithmetic.  Returns False when the
+    factorisation fails in float64 (entries so large that the identity is lost to rounding, or not
+    finite: weights grown past float64's range).
     """
     r = G.shape[0]
     unit = np.zeros(r)
@@ -291,9 +293,11 @@ def _invert(G, out):
         unit[:] = 0.0
         unit[k] = -1.0              # _cholesky_solve returns -G^-1 times its right-hand side
         if k == 0:
-            _cholesky_solve(G, unit, out[k])
+            if not _cholesky_solve(G, unit, out[k]):
+                return False
         else:
             _factored_solve(G, unit, out[k])
+    return True
 
 
 @njit(cache=True)
@@ -335,7 +339,8 @@ def output_coefficients(G, C, F, Y, b, code, loss, tol, cap, V, W, status):
         Output: the output displacements.
     status : ndarray of int64, shape (S,)
         Output: Newton steps taken (``cap`` when not converged), ``-1`` when ``P + b H`` is not
-        positive definite (possible for ``b < 0`` only).
+        positive definite (possible for ``b < 0`` only), ``-2`` when ``G`` is not positive definite in
+        float64 (the sample's ``V`` and ``W`` are then left unset).
 
     Notes
     -----
@@ -348,7 +353,9 @@ def output_coefficients(G, C, F, Y, b, code, loss, tol, cap, V, W, status):
     h, full = np.empty(n), np.empty(r)
     vec, mats = np.empty((7, n)), np.empty((2, n, n))
     for s in range(S):
-        _invert(G[s], Ginv)
+        if not _invert(G[s], Ginv):
+            status[s] = -2
+            continue
         for i in range(n):
             P[i, :] = Ginv[i, :n]
             h[i] = _dot(Ginv[i, n:], C[s], r - n)

@@ -36,6 +36,7 @@ import numpy as np
 
 from ...kernels.equilibrium import gradients, newton_matrix, output_coefficients, potentials
 from ...kernels.force import PHI_CODES
+from ...network.errors import NetworkOverflowError
 
 #: The losses an exact equilibrium is found for.
 EQUILIBRIUM_LOSSES = ("mse", "cross_entropy")
@@ -123,6 +124,9 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
     ------
     NudgingTooNegative
         ``P + b H`` is not positive definite for some sample (only possible for ``b < 0``).
+    NetworkOverflowError
+        ``G`` is not positive definite in float64 (weights too large: a training run reports it as
+        divergence).
     RuntimeError
         Newton's method did not converge in 100 steps (not met: the potentials are smooth).
 
@@ -140,6 +144,12 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
     F, Y = np.ascontiguousarray(F), np.ascontiguousarray(Y)
     output_coefficients(np.array(G, dtype=np.float64, order="C"), np.ascontiguousarray(C), F, Y, float(b),
                         PHI_CODES[output], _LOSS_CODES[loss], _STEP_TOL, _NEWTON_CAP, V, W, status)
+    if (status == -2).any():
+        bad = np.flatnonzero(status == -2)
+        raise NetworkOverflowError(
+            f"the Gram matrix J J^T of the output rows (>= I in exact arithmetic) is not positive definite "
+            f"in float64 for {bad.size} of {S} samples (largest entry {np.abs(G[bad]).max():.3g}): the weights "
+            f"have grown too large for float64")
     if (status < 0).any():
         P = np.linalg.inv(G)[:, :n, :n]
         raise _too_negative(P, b, output, loss, F + W, Y, np.flatnonzero(status < 0))
