@@ -77,3 +77,27 @@ def test_a_confident_sample_at_nudging_1_settles():
     p /= p.sum()
     gradient = np.linalg.inv(d["G"][0]) @ W[0] + b * (p - d["Y"][0])
     assert newton < 100 and np.abs(gradient).max() <= 1e-14 * b      # the rounding of p - y: 1e-16
+
+
+@pytest.mark.parametrize("b, converges", [(1e-6, True), (1e-4, True), (0.3, False), (3.0, False)])
+def test_the_fixed_point_solves_its_equation_or_gives_up_after_two_steps(b, converges):
+    # identity output, squared error: u = -b (F + M u - Y) is the linear system (I + b M) u = -b (F - Y);
+    # M = J J^T of norm about 30, so the iteration contracts by about 30 b per step
+    from sheaflinalg.training.equilibrium.loss_edge import fixed_point
+    rng = np.random.default_rng(1)
+    S, n = 6, 4
+    J = rng.standard_normal((S, n, 15))
+    M = J @ J.transpose(0, 2, 1)
+    F, Y = rng.standard_normal((S, n)), rng.standard_normal((S, n))
+    calls = []
+
+    def respond(u):
+        calls.append(u.copy())
+        return u.copy(), np.einsum("sij,sj->si", M, u)
+
+    u = fixed_point(respond, F, Y, b, "identity", "mse")
+    if converges:
+        exact = np.linalg.solve(np.eye(n) + b * M, -b * (F - Y)[..., None])[..., 0]
+        np.testing.assert_allclose(u, exact, rtol=1e-13, atol=1e-300)
+    else:       # contraction 30 b >= 9: the second step shows it cannot reach rounding in 8 steps
+        assert u is None and len(calls) == 2

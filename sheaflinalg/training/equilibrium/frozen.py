@@ -20,7 +20,8 @@ the residuals (:func:`~.chain_linear.state_shift`, which moves every layer, so
 the converged step's shifts give the state without another forward pass); 3
 steps reach rounding at ``b = 1e-6`` and 6 at ``1e-3`` on MNIST-1D, 2.5 to 3
 times faster than the ``n_out`` backward substitutions of ``G``.  A batch
-whose iteration has not converged in 8 steps takes the Gram path.
+whose iteration cannot converge within 8 steps, at the rate its last two steps
+show, takes the Gram path as soon as that shows.
 """
 
 from dataclasses import dataclass

@@ -199,17 +199,35 @@ def fixed_point(respond, F, Y, b, output, loss):
     -------
     response or None
         ``respond(u)`` of the iterate ``u`` whose successor agrees with it to rounding (already computed
-        for that step); None if some sample has not converged in :data:`FIXED_POINT_STEPS` steps.
+        for that step); None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS`
+        steps at the rate its last two steps show (:func:`_out_of_reach`), or has not converged in them.
     """
     u = -b * gradient(output, loss, F, Y)
     # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
     # confident softmax sample has a tiny u whose relative rounding is large).
     floor = 4e-16 * abs(b) * (1.0 + np.abs(F).max(axis=1))
+    moved = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
-        for _ in range(FIXED_POINT_STEPS):
+        for step in range(1, FIXED_POINT_STEPS + 1):
             response, shift = respond(u)
             new = -b * gradient(output, loss, F + shift, Y)
-            if np.all(np.abs(new - u).max(axis=1) <= 1e-14 * np.abs(new).max(axis=1) + floor):
+            excess = np.abs(new - u).max(axis=1) / (1e-14 * np.abs(new).max(axis=1) + floor)
+            if np.all(excess <= 1.0):
                 return response
-            u = new
+            if moved is not None and _out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
+                return None
+            u, moved = new, excess
+    return None
+
+
+def _out_of_reach(excess, before, steps_left):
+    """Whether some sample's step (``excess`` times its tolerance, ``before`` at the previous step) shrinks
+    too slowly to reach its tolerance in ``steps_left`` more steps: the contraction factor of the two
+    steps, extrapolated (1 or more: diverging).  The Gram path then takes the batch at once, instead of
+    after every step of a hopeless iteration (nudging 1e-3 on a trained network: 8 wasted steps)."""
+    open_ = (excess > 1.0) & (before > 1.0)     # a sample back above its tolerance by rounding goes on
+    rate = excess[open_] / before[open_]
+    if not np.all(rate < 1.0):
+        return True
+    return bool(np.any(np.log(excess[open_]) > steps_left * -np.log(rate)))
     return None
