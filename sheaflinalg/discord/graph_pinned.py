@@ -70,13 +70,14 @@ class _MatrixFree:
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
 
-    def __call__(self, X, Y, pattern, surface=()):
+    def __call__(self, X, Y, pattern, surface=(), values=None):
         """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` and every
-        ``(node, j)`` of ``surface`` at 0 (one sample when ``surface`` is given)."""
+        ``(node, j)`` of ``surface`` at 0 (one sample when ``surface`` is given); ``values``: the nodes'
+        values under ``pattern`` when the caller has them."""
         index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
         k = index.size
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
-        values = evaluate(self.graph, X, pattern).values
+        values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
         step = max(1, self.BLOCK // k)
         for lo in range(0, X.shape[0], step):
@@ -101,7 +102,8 @@ class _Completion:
         self.net, self.backend = net, backend
         self.layout = Layout.from_graph(net.graph, reduced=False)
 
-    def __call__(self, X, Y, pattern, surface=()):
+    def __call__(self, X, Y, pattern, surface=(), values=None):
+        """:func:`~sheaflinalg.complete` under ``pattern`` (``values`` unused: it evaluates its own)."""
         return complete(self.net, X, pins=_surface_pins({"yhat": Y}, surface), pattern=pattern,
                         backend=self.backend).state
 

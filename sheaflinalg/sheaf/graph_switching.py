@@ -4,10 +4,13 @@ An equilibrium problem on a graph network (the output pinned to the labels,
 :mod:`~sheaflinalg.discord.graph_pinned`; the output nudged towards them,
 :mod:`~sheaflinalg.training.equilibrium.graph`) is solved exactly for a frozen
 activation pattern by a *frozen solve*: a callable
-``solve(X, Y, pattern, surface=()) -> (M, n_free)`` free cochains in
-``solve.layout``'s order (``surface``: ``(node, j)`` coordinates held at 0, one
-sample; a solve with a ``width`` attribute returns that many columns, the free
-cochain first and what else it computed after it, carried along).  This module makes the pattern agree with the solution:
+``solve(X, Y, pattern, surface=(), values=None) -> (M, n_free)`` free cochains
+in ``solve.layout``'s order (``surface``: ``(node, j)`` coordinates held at 0,
+one sample; ``values``: every node's value under ``pattern`` at zero residuals
+when the caller has it, the forward pass at the first iteration, so that the
+solve need not evaluate it again; a solve with a ``width`` attribute returns
+that many columns, the free cochain first and what else it computed after it,
+carried along).  This module makes the pattern agree with the solution:
 
 - :func:`iterate_pattern`: from the forward pass's pattern, every sample whose
   solution reads another pattern is solved again under it, until it agrees
@@ -42,7 +45,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
     ``iterations`` is the number of frozen solves the slowest sample had.
     """
     M = X.shape[0]
-    pattern = evaluate(graph, X).pattern
+    forward = evaluate(graph, X)
+    pattern = forward.pattern
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
@@ -53,7 +57,7 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
             break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
         rows = {name: p[todo] for name, p in pattern.items()}
-        state[todo] = solve(X[todo], Y[todo], rows)
+        state[todo] = solve(X[todo], Y[todo], rows, values=forward.values if iterations == 1 else None)
         new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows)
         same = np.ones(todo.size, dtype=bool)
         for name in graph.pattern_nodes:

@@ -98,9 +98,9 @@ class _NudgedSolve:
         self.output = np.arange(out.start, out.stop)
         self.width = 2 * self.layout.n_free
 
-    def __call__(self, X, Y, pattern, surface=()):
+    def __call__(self, X, Y, pattern, surface=(), values=None):
         index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
-        values = evaluate(self.graph, X, pattern, threads=1).values
+        values = evaluate(self.graph, X, pattern, threads=1).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
         if takes_fixed_point(self.nudging, len(surface)):
             solved = fixed_point(self._respond(pattern, X.shape[0]), w[:, self.output], Y, self.nudging,
