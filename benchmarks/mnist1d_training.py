@@ -11,6 +11,9 @@ the test set before anything trains.  Every row starts from those weights:
   nudging, with symmetric nudging and at nudging 1 (the quasi-static limit of the paper's joint
   dynamics; ``--quasi-static-epochs`` shortens that slow row); rows the library refuses (graph
   networks before their equilibrium oracle) are skipped with its message;
+* a control (``--rows perturbed``): torch again from the same weights and batches, every gradient entry
+  multiplied by ``1 + 1e-5 N(0, 1)`` (the size of the equilibrium gradient's distance to backprop's),
+  to show how far such a perturbation moves torch's own result;
 * the paper's baselines: ``sl.train`` (forward-Euler joint dynamics, full batch, its defaults but
   ``steps`` and the seed of its random initial state) and ``sl.sgd`` (full-batch gradient descent,
   its defaults but ``epochs``).
@@ -23,6 +26,11 @@ evaluation (its share is printed).  The table gives the test accuracy at the end
 epoch, their ratio to torch's and the accuracy difference to torch after as many epochs (after its
 last for the longer baselines); the figure (test accuracy against
 epochs and against wall time, every method) is written to ``docs/img/mnist1d_training.png``.
+
+An untimed warm-up on two batches comes first (numba's compilation stays out of every clock).
+``--seeds 0 1 2 ...`` runs everything once per seed and prints the per-seed differences to torch with
+their mean and spread, and draws ``docs/img/mnist1d_training_seeds.png``: a single seed cannot decide
+a 1-point difference when torch differs from itself by several points under the control's noise.
 
 Run: ``.venv/bin/python benchmarks/mnist1d_training.py [--quick] [--threads 1] [--arch mlp cnn]``
 (``--quick``: one epoch or a few steps of everything, about a minute; ``--profile``: where each
@@ -562,7 +570,8 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--mlp-epochs", type=int, default=None, help="default 200 (--quick: 1)")
-    p.add_argument("--cnn-epochs", type=int, default=None, help="default 30 (--quick: 1)")
+    p.add_argument("--cnn-epochs", type=int, default=None,
+                   help="default 100, the protocol of reproduce/mnist1d_cnn (--quick: 1)")
     p.add_argument("--mlp-steps", type=int, default=None, help="Euler / GD baseline steps (default 5000; --quick 50)")
     p.add_argument("--cnn-steps", type=int, default=None, help="Euler / GD baseline steps (default 200; --quick 2)")
     p.add_argument("--quasi-static-epochs", type=int, default=None,
@@ -582,7 +591,7 @@ def main(argv=None):
     p.add_argument("--figure", default=str(FIGURE), help="where to write the figure ('' for none)")
     args = p.parse_args(argv)
     quick = args.quick
-    epochs = {"mlp": args.mlp_epochs or (1 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 30)}
+    epochs = {"mlp": args.mlp_epochs or (1 if quick else 200), "cnn": args.cnn_epochs or (1 if quick else 100)}
     steps = {"mlp": args.mlp_steps or (50 if quick else 5000), "cnn": args.cnn_steps or (2 if quick else 200)}
     if args.merge:
         report(merge_results(args.merge), args.figure)
