@@ -176,6 +176,19 @@ def test_the_exact_oracle_reports_a_diverging_rate_as_divergence_with_finite_wei
     assert np.all(np.isfinite(theta)) and np.abs(theta).max() > 1e3
 
 
+def test_a_diverging_rate_on_a_residual_cnn_is_divergence_not_a_newton_failure():
+    # logits of 1e24 and a Gram matrix of 1e36 after one step: Newton cannot converge where J J^T has lost
+    # its identity to rounding; the run reports divergence in epoch 1 instead of raising RuntimeError
+    net = every_op_network(0, "softmax")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, int(np.prod(net.input_shape))))
+    Y = np.eye(net.n_outputs)[rng.integers(0, net.n_outputs, 60)]
+    with pytest.warns(sl.DivergenceWarning, match="diverged during epoch 1"):
+        fit = sl.train(net, X, Y, method="equilibrium", epochs=3, batch_size=20, optimizer="sgd", lr=1e5, seed=0,
+                       progress=False)
+    assert fit.history.epoch == [0] and np.all(np.isfinite(GraphParameters(fit.network.graph).flat()))
+
+
 BAD = [
     (dict(batch_size=0), ValueError, "batch_size must be a positive integer"),
     (dict(batch_size=241), ValueError, r"at most the number of training samples \(240\)"),

@@ -125,8 +125,9 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
     NudgingTooNegative
         ``P + b H`` is not positive definite for some sample (only possible for ``b < 0``).
     NetworkOverflowError
-        ``G`` is not positive definite in float64 (weights too large: a training run reports it as
-        divergence).
+        ``G`` is not positive definite in float64, or Newton's method did not converge on samples whose
+        ``G`` has lost its identity to rounding (entries above ``1 / eps``): weights too large, which a
+        training run reports as divergence.
     RuntimeError
         Newton's method did not converge in 100 steps (not met: the potentials are smooth).
 
@@ -153,7 +154,13 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
     if (status < 0).any():
         P = np.linalg.inv(G)[:, :n, :n]
         raise _too_negative(P, b, output, loss, F + W, Y, np.flatnonzero(status < 0))
-    if (status >= _NEWTON_CAP).any():
+    stalled = status >= _NEWTON_CAP
+    if stalled.any() and np.all(np.abs(G[stalled]).max(axis=(1, 2)) * np.finfo(np.float64).eps > 1.0):
+        raise NetworkOverflowError(
+            f"the loss edge's Newton solve did not converge for {int(stalled.sum())} samples whose Gram matrix "
+            f"J J^T (>= I) has lost its identity to rounding (largest entry {np.abs(G[stalled]).max():.3g}): the "
+            f"weights have grown too large for float64")
+    if stalled.any():
         raise RuntimeError(f"the loss edge's Newton solve did not converge for {int((status >= _NEWTON_CAP).sum())} "
                            f"samples in {_NEWTON_CAP} steps (nudging {b!r}, loss {loss!r})")
     return V, W, int(status.max(initial=0))
