@@ -400,31 +400,36 @@ def seed_summary(results):
             by_arch.setdefault(arch, []).append((int(seed), reference, curves))
     lines = []
     for arch, runs in by_arch.items():
-        names = [c.method for c in runs[0][2]]
-        lines += ["", f"{arch}, {len(runs)} seeds: | seed | torch | " + " | ".join(f"{n} (- torch)" for n in names)
-                  + " |", "|---" * (2 + len(names)) + "|"]
-        table = np.array([[r.test_accuracy[-1]] + [c.test_accuracy[-1] for c in curves] for _, r, curves in runs])
-        ratio = np.array([[c.seconds_per_epoch / r.seconds_per_epoch for c in curves] for _, r, curves in runs])
-        for (seed, *_), acc in zip(runs, 100 * table):
-            lines.append(f"| {seed} | {acc[0]:.1f}% | " + " | ".join(f"{a:.1f}% ({a - acc[0]:+.1f})" for a in acc[1:])
-                         + " |")
-        mean, sd = 100 * table.mean(0), 100 * table.std(0, ddof=1) if len(runs) > 1 else np.zeros(table.shape[1])
-        diff = 100 * (table[:, 1:] - table[:, :1])
-        diff_sd = diff.std(0, ddof=1) if len(runs) > 1 else np.zeros(diff.shape[1])
-        lines.append(f"| mean +- sd | {mean[0]:.1f} +- {sd[0]:.1f}% | " + " | ".join(
-            f"{m:.1f} +- {d:.1f}% ({dm:+.1f} +- {ds:.1f})" for m, d, dm, ds in
-            zip(mean[1:], sd[1:], diff.mean(0), diff_sd)) + " |")
-        late = np.array([[tail_mean(r)] + [tail_mean(c) for c in curves] for _, r, curves in runs])
-        late_diff = 100 * (late[:, 1:] - late[:, :1])
-        lines.append(f"| mean of the last 10% of epochs | {100 * late[:, 0].mean():.1f}% | " + " | ".join(
-            f"{100 * m:.1f}% ({dm:+.1f} +- {ds:.1f})" for m, dm, ds in
-            zip(late[:, 1:].mean(0), late_diff.mean(0), late_diff.std(0, ddof=1) if len(runs) > 1
-                else np.zeros(late_diff.shape[1]))) + " |")
-        lines.append("| s / epoch, x torch (mean) | 1.00 | " + " | ".join(f"{x:.2f}" for x in ratio.mean(0)) + " |")
-        default = [i for i, name in enumerate(names) if name.startswith("equilibrium, default")]
-        if default:
-            lines.append(seed_goal(arch, table[:, 1 + default[0]], table[:, 0], ratio[:, default[0]]))
+        lines += [""] + _seed_table(arch, runs)
     return "\n".join(lines)
+
+
+def _seed_table(arch, runs):
+    """The lines of one architecture's :func:`seed_summary` (``runs``: ``(seed, torch curve, rows)``)."""
+    names = [c.method for c in runs[0][2]]
+    lines = [f"{arch}, {len(runs)} seeds: | seed | torch | " + " | ".join(f"{n} (- torch)" for n in names) + " |",
+             "|---" * (2 + len(names)) + "|"]
+    final = np.array([[r.test_accuracy[-1]] + [c.test_accuracy[-1] for c in curves] for _, r, curves in runs])
+    late = np.array([[tail_mean(r)] + [tail_mean(c) for c in curves] for _, r, curves in runs])
+    ratio = np.array([[c.seconds_per_epoch / r.seconds_per_epoch for c in curves] for _, r, curves in runs])
+    for (seed, *_), acc in zip(runs, 100 * final):
+        lines.append(f"| {seed} | {acc[0]:.1f}% | " + " | ".join(f"{a:.1f}% ({a - acc[0]:+.1f})" for a in acc[1:])
+                     + " |")
+    for label, acc in (("mean +- sd", 100 * final), ("mean of the last 10% of epochs", 100 * late)):
+        diff = acc[:, 1:] - acc[:, :1]
+        lines.append(f"| {label} | {acc[:, 0].mean():.1f} +- {_spread(acc)[0]:.1f}% | " + " | ".join(
+            f"{m:.1f} +- {d:.1f}% ({dm:+.1f} +- {ds:.1f})"
+            for m, d, dm, ds in zip(acc[:, 1:].mean(0), _spread(acc)[1:], diff.mean(0), _spread(diff))) + " |")
+    lines.append("| s / epoch, x torch (mean) | 1.00 | " + " | ".join(f"{x:.2f}" for x in ratio.mean(0)) + " |")
+    default = [i for i, name in enumerate(names) if name.startswith("equilibrium, default")]
+    if default:
+        lines.append(seed_goal(arch, final[:, 1 + default[0]], final[:, 0], ratio[:, default[0]]))
+    return lines
+
+
+def _spread(values):
+    """The sample standard deviation over the seeds (axis 0); zeros for a single seed."""
+    return values.std(0, ddof=1) if values.shape[0] > 1 else np.zeros(values.shape[1:])
 
 
 def seed_goal(arch, accuracy, torch_accuracy, ratio):
