@@ -86,17 +86,16 @@ class _Batch:
         self.sliding = [[] for _ in range(S)]
 
     def store(self, rows, frozen, iterations):
-        """Keep ``frozen`` (the solution of the samples ``rows``) as their current solution."""
-        names = ("Zs", "As", "ez", "ea", "masks")
-        if self.Zs is None and rows.size == self.energy.shape[0]:     # the whole batch: keep its arrays
-            for name in names:
+        """Keep ``frozen`` (the solution of the samples ``rows``) as their current solution.
+
+        The first store is of every sample in order (the first pattern iteration solves the whole
+        batch): its arrays are kept, and later stores write the samples solved again into them.
+        """
+        first = self.Zs is None
+        for name in ("Zs", "As", "ez", "ea", "masks"):
+            if first:
                 setattr(self, name, list(getattr(frozen, name)))
-            names = ()
-        elif self.Zs is None:
-            S = self.energy.shape[0]
-            for name in names:
-                setattr(self, name, [np.zeros((S, p.shape[1])) for p in getattr(frozen, name)])
-        for name in names:
+                continue
             for mine, part in zip(getattr(self, name), getattr(frozen, name)):
                 mine[rows] = part
         self.energy[rows] = frozen.energy

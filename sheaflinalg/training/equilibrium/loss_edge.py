@@ -129,7 +129,9 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
         ``G`` has lost its identity to rounding (entries above ``1 / eps``): weights too large, which a
         training run reports as divergence.
     RuntimeError
-        Newton's method did not converge in 100 steps (not met: the potentials are smooth).
+        Newton's method did not converge in 100 steps on samples whose ``G`` kept its identity (the
+        potentials are smooth and convex in the cross-entropy case; the stalls met on trained networks
+        are fixed and recorded in the tests).
 
     Examples
     --------
@@ -161,7 +163,7 @@ def solve_coefficients(G, C, F, Y, b, output, loss):
             f"J J^T (>= I) has lost its identity to rounding (largest entry {np.abs(G[stalled]).max():.3g}): the "
             f"weights have grown too large for float64")
     if stalled.any():
-        raise RuntimeError(f"the loss edge's Newton solve did not converge for {int((status >= _NEWTON_CAP).sum())} "
+        raise RuntimeError(f"the loss edge's Newton solve did not converge for {int(stalled.sum())} "
                            f"samples in {_NEWTON_CAP} steps (nudging {b!r}, loss {loss!r})")
     return V, W, int(status.max(initial=0))
 
