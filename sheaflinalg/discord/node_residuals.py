@@ -111,14 +111,8 @@ class NodeResiduals:
         ``relu``/``leaky_relu``: its active mask (over its own coordinates, which are its parent's);
         ``maxpool``: the entries of its parent that some window's maximum selects.
         """
-        op = self._pattern_op(name)
-        rows = self.pattern[name]
-        if op != "maxpool":
-            return rows.copy()
-        parent = self.graph.node(name).inputs[0]
-        mask = np.zeros((rows.shape[0], self.graph.sizes[parent]), dtype=bool)
-        np.put_along_axis(mask, rows, True, axis=1)
-        return mask
+        node = self._pattern_node(name)
+        return node.rule.selected(node, self.graph, self.pattern[name])
 
     def split(self, name, edge=None):
         """``(selected, unselected)`` residuals of ``edge`` as flat arrays, split by pattern node ``name``.
@@ -136,18 +130,18 @@ class NodeResiduals:
         sq = 0.5 * r * r
         return np.stack([np.where(mask, sq, 0.0).sum(axis=1), np.where(mask, 0.0, sq).sum(axis=1)], axis=1)
 
-    def _pattern_op(self, name):
+    def _pattern_node(self, name):
         self._index(name)
         if name not in self.pattern:
-            raise ValueError(f"node {name!r} has no activation pattern; pattern nodes (relu, leaky_relu, maxpool): "
+            raise ValueError(f"node {name!r} has no activation pattern; pattern nodes (piecewise-linear ops): "
                              f"{', '.join(self.pattern) or 'none'}")
-        return self.graph.node(name).op
+        return self.graph.node(name)
 
     def _split_edge(self, name, edge):
         mask = self.selected(name)
         node = self.graph.node(name)
         if edge is None:
-            edge = node.inputs[0] if node.op == "maxpool" else name
+            edge = node.rule.split_edge(node)
         if edge not in (name, node.inputs[0]):
             raise ValueError(f"split of {name!r}: edge must be {name!r} or its parent {node.inputs[0]!r}, got {edge!r}")
         if edge not in self.edge_names:
@@ -200,9 +194,10 @@ def _split_text(res, name, scale, digits):
     if name not in res.pattern:
         return ""
     node = res.graph.node(name)
-    if node.op == "maxpool" and node.inputs[0] not in res.edge_names:
-        return ""                    # a pool of the input: the input has no edge
+    edge = node.rule.split_edge(node)
+    if edge not in res.edge_names:
+        return ""                    # a selection on the input: the input has no edge
     on, off = scale * res.split_discord(name).mean(axis=0)
-    if node.op == "maxpool":
-        return f"selected {on:.{digits}g} / unselected {off:.{digits}g} (of {node.inputs[0]})"
+    if edge != name:
+        return f"selected {on:.{digits}g} / unselected {off:.{digits}g} (of {edge})"
     return f"active {on:.{digits}g} / inactive {off:.{digits}g}"

@@ -61,8 +61,7 @@ class GraphSheaf:
         self.graph = graph
         self.maps = NodeMaps(graph)
         self._steps = node_steps(graph)
-        self._pattern_dtype = {name: np.int64 if graph.node(name).op == "maxpool" else bool
-                               for name in graph.pattern_nodes}
+        self._pattern_dtype = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
 
     def residuals(self, X, values):
         """:class:`StateResiduals` of the state ``values`` (``{node: (M, size)}``) with input ``X`` ``(M, n_in)``."""

@@ -30,9 +30,9 @@ import numpy as np
 
 from ..network.graph.forward import evaluate
 from ..network.graph.nodes import INPUT
+from ..network.ops import MASK
 from .patterns import graph_pattern
 
-MASK_OPS = ("relu", "leaky_relu")
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
 
@@ -78,8 +78,8 @@ def node_values(graph, layout, state):
 
 
 def mask_nodes(graph):
-    """The ``relu``/``leaky_relu`` nodes of ``graph``, in order."""
-    return [node for node in graph.nodes if node.op in MASK_OPS]
+    """The nodes of ``graph`` whose pattern is a mask (rectifiers), in order."""
+    return [node for node in graph.nodes if node.rule.pattern is MASK]
 
 
 def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
@@ -104,7 +104,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
         new = read_pattern(graph, x, values, pat)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
-        moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).op == "maxpool")
+        moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).rule.pattern is not MASK)
         if not flips and not moved:
             released = _release(graph, sheaf, x, values, surface, pat)
             if not released:
@@ -142,8 +142,7 @@ def _release(graph, sheaf, x, values, surface, pat):
     for u, j in surface:
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
-        below = above - sum((1.0 - node.attrs.get("negative_slope", 0.0)) * res.edges[node.name][0, j]
-                            for node in children)
+        below = above - sum((1.0 - node.rule.slope(node)) * res.edges[node.name][0, j] for node in children)
         if not (below >= 0.0 and above <= 0.0):
             released.add((u, j))
             for node in children:

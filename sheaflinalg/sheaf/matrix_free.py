@@ -94,14 +94,9 @@ class GraphCoboundary:
         return results
 
     def _halves(self):
-        """The nodes' indices in two halves of about equal work (multiply-adds of their maps), by the graph alone."""
+        """The nodes' indices in two halves of about equal work (their rules' estimates), by the graph alone."""
         if getattr(self, "_halves_cache", None) is None:
-            work = []
-            for node in self.graph.nodes:
-                weight = node.params.get("weight")
-                per = weight[0].size if weight is not None and node.op == "conv" else 1
-                per = weight.shape[1] if weight is not None and node.op == "linear" else per
-                work.append(self.graph.sizes[node.name] * per * max(1, len(node.inputs)))
+            work = [node.rule.work(node, self.graph) for node in self.graph.nodes]
             halves, loads = ([], []), [0, 0]
             for i in sorted(range(len(work)), key=lambda i: (-work[i], i)):
                 lighter = int(loads[1] < loads[0])

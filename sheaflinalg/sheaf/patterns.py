@@ -6,9 +6,7 @@ below all of them, so none needs to import another for these helpers).
 
 import numpy as np
 
-from ..kernels.pooling import max_pool
 from ..network import activations
-from ..network.graph.forward import pool_windows
 
 
 def normalise_pattern(net, pattern, n_samples):
@@ -63,44 +61,14 @@ def _pattern_array(value, shape_one, n_samples, what):
     return arr
 
 
-def _mask(value, n, n_samples, what):
-    m = _pattern_array(value, n, n_samples, what)
-    if m.dtype != bool:
-        if m.dtype.kind not in "iuf" or not np.all((m == 0) | (m == 1)):
-            raise ValueError(f"{what} must be boolean (or 0/1), got dtype {m.dtype}")
-        m = m.astype(bool)
-    return np.ascontiguousarray(m)
-
-
-def _argmax(node, graph, value, n_samples, what):
-    """Validated max-pool selection: integers, each inside its own output position's window."""
-    channels, n_in, index, _ = pool_windows(node, graph)
-    n = graph.sizes[node.name]
-    a = _pattern_array(value, n, n_samples, what)
-    if a.dtype.kind not in "iu":
-        raise ValueError(f"{what} must hold integer argmax positions in the parent's stalk, got dtype {a.dtype}")
-    a = a.astype(np.int64)
-    n_out = index.shape[0]
-    channel = np.arange(n) // n_out                     # output o = channel * n_out + position
-    pos = index[np.arange(n) % n_out]                   # (n, K) window of every output, -1 in the padding
-    inside = np.zeros(a.shape, dtype=bool)
-    for q in range(index.shape[1]):
-        inside |= (pos[None, :, q] >= 0) & (a == channel * n_in + pos[None, :, q])
-    if not inside.all():
-        s, o = np.argwhere(~inside)[0]
-        raise ValueError(f"{what}: entry {o} of sample {s} is {a[s, o]}, not a position inside its window "
-                         f"(output {o} of channel {channel[o]} reads {(channel[o] * n_in + pos[o][pos[o] >= 0]).tolist()})")
-    return np.ascontiguousarray(a)
-
-
 def normalise_graph_pattern(graph, pattern, n_samples):
     """Validate a graph network's pattern and return it as ``{node: (n_samples, n) array}``.
 
     ``pattern`` is a dict with one entry per pattern-dependent node
     (:attr:`~sheaflinalg.network.graph.Graph.pattern_nodes`): a bool (or 0/1)
-    mask for ``relu``/``leaky_relu`` (``True`` = active), int argmax positions
-    in the parent's stalk for ``maxpool`` (each inside its window); shape
-    ``(n,)`` (every sample) or ``(n_samples, n)``.
+    mask for a rectifier (``True`` = active), int argmax positions in the
+    parent's stalk for a selection (each inside its window), as the node's rule
+    checks it; shape ``(n,)`` (every sample) or ``(n_samples, n)``.
 
     Examples
     --------
@@ -126,10 +94,8 @@ def normalise_graph_pattern(graph, pattern, n_samples):
     out = {}
     for name in names:
         node, what = graph.node(name), f"pattern[{name!r}]"
-        if node.op == "maxpool":
-            out[name] = _argmax(node, graph, pattern[name], n_samples, what)
-        else:
-            out[name] = _mask(pattern[name], graph.sizes[name], n_samples, what)
+        rows = _pattern_array(pattern[name], graph.sizes[name], n_samples, what)
+        out[name] = node.rule.check_pattern(node, graph, rows, what)
     return out
 
 
@@ -145,15 +111,6 @@ def graph_pattern(graph, values, previous=None, rtol=1e-12):
     out = {}
     for name in graph.pattern_nodes:
         node = graph.node(name)
-        z = values[node.inputs[0]]
-        if node.op != "maxpool":
-            out[name] = z >= 0
-            continue
-        channels, n_in, index, _ = pool_windows(node, graph)
-        best, argmax = max_pool(z, channels, n_in, index)
-        if previous is not None:
-            scale = rtol * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
-            kept = np.take_along_axis(z, previous[name], axis=1) >= best - scale
-            argmax = np.where(kept, previous[name], argmax)
-        out[name] = argmax
+        out[name] = node.rule.read_pattern(node, graph, values[node.inputs[0]],
+                                           None if previous is None else previous[name], rtol)
     return out

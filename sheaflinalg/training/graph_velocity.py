@@ -4,16 +4,10 @@ At a state ``w`` with edge residuals ``e_v = w_v - F_v(theta) w_parent - b_v``
 (:class:`~sheaflinalg.sheaf.graph_residuals.GraphSheaf`), the energy
 ``E = 1/2 sum_v ||e_v||^2`` has the velocity ``-dE/dtheta`` (the structure
 diffusion of the joint dynamics, and with backpropagation's adjoints in
-place of ``e`` minus the loss gradient):
-
-==============  ===========================================================
-``linear``      weight ``e_v^T w_u`` (summed over samples), bias ``sum e_v``
-``conv``        weight: the correlation of ``e_v`` with the parent's windows,
-                summed over positions and samples (a shared parameter);
-                bias: ``e_v`` summed over positions and samples, per channel
-``batchnorm``   the folded affine ``scale * w_u + shift`` per channel: scale
-                ``sum e_v * w_u``, shift ``sum e_v`` over positions and samples
-==============  ===========================================================
+place of ``e`` minus the loss gradient).  Each op's rule writes its own
+(:meth:`~sheaflinalg.network.ops.OpRule.velocity`): for ``linear`` the weight
+velocity is ``e_v^T w_u`` summed over samples and the bias's ``sum e_v``; a
+convolution's shared weight correlates ``e_v`` with the parent's windows.
 
 A batch norm is trained as the per-channel affine it folds into (its running
 statistics are not parameters of the sheaf).  Parameters are a flat vector
@@ -23,8 +17,6 @@ statistics are not parameters of the sheaf).  Parameters are a flat vector
 
 import numpy as np
 
-from ..kernels.convolution import conv_weight_velocity
-from ..network.graph.forward import conv_geometry_of
 from ..network.graph.graph import Graph
 from ..network.graph.nodes import INPUT, Node
 
@@ -90,36 +82,6 @@ class GraphParameters:
         return [float(np.sqrt(v)) for v in sums.values()]
 
 
-def _linear(node, graph):
-    def velocity(x, e):
-        return {"weight": e.T @ x, "bias": e.sum(axis=0)}
-    return velocity
-
-
-def _conv(node, graph):
-    geom = conv_geometry_of(node, graph)
-    shape = node.params["weight"].shape
-
-    def velocity(x, e):
-        weight, bias = conv_weight_velocity(x, e, geom)
-        return {"weight": weight.reshape(shape), "bias": bias}
-    return velocity
-
-
-def _batchnorm(node, graph):
-    channels = node.params["scale"].size
-
-    def velocity(x, e):
-        M = e.shape[0]
-        per_channel = e.reshape(M, channels, -1)
-        return {"scale": np.einsum("scp,scp->c", per_channel, x.reshape(M, channels, -1)),
-                "shift": per_channel.sum(axis=(0, 2))}
-    return velocity
-
-
-_VELOCITY = {"linear": _linear, "conv": _conv, "batchnorm": _batchnorm}
-
-
 class ParameterVelocity:
     """``-dE/dtheta`` of a graph network's energy for given edge residuals, geometry prepared once.
 
@@ -140,7 +102,7 @@ class ParameterVelocity:
 
     def __init__(self, graph):
         self.graph = graph
-        self._velocity = {node.name: _VELOCITY[node.op](node, graph) for node in graph.nodes if node.params}
+        self._velocity = {node.name: node.rule.velocity(node, graph) for node in graph.nodes if node.params}
 
     def __call__(self, X, values, edges):
         """``{node: {parameter: velocity}}`` of every node with parameters.

@@ -11,8 +11,8 @@ A batch is cut into sample blocks by its size and the graph alone
 graph one after the other or in a pool of threads, each with one BLAS thread
 (the products of a block are chunk-sized: threaded BLAS gains nothing there),
 and write their rows of every node's value, so the result is the same bit for
-bit for any number of threads.  Each node's geometry (window tables,
-convolution geometry, batch-norm scales per entry) is prepared once per call
+bit for any number of threads.  Each node's step comes from its op's rule,
+its geometry (window tables, convolution geometry) prepared once per call
 (:func:`node_steps`).
 """
 
@@ -22,12 +22,8 @@ import numpy as np
 
 from ..._common.blocks import block_bounds, map_blocks
 from ..._common.threads import blas_limit, resolve_threads
-from ...kernels.convolution import conv_forward, conv_geometry
-from ...kernels.elementwise import channel_affine, rectify
-from ...kernels.pooling import average_pool, max_pool
-from ...kernels.windows import adaptive_windows, window_indices
 from ..errors import NetworkOverflowError
-from .nodes import INPUT, window_geometry
+from .nodes import INPUT
 
 
 @dataclass
@@ -52,117 +48,9 @@ class GraphState:
     self_consistent: np.ndarray
 
 
-def conv_geometry_of(node, graph):
-    """The :class:`~sheaflinalg.kernels.convolution.ConvGeometry` of a ``conv`` node of ``graph``."""
-    parent = graph.shapes[node.inputs[0]]
-    spatial, kernel, stride, padding, dilation = window_geometry(node, parent)
-    W = node.params["weight"]
-    return conv_geometry(parent[0], spatial, W.shape[0], node.attrs["groups"], kernel, stride, padding, dilation)
-
-
 def pool_windows(node, graph):
-    """``(channels, n_in_positions, index, divisor)`` of a pooling node (divisor only for averages)."""
-    parent = graph.shapes[node.inputs[0]]
-    n_in = int(np.prod(parent[1:]))
-    if node.op == "adaptive_avgpool":
-        index, count = adaptive_windows(parent[1:], graph.shapes[node.name][1:])
-        return parent[0], n_in, index, count.astype(np.float64)
-    spatial, kernel, stride, padding, dilation = window_geometry(node, parent)
-    index, _ = window_indices(spatial, kernel, stride, padding, dilation)
-    divisor = None
-    if node.op == "avgpool":
-        divisor = (np.full(index.shape[0], float(index.shape[1])) if node.attrs["count_include_pad"]
-                   else (index >= 0).sum(axis=1).astype(np.float64))
-    return parent[0], n_in, index, divisor
-
-
-# Every step writes its node's value for a block of samples into ``out`` (rows of the node's array).
-def _conv_step(node, graph):
-    geom = conv_geometry_of(node, graph)
-    W, b = node.params["weight"], node.params["bias"]
-    return lambda inputs, out: conv_forward(inputs[0], W, b, geom, out=out)
-
-
-def _pool_step(node, graph):
-    windows = pool_windows(node, graph)
-    return lambda inputs, out: average_pool(inputs[0], *windows, out=out)
-
-
-def _batchnorm_step(node, graph):
-    scale, shift = node.params["scale"], node.params["shift"]
-    return lambda inputs, out: channel_affine(inputs[0], scale, shift, out)
-
-
-def _linear_step(node, graph):
-    W, b = node.params["weight"], node.params["bias"]
-
-    def linear(inputs, out):
-        np.matmul(inputs[0], W.T, out=out)
-        out += b
-    return linear
-
-
-def _concat_step(node, graph):
-    axis = node.attrs["axis"]
-    shapes = [graph.shapes[p] for p in node.inputs]
-
-    def concat(inputs, out):
-        M = inputs[0].shape[0]
-        parts = [x.reshape((M,) + shape) for x, shape in zip(inputs, shapes)]
-        np.concatenate(parts, axis=axis + 1, out=out.reshape((M,) + graph.shapes[node.name]))
-    return concat
-
-
-def _add(inputs, out):
-    np.add(inputs[0], inputs[1], out=out)
-    for x in inputs[2:]:
-        out += x
-
-
-def _copy(inputs, out):
-    out[...] = inputs[0]
-
-
-_LINEAR = {
-    "linear": _linear_step,
-    "conv": _conv_step,
-    "avgpool": _pool_step,
-    "adaptive_avgpool": _pool_step,
-    "batchnorm": _batchnorm_step,
-    "add": lambda node, graph: _add,
-    "concat": _concat_step,
-    "reshape": lambda node, graph: _copy,
-}
-
-
-def _mask_step(node, graph):
-    slope = float(node.attrs["negative_slope"]) if node.op == "leaky_relu" else 0.0
-
-    def step(inputs, out, pattern, frozen):
-        agrees = np.ones(out.shape[0], dtype=bool)
-        rectify(inputs[0], slope, pattern, out, agrees, frozen)
-        return agrees if frozen else None
-    return step
-
-
-def _maxpool_step(node, graph):
-    channels, n_in, index, _ = pool_windows(node, graph)
-
-    def step(inputs, out, pattern, frozen):
-        (z,) = inputs
-        if not frozen:
-            max_pool(z, channels, n_in, index, out=out, argmax=pattern)
-            return None
-        best, _ = max_pool(z, channels, n_in, index)
-        out[...] = np.take_along_axis(z, pattern, axis=1)
-        return np.all(out == best, axis=1)
-    return step
-
-
-def _without_pattern(linear):
-    def step(inputs, out, pattern, frozen):
-        linear(inputs, out)
-    return step
+    """``(channels, n_in_positions, index, divisor)`` of a pooling node (its rule's windows; divisor None for a max)."""
+    return node.rule.windows(node, graph)
 
 
 def node_steps(graph):
@@ -172,17 +60,9 @@ def node_steps(graph):
     node's value (written).  For a pattern-dependent node ``pattern`` is the block's rows of its
     pattern: written (``frozen`` False: read off the input) or read (``frozen`` True: a frozen
     pattern, and ``agrees`` says sample by sample whether it agrees with the input); otherwise
-    None, and so is ``agrees``.
+    None, and so is ``agrees``.  Each step is its op's rule's (:meth:`OpRule.forward`).
     """
-    steps = []
-    for node in graph.nodes:
-        if node.op == "maxpool":
-            steps.append(_maxpool_step(node, graph))
-        elif node.spec.pattern == "mask":
-            steps.append(_mask_step(node, graph))
-        else:
-            steps.append(_without_pattern(_LINEAR[node.op](node, graph)))
-    return steps
+    return [node.rule.forward(node, graph) for node in graph.nodes]
 
 
 # A batch is cut into sample blocks by its size and the graph alone (never by the thread
@@ -194,13 +74,8 @@ MAX_BLOCKS = 4
 
 
 def node_work(node, graph):
-    """Multiply-adds per sample of a node (an estimate for cutting batches: entries touched for the cheap ones)."""
-    size = graph.sizes[node.name]
-    if node.op == "conv":
-        return size * int(np.prod(node.params["weight"].shape[1:]))
-    if node.op == "linear":
-        return node.params["weight"].size
-    return size + sum(graph.sizes[p] for p in node.inputs)
+    """Multiply-adds per sample of a node (its rule's estimate, for cutting batches)."""
+    return node.rule.work(node, graph)
 
 
 def sample_blocks(graph, M):
@@ -243,7 +118,7 @@ def evaluate(graph, X, pattern=None, threads=None):
     steps = node_steps(graph)
     values = {INPUT: X}
     values.update(_node_arrays(graph, M))
-    dtypes = {name: np.int64 if graph.node(name).op == "maxpool" else bool for name in graph.pattern_nodes}
+    dtypes = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
     if pattern is None:
         used = {name: np.empty((M, graph.sizes[name]), dtype=dtype) for name, dtype in dtypes.items()}
     else:

@@ -1,0 +1,37 @@
+"""The operations of graph networks: one module per op, one registry.
+
+Each module defines one :class:`~.rule.OpRule` (``RULE``) that owns everything
+about its op (see :mod:`.rule`); :data:`RULES` maps op names to them, and
+:func:`rule_of` is the one look-up, an error naming the op for one that is
+not registered.  Adding an op: docs/design.md, section "Adding an op".
+"""
+
+from types import MappingProxyType
+
+from . import adaptive_avgpool, add, avgpool, batchnorm, concat, conv, leaky_relu, linear, maxpool, relu, reshape
+from .rule import MANY, MASK, SELECTION, OpRule, PatternKind
+
+#: ``{op name: rule}`` of every registered operation.
+RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
+                                                        relu, leaky_relu, add, concat, reshape)})
+
+
+def rule_of(op):
+    """The :class:`OpRule` of the operation called ``op``; ValueError naming it if none is registered.
+
+    Examples
+    --------
+    >>> rule_of("conv").params
+    ('weight', 'bias')
+    >>> rule_of("gelu")
+    Traceback (most recent call last):
+    ...
+    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape
+    """
+    try:
+        return RULES[op]
+    except (KeyError, TypeError):
+        raise ValueError(f"unsupported operation {op!r}; supported: {', '.join(RULES)}") from None
+
+
+__all__ = ["RULES", "rule_of", "OpRule", "PatternKind", "MASK", "SELECTION", "MANY"]

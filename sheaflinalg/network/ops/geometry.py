@@ -1,0 +1,105 @@
+"""Window geometry of the convolution and pooling ops: attributes checked, window tables built once per node.
+
+Every sliding-window op (``conv``, ``avgpool``, ``maxpool``) reads its
+spatial geometry ``(spatial, kernel, stride, padding, dilation)`` from here,
+and its window table from :mod:`sheaflinalg.kernels.windows`, so the forward
+pass, the transposes and the sparse restriction maps cannot disagree.
+"""
+
+import numbers
+
+import numpy as np
+
+from ...kernels.convolution import conv_geometry
+from ...kernels.windows import adaptive_windows, output_size, window_indices
+
+
+def ints(node, key, n_axes, minimum):
+    """Attribute ``key`` of ``node`` as ``n_axes`` ints ``>= minimum`` (an int is repeated per axis)."""
+    value = node.attrs[key]
+    value = (value,) * n_axes if isinstance(value, numbers.Integral) else tuple(value)
+    if len(value) != n_axes or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                       and v >= minimum for v in value):
+        raise ValueError(f"node {node.name!r} ({node.op}): {key} must be {n_axes} integer(s) >= {minimum}, "
+                         f"got {node.attrs[key]!r}")
+    return tuple(int(v) for v in value)
+
+
+def spatial_axes(node, parent, n_axes):
+    """The spatial shape of a ``(channels, *spatial)`` parent with 1 or 2 spatial axes."""
+    if n_axes not in (1, 2) or len(parent) != n_axes + 1:
+        raise ValueError(f"node {node.name!r} ({node.op}) takes a (channels, {n_axes} spatial axes) input, "
+                         f"got shape {parent}")
+    return parent[1:]
+
+
+def window_output(node, spatial, kernel, stride, padding, dilation):
+    """The spatial output shape of a window sweep; ValueError naming the node if no window fits."""
+    out = tuple(output_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation))
+    if min(out) < 1:
+        raise ValueError(f"node {node.name!r} ({node.op}): its window (kernel {kernel}, dilation {dilation}, "
+                         f"padding {padding}) does not fit the input of spatial shape {spatial}")
+    return out
+
+
+def conv_window(node, parent):
+    """``(spatial, kernel, stride, padding, dilation)`` of a ``conv`` node on a parent of shape ``parent``."""
+    W = node.params["weight"]
+    n_axes = W.ndim - 2
+    return (tuple(parent[1:]), tuple(W.shape[2:]), ints(node, "stride", n_axes, 1),
+            ints(node, "padding", n_axes, 0), ints(node, "dilation", n_axes, 1))
+
+
+def pool_window(node, parent):
+    """``(spatial, kernel, stride, padding, dilation)`` of an ``avgpool``/``maxpool`` node (checked)."""
+    kernel = node.attrs["kernel_size"]
+    n_axes = len(parent) - 1 if isinstance(kernel, numbers.Integral) else len(tuple(kernel))
+    spatial = spatial_axes(node, parent, n_axes)
+    kernel = ints(node, "kernel_size", n_axes, 1)
+    stride = ints(node, "stride", n_axes, 1)
+    padding = ints(node, "padding", n_axes, 0)
+    dilation = ints(node, "dilation", n_axes, 1) if "dilation" in node.attrs else (1,) * n_axes
+    if any(2 * p > k for p, k in zip(padding, kernel)):
+        raise ValueError(f"node {node.name!r} ({node.op}): padding {padding} must be at most half the kernel {kernel}")
+    return spatial, kernel, stride, padding, dilation
+
+
+def pool_shape(node, parent):
+    """Output shape of an ``avgpool``/``maxpool`` node; ValueError if a window reads only padding."""
+    spatial, kernel, stride, padding, dilation = pool_window(node, parent)
+    out = window_output(node, spatial, kernel, stride, padding, dilation)
+    index, _ = window_indices(spatial, kernel, stride, padding, dilation)
+    if np.any(np.all(index < 0, axis=1)):
+        raise ValueError(f"node {node.name!r} ({node.op}): a window (kernel {kernel}, dilation {dilation}, padding "
+                         f"{padding}) reads only padding on the input of spatial shape {spatial}")
+    return (parent[0],) + out
+
+
+def conv_geometry_of(node, graph):
+    """The :class:`~sheaflinalg.kernels.convolution.ConvGeometry` of a ``conv`` node of ``graph``."""
+    parent = graph.shapes[node.inputs[0]]
+    spatial, kernel, stride, padding, dilation = conv_window(node, parent)
+    W = node.params["weight"]
+    return conv_geometry(parent[0], spatial, W.shape[0], node.attrs["groups"], kernel, stride, padding, dilation)
+
+
+def pool_windows(node, graph, divisor=None):
+    """``(channels, n_in_positions, index, divisor)`` of a sliding-window pool of ``graph``.
+
+    ``divisor`` is given by the caller (an average pool's), None for a max-pool.
+    """
+    parent = graph.shapes[node.inputs[0]]
+    index, _ = window_indices(*pool_window(node, parent))
+    return parent[0], int(np.prod(parent[1:])), index, divisor
+
+
+def adaptive_pool_windows(node, graph):
+    """``(channels, n_in_positions, index, count)`` of an ``adaptive_avgpool`` node of ``graph``."""
+    parent = graph.shapes[node.inputs[0]]
+    index, count = adaptive_windows(parent[1:], graph.shapes[node.name][1:])
+    return parent[0], int(np.prod(parent[1:])), index, count.astype(np.float64)
+
+
+def window_reach(kernel):
+    """How many windows' positions one input position can meet through two windows (Gram-block bandwidth)."""
+    return int(np.prod([2 * k - 1 for k in kernel]))

@@ -1,0 +1,200 @@
+"""The contract of an operation: one :class:`OpRule` object owns everything the engine knows about an op.
+
+A node ``v`` of a graph network has one defining edge with the residual
+``r_v = x_v - f_v(x_parents)``.  Its operation's rule says, in one place:
+
+- what it takes: parameters, attributes, the number of parents (:meth:`OpRule.shape`
+  validates them and gives the output shape);
+- its forward pass (:meth:`OpRule.forward`), with the pattern it reads
+  (``pattern``: ``None``, :data:`MASK` or :data:`SELECTION`);
+- its restriction maps ``F_(u->v)``: as sparse or dense blocks per sample
+  (:meth:`OpRule.blocks`) and matrix-free with their transposes (:meth:`OpRule.maps`);
+- its constant term, the block of ones at the boundary (:meth:`OpRule.bias`);
+- a sound bound on ``||F_(u->v)||_2`` over every pattern (:meth:`OpRule.norm_bound`);
+- the velocity ``-dE/dtheta`` of its parameters (:meth:`OpRule.velocity`);
+- work and nonzero estimates (:meth:`OpRule.work`, :meth:`OpRule.nnz`).
+
+Every method is written by the op's own module (``sheaflinalg/network/ops/<op>.py``):
+this base class implements none of them, so a rule that forgot one fails loudly
+(and the op contract test, ``tests/test_op_contract.py``, checks every registered rule).
+Values are ``(n_samples, stalk size)`` float64 arrays, stalks flattened in C order.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class PatternKind:
+    """How a piecewise-linear op picks its piece: the dtype of its pattern rows and their meaning.
+
+    Attributes
+    ----------
+    name : str
+        ``"mask"`` (one bool per coordinate: ``True`` = the active piece, ``z >= 0``) or ``"argmax"``
+        (one int64 per output: the selected position in the parent's stalk).
+    dtype : numpy dtype
+    """
+
+    def __init__(self, name, dtype):
+        self.name, self.dtype = name, np.dtype(dtype)
+
+    def __repr__(self):
+        return f"PatternKind({self.name!r})"
+
+
+#: Pattern of an elementwise piecewise-linear op (ReLU, LeakyReLU): a bool per coordinate.
+MASK = PatternKind("mask", bool)
+#: Pattern of a selection (max-pool): the argmax position of every output in the parent's stalk.
+SELECTION = PatternKind("argmax", np.int64)
+
+#: ``max_inputs`` of an op taking any number of parents.
+MANY = 1 << 30
+
+
+class OpRule:
+    """Everything about one operation (see the module).  Subclasses set the attributes and write every method.
+
+    Attributes
+    ----------
+    name : str
+        The op's name in :class:`~sheaflinalg.network.graph.Node` (``Node.op``) and in graph files.
+    params, attrs : tuple of str
+        Names of its parameter arrays and of its attributes.
+    min_inputs, max_inputs : int
+        How many parents it takes.
+    pattern : PatternKind or None
+        :data:`MASK`, :data:`SELECTION`, or None for an op whose map does not depend on the state.
+    has_bias : bool
+        Whether its constant term goes through a block of ones at the boundary.
+    """
+
+    name = None
+    params = ()
+    attrs = ()
+    min_inputs = max_inputs = 1
+    pattern = None
+    has_bias = False
+
+    @property
+    def pattern_dependent(self):
+        """Whether the op's restriction map depends on a pattern (a piecewise-linear op)."""
+        return self.pattern is not None
+
+    def __repr__(self):
+        return f"<op rule {self.name!r}>"
+
+    def _missing(self, method):
+        raise NotImplementedError(f"operation {self.name!r} does not define {method}: every rule writes all of "
+                                  "OpRule's methods (docs/design.md, 'Adding an op')")
+
+    def shape(self, node, parent_shapes):
+        """Validate ``node``'s attributes and parameters against its parents' shapes; its per-sample output shape."""
+        self._missing("shape")
+
+    def forward(self, node, graph):
+        """``step(inputs, out, pattern, frozen) -> agrees``, writing the node's value for a block of samples.
+
+        ``pattern`` is the block's pattern rows (pattern ops: written when ``frozen`` is False, read when
+        True; ``agrees`` then says per sample whether the frozen pattern agrees with the input), else None.
+        """
+        self._missing("forward")
+
+    def blocks(self, node, graph, pattern=None):
+        """``F_(u->v)`` for every parent, in the order of ``node.inputs``: a dense matrix, a 1-D diagonal or a
+        CSR matrix (``pattern``: one sample's rows, for pattern ops)."""
+        self._missing("blocks")
+
+    def maps(self, node, graph):
+        """``(apply, transpose)``: ``apply(i, x, p) = F_(u_i->v) x``, ``transpose(i, y, p) = F^T y`` on rows."""
+        self._missing("maps")
+
+    def prepare(self, node, pattern):
+        """The pattern rows in the form :meth:`maps` reads fastest (for many products under one pattern)."""
+        self._missing("prepare")
+
+    def bias(self, node, graph):
+        """``b_v`` over the node's stalk (its ones block carries ``diag(b_v)``), or None without a constant."""
+        self._missing("bias")
+
+    def norm_bound(self, node, graph):
+        """An upper bound on ``||F_(u->v)||_2`` from each parent, valid for every pattern."""
+        self._missing("norm_bound")
+
+    def velocity(self, node, graph):
+        """``velocity(x, e) -> {param: -dE/dparam}`` for the parent's value ``x`` and edge residuals ``e``
+        (summed over samples), or None for an op without parameters."""
+        self._missing("velocity")
+
+    def work(self, node, graph):
+        """Multiply-adds per sample of the forward pass (an estimate, for cutting batches and threads)."""
+        self._missing("work")
+
+    def nnz(self, node, graph):
+        """``(nnz, gram)``: stored entries of the restriction maps (bias included) and a bound on the entries
+        of their Gram blocks ``F^T F``."""
+        self._missing("nnz")
+
+
+class Placement(OpRule):
+    """An op whose maps place every parent entry, with weight 1, into at most one output entry (the linear
+    plumbing: reshape, concatenation, addition's per-parent identity): no parameters, no constant, no
+    pattern, and every map a partial permutation, of 2-norm at most 1."""
+
+    def prepare(self, node, pattern):
+        return pattern
+
+    def bias(self, node, graph):
+        return None
+
+    def norm_bound(self, node, graph):
+        return 1.0
+
+    def velocity(self, node, graph):
+        return None
+
+    def work(self, node, graph):
+        return entries_touched(node, graph)
+
+    def nnz(self, node, graph):
+        n = sum(graph.sizes[p] for p in node.inputs)
+        return n, n
+
+
+def identity_map(i, x, pattern):
+    """The identity as a matrix-free map (apply or transpose) of parent ``i``."""
+    return x
+
+
+def csr(rows, cols, vals, shape):
+    """A sorted CSR matrix from coordinate arrays (duplicates summed)."""
+    out = sp.csr_matrix((np.asarray(vals, dtype=np.float64).ravel(), (rows.ravel(), cols.ravel())), shape=shape)
+    out.sort_indices()
+    return out
+
+
+def parameterless(node, graph):
+    """The :meth:`OpRule.velocity` of an op without parameters: None."""
+    return None
+
+
+def entries_touched(node, graph):
+    """Work of an op that touches each entry once: its output and its parents' entries."""
+    return graph.sizes[node.name] + sum(graph.sizes[p] for p in node.inputs)
+
+
+def stateless(step):
+    """A forward step of an op without a pattern in the signature every step has."""
+    def run(inputs, out, pattern, frozen):
+        step(inputs, out)
+    return run
+
+
+def same_shape(node, parent_shapes):
+    """The shape rule of an elementwise op of one parent."""
+    (parent,) = parent_shapes
+    return parent
+
+
+def per_channel(node, graph, values):
+    """Per-channel ``values`` repeated over the node's positions (a vector over its stalk)."""
+    return np.repeat(values, graph.sizes[node.name] // values.size)
