@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import tasks
 from ..network.graph.forward import evaluate
+from ..network.ops import MASK
 from ..plotting.case_study import plot_channel_map, plot_groups, plot_node_profile, plot_training_record
 from ..plotting.figure import new_figure
 from ..sheaf.verify import verify
@@ -86,11 +87,11 @@ def study(outputs, quick, progress=False):
 
 
 def dead_channels(net, X):
-    """``{relu node: number of its channels active on no input of X}`` for the feature-map ReLU nodes."""
+    """``{rectifier node: number of its channels active on no input of X}`` for the feature-map rectifiers."""
     pattern = evaluate(net.graph, X).pattern
     maps = feature_maps(net.graph)
     return {n: int((~pattern[n].reshape(X.shape[0], net.graph.shapes[n][0], -1).any(axis=(0, 2))).sum())
-            for n in net.graph.pattern_nodes if n in maps and net.graph.node(n).op == "relu"}
+            for n in net.graph.pattern_nodes if n in maps and net.graph.node(n).rule.pattern is MASK}
 
 
 def gap_figure(a, record):

@@ -1,5 +1,7 @@
 """The chain (an MLP) as a graph, and back: ``z1 = linear(x), a1 = relu(z1), ..., z(k+1) = linear(ak)``."""
 
+from ..ops.linear import RULE as LINEAR
+from ..ops.relu import RULE as RELU
 from .graph import Graph
 from .nodes import INPUT, Node
 
@@ -16,10 +18,10 @@ def chain_graph(weights, biases, output):
     """
     nodes, parent = [], INPUT
     for l, (W, b) in enumerate(zip(weights, biases), start=1):
-        nodes.append(Node(f"z{l}", "linear", [parent], params={"weight": W, "bias": b}))
+        nodes.append(Node(f"z{l}", LINEAR.name, [parent], params={"weight": W, "bias": b}))
         parent = f"z{l}"
         if l < len(weights):
-            nodes.append(Node(f"a{l}", "relu", [parent]))
+            nodes.append(Node(f"a{l}", RELU.name, [parent]))
             parent = f"a{l}"
     return Graph((weights[0].shape[1],), nodes, output)
 
@@ -30,13 +32,13 @@ def as_chain(graph):
         return None
     weights, biases, parent = [], [], INPUT
     for i, node in enumerate(graph.nodes):
-        expected = "linear" if i % 2 == 0 else "relu"
-        if node.op != expected or node.inputs != (parent,):
+        expected = LINEAR if i % 2 == 0 else RELU
+        if node.rule is not expected or node.inputs != (parent,):
             return None
-        if expected == "linear":
+        if expected is LINEAR:
             weights.append(node.params["weight"])
             biases.append(node.params["bias"])
         parent = node.name
-    if graph.nodes[-1].op != "linear":
+    if graph.nodes[-1].rule is not LINEAR:
         return None
     return weights, biases
