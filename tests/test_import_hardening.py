@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from torch import nn  # noqa: E402
 
 import sheaflinalg as sl  # noqa: E402
@@ -96,3 +98,124 @@ def test_a_wrong_input_shape_names_the_node_that_fails_and_why():
     model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
     with pytest.raises(ValueError, match=r"node '0' \(Conv2d\) fails: RuntimeError: .*3 channels, but got 2"):
         sl.Network.from_torch(model, input_shape=(2, 5, 5))
+
+
+# ------------------------------------------------------------------ ONNX
+_W = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
+
+
+def _onnx_model(nodes, initializers=(), in_shape=("N", 3), out_shape=("N", 2), elem=TensorProto.FLOAT):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elem, in_shape)],
+                              [helper.make_tensor_value_info("y", elem, out_shape)], list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _external(tensor, location, offset=0, length=None):
+    """Move ``tensor``'s data out of the file (to be written at ``location``); returns the bytes."""
+    raw = tensor.raw_data
+    tensor.ClearField("raw_data")
+    tensor.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", offset), ("length", len(raw) if length is None else length)):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+    return raw
+
+
+def _matmul_model(path, location, data_at=None, constant=False, **where):
+    """``y = x @ W`` with ``W`` stored at ``location`` (its bytes written at ``data_at``), an initializer or
+    a Constant node's value."""
+    tensor = numpy_helper.from_array(_W, "w")
+    raw = _external(tensor, location, **where)
+    if data_at is not None:
+        data_at.write_bytes(raw)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    if constant:
+        model = _onnx_model([helper.make_node("Constant", [], ["w"], value=tensor)] + nodes)
+    else:
+        model = _onnx_model(nodes, [tensor])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.mark.parametrize("constant", [False, True], ids=["initializer", "Constant node"])
+def test_external_data_is_read_from_the_model_directory(tmp_path, constant):
+    (tmp_path / "m").mkdir()
+    path = _matmul_model(tmp_path / "m" / "m.onnx", "w.bin", tmp_path / "m" / "w.bin", constant)
+    X = np.random.default_rng(1).normal(size=(4, 3))
+    np.testing.assert_allclose(sl.Network.from_onnx(path).forward(X), X @ _W.astype(np.float64), rtol=1e-12)
+
+
+def test_a_constant_node_external_data_is_not_read_from_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "cwd").mkdir()
+    path = _matmul_model(tmp_path / "m" / "m.onnx", "secret.bin", tmp_path / "cwd" / "secret.bin", constant=True)
+    monkeypatch.chdir(tmp_path / "cwd")
+    with pytest.raises(ValueError, match="'secret.bin', which is not a file in the model's own directory"):
+        sl.Network.from_onnx(path)
+
+
+def test_external_data_leaving_the_model_directory_is_refused(tmp_path):
+    (tmp_path / "m").mkdir()
+    outside = tmp_path / "outside.bin"
+    (tmp_path / "m" / "link.bin").symlink_to(outside)
+    for constant in (False, True):
+        for location, match in (("../outside.bin", "leads outside the model's own directory"),
+                                (str(outside), "not a path relative to the model's directory"),
+                                ("link.bin", "leads outside the model's own directory")):
+            path = _matmul_model(tmp_path / "m" / "m.onnx", location, outside, constant)
+            with pytest.raises(ValueError, match=match):
+                sl.Network.from_onnx(path)
+    path = _matmul_model(tmp_path / "m" / "m.onnx", "w.bin", tmp_path / "m" / "w.bin", offset=8)
+    with pytest.raises(ValueError, match=r"\(offset 8, length 24\) is not inside 'w.bin' \(24 bytes\)"):
+        sl.Network.from_onnx(path)
+
+
+def test_a_conv_whose_kernel_shape_contradicts_its_weight_is_refused(tmp_path):
+    weight = numpy_helper.from_array(np.ones((2, 1, 3), dtype=np.float32), "w")
+    model = _onnx_model([helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[2], name="conv"),
+                         helper.make_node("Flatten", ["c"], ["y"])], [weight], ("N", 1, 6), ("N", 10))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(sl.UnsupportedModelError, match=r"node 'conv' \(Conv\).*kernel_shape \[2\] contradicts its "
+                                                       r"weight of shape \[2, 1, 3\]"):
+        sl.Network.from_onnx(str(tmp_path / "m.onnx"))
+
+
+def test_bfloat16_weights_are_read_exactly(tmp_path):
+    weight = helper.make_tensor("w", TensorProto.BFLOAT16, [3, 2], _W.reshape(-1).tolist())
+    model = _onnx_model([helper.make_node("MatMul", ["x", "w"], ["y"])], [weight], elem=TensorProto.BFLOAT16)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    net = sl.Network.from_onnx(str(tmp_path / "m.onnx"))
+    # bfloat16 keeps a float32's top 16 bits (rounded to nearest even): the exact values, widened
+    bits = _W.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
+    X = np.random.default_rng(1).normal(size=(4, 3))
+    np.testing.assert_array_equal(net.forward(X), X @ rounded.astype(np.float64))
+    assert not np.array_equal(rounded, _W)
+
+
+def test_a_one_input_concat_is_its_input(tmp_path):
+    model = _onnx_model([helper.make_node("Concat", ["x"], ["c"], axis=1), helper.make_node("MatMul", ["c", "w"], ["y"])],
+                        [numpy_helper.from_array(_W, "w")])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    X = np.random.default_rng(1).normal(size=(4, 3))
+    np.testing.assert_allclose(sl.Network.from_onnx(str(tmp_path / "m.onnx")).forward(X), X @ _W.astype(np.float64),
+                               rtol=1e-12)
+
+
+def test_an_output_that_is_an_initializer_is_refused_clearly(tmp_path):
+    model = _onnx_model([helper.make_node("Relu", ["x"], ["r"])], [numpy_helper.from_array(_W, "y")],
+                        out_shape=(3, 2))
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(sl.UnsupportedModelError, match="m.onnx: the model's output 'y' is not computed from its input"):
+        sl.Network.from_onnx(str(tmp_path / "m.onnx"))
+
+
+def test_a_bias_broadcast_over_the_batch_is_refused_by_the_check(tmp_path):
+    """``MatMul + C`` with ``C`` of shape (2, 1): ONNX adds C[s] to sample s (a batch of 2), not a bias per feature."""
+    bias = numpy_helper.from_array(np.array([[1.0], [-2.0]], dtype=np.float32), "c")
+    model = _onnx_model([helper.make_node("MatMul", ["x", "w"], ["z"], name="fc"),
+                         helper.make_node("Add", ["z", "c"], ["y"])], [numpy_helper.from_array(_W, "w"), bias])
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    with pytest.raises(ImportMismatchError, match=r"m.onnx: the imported network differs from the model at node "
+                                                  r"'fc' \(linear\)"):
+        sl.Network.from_onnx(str(tmp_path / "m.onnx"))

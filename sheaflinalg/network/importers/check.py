@@ -48,17 +48,14 @@ def _difference(ours, expected):
     return float(difference.max(initial=0.0)), float(np.abs(expected).max(initial=0.0))
 
 
-def _mismatch(source, where, difference, scale):
+def _mismatch(source, causes, where, difference, scale):
     shown = "values of another shape or not finite" if not np.isfinite(difference) else \
         f"max |difference| {difference:.3g} where values reach {scale:.3g}"
-    return ImportMismatchError(
-        f"{source}: the imported network differs from the model at {where}: {shown} on a random input. The model "
-        "computes something the importer did not read (a forward hook, a value modified in place through an "
-        "alias the trace lost, attributes contradicting the weights); "
-        "remove it or express it with supported layers")
+    return ImportMismatchError(f"{source}: the imported network differs from the model at {where}: {shown} on a "
+                               f"random input; the model computes something the importer did not read ({causes})")
 
 
-def check_import(graph, X, reference, output, source):
+def check_import(graph, X, reference, output, source, causes):
     """Raise :class:`ImportMismatchError` unless ``graph`` computes the model's values on ``X``.
 
     Parameters
@@ -72,14 +69,16 @@ def check_import(graph, X, reference, output, source):
         The model's own output on ``X`` (after its output activation).
     source : str
         What was imported, for the message (``"the PyTorch model"``, the file name).
+    causes : str
+        What such a model may hold that the importer does not read, for the message.
 
     Examples
     --------
     >>> from sheaflinalg.network.graph import Graph, Node
     >>> g = Graph((2,), [Node("fc", "linear", ["x"], params={"weight": np.eye(2), "bias": np.zeros(2)})])
     >>> X = random_input(2, (2,))
-    >>> check_import(g, X, {"fc": X}, X, "m")
-    >>> check_import(g, X, {"fc": 2 * X}, 2 * X, "m")
+    >>> check_import(g, X, {"fc": X}, X, "m", "a hook")
+    >>> check_import(g, X, {"fc": 2 * X}, 2 * X, "m", "a hook")
     Traceback (most recent call last):
     ...
     sheaflinalg.network.errors.ImportMismatchError: m: the imported network differs from the model at node 'fc' ...
@@ -91,9 +90,9 @@ def check_import(graph, X, reference, output, source):
         if node.name in reference:
             difference, scale = _difference(values[node.name], reference[node.name])
             if not difference <= RTOL * max(seen[node.name], scale):
-                raise _mismatch(source, f"node {node.name!r} ({node.op})", difference, scale)
+                raise _mismatch(source, causes, f"node {node.name!r} ({node.op})", difference, scale)
     ours = activations.apply(graph.output, values[graph.output_node])
     difference, scale = _difference(ours, output)
     if not difference <= RTOL * max(seen[graph.output_node], scale, 1.0 if graph.output != "identity" else 0.0):
-        raise _mismatch(source, f"its output (after node {graph.output_node!r} and the output activation "
-                                f"{graph.output!r})", difference, scale)
+        raise _mismatch(source, causes, f"its output (after node {graph.output_node!r} and the output activation "
+                                        f"{graph.output!r})", difference, scale)
