@@ -74,6 +74,17 @@ def test_spectral_norm_and_old_weight_norm_import_the_weights_the_model_uses():
         np.testing.assert_allclose(net.forward(X), _torch_output(model, X), rtol=1e-12, atol=1e-12)
 
 
+def test_parametrized_layers_import_the_weights_they_compute_with():
+    from torch.nn.utils import parametrizations
+
+    torch.manual_seed(0)
+    model = nn.Sequential(parametrizations.orthogonal(nn.Linear(5, 5)), nn.ReLU(),
+                          parametrizations.weight_norm(nn.Linear(5, 2))).double().eval()
+    X = np.random.default_rng(1).normal(size=(6, 5))
+    np.testing.assert_allclose(sl.Network.from_torch(model).forward(X), _torch_output(model, X), rtol=1e-12,
+                               atol=1e-12)
+
+
 class _DenseFirst(nn.Module):
     """DenseNet's first dense layer concatenates a list of one tensor."""
 

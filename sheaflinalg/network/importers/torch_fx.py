@@ -208,7 +208,9 @@ def _converter(walk, node, name, op):
         if len(node.args) != 1 or node.kwargs:
             raise refuse(name, op, "a module must be called on one tensor, given positionally")
         module = walk.module(node)
-        convert = walk.modules.get(type(module))
+        # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
+        # layer: its weight is what the layer computes with, and the check refuses a forward of its own
+        convert = next((walk.modules[cls] for cls in type(module).__mro__ if cls in walk.modules), None)
         return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
     if node.op == "call_method":
         return _METHODS.get(node.target)
@@ -278,7 +280,7 @@ def _input_shape(walk, input_shape):
         return x, check_input_shape(input_shape)
     first = min(x.users, key=walk.order.get, default=None)
     module = walk.module(first) if first is not None else None
-    if module is not None and type(module) is walk.torch.nn.Linear:
+    if isinstance(module, walk.torch.nn.Linear):
         return x, (int(module.in_features),)
     first_name = walk.label(first) if first is not None else ("nothing", "")
     raise ValueError(f"input_shape is required: the model's first layer {first_name[0]!r} ({first_name[1]}) is not "
