@@ -85,6 +85,15 @@ def test_parametrized_layers_import_the_weights_they_compute_with():
                                atol=1e-12)
 
 
+def test_a_model_that_cannot_be_copied_is_refused_clearly():
+    import threading
+
+    model = _mlp()
+    model[0].lock = threading.Lock()           # a layer holding something deepcopy cannot copy
+    with pytest.raises(sl.UnsupportedModelError, match=r"cannot be copied to run it once in float64 \(TypeError"):
+        sl.Network.from_torch(model)
+
+
 class _DenseFirst(nn.Module):
     """DenseNet's first dense layer concatenates a list of one tensor."""
 
