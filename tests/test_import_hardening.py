@@ -214,8 +214,8 @@ def test_bfloat16_weights_are_read_exactly(tmp_path):
 
 
 def test_a_one_input_concat_is_its_input(tmp_path):
-    model = _onnx_model([helper.make_node("Concat", ["x"], ["c"], axis=1), helper.make_node("MatMul", ["c", "w"], ["y"])],
-                        [numpy_helper.from_array(_W, "w")])
+    nodes = [helper.make_node("Concat", ["x"], ["c"], axis=1), helper.make_node("MatMul", ["c", "w"], ["y"])]
+    model = _onnx_model(nodes, [numpy_helper.from_array(_W, "w")])
     onnx.save(model, str(tmp_path / "m.onnx"))
     X = np.random.default_rng(1).normal(size=(4, 3))
     np.testing.assert_allclose(sl.Network.from_onnx(str(tmp_path / "m.onnx")).forward(X), X @ _W.astype(np.float64),

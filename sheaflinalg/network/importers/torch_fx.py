@@ -395,7 +395,8 @@ def graph_from_torch(module, input_shape=None):
     if output == "softmax" and len(shape(result)) != 1:
         raise UnsupportedModelError(f"the softmax output acts on values of shape {shape(result)}; flatten first")
     graph = builder.graph(result, output)
-    reference = {name: values[key.name].numpy() for name, key in builder.sources.items() if name != INPUT}
+    reference = {name: values[key.name].numpy() for name, key in builder.sources.items()
+                 if name != INPUT and isinstance(values.get(key.name), torch.Tensor)}
     check_import(graph, X, reference, model_output, "the PyTorch model",
                  "a forward hook, a value modified in place through an alias, which torch.fx does not record, or "
                  "another computation outside the trace; remove it or write it with supported layers")
