@@ -152,16 +152,18 @@ def _add_step(walk, node, name, op):
 def _cat_step(walk, node, name, op):
     args = _bind(_cat, node)
     parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
+    if isinstance(args["tensors"], (list, tuple)) and len(parents) == 1:
+        return Step(None, parents)          # a list of one tensor (DenseNet's first layer): that tensor, on any axis
     dim = args["dim"]
 
     def axis(node, shape):
         ndim = len(shape(parents[0])) + 1
         if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
-            raise refuse(name, op, f"dim={dim} concatenates along the batch axis; only per-sample axes "
-                                   f"(1..{ndim - 1}, or negative) are supported")
+            raise refuse(name, op, f"dim={dim!r} is not a per-sample axis of these rank-{ndim} values (1..{ndim - 1}, "
+                                   "or negative); the batch axis 0 would mix the samples")
         return {"axis": dim % ndim - 1}
-    if dim == 0:
-        axis(None, lambda parent: ())
+    if dim == 0:        # refused before anything runs
+        raise refuse(name, op, "dim=0 concatenates along the batch axis; only per-sample axes are supported")
     return Step("concat", parents, resolve=axis)
 
 
