@@ -102,7 +102,7 @@ class _DenseFirst(nn.Module):
         self.conv = nn.Conv2d(2, 3, 3)
 
     def forward(self, x):
-        return self.conv(torch.cat([x], 1)) + self.conv(torch.cat((x,), 0))
+        return self.conv(torch.cat([x], 1)) + self.conv(torch.cat((x,), -3))
 
 
 def test_a_one_tensor_cat_is_the_tensor():

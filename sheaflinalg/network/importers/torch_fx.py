@@ -152,8 +152,6 @@ def _add_step(walk, node, name, op):
 def _cat_step(walk, node, name, op):
     args = _bind(_cat, node)
     parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
-    if isinstance(args["tensors"], (list, tuple)) and len(parents) == 1:
-        return Step(None, parents)          # a list of one tensor (DenseNet's first layer): that tensor, on any axis
     dim = args["dim"]
 
     def axis(node, shape):
@@ -164,7 +162,7 @@ def _cat_step(walk, node, name, op):
         return {"axis": dim % ndim - 1}
     if dim == 0:        # refused before anything runs
         raise refuse(name, op, "dim=0 concatenates along the batch axis; only per-sample axes are supported")
-    return Step("concat", parents, resolve=axis)
+    return Step("concat", parents, resolve=axis)     # of one tensor (DenseNet's first layer): elided by the builder
 
 
 def _dropout_step(walk, node, name, op):
