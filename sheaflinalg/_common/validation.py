@@ -17,6 +17,26 @@ import os
 import numpy as np
 
 
+def _real_array(array, name):
+    """``array`` as an ndarray of real numbers (any real dtype), or the refusal of complex, string, object and
+    ragged input naming ``name``."""
+    try:
+        arr = np.asarray(array)
+    except ValueError:
+        raise ValueError(f"{name} is ragged: its rows have different lengths "
+                         "(it must be a rectangular array of numbers)") from None
+    if arr.dtype == object:
+        if any(isinstance(v, (list, tuple, np.ndarray)) for v in arr.ravel()):
+            raise ValueError(f"{name} is ragged: its rows have different lengths "
+                             "(it must be a rectangular array of numbers)")
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind in "USVMm":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.dtype.kind == "c":
+        raise TypeError(f"{name} must be real, got complex dtype {arr.dtype}")
+    return arr
+
+
 def as_float64(array, name):
     """Return ``array`` as a float64 ndarray, or raise a clear error.
 
@@ -36,25 +56,65 @@ def as_float64(array, name):
     ...
     ValueError: X is ragged: its rows have different lengths (it must be a rectangular array of numbers)
     """
-    try:
-        arr = np.asarray(array)
-    except ValueError:
-        raise ValueError(f"{name} is ragged: its rows have different lengths "
-                         "(it must be a rectangular array of numbers)") from None
-    if arr.dtype == object:
-        if any(isinstance(v, (list, tuple, np.ndarray)) for v in arr.ravel()):
-            raise ValueError(f"{name} is ragged: its rows have different lengths "
-                             "(it must be a rectangular array of numbers)")
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
-    if arr.dtype.kind in "USVMm":
-        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
-    if arr.dtype.kind == "c":
-        raise TypeError(f"{name} must be real, got complex dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arr = np.ascontiguousarray(_real_array(array, name), dtype=np.float64)
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise ValueError(f"{name} contains NaN or Inf (first at index {tuple(int(i) for i in bad)})")
     return arr
+
+
+def as_float64_param(value, what):
+    """A parameter array (a weight, a bias) as a new read-only, C-ordered float64 array, or a clear error.
+
+    Real numbers of any dtype are converted (integers, booleans, float16/32);
+    complex values are refused rather than losing their imaginary part, and
+    strings, objects and ragged nesting get a message naming ``what`` rather
+    than numpy's.  Finiteness is the caller's check (it names the node).
+
+    Parameters
+    ----------
+    value : array_like
+    what : str
+        The parameter as the user knows it, e.g. ``"node 'fc': parameter 'weight'"``.
+
+    Examples
+    --------
+    >>> w = as_float64_param([[1, 2]], "weight")
+    >>> w.dtype, w.flags.writeable
+    (dtype('float64'), False)
+    >>> as_float64_param([1j], "node 'fc': parameter 'weight'")
+    Traceback (most recent call last):
+    ...
+    TypeError: node 'fc': parameter 'weight' must be real, got complex dtype complex128
+    """
+    array = np.array(_real_array(value, what), dtype=np.float64, order="C", copy=True)
+    array.flags.writeable = False
+    return array
+
+
+def as_int_tuple(value, n_axes, minimum, what):
+    """A per-axis attribute (an int for every axis, or a sequence of ``n_axes`` ints) as a tuple of ints
+    ``>= minimum``; ValueError naming ``what`` for anything else (``1.5``, ``2.0``, ``True``, ``"2"``).
+
+    Examples
+    --------
+    >>> as_int_tuple(2, 2, 1, "stride"), as_int_tuple((1, 0), 2, 0, "padding")
+    ((2, 2), (1, 0))
+    >>> as_int_tuple(1.5, 1, 1, "node 'conv' (conv): stride")
+    Traceback (most recent call last):
+    ...
+    ValueError: node 'conv' (conv): stride must be 1 integer(s) >= 1, got 1.5
+    """
+    def integer(v):
+        return isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) and v >= minimum
+
+    if integer(value):
+        values = (value,) * n_axes
+    else:
+        values = tuple(value) if isinstance(value, (tuple, list, np.ndarray)) else ()
+    if len(values) != n_axes or not all(integer(v) for v in values):
+        raise ValueError(f"{what} must be {n_axes} integer(s) >= {minimum}, got {value!r}")
+    return tuple(int(v) for v in values)
 
 
 def as_samples(X, n_features, name="X", input_shape=None):

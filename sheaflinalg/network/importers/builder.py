@@ -83,6 +83,9 @@ class GraphBuilder:
         self.nodes = []
         self._names = {input_key: INPUT}
         self._shapes = {INPUT: self.input_shape}
+        #: ``{graph name: the importer's key of the node's final value}`` (elided values and a MatMul's bias
+        #: added afterwards move it): where the model's own value of the node is read for the check.
+        self.sources = {}
 
     def name(self, key):
         """The graph name standing for the importer's value ``key``."""
@@ -95,6 +98,7 @@ class GraphBuilder:
     def elide(self, key, parent):
         """``key`` is its parent's value (Identity, Dropout in eval mode, a reshape keeping the shape)."""
         self._names[key] = self._names[parent]
+        self.sources[self._names[key]] = key
 
     def add(self, key, label, op, parents, attrs=None, params=None):
         """Append a node called after ``label`` computing ``key`` from the values ``parents``."""
@@ -102,13 +106,15 @@ class GraphBuilder:
         if unknown:
             raise ValueError(f"it reads {unknown[0]!r}, which is not computed from the network's input")
         inputs = [self._names[p] for p in parents]
-        if op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]:
-            self._names[key] = inputs[0]
+        if (op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]) or (op == "concat"
+                                                                                      and len(inputs) == 1):
+            self.elide(key, parents[0])       # a reshape to the same shape, a concatenation of one value
             return
         node = Node(_node_name(label, self._shapes), op, inputs, attrs, params)
         self._shapes[node.name] = output_shape(node, [self._shapes[p] for p in inputs])
         self.nodes.append(node)
         self._names[key] = node.name
+        self.sources[node.name] = key
 
     def replace_params(self, key, params):
         """Give the node computing ``key`` new parameters (e.g. a bias added after a matrix product)."""
@@ -122,6 +128,9 @@ class GraphBuilder:
 
     def graph(self, output_key, output="identity"):
         """The :class:`Graph` computing ``output_key`` (nodes it does not read are dropped)."""
+        if output_key not in self._names:
+            raise UnsupportedModelError(f"the model's output {str(output_key)!r} is not computed from its input (a "
+                                        "constant, or a size): it computes no network")
         last = self._names[output_key]
         if last == INPUT:
             raise UnsupportedModelError("the model returns its input unchanged: it computes nothing")

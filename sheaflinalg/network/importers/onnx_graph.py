@@ -1,10 +1,13 @@
 """ONNX files as graph networks, through the ``onnx`` package (protobuf: nothing is unpickled).
 
-The file is read (without external data), checked by ``onnx.checker`` and its
-opset and single input and output checked; then its nodes are converted in
-order, each refused with its name and op_type if it has no counterpart.
-Parameters must be initializers (or Constant nodes); they are read with
-``onnx.numpy_helper`` and converted to float64.
+The file is read, its external data from its own directory only
+(:mod:`.onnx_data`), checked by ``onnx.checker`` and its opset and single
+input and output checked; then its nodes are converted in order, each refused
+with its name and op_type if it has no counterpart.  Parameters must be
+initializers (or Constant nodes); they are read with ``onnx.numpy_helper`` and
+converted to float64 (bfloat16 and the float8 types exactly).  Last, the file
+runs once in float64 on a random input (``onnx.reference``) and the graph
+built is checked against it value by value (:mod:`.check`).
 """
 
 import math
@@ -14,7 +17,10 @@ import numpy as np
 
 from ..._common.validation import check_path
 from ..errors import UnsupportedModelError
+from ..graph.nodes import INPUT
 from .builder import GraphBuilder, fold_batchnorm, refuse
+from .check import check_import, random_input
+from .onnx_data import inline_external_data, run_reference, tensor_array
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 _FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
@@ -39,11 +45,13 @@ def _load(onnx, path):
         raise FileNotFoundError(f"{path}: no such file")
     try:
         model = onnx.load(path, load_external_data=False)
-        onnx.checker.check_model(model)
-    except Exception as exc:     # DecodeError, ValidationError, ...: the file is not a valid model
+    except Exception as exc:     # DecodeError, ...: the file is not a model
         raise ValueError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:300]})") from None
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-        raise ValueError(f"{path}: its initializers are stored in external files, which are not read")
+    inline_external_data(onnx, path, model)      # from the model's own directory only, before anything reads it
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:     # ValidationError, ...: the file is not a valid model
+        raise ValueError(f"{path}: not a valid ONNX model ({type(exc).__name__}: {str(exc)[:300]})") from None
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     newest = onnx.defs.onnx_opset_version()
     opset = opsets.get("ai.onnx")
@@ -76,10 +84,10 @@ class _Reader:
     def __init__(self, onnx, numpy_helper, path, model, opset):
         self.onnx, self.helper, self.path, self.opset = onnx, numpy_helper, path, opset
         graph = model.graph
-        self.constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-        x, input_shape, self.batch = _input_shape(onnx, path, graph, self.constants)
+        self.constants = {t.name: tensor_array(onnx, numpy_helper, t) for t in graph.initializer}
+        self.input_name, input_shape, self.batch = _input_shape(onnx, path, graph, self.constants)
         self.sizes = {}            # shape arithmetic: {tensor name: {batch: int64 array}}
-        self.builder = GraphBuilder(input_shape, x)
+        self.builder = GraphBuilder(input_shape, self.input_name)
         self.output_name = graph.output[0].name
         self.consumers = {}
         for node in graph.node:
@@ -184,7 +192,11 @@ def _conv(reader, node, label, attrs):
     W = reader.constant(node, node.input[1], label, "weight")
     bias = (reader.constant(node, node.input[2], label, "bias") if len(node.input) > 2 and node.input[2]
             else np.zeros(W.shape[0]))
-    window = _window(reader, node, label, attrs, tuple(attrs.get("kernel_shape", W.shape[2:])))
+    kernel = tuple(attrs.get("kernel_shape", W.shape[2:]))
+    if kernel != W.shape[2:]:
+        raise refuse(label, node.op_type, f"its kernel_shape {list(kernel)} contradicts its weight of shape "
+                                          f"{list(W.shape)} (the file contradicts itself)")
+    window = _window(reader, node, label, attrs, kernel)
     reader.builder.add(node.output[0], label, "conv", [node.input[0]], {**window, "groups": int(attrs.get("group", 1))},
                        {"weight": W, "bias": bias})
 
@@ -332,7 +344,7 @@ def _dropout(reader, node, label, attrs):
 def _constant(reader, node, label, attrs):
     if "value" not in attrs:
         raise refuse(label, node.op_type, f"only a tensor 'value' is supported, got {sorted(attrs)}")
-    reader.constants[node.output[0]] = reader.helper.to_array(attrs["value"])
+    reader.constants[node.output[0]] = tensor_array(reader.onnx, reader.helper, attrs["value"])
 
 
 _OPS = {"Gemm": _gemm, "MatMul": _matmul, "Add": _add, "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool,
@@ -392,6 +404,18 @@ def graph_from_onnx(path):
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}) is not supported: {exc}") from None
     try:
-        return reader.builder.graph(result, output)
+        graph = reader.builder.graph(result, output)
     except UnsupportedModelError as exc:
         raise UnsupportedModelError(f"{path}: {exc}") from None
+    _check(reader, model, graph)
+    return graph
+
+
+def _check(reader, model, graph):
+    """Run the file once in float64 (onnx's reference evaluator) and check ``graph`` against it, value by value."""
+    X = random_input(reader.batch or BATCHES[0], graph.input_shape)
+    values = run_reference(reader.onnx, reader.helper, reader.path, model, reader.input_name, X)
+    reference = {name: values[key] for name, key in reader.builder.sources.items()
+                 if name != INPUT and values.get(key) is not None}
+    check_import(graph, X, reference, values[reader.output_name], reader.path,
+                 "an attribute or a broadcast the importer reads otherwise than the ONNX operator does")

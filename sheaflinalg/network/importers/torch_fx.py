@@ -2,10 +2,15 @@
 
 The model is traced symbolically (``torch.fx.symbolic_trace``: a
 ``Sequential`` or any module whose ``forward`` torch.fx can record), every
-recorded operation is converted or refused (naming it) before anything runs,
-then one forward pass of zeros in float64 (``ShapeProp``) gives every value's
-shape, which fixes reshapes and adaptive pools and is compared with the
-graph's own shape rules node by node.
+recorded operation is converted or refused (naming it) before anything runs.
+Then a copy of the model in float64 and eval mode runs once on a random input
+of two samples: its trace, node by node (every value's shape, which fixes
+reshapes and adaptive pools and is compared with the graph's own shape rules;
+a node that fails is named with torch's reason), and the model called as a
+whole, hooks included.  The parameters are read from that copy after its run
+(so a weight a pre-hook computes, as ``weight_norm`` and ``spectral_norm`` do,
+is the one the model used), and the graph built is checked against the
+trace's values and the model's output (:mod:`.check`).
 """
 
 import copy
@@ -14,8 +19,10 @@ import math
 import operator
 
 from ..._common.memory import FLOAT, check_memory
-from ..errors import UnsupportedModelError
+from ..errors import ImportMismatchError, UnsupportedModelError
+from ..graph.nodes import INPUT
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
+from .check import check_import, random_input
 from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_step, reshape_step
 
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
@@ -150,12 +157,12 @@ def _cat_step(walk, node, name, op):
     def axis(node, shape):
         ndim = len(shape(parents[0])) + 1
         if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
-            raise refuse(name, op, f"dim={dim} concatenates along the batch axis; only per-sample axes "
-                                   f"(1..{ndim - 1}, or negative) are supported")
+            raise refuse(name, op, f"dim={dim!r} is not a per-sample axis of these rank-{ndim} values (1..{ndim - 1}, "
+                                   "or negative); the batch axis 0 would mix the samples")
         return {"axis": dim % ndim - 1}
-    if dim == 0:
-        axis(None, lambda parent: ())
-    return Step("concat", parents, resolve=axis)
+    if dim == 0:        # refused before anything runs
+        raise refuse(name, op, "dim=0 concatenates along the batch axis; only per-sample axes are supported")
+    return Step("concat", parents, resolve=axis)     # of one tensor (DenseNet's first layer): elided by the builder
 
 
 def _dropout_step(walk, node, name, op):
@@ -201,7 +208,9 @@ def _converter(walk, node, name, op):
         if len(node.args) != 1 or node.kwargs:
             raise refuse(name, op, "a module must be called on one tensor, given positionally")
         module = walk.module(node)
-        convert = walk.modules.get(type(module))
+        # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
+        # layer: its weight is what the layer computes with, and the check refuses a forward of its own
+        convert = next((walk.modules[cls] for cls in type(module).__mro__ if cls in walk.modules), None)
         return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
     if node.op == "call_method":
         return _METHODS.get(node.target)
@@ -271,7 +280,7 @@ def _input_shape(walk, input_shape):
         return x, check_input_shape(input_shape)
     first = min(x.users, key=walk.order.get, default=None)
     module = walk.module(first) if first is not None else None
-    if module is not None and type(module) is walk.torch.nn.Linear:
+    if isinstance(module, walk.torch.nn.Linear):
         return x, (int(module.in_features),)
     first_name = walk.label(first) if first is not None else ("nothing", "")
     raise ValueError(f"input_shape is required: the model's first layer {first_name[0]!r} ({first_name[1]}) is not "
@@ -279,20 +288,67 @@ def _input_shape(walk, input_shape):
                      "(3, 32, 32)")
 
 
-def _propagate(torch, traced, input_shape):
-    """Run the model once on zeros in float64 (a copy on the CPU); ``{fx node name: torch's shape or None}``."""
-    from torch.fx.passes.shape_prop import ShapeProp
+def _float64_copies(torch, module, traced):
+    """Deep copies of the model and of its trace (sharing their layers) on the CPU, in float64 and eval mode.
 
-    n_values = BATCH * math.prod(input_shape) * 4 + sum(p.numel() for p in traced.parameters())
-    check_memory(FLOAT * n_values, f"the shape pass on inputs of shape {input_shape}", "check input_shape")
-    model = copy.deepcopy(traced).to(device="cpu", dtype=torch.float64)
+    A tensor attribute computed from parameters is not a leaf and cannot be deep-copied (old-style
+    ``weight_norm`` keeps ``weight = g * v / ||v||``): it is copied detached, and the model's own pre-hook
+    recomputes it when the copy runs.
+    """
+    memo = {id(value): value.detach().clone() for layer in module.modules() for value in vars(layer).values()
+            if isinstance(value, torch.Tensor) and not value.is_leaf}
     try:
-        with torch.no_grad():
-            ShapeProp(model).propagate(torch.zeros((BATCH,) + input_shape, dtype=torch.float64))
-    except Exception as exc:     # torch's own message says what does not fit
-        raise ValueError(f"the model does not run on inputs of shape (n, *{input_shape}) "
-                         f"(input_shape={input_shape}): {type(exc).__name__}: {exc}") from None
-    return {node.name: getattr(node.meta.get("tensor_meta"), "shape", None) for node in model.graph.nodes}
+        copies = copy.deepcopy((module, traced), memo)
+    except Exception as exc:     # a layer holding something that cannot be copied (a lock, a file, ...)
+        raise UnsupportedModelError(f"the model cannot be copied to run it once in float64 ({type(exc).__name__}: "
+                                    f"{exc})") from None
+    return tuple(m.to(device="cpu", dtype=torch.float64).eval() for m in copies)
+
+
+def _run_trace(torch, walk, traced, X):
+    """``{fx node name: its value}`` of the trace on ``X``; ValueError naming the node that fails and why."""
+    from torch.fx import Interpreter
+
+    values = {}
+
+    class Recorder(Interpreter):
+        def run_node(self, node):
+            try:
+                result = super().run_node(node)
+            except Exception as exc:     # torch's own message says what does not fit
+                name, op = walk.label(node)
+                raise ValueError(f"the model does not run on inputs of shape (n, *{X.shape[1:]}) (input_shape="
+                                 f"{X.shape[1:]}): node {name!r} ({op}) fails: {type(exc).__name__}: {exc}") from None
+            # a copy: a later in-place operation must not change the value recorded here
+            values[node.name] = result.detach().clone() if isinstance(result, torch.Tensor) else result
+            return result
+
+    recorder = Recorder(traced)
+    recorder.extra_traceback = False
+    recorder.run(torch.from_numpy(X))
+    return values
+
+
+def _run(torch, walk, module, input_shape):
+    """Run the model once on the check's random input, in float64 on a copy: ``(X, {fx node name: value of the
+    trace}, the model's own output, the trace's copy)``.  The trace gives every value's shape and the values
+    compared node by node; the model called as a whole (hooks included) gives the output it is checked against;
+    the copy, after its run, holds the parameters the model used (those a pre-hook sets included)."""
+    n_values = BATCH * math.prod(input_shape) * 4 + sum(p.numel() for p in module.parameters())
+    check_memory(FLOAT * n_values, f"the shape pass on inputs of shape {input_shape}", "check input_shape")
+    module64, traced64 = _float64_copies(torch, module, walk.traced)
+    X = random_input(BATCH, input_shape)
+    with torch.no_grad():
+        values = _run_trace(torch, walk, traced64, X)
+        try:
+            output = module64(torch.from_numpy(X))
+        except Exception as exc:     # a hook or the model's own forward, outside its trace
+            raise ImportMismatchError(f"the PyTorch model called as a whole fails where its trace runs: "
+                                      f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(output, torch.Tensor):
+        raise ImportMismatchError(f"the PyTorch model called as a whole returns {type(output).__name__}, where its "
+                                  "trace returns one tensor (a forward hook on the model?)")
+    return X, values, output.numpy(), traced64
 
 
 def _trace(torch, nn, module):
@@ -310,16 +366,21 @@ def graph_from_torch(module, input_shape=None):
     """The :class:`~sheaflinalg.network.graph.Graph` of a PyTorch model (see ``Network.from_torch``)."""
     torch, nn = import_torch()
     walk = _Walk(torch, nn, _trace(torch, nn, module))
+    _steps(walk, _output(walk)[0])           # every refusal before anything runs
+    input_shape = _input_shape(walk, input_shape)[1]
+    X, values, model_output, traced64 = _run(torch, walk, module, input_shape)
+    # the parameters are read from the copy that ran: those a pre-hook computes (weight_norm, spectral_norm)
+    # are the ones the model used
+    walk = _Walk(torch, nn, traced64)
     final, output, result = _output(walk)
     steps = _steps(walk, final)
-    x, input_shape = _input_shape(walk, input_shape)
-    torch_shapes = _propagate(torch, walk.traced, input_shape)
+    x = _input_shape(walk, input_shape)[0]
 
     def shape(node):
         name, op = walk.label(node)
-        if torch_shapes.get(node.name) is None:
+        if not isinstance(values.get(node.name), torch.Tensor):
             raise refuse(name, op, "its result is not a single tensor")
-        return per_sample_shape(name, op, torch_shapes[node.name], BATCH)
+        return per_sample_shape(name, op, values[node.name].shape, BATCH)
 
     builder = GraphBuilder(input_shape, x)
     for node, name, op, step in steps:
@@ -333,4 +394,10 @@ def graph_from_torch(module, input_shape=None):
                                    f"{shape(node)} in torch")
     if output == "softmax" and len(shape(result)) != 1:
         raise UnsupportedModelError(f"the softmax output acts on values of shape {shape(result)}; flatten first")
-    return builder.graph(result, output)
+    graph = builder.graph(result, output)
+    reference = {name: values[key.name].numpy() for name, key in builder.sources.items()
+                 if name != INPUT and isinstance(values.get(key.name), torch.Tensor)}
+    check_import(graph, X, reference, model_output, "the PyTorch model",
+                 "a forward hook, a value modified in place through an alias, which torch.fx does not record, or "
+                 "another computation outside the trace; remove it or write it with supported layers")
+    return graph
