@@ -34,6 +34,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from ..._common.validation import as_float64_param
 from ..ops import RULES, rule_of
 
 #: The input vertex of every graph.
@@ -45,12 +46,6 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 
 #: ``{op name: rule}`` of every operation (:data:`sheaflinalg.network.ops.RULES`).
 OPS = RULES
-
-
-def _read_only(array):
-    array = np.array(array, dtype=np.float64, order="C", copy=True)
-    array.flags.writeable = False
-    return array
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +96,7 @@ class Node:
             if set(given) != set(wanted):
                 raise ValueError(f"node {self.name!r} ({self.op}) takes the {kind}s {list(wanted)}, got {sorted(given)}")
         for key, value in params.items():
-            value = _read_only(value)
+            value = as_float64_param(value, f"node {self.name!r}: parameter {key!r}")
             if not np.all(np.isfinite(value)):
                 raise ValueError(f"node {self.name!r}: parameter {key!r} holds NaN or Inf")
             params[key] = value

@@ -10,19 +10,14 @@ import numbers
 
 import numpy as np
 
+from ..._common.validation import as_int_tuple
 from ...kernels.convolution import conv_geometry
 from ...kernels.windows import adaptive_windows, output_size, window_indices
 
 
 def ints(node, key, n_axes, minimum):
     """Attribute ``key`` of ``node`` as ``n_axes`` ints ``>= minimum`` (an int is repeated per axis)."""
-    value = node.attrs[key]
-    value = (value,) * n_axes if isinstance(value, numbers.Integral) else tuple(value)
-    if len(value) != n_axes or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
-                                       and v >= minimum for v in value):
-        raise ValueError(f"node {node.name!r} ({node.op}): {key} must be {n_axes} integer(s) >= {minimum}, "
-                         f"got {node.attrs[key]!r}")
-    return tuple(int(v) for v in value)
+    return as_int_tuple(node.attrs[key], n_axes, minimum, f"node {node.name!r} ({node.op}): {key}")
 
 
 def spatial_axes(node, parent, n_axes):
