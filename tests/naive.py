@@ -144,7 +144,7 @@ def reduced_laplacian_formula(Ws, masks):
 class ExponentialSums:
     """``w_j(t) = c_j + sum_k C_jk exp(-mu_k t)`` (vectorised over times): the naive twin's provider
     for the generic scan (:func:`sheaflinalg.dynamics.exact.expm.first_event`), against which the
-    compiled scan (:func:`sheaflinalg.kernels.exact.first_event`) is tested."""
+    compiled scan (:func:`sheaflinalg.kernels.exact.scan.first_event`) is tested."""
 
     def __init__(self, c, C, mu):
         from sheaflinalg.dynamics.exact.dense import merge_equal_rates

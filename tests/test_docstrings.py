@@ -13,7 +13,7 @@ ALL_MODULES = sorted(m.name for m in pkgutil.walk_packages(sheaflinalg.__path__,
 WITH_EXAMPLES = [
     "sheaflinalg.network.activations", "sheaflinalg._common.validation", "sheaflinalg.network.model",
     "sheaflinalg.sheaf.layout", "sheaflinalg.sheaf.sparse_blocks", "sheaflinalg.sheaf.assembly",
-    "sheaflinalg.sheaf.harmonic", "sheaflinalg.sheaf.factor", "sheaflinalg.sheaf.verify", "sheaflinalg.sheaf.state",
+    "sheaflinalg.sheaf.system", "sheaflinalg.sheaf.harmonic", "sheaflinalg.sheaf.factor", "sheaflinalg.sheaf.verify", "sheaflinalg.sheaf.state",
     "sheaflinalg._common.atomic", "sheaflinalg.training.checkpoint", "sheaflinalg.spectral.drivers",
     "sheaflinalg.spectral.operators", "sheaflinalg.spectral.result", "sheaflinalg.spectral.tracker",
     "sheaflinalg.plotting.spectral", "sheaflinalg.training.train", "sheaflinalg.training.sgd",

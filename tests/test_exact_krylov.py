@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from sheaflinalg.dynamics.exact import krylov as exact_krylov
-from sheaflinalg.kernels import exact as kx
+from sheaflinalg.kernels.exact import scan as kx
 
 KINDS = ("mixed", "all_active", "all_dead", "zero_preactivations")
 

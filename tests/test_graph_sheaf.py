@@ -17,8 +17,9 @@ import naive_graph
 import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs, random_pattern
 from sheaflinalg.network.errors import GraphNetworkError
-from sheaflinalg.sheaf.assembly import SheafSystem, system_bytes
+from sheaflinalg.sheaf.assembly import system_bytes
 from sheaflinalg.sheaf.harmonic import graph_extension
+from sheaflinalg.sheaf.system import SheafSystem
 from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
 from strategies import network_input_pattern
 

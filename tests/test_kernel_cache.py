@@ -20,6 +20,22 @@ def test_cache_survives_unchanged_sources_and_goes_when_one_changes(tmp_path):
     assert not (cache / "heat.run-10.py311.nbi").exists() and not (cache / "heat.run-10.py311.1.nbc").exists()
 
 
+def test_every_kernel_folder_stamps_its_own_sources():
+    # The stamp covers one folder's sources: a subpackage of kernels (the exact engine) must drop its own
+    # cache, or an edit of one of its files would leave its callers' cached code stale.
+    import hashlib
+    import pathlib
+
+    import sheaflinalg.kernels.exact.driver  # noqa: F401  (imports kernels and kernels.exact)
+
+    root = pathlib.Path(sheaflinalg.kernels.__file__).parent
+    folders = [init.parent for init in root.rglob("__init__.py")]
+    assert root / "exact" in folders
+    for folder in folders:
+        digest = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.glob("*.py")))).hexdigest()
+        assert (folder / "__pycache__" / "kernel-sources.sha256").read_text() == digest, folder
+
+
 def test_serial_and_parallel_compilations_of_one_kernel_keep_their_own_cache(tmp_path):
     # numba keys cache entries by argument types only: without distinct names the
     # parallel kernel would load the serial code cached before it (or vice versa)

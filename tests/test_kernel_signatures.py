@@ -22,11 +22,11 @@ def code_lines(fn, lines):
 
 
 def functions():
-    for path in sorted(KERNELS.glob("*.py")):
+    for path in sorted(KERNELS.rglob("*.py")):
         text = path.read_text()
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.FunctionDef):
-                yield path.name, node, text.splitlines()
+                yield path.relative_to(KERNELS).as_posix(), node, text.splitlines()
 
 
 @pytest.mark.parametrize("name,fn,lines", [pytest.param(*f, id=f"{f[0]}:{f[1].name}") for f in functions()])

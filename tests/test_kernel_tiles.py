@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 import sheaflinalg as sl
 import sheaflinalg.kernels.heat as kheat
-from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, OUTPUT_EDGE_NONE,
-                                       PHI_CODES, compute_forces, compute_forces_range, force_sweep, step_rows,
-                                       tile_width)
+from sheaflinalg.kernels.force import compute_forces, compute_forces_range, force_sweep, step_rows, tile_width
+from sheaflinalg.kernels.potentials import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY,
+                                            OUTPUT_EDGE_NONE, PHI_CODES)
 from sheaflinalg.kernels.structs import OutputEdge, Scratch, heat_step, train_step
 from sheaflinalg.kernels.training import weight_velocity
 from sheaflinalg.kernels.products import outer_sums_range
@@ -47,7 +47,7 @@ def sweep_case(case, M, mode, loss):
     lay, off, X, S = kernel_args(net, M, rng, reduced=mode == "none")
     out_mode = {"none": OUTPUT_EDGE_NONE, "adjoint": OUTPUT_EDGE_ADJOINT,
                 "discrepancy": OUTPUT_EDGE_DISCREPANCY}[mode]
-    return net, rng, lay, off, X, S, net.parameters(), out_mode, sl.kernels.force.LOSS_CODES[loss]
+    return net, rng, lay, off, X, S, net.parameters(), out_mode, LOSS_CODES[loss]
 
 
 @given(networks(max_hidden=3, max_width=9), st.integers(1, 41), st.sampled_from([1, 3, 8, 16]),

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import naive
 import sheaflinalg as sl
-from sheaflinalg.kernels.force import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
+from sheaflinalg.kernels.potentials import OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES
 from sheaflinalg.kernels.structs import OutputEdge, Rates, Regularisation, Scratch, Tiles
 from sheaflinalg.kernels.training import (pack_tiles, tiled_steps, tiled_steps_parallel, train_steps,
                                           unpack_tiles)

@@ -7,7 +7,7 @@ Per sample (rows of the arrays), with ``n`` outputs: minimise ::
 over ``w`` in ``R^n`` by Newton's method with a backtracking (Armijo) line
 search.  ``P`` is symmetric positive definite; the Newton matrix ``P + b H``
 is factorised by Cholesky (a failure, possible only for ``b < 0``, is
-reported in ``status``).  ``phi`` codes as :data:`~sheaflinalg.kernels.force.PHI_CODES`
+reported in ``status``).  ``phi`` codes as :data:`~sheaflinalg.kernels.potentials.PHI_CODES`
 (identity, sigmoid, tanh, softmax); ``loss`` 0 is the squared error
 ``1/2 ||phi(z) - y||^2``, 1 the cross-entropy written in ``z``
 (``sum(softplus(z) - y z)`` for sigmoid, ``sum(y) logsumexp(z) - y . z`` for

@@ -31,8 +31,8 @@ arguments are the named structures of :mod:`sheaflinalg.kernels.structs`
 import numpy as np
 from numba import njit
 
-from .force import (compute_forces, discord_by_edge_block, force_sweep, force_sweep_blas, step_rows, stored_forces,
-                    tile_width)
+from .force import compute_forces, force_sweep, force_sweep_blas, step_rows, stored_forces, tile_width
+from .potentials import discord_by_edge_block
 from .structs import heat_step
 
 STATUS_RUNNING = 0

@@ -23,8 +23,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import renamed
-from .force import (BLAS_THRESHOLD, apply_phi, compute_forces_range, force_sweep, force_sweep_blas,
-                    layer_velocity_range, tile_width, uses_blas)
+from .force import (BLAS_THRESHOLD, compute_forces_range, force_sweep, force_sweep_blas, layer_velocity_range,
+                    tile_width, uses_blas)
+from .potentials import apply_phi
 from .products import outer_product, outer_sums_range, row_sums
 from .structs import GDBuffers, Rates, Regularisation, Scratch, Tiles, layer_offsets, train_step  # noqa: F401
 

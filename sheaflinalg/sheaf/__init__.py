@@ -6,12 +6,14 @@ factors and free cochains in layout order.
 May import ``network``, ``kernels`` and ``_common``.
 """
 
-from .assembly import AugmentedSheafSystem, SheafSystem, assemble
+from .assembly import assemble
+from .augmented import AugmentedSheafSystem
 from .completion import Completion, NonUniqueCompletionError, complete
 from .harmonic import HarmonicExtension
 from .least_squares import harmonic_extension
 from .layout import Block, Layout
 from .pins import Reluctance, SoftPins
+from .system import SheafSystem
 from .verify import VerificationReport, verify
 
 __all__ = ["Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",

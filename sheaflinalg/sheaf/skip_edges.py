@@ -105,7 +105,7 @@ def split_row(node, entries):
     """The edges encoding of ``node``'s defining block row: one ``(edge name, entries)`` per parent.
 
     ``entries`` is the node's row ``[(parent, -F), ..., ("1>v", -b_v), (v, identity)]``
-    (:func:`sheaflinalg.sheaf.assembly.node_row`: parents first in ``node.inputs``
+    (:func:`sheaflinalg.sheaf.block_rows.node_row`: parents first in ``node.inputs``
     order, the node itself last).  The edge of parent ``i`` keeps the rows ``R_i``
     that parent feeds: ``[(u_i, -F_i[R_i]), (bias rows R_i: first parent only), (v, I[R_i])]``.
 

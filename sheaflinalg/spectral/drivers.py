@@ -33,11 +33,12 @@ from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
 from ..network.model import NetworkOverflowError, check_network
-from ..sheaf.assembly import assemble, check_system
+from ..sheaf.assembly import assemble
 from ..sheaf.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern, output_jacobian
+from ..sheaf.system import check_system
 from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
 from .arpack_pair import problem_ncv

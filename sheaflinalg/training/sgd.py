@@ -6,7 +6,7 @@ from .._common.progress import progress_bar
 from .._common.rounds import Rounds
 from .._common.threads import blas_limit, check_blas_threads
 from .._common.validation import check_int, check_positive
-from ..kernels.force import PHI_CODES
+from ..kernels.potentials import PHI_CODES
 from ..kernels.structs import GDBuffers, Regularisation
 from ..kernels.training import gd_steps
 from ..sheaf.layout import Layout

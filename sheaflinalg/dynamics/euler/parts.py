@@ -33,6 +33,7 @@ from ..._common.blocks import BlockRunner
 from ..._common.memory import check_memory
 from ..._common.rounds import Rounds
 from ...kernels import force as _force
+from ...kernels import potentials as _potentials
 from ...kernels import heat as _kheat
 from ...kernels.structs import CrossingLog, HeatBuffers, OutputEdge, Pins, Records, Scratch
 
@@ -62,12 +63,12 @@ def batch_pins(lay, hard, soft, lam, anchor, M):
 def output_edge(net, lay, output_force):
     """The heat equation's :class:`~sheaflinalg.kernels.structs.OutputEdge` (squared potential)."""
     if lay.reduced:
-        mode = _force.OUTPUT_EDGE_NONE
+        mode = _potentials.OUTPUT_EDGE_NONE
     elif output_force == "adjoint":
-        mode = _force.OUTPUT_EDGE_ADJOINT
+        mode = _potentials.OUTPUT_EDGE_ADJOINT
     else:
-        mode = _force.OUTPUT_EDGE_DISCREPANCY
-    return OutputEdge(mode, _force.PHI_CODES[net.output], _force.LOSS_CODES["squared"], 0.0)
+        mode = _potentials.OUTPUT_EDGE_DISCREPANCY
+    return OutputEdge(mode, _potentials.PHI_CODES[net.output], _potentials.LOSS_CODES["squared"], 0.0)
 
 
 def build_parts(net, X, S, lay, pins, output_force, adt, tol, record_every, rec_samples, crossings, max_crossings,

@@ -11,7 +11,7 @@ adjoint (eq. final-dynamics).  The whole time loop is the numba kernel
 import numpy as np
 
 from ..._common.progress import progress_bar
-from ...kernels import force as _force
+from ...kernels import potentials as _potentials
 from ...kernels import heat as _kheat
 from ...sheaf.state import to_rows
 from . import parts as _parts
@@ -74,7 +74,7 @@ def _final_discord(problem, kpins, parts, S, E):
     """Total discord of each sample's final state: edge blocks, soft pins, reluctance."""
     soft, lam = problem.soft, problem.lam
     blk = np.zeros((len(problem.layout.edge_blocks), S.shape[1]))
-    _force.discord_by_edge_block(E, parts[0].lay, parts[0].edge, blk)
+    _potentials.discord_by_edge_block(E, parts[0].lay, parts[0].edge, blk)
     disc = blk.sum(axis=0)
     if soft.size:
         disc += 0.5 * (soft.gamma[:, None] * (S[kpins.soft_rows] - kpins.soft_targets) ** 2).sum(axis=0)

@@ -17,7 +17,7 @@ submatrix of ``L_m``, still symmetric positive definite.
 import numpy as np
 import scipy.sparse as sp
 
-from ...kernels import exact as _kx
+from ...kernels.exact.structs import ExactOperator
 from ...sheaf import pins as _pins
 from ...sheaf.assembly import assemble
 from ...sheaf.layout import Layout
@@ -100,11 +100,12 @@ class AffineField:
         return P, p0
 
     def operator(self, pins):
-        """The kernels' :class:`~sheaflinalg.kernels.exact.ExactOperator` with the hard pins ``pins`` (positions)."""
+        """The kernels' :class:`~sheaflinalg.kernels.exact.structs.ExactOperator` with the hard pins ``pins``
+        (positions)."""
         held = np.zeros(self.n, dtype=np.bool_)
         held[np.asarray(pins, dtype=np.int64)] = True
-        return _kx.ExactOperator(*_csr(self.D0), *_csr(self.D0.T), self.ea_rows.astype(np.int64),
-                                 self.z_index.astype(np.int64), self.a_index.astype(np.int64), held, *_csr(self.P))
+        return ExactOperator(*_csr(self.D0), *_csr(self.D0.T), self.ea_rows.astype(np.int64),
+                             self.z_index.astype(np.int64), self.a_index.astype(np.int64), held, *_csr(self.P))
 
     def coboundary(self, active):
         """``D_m`` (CSR) for the unit mask ``active`` (bool, one entry per hidden unit)."""

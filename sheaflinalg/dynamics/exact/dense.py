@@ -8,7 +8,7 @@ time to ``tol`` are the compiled ones of :mod:`sheaflinalg.kernels.exact`.
 
 import numpy as np
 
-from ...kernels import exact as _kx
+from ...kernels.exact import scan as _scan
 from .regions import RegionSegment
 
 ROUNDOFF = 8 * np.finfo(float).eps
@@ -60,10 +60,10 @@ class DenseSums:
 
     def first_event(self, horizon, h0):
         """First time in ``(0, horizon]`` some ``w_j`` goes below its round-off: ``(t, j)`` or None
-        (:func:`sheaflinalg.kernels.exact.first_event`)."""
+        (:func:`sheaflinalg.kernels.exact.scan.first_event`)."""
         nw = self.c.size
-        t, j = _kx.first_event(self.c, self.C, self.roundoff, self.mu, nw, float(horizon), float(h0),
-                               _kx.scan_workspace(nw))
+        t, j = _scan.first_event(self.c, self.C, self.roundoff, self.mu, nw, float(horizon), float(h0),
+                                 _scan.scan_workspace(nw))
         return None if j < 0 else (float(t), int(j))
 
 
@@ -84,10 +84,11 @@ class Segment(RegionSegment):
         return 0.25 / mu.max() if mu.size else 1.0
 
     def convergence_time(self, region, tol, limit):
-        """Time to come within ``tol`` of the fixed point (:func:`sheaflinalg.kernels.exact.convergence_time`)."""
+        """Time to come within ``tol`` of the fixed point
+        (:func:`sheaflinalg.kernels.exact.scan.convergence_time`)."""
         if not self.beta.size:
             return 0.0
-        return float(_kx.convergence_time(np.ascontiguousarray(self.beta), self.alpha * region.lam, float(tol)))
+        return float(_scan.convergence_time(np.ascontiguousarray(self.beta), self.alpha * region.lam, float(tol)))
 
     def sums(self, region, c):
         return DenseSums(c, region.AQ * self.beta, self.alpha * region.lam)

@@ -23,7 +23,7 @@ norms with the global NumPy random generator; every call here runs with a fixed
 seed and restores the caller's generator state, so results are reproducible.
 
 The event scan here (:func:`first_event`) is the compiled one's
-(:func:`sheaflinalg.kernels.exact.first_event`: same chunks, bounds and
+(:func:`sheaflinalg.kernels.exact.scan.first_event`: same chunks, bounds and
 subdivision) written over a provider of values and bounds, because ``w_j`` is
 no sum of exponentials on this path: :class:`ExpmSums` provides them.
 """
@@ -34,7 +34,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.sparse.linalg import expm_multiply
 
-from ...kernels.exact import K, MIN_WIDTH
+from ...kernels.exact.scan import K, MIN_WIDTH
 from .regions import RegionSegment
 
 _LOCK = threading.Lock()

@@ -14,7 +14,7 @@ solved in closed form per segment, by the region's dense eigendecomposition
   ``z_j`` leaves below (inactive) or above (active).
 
 The initial region and the classification of events are the compiled engine's
-(:func:`sheaflinalg.kernels.exact.initial_region`, :func:`~sheaflinalg.kernels.exact.classify`),
+(:func:`sheaflinalg.kernels.exact.regions.initial_region`, :func:`~sheaflinalg.kernels.exact.regions.classify`),
 so every path applies the same rules; units sliding from the start open their
 episodes at ``t = 0``.  A sample stops at ``t_max``, at its ``max_events``-th
 event, or when its state is within ``tol`` of its region's fixed point and that
@@ -23,7 +23,8 @@ fixed point is consistent with the region (then it is the equilibrium).
 
 import numpy as np
 
-from ...kernels import exact as _kx
+from ...kernels.exact.regions import classify, initial_region
+from ...kernels.exact.structs import SLIDING_START
 from .dense import Segment
 from .expm import ExpmSegment
 from .regions import SparseRegion
@@ -42,15 +43,15 @@ def _start(field, op, s, omega):
     """Initial region of sample ``s`` at ``omega`` and the events at ``t = 0`` (units sliding from the start)."""
     active = np.zeros(field.z_index.size, dtype=np.bool_)
     sliding = np.zeros(field.z_index.size, dtype=np.bool_)
-    _kx.initial_region(omega, field.p0[s], op, active, sliding)
-    events = [(0.0, s, int(u), _kx.SLIDING_START, False) for u in np.flatnonzero(sliding)]
+    initial_region(omega, field.p0[s], op, active, sliding)
+    events = [(0.0, s, int(u), SLIDING_START, False) for u in np.flatnonzero(sliding)]
     return active, sliding, events
 
 
 def follow_sample(field, op, cache, s, omega0, alpha, t_max, tol, max_events):
     """Integrate sample ``s`` from ``omega0`` (full free vector, pins set) on the Python path.
 
-    ``op``: the field's :class:`~sheaflinalg.kernels.exact.ExactOperator` (hard pins included).
+    ``op``: the field's :class:`~sheaflinalg.kernels.exact.structs.ExactOperator` (hard pins included).
     Returns ``(segments, events, converged, time)`` with events as tuples
     ``(time, sample, unit, kind, active_after)``.
     """
@@ -75,7 +76,7 @@ def follow_sample(field, op, cache, s, omega0, alpha, t_max, tol, max_events):
         t = seg.end = t + dt_event
         omega = np.ascontiguousarray(seg.state(region, [t])[0])
         u = int(region.unit[row])
-        kind = _kx.classify(u, int(region.kind[row]), omega, p0s, op, active, sliding)
+        kind = classify(u, int(region.kind[row]), omega, p0s, op, active, sliding)
         events.append((t, s, u, int(kind), bool(active[u])))
         if len(events) >= max_events:
             return segments, events, False, t

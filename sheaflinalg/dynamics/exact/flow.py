@@ -15,7 +15,7 @@ import scipy.sparse.linalg as spla
 
 from ..._common.memory import check_memory
 from ..._common.threads import blas_limit
-from ...kernels import exact as _kx
+from ...kernels.exact.scan import K, MAX_DEPTH
 from . import krylov as _krylov
 from .affine import AffineField
 from .fallback import follow_sample
@@ -39,7 +39,7 @@ def memory_estimate(dims, n_samples, threads):
     n = 2 * units + dims[-1]
     nnz = n + units + sum(a * b for a, b in zip(dims[1:-1], dims[2:]))
     k = min(_krylov.KRYLOV_CAP, n)
-    per_block = 8 * (2 * (k + 1) * n + 4 * k * 2 * units + 4 * _kx.MAX_DEPTH * 2 * units * (_kx.K + 1))
+    per_block = 8 * (2 * (k + 1) * n + 4 * k * 2 * units + 4 * MAX_DEPTH * 2 * units * (K + 1))
     running = min(threads, len(_krylov.block_bounds(n_samples)))
     buffers = 8 * n_samples * (_krylov.RECORDS_PER_SAMPLE * (n + units) + 2 * n)
     return 10 * 16 * nnz + running * per_block + buffers

@@ -2,7 +2,7 @@
 
 Samples are independent: the batch is cut into blocks (their number depends on
 the batch size only) that a pool of threads integrates with the compiled
-:func:`~sheaflinalg.kernels.exact.exact_run` (it releases the GIL), so the
+:func:`~sheaflinalg.kernels.exact.driver.exact_run` (it releases the GIL), so the
 results are the same bit for bit for any thread count.  The blocks advance in
 rounds of about 0.1 s (a whole number of samples each), so Ctrl-C acts between
 samples.  Segment and event
@@ -23,7 +23,10 @@ import numpy as np
 from ..._common.blocks import BlockRunner
 from ..._common.progress import progress_bar
 from ..._common.rounds import Rounds
-from ...kernels import exact as _kx
+from ...kernels.exact.driver import exact_run
+from ...kernels.exact.krylov import segment_representation
+from ...kernels.exact.structs import (C_NEV, C_NEXT, C_NSEG, C_STATUS, N_COUNTERS, OK, EventRecords, SampleResults,
+                                      SegmentRecords)
 
 # Lanczos vectors per segment before a sample is handed to the dense Python path (cost ~ n k^2 per
 # segment and n k of memory; one hidden layer needs ~8 at any width, deep nets up to n).
@@ -72,11 +75,11 @@ class KrylovEngine:
 
     def representation(self, state, sample, active, sliding):
         """``(star, Yt, mu, gamma, bound)`` of the segment of ``sample`` starting at ``state`` in that region."""
-        status, star, Yt, mu, gamma, bound = _kx.segment_representation(
+        status, star, Yt, mu, gamma, bound = segment_representation(
             np.ascontiguousarray(state, dtype=np.float64), self.E[sample], self.alpha,
             np.ascontiguousarray(active, dtype=np.bool_), np.ascontiguousarray(sliding, dtype=np.bool_),
             self.op, self.kmax)
-        if status != _kx.OK:      # cannot happen for a segment the engine wrote (same code, same inputs)
+        if status != OK:      # cannot happen for a segment the engine wrote (same code, same inputs)
             raise RuntimeError("the Krylov representation of a stored segment did not reach its grade")
         return star, Yt, mu, gamma, bound
 
@@ -86,21 +89,21 @@ class _Block:
 
     def __init__(self, lo, hi, n, n_units, per_sample):
         self.lo, self.hi = lo, hi
-        self.counters = np.zeros(_kx.N_COUNTERS, dtype=np.int64)
-        self.counters[_kx.C_NEXT] = lo
+        self.counters = np.zeros(N_COUNTERS, dtype=np.int64)
+        self.counters[C_NEXT] = lo
         self.seg = self._segment_buffers(per_sample * (hi - lo), n, n_units)
         self.ev = self._event_buffers(per_sample * (hi - lo))
 
     @staticmethod
     def _segment_buffers(cap, n, n_units):
-        return _kx.SegmentRecords(np.zeros(cap, np.int64), np.zeros(cap), np.zeros(cap), np.zeros((cap, n)),
-                                  np.zeros((cap, n_units), np.bool_), np.zeros((cap, n_units), np.bool_),
-                                  np.zeros(cap, np.int64), np.zeros(cap))
+        return SegmentRecords(np.zeros(cap, np.int64), np.zeros(cap), np.zeros(cap), np.zeros((cap, n)),
+                              np.zeros((cap, n_units), np.bool_), np.zeros((cap, n_units), np.bool_),
+                              np.zeros(cap, np.int64), np.zeros(cap))
 
     @staticmethod
     def _event_buffers(cap):
-        return _kx.EventRecords(np.zeros(cap), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
-                                np.zeros(cap, np.int64), np.zeros(cap, np.bool_))
+        return EventRecords(np.zeros(cap), np.zeros(cap, np.int64), np.zeros(cap, np.int64),
+                            np.zeros(cap, np.int64), np.zeros(cap, np.bool_))
 
     @staticmethod
     def _grown(buffers, used):
@@ -114,38 +117,38 @@ class _Block:
     @property
     def next(self):
         """The next sample to integrate."""
-        return int(self.counters[_kx.C_NEXT])
+        return int(self.counters[C_NEXT])
 
     @property
     def done(self):
-        return self.counters[_kx.C_NEXT] >= self.hi
+        return self.counters[C_NEXT] >= self.hi
 
     def run(self, engine, S, t_max, tol, max_events, run, samples):
         """Integrate the next ``samples`` samples of the block (fewer at its end)."""
-        stop = min(self.hi, int(self.counters[_kx.C_NEXT]) + samples)
+        stop = min(self.hi, int(self.counters[C_NEXT]) + samples)
         while True:
-            _kx.exact_run(stop, S, engine.E, engine.P0, engine.op, engine.alpha, t_max, tol, max_events,
-                          engine.kmax, self.seg, self.ev, run.results, self.counters)
-            if self.counters[_kx.C_STATUS] == _kx.OK:
+            exact_run(stop, S, engine.E, engine.P0, engine.op, engine.alpha, t_max, tol, max_events,
+                      engine.kmax, self.seg, self.ev, run.results, self.counters)
+            if self.counters[C_STATUS] == OK:
                 return
             # FULL: grow both (cheap) and resume at the interrupted sample
-            self.seg = self._grown(self.seg, int(self.counters[_kx.C_NSEG]))
-            self.ev = self._grown(self.ev, int(self.counters[_kx.C_NEV]))
+            self.seg = self._grown(self.seg, int(self.counters[C_NSEG]))
+            self.ev = self._grown(self.ev, int(self.counters[C_NEV]))
 
 
 class KrylovRun:
     """What the engine computed for a batch: per-sample results and the concatenated records."""
 
     def __init__(self, M, n):
-        self.results = _kx.SampleResults(np.zeros(M), np.zeros(M, dtype=np.bool_), np.zeros((M, n)), np.zeros((M, n)),
-                                         np.zeros(M, dtype=np.bool_))
+        self.results = SampleResults(np.zeros(M), np.zeros(M, dtype=np.bool_), np.zeros((M, n)), np.zeros((M, n)),
+                                     np.zeros(M, dtype=np.bool_))
         self.time, self.converged, self.final, self.star, self.fallback = self.results
 
     def collect(self, blocks):
         names_seg = ("seg_sample", "seg_start", "seg_end", "seg_state", "seg_active", "seg_sliding", "seg_k",
                      "seg_bound")
         names_ev = ("ev_time", "ev_sample", "ev_unit", "ev_kind", "ev_active")
-        for names, attr, counter in ((names_seg, "seg", _kx.C_NSEG), (names_ev, "ev", _kx.C_NEV)):
+        for names, attr, counter in ((names_seg, "seg", C_NSEG), (names_ev, "ev", C_NEV)):
             for i, name in enumerate(names):
                 setattr(self, name, np.concatenate([getattr(b, attr)[i][:int(b.counters[counter])] for b in blocks]))
 

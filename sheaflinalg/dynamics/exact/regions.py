@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from ...kernels.exact import WATCH_P, WATCH_Q, WATCH_Z
+from ...kernels.exact.structs import WATCH_P, WATCH_Q, WATCH_Z
 # Largest number of coordinates for the dense path (see docs/performance.md, "width scaling").
 DENSE_MAX_N = 400
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...kernels.exact import EVENT_KINDS
+from ...kernels.exact.structs import EVENT_KINDS
 from ..result import FlowResult
 
 EVENT_DTYPE = np.dtype([("time", "f8"), ("sample", "i8"), ("layer", "i8"), ("neuron", "i8"),

@@ -35,7 +35,7 @@ Gauss-Newton matrix, or the diagonal Hessian's nonnegative part).
 import numpy as np
 
 from ...kernels.equilibrium import gradients, newton_matrix, output_coefficients, potentials
-from ...kernels.force import PHI_CODES
+from ...kernels.potentials import PHI_CODES
 from ...network.errors import NetworkOverflowError
 
 #: The losses an exact equilibrium is found for.

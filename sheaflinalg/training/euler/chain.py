@@ -20,8 +20,9 @@ import numpy as np
 from ..._common.rounds import Rounds
 from ..._common.threads import resolve_threads
 from ..._common.validation import as_float64, check_int, check_positive
-from ...kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
-                             discord_by_edge_block)
+from ...kernels.force import compute_forces
+from ...kernels.potentials import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES,
+                                  discord_by_edge_block)
 from ...kernels.structs import OutputEdge, Rates, Regularisation, Scratch
 from ...network.model import Network, NetworkOverflowError
 from ...sheaf.layout import Layout

@@ -1,0 +1,72 @@
+"""Block rows of the coboundary of one sample, in edge order: ``[(edge, [(coordinate block, block), ...])]``.
+
+A block is a dense matrix or a 1-D diagonal.  A chain has the paper's edges (:func:`coboundary_rows`); a
+graph network one defining edge per node (:func:`node_row`, :func:`graph_rows`), the rows that do not
+depend on the pattern built once per batch (:func:`static_rows`).
+"""
+
+import numpy as np
+
+from .restriction_maps import node_bias, node_maps
+
+
+def coboundary_rows(net, mask_row, out_jacobian, reduced):
+    """Block rows of the coboundary of one sample, in edge order.
+
+    Returns a list ``[(edge_name, [(coordinate_block_name, block), ...]), ...]``
+    where a block is a dense matrix or a 1-D diagonal.  ``mask_row`` holds the
+    hidden-layer masks of this sample; ``out_jacobian`` the linearised output
+    restriction map (1-D diagonal or dense), ignored when ``reduced``.
+    """
+    k = net.n_hidden
+    W, b = net.weights, net.biases
+    rows = [("e_z1", [("x", -W[0]), ("1@x", -b[0]), ("z1", np.ones(net.dims[1]))])]
+    for l in range(1, k + 1):
+        rows.append((f"e_a{l}", [(f"z{l}", -mask_row[l - 1].astype(np.float64)),
+                                 (f"a{l}", np.ones(net.dims[l]))]))
+        rows.append((f"e_z{l + 1}", [(f"a{l}", -W[l]), (f"1@a{l}", -b[l]),
+                                     (f"z{l + 1}", np.ones(net.dims[l + 1]))]))
+    if not reduced:
+        rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
+    return rows
+
+
+def node_row(node, graph, pattern=None):
+    """The block row of node ``v``'s defining edge ``x_v - sum_u F_(u->v) x_u - diag(b_v) 1_v`` (one sample).
+
+    ``[(parent, -F), ..., ("1>v", -b_v), (v, identity)]``, the identity as a 1-D
+    diagonal; ``pattern`` is the node's own pattern for one sample (pattern nodes only).
+    """
+    entries = [(u, -F) for u, F in node_maps(node, graph, pattern)]
+    bias = node_bias(node, graph)
+    if bias is not None:
+        entries.append((f"1>{node.name}", -bias))
+    entries.append((node.name, np.ones(graph.sizes[node.name])))
+    return entries
+
+
+def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
+    """Block rows of a graph network's coboundary for one sample, in edge order (as :func:`coboundary_rows`).
+
+    ``pattern_row`` is ``{node: pattern of this sample}``; ``static`` holds the
+    rows of the pattern-independent nodes (:func:`static_rows`), shared by every
+    sample so that their Gram products are computed once per batch; ``split``
+    the rows replacing the hyperedges of ``skip_encoding="edges"``
+    (:func:`~sheaflinalg.sheaf.skip_edges.split_static_rows`), shared likewise.
+    """
+    rows = []
+    for node in graph.nodes:
+        if split and node.name in split:
+            rows += split[node.name]
+        else:
+            rows.append((f"e_{node.name}", static[node.name] if node.name in static
+                         else node_row(node, graph, pattern_row[node.name])))
+    if not reduced:
+        out = graph.output_node
+        rows.append(("e_y", [(out, -out_jacobian), ("yhat", np.ones(graph.sizes[out]))]))
+    return rows
+
+
+def static_rows(graph):
+    """``{node: block row}`` of every node whose restriction maps do not depend on the pattern."""
+    return {node.name: node_row(node, graph) for node in graph.nodes if not node.spec.pattern_dependent}
