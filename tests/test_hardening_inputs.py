@@ -5,6 +5,10 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
+from sheaflinalg._common import memory
+from sheaflinalg.network import activations
+from sheaflinalg.spectral import drivers
+from sheaflinalg.spectral.graph_spectrum import graph_pattern
 
 NET = sl.Network.random([2, 4, 1], seed=0)
 
@@ -30,3 +34,56 @@ def test_certificate_keeps_one_time_and_one_per_sample(exact):
     one = exact.certificate(float(exact.time.max()))
     each = exact.certificate(np.full(2, exact.time.max()))
     assert one.shape == (2,) and np.array_equal(one, each)
+
+
+def _dense_output_net(output, width, n_in=2):
+    """A graph network (not a chain: its input is reshaped) of one linear layer of ``width`` outputs."""
+    rng = np.random.default_rng(0)
+    flat = sl.Node("flat", "reshape", ["x"], {"shape": (n_in,)})
+    fc = sl.Node("fc", "linear", ["flat"], params={"weight": rng.normal(size=(width, n_in)), "bias": np.zeros(width)})
+    return sl.Network.from_nodes((1, n_in), [flat, fc], output=output)
+
+
+@pytest.mark.parametrize("output", ["identity", "sigmoid", "tanh"])
+def test_elementwise_output_jacobians_of_a_graph_are_stored_as_diagonals(output):
+    net = _dense_output_net(output, 7)
+    X = np.random.default_rng(1).normal(size=(5, 2))
+    _, J = graph_pattern(net, X, None, reduced=False)
+    assert J.shape == (5, 7)
+    z = net.evaluate(X).values[net.graph.output_node]
+    np.testing.assert_array_equal([np.diag(activations.jacobian(output, row)) for row in z], J)
+
+
+@pytest.mark.parametrize("output", ["sigmoid", "tanh", "softmax"])
+def test_free_spectra_of_a_nonlinear_output_equal_dense_eigh(output):
+    rng = np.random.default_rng(2)
+    nodes = [sl.Node("flat", "reshape", ["x"], {"shape": (3,)}),
+             sl.Node("fc1", "linear", ["flat"], params={"weight": rng.normal(size=(6, 3)), "bias": rng.normal(size=6)}),
+             sl.Node("r", "relu", ["fc1"]),
+             sl.Node("fc2", "linear", ["r"], params={"weight": rng.normal(size=(4, 6)), "bias": rng.normal(size=4)})]
+    net = sl.Network.from_nodes((1, 3), nodes, output=output)
+    assert net.is_graph
+    X = rng.normal(size=(3, 3))
+    L = sl.assemble(net, X, reduced=False).laplacian_free.toarray()
+    N = L.shape[0] // 3
+    sp = sl.spectrum(net, X, k=2, system="free", method="arpack", progress=False)
+    for s in range(3):
+        w = np.linalg.eigvalsh(L[s * N:(s + 1) * N, s * N:(s + 1) * N])
+        np.testing.assert_allclose(sp.smallest[s], w[:2], rtol=1e-8)
+        np.testing.assert_allclose(sp.largest[s], w[::-1][:2], rtol=1e-8)
+
+
+@pytest.mark.parametrize("graph", [True, False])
+def test_dense_softmax_jacobians_that_would_not_fit_are_refused_before_work(monkeypatch, graph):
+    def work(*args):
+        raise AssertionError("the spectra started")
+    monkeypatch.setattr(drivers, "_graph_spectrum", work)
+    monkeypatch.setattr(drivers, "_spectrum_of_patterns", work)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**30)
+    net = _dense_output_net("softmax", 3000) if graph else sl.Network.random([2, 3000], seed=0, output="softmax")
+    assert net.is_graph == graph
+    X = np.zeros((40, 2))                                   # 40 dense 3000 x 3000 Jacobians: 2.7 GiB
+    with pytest.raises(memory.InsufficientMemoryError, match="the spectra of 40 samples"):
+        sl.spectrum(net, X, system="free", method="arpack", vectors=False)
+    with pytest.raises(AssertionError, match="the spectra started"):   # their diagonals: 0.9 MiB
+        sl.spectrum(_dense_output_net("sigmoid", 3000), X, system="free", method="arpack", vectors=False)

@@ -290,9 +290,12 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     if net.is_graph:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
-    # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
+    # the forward pass and its patterns, the output Jacobians (diagonals; dense for softmax), and per
+    # sample 2k eigenvalues (and eigenvectors of size N)
     _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)
-    check_batch(X.shape[0], FLOAT * (3 * stalks + 2 * k * (2 + (N if vectors else 0))), "the spectra")
+    n_out = net.graph.n_outputs if net.is_graph else net.dims[-1]
+    jacobian = 0 if reduced else n_out * (n_out if net.output == "softmax" else 1)
+    check_batch(X.shape[0], FLOAT * (3 * stalks + jacobian + 2 * k * (2 + (N if vectors else 0))), "the spectra")
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
