@@ -1,12 +1,16 @@
 """Issue 31: clear errors before any work for the exact flow's certificate, window tables that would not
 fit in memory, and the output Jacobians of spectra."""
 
+import types
+
 import numpy as np
 import pytest
 
 import sheaflinalg as sl
 from sheaflinalg._common import memory
 from sheaflinalg.network import activations
+from sheaflinalg.network.graph import tables
+from sheaflinalg.network.graph.files import graph_entries
 from sheaflinalg.spectral import drivers
 from sheaflinalg.spectral.graph_spectrum import graph_pattern
 
@@ -87,3 +91,44 @@ def test_dense_softmax_jacobians_that_would_not_fit_are_refused_before_work(monk
         sl.spectrum(net, X, system="free", method="arpack", vectors=False)
     with pytest.raises(AssertionError, match="the spectra started"):   # their diagonals: 0.9 MiB
         sl.spectrum(_dense_output_net("sigmoid", 3000), X, system="free", method="arpack", vectors=False)
+
+
+# Sizes that a machine could build (so that this test stays harmless on a regression) but that the
+# estimate refuses under the 256 MiB it is told are available.
+def _pool(**attrs):
+    return sl.Node("p", "maxpool", ["x"], dict({"kernel_size": 2, "stride": 2, "padding": 0, "dilation": 1}, **attrs))
+
+
+@pytest.mark.parametrize("input_shape,nodes", [
+    ((1, 2 * 10**7), [_pool()]),                                           # 10**7 windows
+    ((1, 4), [_pool(kernel_size=2**40, stride=1, padding=2**39)]),        # 5 windows of 2**40 taps
+    ((1, 10), [sl.Node("a", "adaptive_avgpool", ["x"], {"output_size": 10**6})]),
+    ((1, 4), [sl.Node("c", "conv", ["x"], {"stride": 1, "padding": 2**24, "dilation": 1, "groups": 1},
+                      {"weight": np.ones((1, 1, 3)), "bias": np.zeros(1)})]),
+])
+def test_window_tables_that_would_not_fit_are_refused_before_they_are_built(monkeypatch, input_shape, nodes):
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**28)
+    with pytest.raises(memory.InsufficientMemoryError, match=f"the window table of node '{nodes[0].name}' "
+                                                             f"\\({nodes[0].op}\\): about .* needed"):
+        sl.Network.from_nodes(input_shape, nodes)
+
+
+def test_a_small_graph_file_with_a_huge_kernel_is_refused_when_loaded(tmp_path, monkeypatch):
+    big = _pool(kernel_size=2**40, stride=1, padding=2**39)
+    graph = types.SimpleNamespace(input_shape=(1, 4), output="identity", nodes=(big,))
+    np.savez(tmp_path / "net.npz", **graph_entries(graph))
+    assert (tmp_path / "net.npz").stat().st_size < 2000
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**28)
+    with pytest.raises(memory.InsufficientMemoryError, match="about 160 TiB needed"):
+        sl.Network.load(tmp_path / "net.npz")
+
+
+def test_checked_builders_give_the_tables_or_refuse_them(monkeypatch):
+    index, out = tables.window_table((5,), (3,), (2,), (1,), (1,))
+    assert (index.tolist(), out) == ([[-1, 0, 1], [1, 2, 3], [3, 4, -1]], (3,))
+    assert [a.tolist() for a in tables.adaptive_table((5,), (2,))] == [[[0, 1, 2], [2, 3, 4]], [3, 3]]
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**28)
+    with pytest.raises(memory.InsufficientMemoryError, match="the window table of a window sweep"):
+        tables.window_table((4,), (2**40,), (1,), (2**39,), (1,))
+    with pytest.raises(memory.InsufficientMemoryError, match="the window table of an adaptive pool"):
+        tables.adaptive_table((10,), (10**9,))
