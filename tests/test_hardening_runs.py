@@ -3,8 +3,11 @@
 import contextlib
 import dataclasses
 import json
+import os
 
 import pytest
+
+import sheaflinalg as sl
 
 from sheaflinalg import __version__
 from sheaflinalg._common import threads
@@ -101,3 +104,25 @@ def test_a_marker_of_another_kind_is_refused(tmp_path, monkeypatch, text):
     (tmp_path / "done" / f"{keys[0]}.json").write_text(text)
     with pytest.raises(FileFormatError, match=f"{keys[0]}.json: .*delete it to run {keys[0]} again"):
         registry.run_items(tmp_path, quick=True, resume=True, progress=False, log=lambda *a: None)
+
+
+HEAT = {"sweep": {"function": "heat", "metrics": ["steps"]}, "fixed": {"arch": [2, 4, 1], "n_inputs": 2},
+        "grid": {"seed": [0, 1]}}
+
+
+def _unwritable_directory(place):
+    place.mkdir()
+    place.chmod(0o500)
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda place: place.symlink_to(place.parent / "nowhere" / "dir"), "a link to nowhere has its name"),
+    (_unwritable_directory, "it cannot be written"),
+])
+def test_an_artifacts_place_the_first_run_could_not_write_is_refused_before_it(tmp_path, make, match):
+    make(tmp_path / "r.db.artifacts")
+    if match == "it cannot be written" and os.access(tmp_path / "r.db.artifacts", os.W_OK):
+        pytest.skip("this user writes anywhere (root)")
+    with pytest.raises(sl.sweep.StoreError, match=match):
+        sl.sweep.run(HEAT, tmp_path / "r.db", jobs=1, progress=False)
+    assert not (tmp_path / "r.db").exists()
