@@ -132,3 +132,16 @@ def test_checked_builders_give_the_tables_or_refuse_them(monkeypatch):
         tables.window_table((4,), (2**40,), (1,), (2**39,), (1,))
     with pytest.raises(memory.InsufficientMemoryError, match="the window table of an adaptive pool"):
         tables.adaptive_table((10,), (10**9,))
+
+
+@pytest.mark.parametrize("system", ["reduced", "free"])
+def test_a_chain_operator_whose_dense_output_map_would_not_fit_is_refused_before_work(monkeypatch, system):
+    def work(*args):
+        raise AssertionError("the spectra started")
+    monkeypatch.setattr(drivers, "_spectrum_of_patterns", work)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**28)
+    net = sl.Network.random([2, 5000], seed=0, output="sigmoid")          # a 5000 x 5000 map: 191 MiB, twice
+    with pytest.raises(memory.InsufficientMemoryError, match="the dense 5000 x 5000 output map"):
+        sl.spectrum(net, np.zeros((1, 2)), system=system, method="arpack", vectors=False)
+    with pytest.raises(AssertionError, match="the spectra started"):
+        sl.spectrum(net, np.zeros((1, 2)), system=system, method="dense", vectors=False)
