@@ -15,6 +15,7 @@ import time
 import pytest
 
 import sheaflinalg as sl
+from sheaflinalg._common import threads
 from sheaflinalg.cli import main
 from sheaflinalg.sweep import execute, store as sweep_store
 
@@ -167,7 +168,7 @@ def test_workers_are_never_more_than_runs_or_cores(tmp_path, monkeypatch):
         return execute.serial(function, runs, labels)
 
     monkeypatch.setattr(execute, "pool", fake_pool)
-    monkeypatch.setattr(sl.sweep, "available_cores", lambda: 3)
+    monkeypatch.setattr(threads, "available_cores", lambda: 3)
     sl.sweep.run(VERIFY, tmp_path / "a.db", jobs=24, progress=False)      # 4 runs, 3 cores
     sl.sweep.run(dict(VERIFY, grid={"seed": [0, 1]}, sweep=dict(VERIFY["sweep"], name="two")),
                  tmp_path / "b.db", jobs=24, progress=False)              # 2 runs

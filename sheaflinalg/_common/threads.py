@@ -214,6 +214,22 @@ def _quiet_fork_context():
     return QuietForkContext()
 
 
+def pool_workers(jobs, n_tasks):
+    """Worker processes for ``n_tasks`` independent tasks: ``jobs`` (None: :func:`get_num_threads`),
+    never more than the tasks nor the cores this process may use (0 when there is no task).
+
+    The one rule of every process pool of the package (``sweep run``, ``reproduce``): asking for
+    24 jobs on 4 runs starts 4 workers at most, not 24 idle processes.
+
+    Examples
+    --------
+    >>> pool_workers(24, 1), pool_workers(24, 0)
+    (1, 0)
+    """
+    jobs = get_num_threads() if jobs is None else _positive_int(jobs, "jobs")
+    return min(jobs, check_int(n_tasks, "n_tasks", 0), available_cores())
+
+
 def process_pool(jobs, threads_per_worker=1, mp_context=None):
     """A ``ProcessPoolExecutor`` of ``jobs`` workers, each running ``threads_per_worker`` threads.
 

@@ -23,6 +23,46 @@ def output_size(size, kernel, stride, padding, dilation=1):
     return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
+#: Bytes per entry of a window table while it is built: the int64 table and up to three int64
+#: temporaries of its size (positions, the padding test, the conversion).
+TABLE_ENTRY_BYTES = 32
+#: Bytes of one small numpy array besides its data (``sys.getsizeof(np.arange(0))``).
+ARRAY_BYTES = 112
+
+
+def window_table_bytes(in_spatial, kernel, stride, padding, dilation):
+    """Peak bytes :func:`window_indices` needs for this geometry (exact integers, nothing allocated).
+
+    Callers check it against the memory available before they build the table (a kernel of
+    ``2**40`` taps or an input of ``10**9`` positions would end in numpy's ``MemoryError``).
+
+    Examples
+    --------
+    >>> window_table_bytes((10**9,), (2,), (2,), (0,), (1,)) // 2**30
+    29
+    """
+    entries = 1
+    for size, k, s, p, d in zip(in_spatial, kernel, stride, padding, dilation):
+        entries *= max(0, output_size(size, k, s, p, d)) * k
+    return TABLE_ENTRY_BYTES * entries
+
+
+def adaptive_table_bytes(in_spatial, out_spatial):
+    """Peak bytes :func:`adaptive_windows` needs (its per-window arrays and its table), nothing allocated.
+
+    Examples
+    --------
+    >>> adaptive_table_bytes((10,), (10**9,)) // 2**30
+    387
+    """
+    n_out, widest, per_axis = 1, 1, 0
+    for size, n in zip(in_spatial, out_spatial):
+        w = -(-size // n) + 1              # the widest window along this axis
+        n_out, widest = n_out * n, widest * w
+        per_axis += n * (ARRAY_BYTES + 8 * w)
+    return per_axis + n_out * (2 * ARRAY_BYTES + TABLE_ENTRY_BYTES * widest)
+
+
 def window_indices(in_spatial, kernel, stride, padding, dilation):
     """Flat input positions read by every output position and kernel offset.
 

@@ -41,6 +41,38 @@ def apply(name, z):
     raise ValueError(check_output(name))
 
 
+def jacobian_diagonal(name, z):
+    """Diagonal of ``J_phi(z)`` of an elementwise output activation (identity, sigmoid, tanh).
+
+    Parameters
+    ----------
+    name : str
+        Output activation; ``"softmax"`` couples its outputs and has no diagonal Jacobian (ValueError).
+    z : ndarray
+        Pre-activations, one sample or a batch (samples are rows).
+
+    Returns
+    -------
+    ndarray, the shape of ``z``
+
+    Examples
+    --------
+    >>> jacobian_diagonal("sigmoid", np.zeros((1, 2)))
+    array([[0.25, 0.25]])
+    """
+    z = np.asarray(z, dtype=np.float64)
+    if name == "softmax":
+        raise ValueError("softmax has no diagonal Jacobian (it couples its outputs): use jacobian()")
+    if name == "identity":
+        return np.ones(z.shape)
+    y = apply(name, z)
+    if name == "sigmoid":
+        return y * (1.0 - y)
+    if name == "tanh":
+        return 1.0 - y * y
+    raise ValueError(check_output(name))
+
+
 def jacobian(name, z):
     """Jacobian ``J_phi(z)`` of the output activation at one pre-activation vector.
 
@@ -54,15 +86,10 @@ def jacobian(name, z):
     Returns
     -------
     ndarray, shape (n, n)
+        Dense; an elementwise activation's is diagonal (:func:`jacobian_diagonal` stores only that).
     """
     z = np.asarray(z, dtype=np.float64)
-    if name == "identity":
-        return np.eye(z.size)
-    y = apply(name, z[None, :])[0]
-    if name == "sigmoid":
-        return np.diag(y * (1.0 - y))
-    if name == "tanh":
-        return np.diag(1.0 - y * y)
     if name == "softmax":
+        y = apply(name, z[None, :])[0]
         return np.diag(y) - np.outer(y, y)
-    raise ValueError(check_output(name))
+    return np.diag(jacobian_diagonal(check_output(name), z))

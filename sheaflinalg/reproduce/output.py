@@ -9,9 +9,13 @@ import os
 import numpy as np
 
 from .._common.atomic import prepare_target, write_text
+from .._common.npzfile import FileFormatError
+from .._common.records import load_record
 from ..plotting.figure import save_figure
 
 MISMATCH = "NOT reproduced"       # in an item's notes: a replay missed its record
+#: What a finished item's marker (``done/KEY.json``, written by :meth:`Outputs.mark`) holds.
+MARKER = {"settings": "an object", "paths": "a list", "seconds": "a number", "notes": "a string"}
 
 
 def _cell(value, digits):
@@ -124,15 +128,23 @@ class Outputs:
         return [rel]
 
     def finished(self, key, settings):
-        """The marker of item ``key`` when it finished with these ``settings`` (else None)."""
+        """The marker of item ``key`` when it finished with these ``settings`` (else None).
+
+        A marker that is not one this package wrote (edited: a key missing, a value of another
+        kind) is a :class:`~sheaflinalg._common.npzfile.FileFormatError` saying how to start over.
+        """
+        path = self.path("done", f"{key}.json")
+        start_over = (f"delete it to run {key} again, or run without --resume (or with another --out) to "
+                      "start over")
         try:
-            with open(self.path("done", f"{key}.json")) as f:
-                marker = json.load(f)
-        except (OSError, ValueError):
+            marker = load_record(path, MARKER, start_over)
+        except FileNotFoundError:
             return None
-        if not isinstance(marker, dict) or marker.get("settings") != settings:
+        if not all(isinstance(p, str) for p in marker["paths"]):
+            raise FileFormatError(f"{path}: 'paths' must be a list of file names; {start_over}")
+        if marker["settings"] != settings:
             return None
-        if not all(os.path.exists(self.path(p)) for p in marker.get("paths", [])):
+        if not all(os.path.exists(self.path(p)) for p in marker["paths"]):
             return None
         return marker
 

@@ -97,8 +97,9 @@ def select(names):
 def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, log=print):
     """Run the items (``only``: their keys) into ``out``; finished items are kept when ``resume``.
 
-    Everything is checked before the first item runs: the item names (:func:`select`) and the
-    output directory (:class:`~sheaflinalg.reproduce.output.Outputs`).  Returns ``[(item, paths,
+    Everything is checked before the first item runs: the item names (:func:`select`), the
+    output directory (:class:`~sheaflinalg.reproduce.output.Outputs`) and, with ``resume``, every
+    item's marker (an edited one is refused, saying how to start over).  Returns ``[(item, paths,
     notes, seconds, reused)]`` and writes ``out/index.md``; an item whose replay misses its record
     says so in its notes and in ``out/mismatches.txt``.
     """
@@ -106,9 +107,10 @@ def run_items(out, quick=False, jobs=1, only=None, resume=False, progress=True, 
     jobs = check_int(jobs, "jobs", 1)
     outputs = Outputs(out)
     settings = {"quick": bool(quick), "version": __version__}
+    markers = {item.key: outputs.finished(item.key, settings) for item in items} if resume else {}
     done = []
     for item in progress_iter(items, len(items), progress, "reproduce"):
-        marker = outputs.finished(item.key, settings) if resume else None
+        marker = markers.get(item.key)
         if marker is not None:
             done.append((item, marker["paths"], marker["notes"], marker["seconds"], True))
             continue

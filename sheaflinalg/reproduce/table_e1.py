@@ -18,7 +18,9 @@ from tqdm.auto import tqdm
 
 from .. import tasks
 from .._common.atomic import write_text
-from .._common.threads import process_pool
+from .._common.npzfile import FileFormatError
+from .._common.records import load_record
+from .._common.threads import pool_workers, process_pool
 from ..network.model import Network
 from ..plotting.training import plot_learned_outputs
 from .output import MISMATCH
@@ -44,40 +46,65 @@ def run_one(name, method, steps):
     return out
 
 
-def run_cached(name, method, steps, out, resume):
-    """:func:`run_one`, keeping its result in ``out/runs/``; with ``resume`` a finished run is reused.
+#: What a cached run (``out/runs/NAME-METHOD-STEPS.json``, written by :func:`run_cached`) holds.
+RUN_RECORD = {"name": "a string", "method": "a string", "task": "a string", "depth": "a string", "arch": "a list",
+              "reference_seconds": "a number or null", "train": "a number", "test": "a number",
+              "seconds": "a number", "max_rel_error": "a number", "records": "a number", "parameters": "a list"}
 
-    Each finished run is written atomically as soon as it ends, so an
-    interrupted reproduction restarts only the runs that had not finished.
-    """
-    if out is None:
-        return run_one(name, method, steps)
-    path = os.path.join(out, "runs", f"{name}-{method}-{steps or 'protocol'}.json")
-    if resume and os.path.exists(path):
-        with open(path) as f:
-            return json.load(f)
+
+def _run_path(out, name, method, steps):
+    return os.path.join(out, "runs", f"{name}-{method}-{steps or 'protocol'}.json")
+
+
+def read_cached(name, method, steps, out):
+    """The cached result of one run (None when it has not finished), checked against :data:`RUN_RECORD`
+    (an edited file is a :class:`~sheaflinalg._common.npzfile.FileFormatError` saying how to start over)."""
+    path = _run_path(out, name, method, steps)
+    start_over = "delete it to compute that run again"
+    try:
+        record = load_record(path, dict(RUN_RECORD, stagnation="an object") if method == "sheaf" else RUN_RECORD,
+                             start_over)
+    except FileNotFoundError:
+        return None
+    if (record["name"], record["method"]) != (name, method):
+        raise FileFormatError(f"{path}: holds the run {record['name']!r} ({record['method']}), not {name!r} "
+                              f"({method}); {start_over}")
+    return record
+
+
+def run_cached(name, method, steps, out):
+    """:func:`run_one`, keeping its result in ``out/runs/`` (written atomically as soon as it ends, so an
+    interrupted reproduction restarts only the runs that had not finished)."""
     result = run_one(name, method, steps)
-    write_text(path, json.dumps(result))
+    if out is not None:
+        write_text(_run_path(out, name, method, steps), json.dumps(result))
     return result
 
 
 def run_all(names, steps=None, jobs=2, out=None, resume=False, progress=True):
-    """Sheaf and SGD runs of every configuration in ``names`` on ``jobs`` worker processes.
+    """Sheaf and SGD runs of every configuration in ``names`` on at most ``jobs`` worker processes.
 
-    Returns one combined record per configuration, in the order of ``names``.
-    Results are kept in ``out/runs/`` when ``out`` is given (see :func:`run_cached`).
+    Returns one combined record per configuration, in the order of ``names``.  Results are kept in
+    ``out/runs/`` when ``out`` is given; with ``resume`` the runs found there are reused (all read
+    and checked before any run starts: :func:`read_cached`) and only the others run, on no more
+    workers than they are, nor than the cores (:func:`~sheaflinalg._common.threads.pool_workers`).
     """
     # Longest runs first (sheaf before SGD, two hidden layers, blobs), so the workers finish together.
     work = sorted(((name, method) for name in names for method in ("sheaf", "sgd")),
                   key=lambda job: (job[1] == "sgd", job[0].endswith("1H"), not job[0].startswith("blobs")))
-    n = len(work)
+    done = {}
+    if out is not None and resume:
+        done = {job: r for job in work if (r := read_cached(*job, steps, out)) is not None}
+    todo = [job for job in work if job not in done]
+    workers = pool_workers(jobs, len(todo))
     if out is not None:
         os.makedirs(os.path.join(out, "runs"), exist_ok=True)
-    with process_pool(jobs) as pool:   # one kernel thread and one BLAS thread per worker
-        runs = pool.map(run_cached, [j[0] for j in work], [j[1] for j in work], [steps] * n, [out] * n,
-                        [resume] * n)
-        done = {(r["name"], r["method"]): r
-                for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run", disable=not progress)}
+    if workers:
+        n = len(todo)
+        with process_pool(workers) as pool:   # one kernel thread and one BLAS thread per worker
+            runs = pool.map(run_cached, [j[0] for j in todo], [j[1] for j in todo], [steps] * n, [out] * n)
+            done.update(((r["name"], r["method"]), r)
+                        for r in tqdm(runs, total=n, desc="Table E.1 runs", unit="run", disable=not progress))
     return [combine(done[name, "sheaf"], done[name, "sgd"]) for name in names]
 
 

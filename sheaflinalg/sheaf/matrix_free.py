@@ -20,6 +20,16 @@ from .graph_maps import NodeMaps
 from .layout import Layout
 
 
+def _jacobian_product(jacobians, v):
+    """``J v`` for every sample (rows): ``jacobians`` by diagonals ``(S, n)`` or dense ``(S, n, n)``."""
+    return jacobians * v if jacobians.ndim == 2 else np.einsum("sij,sj->si", jacobians, v)
+
+
+def _jacobian_transpose_product(jacobians, v):
+    """``J^T v`` for every sample (rows), as :func:`_jacobian_product`."""
+    return jacobians * v if jacobians.ndim == 2 else np.einsum("sij,si->sj", jacobians, v)
+
+
 class GraphCoboundary:
     """``delta_Omega`` of a graph network for a batch under a frozen pattern, without a matrix.
 
@@ -29,8 +39,9 @@ class GraphCoboundary:
     pattern : dict
         ``{node: (n_samples, size) array}`` (masks, argmax), as :func:`sheaflinalg.harmonic_extension`
         returns it (checked by the caller).
-    jacobians : ndarray, shape (n_samples, n_out, n_out), optional
-        ``J_phi`` of the output edge; None for the reduced system (no ``yhat``, no ``e_y``).
+    jacobians : ndarray, shape (n_samples, n_out) or (n_samples, n_out, n_out), optional
+        ``J_phi`` of the output edge, by its diagonal (an elementwise output) or dense (softmax); None
+        for the reduced system (no ``yhat``, no ``e_y``).
     maps : NodeMaps, optional
         The graph's :class:`~sheaflinalg.sheaf.graph_maps.NodeMaps`, when the caller has them.
     layout : Layout, optional
@@ -121,7 +132,7 @@ class GraphCoboundary:
         list(self._each_node(edge, threads))
         if self.jacobians is not None:
             z = blocks[self.graph.output_node]
-            out[:, self.layout.edge("e_y")] = blocks["yhat"] - np.einsum("sij,sj->si", self.jacobians, z)
+            out[:, self.layout.edge("e_y")] = blocks["yhat"] - _jacobian_product(self.jacobians, z)
         return out
 
     def apply_transpose(self, e, threads=1):
@@ -144,7 +155,7 @@ class GraphCoboundary:
         if self.jacobians is not None:
             ey = e[:, self.layout.edge("e_y")]
             free["yhat"] += ey
-            free[self.graph.output_node] -= np.einsum("sij,si->sj", self.jacobians, ey)
+            free[self.graph.output_node] -= _jacobian_transpose_product(self.jacobians, ey)
         return out
 
     def solve(self, r):
@@ -159,7 +170,7 @@ class GraphCoboundary:
             free[node.name][...] = value
         if self.jacobians is not None:
             z = free[self.graph.output_node]
-            free["yhat"][...] = r[:, self.layout.edge("e_y")] + np.einsum("sij,sj->si", self.jacobians, z)
+            free["yhat"][...] = r[:, self.layout.edge("e_y")] + _jacobian_product(self.jacobians, z)
         return out
 
     def solve_transpose(self, r):
@@ -169,7 +180,7 @@ class GraphCoboundary:
         edges = self._blocks(r)
         if self.jacobians is not None:
             free["yhat"][...] = edges["yhat"]
-            free[self.graph.output_node] += np.einsum("sij,si->sj", self.jacobians, free["yhat"])
+            free[self.graph.output_node] += _jacobian_transpose_product(self.jacobians, free["yhat"])
         for node in reversed(self.graph.nodes):
             free[node.name] += edges[node.name]
             for i, parent in enumerate(node.inputs):

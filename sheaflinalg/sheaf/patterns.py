@@ -41,12 +41,11 @@ def normalise_pattern(net, pattern, n_samples):
 
 
 def output_jacobian(output, z):
-    """Linearised output restriction map at ``z``: diagonal (1-D) or dense for softmax."""
+    """Linearised output restriction map at ``z`` (one sample, or a batch as rows): its diagonal (the
+    shape of ``z``) for an elementwise output, dense ``(n, n)`` for softmax (one sample only)."""
     if output == "softmax":
         return activations.jacobian(output, z)
-    if output == "identity":
-        return np.ones(z.size)
-    return np.diag(activations.jacobian(output, z)).copy()
+    return activations.jacobian_diagonal(output, z)
 
 
 def _pattern_array(value, shape_one, n_samples, what):

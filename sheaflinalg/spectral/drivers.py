@@ -121,6 +121,15 @@ def _check_vector_memory(n_samples, N, k, vectors, ncv):
                      "vectors=False, or fewer inputs at a time")
 
 
+def _check_output_map_memory(n_out):
+    """A chain's ARPACK operator (one at a time) holds its output map as a dense ``n_out x n_out``
+    matrix, and a copy while it is built (its kernels read it so, even when it is diagonal or zero)."""
+    n_bytes = 2 * FLOAT * n_out * n_out
+    if n_bytes >= BATCH_FLOOR:
+        check_memory(n_bytes, f"the dense {n_out} x {n_out} output map of a chain's spectrum operator",
+                     "it does not depend on the samples: a network with fewer outputs needs less")
+
+
 def _check_dense_memory(n_systems, N, vectors):
     """Refuse a dense batch whose matrices, eigenvectors and LAPACK copies would not fit in memory."""
     per = N * N * FLOAT * (3 if vectors else 2)
@@ -291,9 +300,14 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     if net.is_graph:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
-    # the forward pass and its patterns, and per sample 2k eigenvalues (and eigenvectors of size N)
+    # the forward pass and its patterns, the output Jacobians (diagonals; dense for softmax), and per
+    # sample 2k eigenvalues (and eigenvectors of size N)
     _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)
-    check_batch(X.shape[0], FLOAT * (3 * stalks + 2 * k * (2 + (N if vectors else 0))), "the spectra")
+    n_out = net.graph.n_outputs if net.is_graph else net.dims[-1]
+    jacobian = 0 if reduced else n_out * (n_out if net.output == "softmax" else 1)
+    check_batch(X.shape[0], FLOAT * (3 * stalks + jacobian + 2 * k * (2 + (N if vectors else 0))), "the spectra")
+    if not net.is_graph and method == "arpack":
+        _check_output_map_memory(n_out)
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.

@@ -33,8 +33,9 @@ class GraphLaplacianOperator:
     graph : Graph
     pattern : dict
         ``{node: (G, size) array}``: the group's rows of a validated pattern.
-    jacobians : ndarray, shape (G, n_out, n_out), optional
-        ``J_phi`` of the output edge (the ``"free"`` system); None for the reduced system.
+    jacobians : ndarray, shape (G, n_out) or (G, n_out, n_out), optional
+        ``J_phi`` of the output edge (the ``"free"`` system), by its diagonal (an elementwise output) or
+        dense (softmax); None for the reduced system.
     maps : NodeMaps, optional
         The graph's restriction maps, shared by several operators.
     threads : int

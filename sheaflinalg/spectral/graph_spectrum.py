@@ -43,8 +43,9 @@ def distinct_graph_patterns(pattern, M):
 
 
 def graph_pattern(net, X, pattern, reduced):
-    """The validated pattern ``{node: (M, n) array}`` and the output Jacobians ``(M, n_out, n_out)``
-    (None for the reduced system) of the inputs ``X`` (flat, checked by the caller).
+    """The validated pattern ``{node: (M, n) array}`` and the output Jacobians (None for the reduced
+    system) of the inputs ``X`` (flat, checked by the caller): their diagonals ``(M, n_out)`` for an
+    elementwise output, ``(M, n_out, n_out)`` for softmax (estimated by the caller before its work).
 
     Default pattern: the forward pass's; a frozen ``pattern`` is linearised at its own harmonic
     extension (as :func:`sheaflinalg.assemble` does).
@@ -55,16 +56,14 @@ def graph_pattern(net, X, pattern, reduced):
         pattern = normalise_graph_pattern(graph, pattern, M)
     if reduced:
         return (evaluate(graph, X).pattern if pattern is None else pattern), None
-    n_out = graph.n_outputs
     if net.output == "identity":
         state_pattern = evaluate(graph, X).pattern if pattern is None else pattern
-        return state_pattern, np.broadcast_to(np.eye(n_out), (M, n_out, n_out))
+        return state_pattern, np.ones((M, graph.n_outputs))
     state = evaluate(graph, X, pattern)
-    J = np.empty((M, n_out, n_out))
-    for s, z in enumerate(state.values[graph.output_node]):
-        j = output_jacobian(net.output, z)
-        J[s] = np.diag(j) if j.ndim == 1 else j
-    return state.pattern, J
+    z = state.values[graph.output_node]
+    if net.output != "softmax":
+        return state.pattern, output_jacobian(net.output, z)
+    return state.pattern, np.stack([output_jacobian(net.output, row) for row in z])
 
 
 def graph_operators(net, pattern, jacobians, threads=1):

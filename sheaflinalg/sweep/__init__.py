@@ -13,7 +13,7 @@ import os
 
 from .._common.atomic import write_text
 from .._common.progress import progress_bar
-from .._common.threads import available_cores, get_num_threads
+from .._common.threads import pool_workers
 from .._common.validation import check_path
 from . import execute
 from .spec import Spec, SpecError, load as load_spec
@@ -89,7 +89,7 @@ def _run(spec, db, jobs, client, retry_failed, progress):
         pending = [(i, p) for i, (rid, p) in enumerate(zip(ids, spec.runs)) if rid not in keep]
         counts = {"planned": len(ids), "done": 0, "failed": 0, "skipped": len(ids) - len(pending), "elsewhere": 0}
         claimed = _claimed(store, ids, pending, retry_failed, counts)
-        workers = min(jobs or get_num_threads(), len(pending), available_cores())
+        workers = pool_workers(jobs, len(pending))
         if client is not None:
             outcomes = execute.dask(spec.function, claimed, spec.labels, client, tick=store.beat)
         elif workers <= 1:

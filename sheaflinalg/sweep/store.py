@@ -144,9 +144,8 @@ class Store:
             prepare_target(self.path, "--db")
         elif os.path.isdir(self.path):
             raise StoreError(f"{self.path}: a directory, not a sweep database")
-        if not readonly and os.path.exists(self.artifacts) and not os.path.isdir(self.artifacts):
-            raise StoreError(f"{self.artifacts}: the runs' arrays go to this directory, but a file has its name; "
-                             "move it away")
+        if not readonly:
+            self._check_artifacts()
         self.db = None
         try:
             self.db = self._connect()
@@ -155,6 +154,15 @@ class Store:
             if self.db is not None:
                 self.db.close()
             raise
+
+    def _check_artifacts(self):
+        """Refuse, before any run, a place for the runs' arrays that their first write would fail on."""
+        where = f"{self.artifacts}: the runs' arrays go to this directory, but"
+        if os.path.lexists(self.artifacts) and not os.path.isdir(self.artifacts):
+            what = "a link to nowhere" if os.path.islink(self.artifacts) else "a file"
+            raise StoreError(f"{where} {what} has its name; move it away")
+        if os.path.isdir(self.artifacts) and not os.access(self.artifacts, os.W_OK | os.X_OK):
+            raise StoreError(f"{where} it cannot be written; give this user write access or move it away")
 
     def _connect(self):
         try:

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._common.validation import as_float64
 from ...kernels.exact.structs import EVENT_KINDS
 from ..result import FlowResult
 
@@ -163,10 +164,38 @@ class ExactHeatResult(FlowResult):
     def certificate(self, t):
         """Bound ``||omega(t) - omega*|| <= ||omega(t_last) - omega*|| exp(-decay_rate (t - t_last))``.
 
-        Valid for ``t >= t_last`` (after the last event); returns shape (n_samples,) for scalar ``t``.
+        Parameters
+        ----------
+        t : float or array_like, shape (n_samples,)
+            One time for every sample, or each sample's own time; finite, and at or after the
+            sample's last event ``t_last`` (before it the bound does not hold).
+
+        Returns
+        -------
+        ndarray, shape (n_samples,)
+
+        Examples
+        --------
+        >>> import sheaflinalg as sl
+        >>> ex = sl.heat(sl.Network.random([2, 4, 1], seed=0), [[0.5, -1.0], [1.0, 1.0]], method="exact", seed=1)
+        >>> ex.certificate(ex.time).shape
+        (2,)
+        >>> ex.certificate([1.0, 2.0, 3.0])
+        Traceback (most recent call last):
+        ...
+        ValueError: certificate: t must be one time or one per sample (shape (2,)), got shape (3,)
         """
-        t = np.asarray(t, dtype=np.float64)
-        return self.distance_last * np.exp(-self.decay_rate * (t - self.t_last))
+        ts = as_float64(t, "certificate: t")
+        ts = ts.reshape(()) if np.ndim(t) == 0 else ts         # as_float64 makes a scalar 1-D
+        M = self.t_last.shape[0]
+        if ts.shape not in ((), (M,)):
+            raise ValueError(f"certificate: t must be one time or one per sample (shape ({M},)), got shape {ts.shape}")
+        early = np.flatnonzero(np.broadcast_to(ts, (M,)) < self.t_last)
+        if early.size:
+            s = int(early[0])
+            raise ValueError(f"certificate: the bound holds from each sample's last event on; sample {s}'s is at "
+                             f"t_last={self.t_last[s]:.6g}, after t={np.broadcast_to(ts, (M,))[s]:.6g}")
+        return self.distance_last * np.exp(-self.decay_rate * (ts - self.t_last))
 
     def event_kind_counts(self):
         """``{kind: number of events}``."""

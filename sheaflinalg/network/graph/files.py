@@ -23,6 +23,7 @@ import numbers
 
 import numpy as np
 
+from ..._common.memory import InsufficientMemoryError
 from ..._common.npzfile import content_digest
 from .graph import Graph
 from .nodes import OPS, Node
@@ -179,6 +180,8 @@ def read_graph(f):
         (a ValueError) naming the file and the entry: ``format`` not :data:`FORMAT`, ``graph`` not valid
         JSON or not of the schema, a missing or non-finite parameter array, a digest that does not match,
         or a graph that the :class:`Graph` constructor refuses (names, parents, shapes).
+    InsufficientMemoryError
+        Naming the file: a window table of the graph would not fit in memory (a crafted ``kernel_size``).
     """
     f.require(["format", "graph"])
     if f.text("format") != FORMAT:
@@ -194,6 +197,8 @@ def read_graph(f):
         graph = Graph(tuple(input_shape), nodes, output)
     except ValueError as exc:
         raise f.error(str(exc), "graph") from None
+    except InsufficientMemoryError as exc:      # a window table the file's geometry asks for
+        raise InsufficientMemoryError(f"{f.path}: entry 'graph': {exc}") from None
     arrays = {param_entry(i, key): value for i, node in enumerate(nodes) for key, value in node.params.items()}
     f.ignore_others(["format", "graph", "digest"] + list(arrays))
     if "digest" in f and f.text("digest") != content_digest(arrays, FORMAT + text):
