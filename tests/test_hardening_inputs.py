@@ -9,7 +9,7 @@ import pytest
 import sheaflinalg as sl
 from sheaflinalg._common import memory
 from sheaflinalg.network import activations
-from sheaflinalg.network import windows
+from sheaflinalg.network.ops import geometry
 from sheaflinalg.network.graph.files import graph_entries
 from sheaflinalg.spectral import drivers
 from sheaflinalg.spectral.graph_spectrum import graph_pattern
@@ -125,14 +125,12 @@ def test_a_small_graph_file_with_a_huge_kernel_is_refused_when_loaded(tmp_path, 
 
 
 def test_checked_builders_give_the_tables_or_refuse_them(monkeypatch):
-    index, out = windows.window_table((5,), (3,), (2,), (1,), (1,))
+    pool = _pool()
+    index, out = geometry.window_table(pool, ((5,), (3,), (2,), (1,), (1,)))
     assert (index.tolist(), out) == ([[-1, 0, 1], [1, 2, 3], [3, 4, -1]], (3,))
-    assert [a.tolist() for a in windows.adaptive_table((5,), (2,))] == [[[0, 1, 2], [2, 3, 4]], [3, 3]]
     monkeypatch.setattr(memory, "available_bytes", lambda: 2**28)
-    with pytest.raises(memory.InsufficientMemoryError, match="the window table of a window sweep"):
-        windows.window_table((4,), (2**40,), (1,), (2**39,), (1,))
-    with pytest.raises(memory.InsufficientMemoryError, match="the window table of an adaptive pool"):
-        windows.adaptive_table((10,), (10**9,))
+    with pytest.raises(memory.InsufficientMemoryError, match="the window table of node 'p' \\(maxpool\\)"):
+        geometry.window_table(pool, ((4,), (2**40,), (1,), (2**39,), (1,)))
 
 
 @pytest.mark.parametrize("system", ["reduced", "free"])

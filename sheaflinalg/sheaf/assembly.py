@@ -12,7 +12,6 @@ from .augmented import AugmentedSheafSystem
 from .layout import Layout
 from .patterns import normalise_graph_pattern, normalise_pattern
 from .pins import resolve_pins
-from .restriction_maps import map_nnz
 from .skip_edges import check_skip_encoding
 from .system import SheafSystem
 
@@ -37,7 +36,7 @@ def system_bytes(net, n_samples):
 
     For a graph network ``delta`` has the restriction maps' nonzeros and the
     Laplacian at most their Gram blocks' bound
-    (:func:`~sheaflinalg.sheaf.restriction_maps.map_nnz`) plus the products
+    (each op rule's :meth:`~sheaflinalg.network.ops.OpRule.nnz`) plus the products
     with the other entries of each row.
 
     Examples
@@ -61,7 +60,7 @@ def _graph_nnz(graph):
     nnz_delta = nnz_laplacian = 0
     for node in graph.nodes:
         n = graph.sizes[node.name]
-        maps, gram = map_nnz(node, graph)
+        maps, gram = node.rule.nnz(node, graph)
         entries = len(node.inputs) + (2 if node.spec.has_bias else 1)
         nnz_delta += maps + n
         # the maps' Gram blocks, their products with the other entries of the row, the diagonal ones
@@ -79,7 +78,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     net : Network
         A chain or a graph network: every node has one defining edge
         ``x_v - sum_u F_(u->v) x_u - diag(b_v) 1_v`` (rows from
-        :mod:`sheaflinalg.sheaf.restriction_maps`), laid out by
+        :mod:`sheaflinalg.network.ops`), laid out by
         :meth:`Layout.from_graph`.
     x : array_like, shape (n_0,) or (n_samples, n_0)
         One input or a batch (assembled block-diagonally, sample-major); a

@@ -7,8 +7,6 @@ depend on the pattern built once per batch (:func:`static_rows`).
 
 import numpy as np
 
-from .restriction_maps import node_bias, node_maps
-
 
 def coboundary_rows(net, mask_row, out_jacobian, reduced):
     """Block rows of the coboundary of one sample, in edge order.
@@ -37,8 +35,8 @@ def node_row(node, graph, pattern=None):
     ``[(parent, -F), ..., ("1>v", -b_v), (v, identity)]``, the identity as a 1-D
     diagonal; ``pattern`` is the node's own pattern for one sample (pattern nodes only).
     """
-    entries = [(u, -F) for u, F in node_maps(node, graph, pattern)]
-    bias = node_bias(node, graph)
+    entries = [(u, -F) for u, F in zip(node.inputs, node.rule.blocks(node, graph, pattern))]
+    bias = node.rule.bias(node, graph)
     if bias is not None:
         entries.append((f"1>{node.name}", -bias))
     entries.append((node.name, np.ones(graph.sizes[node.name])))

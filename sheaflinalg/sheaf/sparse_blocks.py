@@ -2,7 +2,7 @@
 
 A *block* is a 2-D ndarray (dense), a 1-D ndarray (a diagonal) or a
 ``scipy.sparse`` matrix (the convolution, pooling and selection maps of graph
-networks, :mod:`sheaflinalg.sheaf.restriction_maps`).
+networks, :mod:`sheaflinalg.network.ops`).
 Matrices are written straight into COO triplets and converted to CSR once,
 so no dense N x N intermediate ever exists.
 """

@@ -5,7 +5,6 @@ import numbers
 
 from .. import activations
 from .nodes import INPUT, Node, output_shape
-from .tables import check_node_table
 
 
 class Graph:
@@ -63,10 +62,7 @@ class Graph:
             if missing:
                 raise ValueError(f"node {node.name!r} ({node.op}) reads {missing}, which is not the input 'x' or a "
                                  "node defined before it (nodes must be in topological order)")
-            parents = [shapes[p] for p in node.inputs]
-            check_node_table(node, parents[0])             # a window table is estimated before it is built
-            shapes[node.name] = output_shape(node, parents)
-            check_node_table(node, parents[0], shapes[node.name])
+            shapes[node.name] = output_shape(node, [shapes[p] for p in node.inputs])
         self.input_shape = input_shape
         self.nodes = nodes
         self.output = output

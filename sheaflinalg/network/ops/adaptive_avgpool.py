@@ -3,7 +3,8 @@
 import numbers
 
 from .avgpool import AveragePool
-from .geometry import adaptive_pool_windows, ints, spatial_axes
+from ...kernels.windows import adaptive_table_bytes
+from .geometry import adaptive_pool_windows, check_table, ints, spatial_axes
 
 
 class AdaptiveAveragePool(AveragePool):
@@ -23,8 +24,10 @@ class AdaptiveAveragePool(AveragePool):
         (parent,) = parent_shapes
         size = node.attrs["output_size"]
         n_axes = len(parent) - 1 if isinstance(size, numbers.Integral) else len(tuple(size))
-        spatial_axes(node, parent, n_axes)
-        return (parent[0],) + ints(node, "output_size", n_axes, 1)
+        spatial = spatial_axes(node, parent, n_axes)
+        out = ints(node, "output_size", n_axes, 1)
+        check_table(node, adaptive_table_bytes(spatial, out))
+        return (parent[0],) + out
 
     def window(self, node, parent_shape):
         raise ValueError(f"node {node.name!r} (adaptive_avgpool) has no sliding window (its windows are cut "

@@ -5,8 +5,9 @@ import numbers
 import numpy as np
 
 from ...kernels.convolution import conv_forward, conv_transpose, conv_weight_velocity
-from ...kernels.windows import window_indices
-from .geometry import conv_geometry_of, conv_window, ints, spatial_axes, window_output, window_reach
+from ...kernels.windows import window_table_bytes
+from .geometry import (check_table, conv_geometry_of, conv_window, ints, spatial_axes, window_output, window_reach,
+                       window_table)
 from .rule import OpRule, csr, per_channel
 
 #: Largest work (frequencies x C_out x C_in x min(C_out, C_in) per group) of the Fourier norm bound.
@@ -67,7 +68,9 @@ class Conv(OpRule):
             raise ValueError(f"node {node.name!r} (conv) takes {W.shape[1] * groups} input channels, got shape {parent}")
         if node.params["bias"].shape != (W.shape[0],):
             raise ValueError(f"node {node.name!r} (conv): bias must have shape ({W.shape[0]},)")
-        return (W.shape[0],) + window_output(node, spatial, W.shape[2:], stride, padding, dilation)
+        out = window_output(node, spatial, W.shape[2:], stride, padding, dilation)
+        check_table(node, window_table_bytes(spatial, W.shape[2:], stride, padding, dilation))
+        return (W.shape[0],) + out
 
     def window(self, node, parent_shape):
         """``(spatial, kernel, stride, padding, dilation)`` of the node's windows on its parent."""
@@ -88,7 +91,7 @@ class Conv(OpRule):
         """The convolution as a CSR matrix ``(out_channels * n_out, in_channels * n_in)`` (no bias)."""
         parent = graph.shapes[node.inputs[0]]
         W = node.params["weight"]
-        index, _ = window_indices(*conv_window(node, parent))
+        index, _ = window_table(node, conv_window(node, parent))
         n_out, K = index.shape
         n_in = int(np.prod(parent[1:]))
         cout, cin_g = W.shape[0], W.shape[1]

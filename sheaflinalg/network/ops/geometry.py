@@ -4,15 +4,48 @@ Every sliding-window op (``conv``, ``avgpool``, ``maxpool``) reads its
 spatial geometry ``(spatial, kernel, stride, padding, dilation)`` from here,
 and its window table from :mod:`sheaflinalg.kernels.windows`, so the forward
 pass, the transposes and the sparse restriction maps cannot disagree.
+
+A window table is sized by its node's geometry, not by the batch (a max-pool over ``10**9``
+positions, a kernel of ``2**40`` taps read from a 200-byte file, an adaptive pool to ``10**9``
+outputs), so every table is estimated before it is built (:func:`check_table`): the shape rules
+estimate their node's table, and a network that could not hold it is refused when it is made or
+loaded, with :class:`~sheaflinalg._common.memory.InsufficientMemoryError` naming the node.
 """
 
 import numbers
 
 import numpy as np
 
+from ..._common.memory import BATCH_FLOOR, check_memory
 from ..._common.validation import as_int_tuple
 from ...kernels.convolution import conv_geometry
-from ...kernels.windows import adaptive_windows, output_size, window_indices
+from ...kernels.windows import adaptive_table_bytes, adaptive_windows, output_size, window_indices, window_table_bytes
+
+WAY_OUT = ("use a smaller kernel, stride, padding or output size, or a smaller input (the table holds an "
+           "int64 per output position and kernel offset)")
+
+
+def check_table(node, n_bytes):
+    """Refuse ``node`` if its window table of ``n_bytes`` (peak, while it is built) would not fit in memory.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> pool = sl.Node("p", "maxpool", ["x"], {"kernel_size": 2**40, "stride": 1, "padding": 2**39, "dilation": 1})
+    >>> check_table(pool, window_table_bytes((4,), (2**40,), (1,), (2**39,), (1,)))
+    Traceback (most recent call last):
+    ...
+    sheaflinalg._common.memory.InsufficientMemoryError: the window table of node 'p' (maxpool): about ...
+    """
+    if n_bytes >= BATCH_FLOOR:      # smaller tables are not worth reading /proc for
+        check_memory(n_bytes, f"the window table of node {node.name!r} ({node.op})", WAY_OUT)
+
+
+def window_table(node, window):
+    """The window table ``(index, out_spatial)`` of ``window`` = ``(spatial, kernel, stride, padding, dilation)``,
+    after its estimate."""
+    check_table(node, window_table_bytes(*window))
+    return window_indices(*window)
 
 
 def ints(node, key, n_axes, minimum):
@@ -63,7 +96,7 @@ def pool_shape(node, parent):
     """Output shape of an ``avgpool``/``maxpool`` node; ValueError if a window reads only padding."""
     spatial, kernel, stride, padding, dilation = pool_window(node, parent)
     out = window_output(node, spatial, kernel, stride, padding, dilation)
-    index, _ = window_indices(spatial, kernel, stride, padding, dilation)
+    index, _ = window_table(node, (spatial, kernel, stride, padding, dilation))
     if np.any(np.all(index < 0, axis=1)):
         raise ValueError(f"node {node.name!r} ({node.op}): a window (kernel {kernel}, dilation {dilation}, padding "
                          f"{padding}) reads only padding on the input of spatial shape {spatial}")
@@ -73,7 +106,8 @@ def pool_shape(node, parent):
 def conv_geometry_of(node, graph):
     """The :class:`~sheaflinalg.kernels.convolution.ConvGeometry` of a ``conv`` node of ``graph``."""
     parent = graph.shapes[node.inputs[0]]
-    spatial, kernel, stride, padding, dilation = conv_window(node, parent)
+    spatial, kernel, stride, padding, dilation = window = conv_window(node, parent)
+    check_table(node, window_table_bytes(*window))
     W = node.params["weight"]
     return conv_geometry(parent[0], spatial, W.shape[0], node.attrs["groups"], kernel, stride, padding, dilation)
 
@@ -84,13 +118,14 @@ def pool_windows(node, graph, divisor=None):
     ``divisor`` is given by the caller (an average pool's), None for a max-pool.
     """
     parent = graph.shapes[node.inputs[0]]
-    index, _ = window_indices(*pool_window(node, parent))
+    index, _ = window_table(node, pool_window(node, parent))
     return parent[0], int(np.prod(parent[1:])), index, divisor
 
 
 def adaptive_pool_windows(node, graph):
     """``(channels, n_in_positions, index, count)`` of an ``adaptive_avgpool`` node of ``graph``."""
     parent = graph.shapes[node.inputs[0]]
+    check_table(node, adaptive_table_bytes(parent[1:], graph.shapes[node.name][1:]))
     index, count = adaptive_windows(parent[1:], graph.shapes[node.name][1:])
     return parent[0], int(np.prod(parent[1:])), index, count.astype(np.float64)
 
