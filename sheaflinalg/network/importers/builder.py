@@ -16,6 +16,8 @@ import numpy as np
 from ..errors import UnsupportedModelError
 from ..graph import Graph, Node
 from ..graph.nodes import INPUT, RESERVED, output_shape
+from ..ops.concat import RULE as CONCAT
+from ..ops.reshape import RULE as RESHAPE
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.]")
 
@@ -106,8 +108,8 @@ class GraphBuilder:
         if unknown:
             raise ValueError(f"it reads {unknown[0]!r}, which is not computed from the network's input")
         inputs = [self._names[p] for p in parents]
-        if (op == "reshape" and tuple(attrs["shape"]) == self._shapes[inputs[0]]) or (op == "concat"
-                                                                                      and len(inputs) == 1):
+        if (op == RESHAPE.name and tuple(attrs["shape"]) == self._shapes[inputs[0]]) or (op == CONCAT.name
+                                                                                          and len(inputs) == 1):
             self.elide(key, parents[0])       # a reshape to the same shape, a concatenation of one value
             return
         node = Node(_node_name(label, self._shapes), op, inputs, attrs, params)
