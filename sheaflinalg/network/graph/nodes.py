@@ -47,8 +47,9 @@ from ...kernels.windows import output_size, window_indices
 
 #: The input vertex of every graph.
 INPUT = "x"
-#: Names a node may not take: the input, the output vertex and the chain's reserved block names.
-RESERVED = (INPUT, "yhat")
+#: Names a node may not take: the input ``x``, the output vertex ``yhat`` and the names whose edge the sheaf
+#: makes itself (``e_y`` the output edge, ``e_pin`` the soft pins, ``e_rel`` the reluctance edges).
+RESERVED = (INPUT, "yhat", "y", "pin", "rel")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 
 
@@ -123,7 +124,8 @@ class Node:
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name) or self.name in RESERVED:
             raise ValueError(f"node name {self.name!r} is not allowed: use letters, digits, '_' and '.', "
-                             f"not {' or '.join(map(repr, RESERVED))}")
+                             f"not {', '.join(map(repr, RESERVED))} (reserved for the sheaf's own blocks "
+                             "and edges; e.g. rename 'y' to 'y_')")
         if self.op not in OPS:
             raise ValueError(f"node {self.name!r}: unsupported operation {self.op!r}; supported: {', '.join(OPS)}")
         spec = OPS[self.op]
