@@ -10,7 +10,7 @@ def check_phase_neurons(lay, layer, neurons):
     """``(i, j)`` of two distinct neurons of hidden ``layer``, or ValueError naming ``layer`` / ``neurons``."""
     if not 1 <= layer <= lay.n_hidden:
         raise ValueError(f"layer must be a hidden layer in 1..{lay.n_hidden}, got {layer}")
-    size = lay.free_block(f"z{layer}").size
+    size = lay.free_block(lay.z(layer)).size
     i, j = neurons
     if not (0 <= i < size and 0 <= j < size) or i == j:
         raise ValueError(f"neurons must be two distinct indices in [0, {size}), got {neurons}")
@@ -113,7 +113,7 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
     i, j = check_phase_neurons(lay, layer, neurons)
     ax = axes_or_new(ax, figsize=(5, 5))
     row = list(h.state_samples).index(sample)
-    z = h.states[:, row, lay.free(f"z{layer}")]
+    z = h.states[:, row, lay.free(lay.z(layer))]
     x, y = z[:, i], z[:, j]
     # Light (early) to dark (late) on a log time scale: crossings happen early.
     steps = h.steps.astype(float)

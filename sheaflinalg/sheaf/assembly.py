@@ -24,8 +24,8 @@ from .skip_edges import check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
 
 
-def coboundary_rows(net, mask_row, out_jacobian, reduced):
-    """Block rows of the coboundary of one sample, in edge order.
+def coboundary_rows(net, lay, mask_row, out_jacobian, reduced):
+    """Block rows of the coboundary of one sample, in edge order (block names of the chain layout ``lay``).
 
     Returns a list ``[(edge_name, [(coordinate_block_name, block), ...]), ...]``
     where a block is a dense matrix or a 1-D diagonal.  ``mask_row`` holds the
@@ -34,14 +34,13 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     """
     k = net.n_hidden
     W, b = net.weights, net.biases
-    rows = [("e_z1", [("x", -W[0]), ("1@x", -b[0]), ("z1", np.ones(net.dims[1]))])]
+    z, a = lay.z, lay.a
+    rows = [("e_" + z(1), [("x", -W[0]), (lay.ones(0), -b[0]), (z(1), np.ones(net.dims[1]))])]
     for l in range(1, k + 1):
-        rows.append((f"e_a{l}", [(f"z{l}", -mask_row[l - 1].astype(np.float64)),
-                                 (f"a{l}", np.ones(net.dims[l]))]))
-        rows.append((f"e_z{l + 1}", [(f"a{l}", -W[l]), (f"1@a{l}", -b[l]),
-                                     (f"z{l + 1}", np.ones(net.dims[l + 1]))]))
+        rows.append(("e_" + a(l), [(z(l), -mask_row[l - 1].astype(np.float64)), (a(l), np.ones(net.dims[l]))]))
+        rows.append(("e_" + z(l + 1), [(a(l), -W[l]), (lay.ones(l), -b[l]), (z(l + 1), np.ones(net.dims[l + 1]))]))
     if not reduced:
-        rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
+        rows.append(("e_y", [(z(k + 1), -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
     return rows
 
 
@@ -157,7 +156,7 @@ class SheafSystem:
         self.graph = net.graph if net.is_graph or as_graph else None
         self.pattern = pattern
         if self.graph is None:
-            self.layout = Layout(net.dims, reduced=reduced)
+            self.layout = Layout.for_network(net, reduced=reduced)
             h = harmonic_extension(net, X, pattern=pattern)
             zs = h.preactivations[-1]
         else:
@@ -174,7 +173,7 @@ class SheafSystem:
         self.linearisation_point = zs
         self._jacobians = [output_jacobian(net.output, z) for z in self.linearisation_point]
         if self.graph is None:
-            self._rows = [coboundary_rows(net, [m[s] for m in pattern], self._jacobians[s], self.reduced)
+            self._rows = [coboundary_rows(net, lay, [m[s] for m in pattern], self._jacobians[s], self.reduced)
                           for s in range(self.n_samples)]
             self._shared_rows(net)
         else:
@@ -196,7 +195,8 @@ class SheafSystem:
         # Weight-edge blocks do not depend on the sample: share the arrays so
         # that Gram products of them are computed once per batch.
         first = self._rows[0]
-        shared = {name: entries for name, entries in first if name.startswith("e_z")}
+        weights = {b.name for b in self.layout.edge_blocks if b.kind == "weight"}
+        shared = {name: entries for name, entries in first if name in weights}
         for rows in self._rows[1:]:
             for i, (name, _) in enumerate(rows):
                 if name in shared:
@@ -296,7 +296,7 @@ class SheafSystem:
         """Layout of :attr:`laplacian_reduced`."""
         if self.graph is not None:
             return Layout.from_graph(self.graph, reduced=True, skip_encoding=self.skip_encoding)
-        return Layout(self.network.dims, reduced=True)
+        return Layout.for_network(self.network, reduced=True)
 
 
 class AugmentedSheafSystem(SheafSystem):

@@ -4,8 +4,19 @@ from .graph import Graph
 from .nodes import INPUT, Node
 
 
-def chain_graph(weights, biases, output):
-    """The :class:`Graph` of the chain with these layers, its nodes named as the chain's blocks (``z1``, ``a1``, ...).
+def chain_names(n_layers):
+    """The paper's node names of a chain of ``n_layers`` linear layers: ``z1, a1, ..., z(n_layers)``.
+
+    Examples
+    --------
+    >>> chain_names(2)
+    ('z1', 'a1', 'z2')
+    """
+    return tuple(name for l in range(1, n_layers + 1) for name in (f"z{l}", f"a{l}"))[:-1]
+
+
+def chain_graph(weights, biases, output, names=None):
+    """The :class:`Graph` of the chain with these layers, its nodes named ``names`` (default :func:`chain_names`).
 
     Examples
     --------
@@ -14,13 +25,14 @@ def chain_graph(weights, biases, output):
     >>> [(n.name, n.op, n.inputs) for n in g.nodes]
     [('z1', 'linear', ('x',)), ('a1', 'relu', ('z1',)), ('z2', 'linear', ('a1',))]
     """
+    names = chain_names(len(weights)) if names is None else names
     nodes, parent = [], INPUT
-    for l, (W, b) in enumerate(zip(weights, biases), start=1):
-        nodes.append(Node(f"z{l}", "linear", [parent], params={"weight": W, "bias": b}))
-        parent = f"z{l}"
-        if l < len(weights):
-            nodes.append(Node(f"a{l}", "relu", [parent]))
-            parent = f"a{l}"
+    for i, name in enumerate(names):
+        if i % 2:
+            nodes.append(Node(name, "relu", [parent]))
+        else:
+            nodes.append(Node(name, "linear", [parent], params={"weight": weights[i // 2], "bias": biases[i // 2]}))
+        parent = name
     return Graph((weights[0].shape[1],), nodes, output)
 
 

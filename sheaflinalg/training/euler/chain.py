@@ -128,7 +128,7 @@ class ChainJointRun(EpochRun):
         net, X, Y = prob.net, prob.X, prob.Y
         self.prob, self.cfg, self.net = prob, cfg, net
         M = X.shape[0]
-        self.layout = layout = Layout(net.dims)
+        self.layout = layout = Layout.for_network(net)
         self.off = off = layout.kernel_offsets()
         self.n_move = off.yhat_off
         self.rng = np.random.default_rng(cfg.seed)
