@@ -88,3 +88,119 @@ def test_heat_history_columns_are_unique_with_a_node_named_pin():
     labels = h.history.labels
     assert len(set(labels)) == len(labels)
     assert labels.count("e_pin") == 1 and "e_pin_" in labels
+
+
+# ----------------------------------------------------------------- a chain of the user's nodes keeps its names
+NAMES = ("fc1", "act1", "fc2", "act2", "head")
+
+
+def _named_chain(output="identity", seed=0):
+    """``(named, paper)``: the same chain built from nodes named ``NAMES`` and by ``Network(weights, biases)``."""
+    paper = sl.Network.random([3, 5, 4, 2], seed=seed, output=output)
+    nodes = [Node(NAMES[0], "linear", ["x"], params={"weight": paper.weights[0], "bias": paper.biases[0]}),
+             Node(NAMES[1], "relu", [NAMES[0]]),
+             Node(NAMES[2], "linear", [NAMES[1]], params={"weight": paper.weights[1], "bias": paper.biases[1]}),
+             Node(NAMES[3], "relu", [NAMES[2]]),
+             Node(NAMES[4], "linear", [NAMES[3]], params={"weight": paper.weights[2], "bias": paper.biases[2]})]
+    return sl.Network.from_nodes(3, nodes, output), paper
+
+
+def _inputs(n=6, seed=2):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-2, 2, size=(n, 3)), rng.normal(size=(n, 2))
+
+
+def test_a_chain_of_named_nodes_is_a_chain_labelled_by_its_nodes_as_a_graph_layout_is():
+    net, paper = _named_chain()
+    assert net.chain is not None and not net.is_graph and net.chain.names == NAMES
+    assert paper.chain.names == ("z1", "a1", "z2", "a2", "z3")
+    assert [node.name for node in net.graph.nodes] == list(NAMES)
+    for reduced in (False, True):
+        lay, graph_lay = sl.Layout.for_network(net, reduced), sl.Layout.from_graph(net.graph, reduced)
+        for part in ("full_blocks", "free_blocks", "boundary_blocks", "edge_blocks"):
+            assert [(b.name, b.offset, b.size) for b in getattr(lay, part)] == \
+                   [(b.name, b.offset, b.size) for b in getattr(graph_lay, part)], part
+        assert lay.full_labels == graph_lay.full_labels and lay.edge_labels == graph_lay.edge_labels
+    assert [b.name for b in sl.Layout.for_network(paper).full_blocks] == \
+           ["x", "1@x", "z1", "a1", "1@a1", "z2", "a2", "1@a2", "z3", "yhat"]
+
+
+def test_heat_and_discord_label_a_named_chain_by_its_nodes_with_the_paper_chains_numbers():
+    net, paper = _named_chain()
+    X, Y = _inputs()
+    runs = [sl.heat(n, X, max_steps=300, seed=1, record_every=50, pins={"yhat": Y}, progress=False)
+            for n in (net, paper)]
+    assert runs[0].history.labels == ["e_" + name for name in NAMES] + ["e_y"]
+    assert runs[1].history.labels == ["e_z1", "e_a1", "e_z2", "e_a2", "e_z3", "e_y"]
+    np.testing.assert_array_equal(runs[0].history.discord, runs[1].history.discord)
+    np.testing.assert_array_equal(runs[0].state, runs[1].state)
+    groups = [sl.discord.group_history(run.history) for run in runs]
+    assert list(groups[0]) == list(groups[1]) == ["weight", "activation", "output"]
+    for key in groups[1]:
+        np.testing.assert_array_equal(groups[0][key], groups[1][key])
+    pinned = [sl.discord.pinned(n, X, Y) for n in (net, paper)]
+    assert pinned[0].edge_names == list(NAMES) and pinned[1].edge_names == ["W1", "R1", "W2", "R2", "W3"]
+    np.testing.assert_array_equal(pinned[0].by_edge, pinned[1].by_edge)
+    net, paper = _named_chain("sigmoid")
+    res = [sl.discord.residuals(n, X, sl.harmonic_extension(n, X).free) for n in (net, paper)]
+    assert res[0].edge_names == list(NAMES) + ["yhat"] and res[1].edge_names[-1] == "out"
+
+
+def test_exact_heat_spectrum_and_training_run_the_chain_paths_on_a_named_chain():
+    net, paper = _named_chain()
+    X, Y = _inputs()
+    exact = [sl.heat(n, X[:2], method="exact", seed=1, progress=False) for n in (net, paper)]
+    np.testing.assert_array_equal(exact[0].state, exact[1].state)
+    spectra = [sl.spectrum(n, X, k=1, system="free", progress=False) for n in (net, paper)]
+    assert spectra[0].block_names == list(NAMES) + ["yhat"]
+    np.testing.assert_array_equal(spectra[0].lambda_min, spectra[1].lambda_min)
+    np.testing.assert_array_equal(spectra[0].block_energy(), spectra[1].block_energy())
+    fits = [sl.train(n, X, Y, steps=40, epoch_steps=20, seed=0, progress=False) for n in (net, paper)]
+    assert fits[0].history.edge_names == ["e_" + name for name in NAMES] + ["e_y"]
+    assert fits[0].network.chain.names == NAMES
+    np.testing.assert_array_equal(fits[0].network.parameters(), fits[1].network.parameters())
+    np.testing.assert_array_equal(fits[0].history.train_loss, fits[1].history.train_loss)
+
+
+def test_a_named_chain_keeps_its_names_through_replace_copy_pickle_and_files(tmp_path):
+    import pickle
+    net, _ = _named_chain()
+    path = str(tmp_path / "named")
+    net.save(path)
+    for other in (net.replace(output="tanh"), net.replace(W2=2 * net.weights[1]), net.copy(),
+                  pickle.loads(pickle.dumps(net)), sl.Network.load(path),
+                  net.with_parameters(net.parameters()), net.replace(params={"fc2": {"bias": np.ones(4)}})):
+        assert other.chain is not None and other.chain.names == NAMES
+    assert net.replace(output="tanh").output == "tanh"
+    np.testing.assert_array_equal(net.replace(params={"fc2": {"bias": np.ones(4)}}).biases[1], np.ones(4))
+    with pytest.raises(ValueError, match="params names no node 'z2'; the nodes are fc1, act1"):
+        net.replace(params={"z2": {"bias": np.ones(4)}})
+
+
+def test_replace_output_and_parameters_work_on_a_graph_network():
+    net = sl.Network.from_torch(_Named("out"), input_shape=(1, 6))
+    assert net.is_graph and net.chain is None
+    soft = net.replace(output="softmax")
+    assert soft.is_graph and soft.output == "softmax" and soft.graph.nodes == net.graph.nodes
+    X = _data()[0]
+    logits = net.forward(X)
+    np.testing.assert_allclose(soft.forward(X), np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True),
+                               rtol=1e-12)
+    theta = net.parameters()
+    doubled = net.with_parameters(2 * theta)
+    np.testing.assert_array_equal(doubled.parameters(), 2 * theta)
+    assert [n.name for n in doubled.graph.nodes] == [n.name for n in net.graph.nodes]
+    bias = net.replace(params={"out": {"bias": np.array([1.0, -1.0])}})
+    np.testing.assert_allclose(bias.forward(X), logits - net.graph.node("out").params["bias"] + [1.0, -1.0],
+                               rtol=1e-12, atol=1e-12)
+    with pytest.raises(sl.GraphNetworkError, match="graph network of 4 nodes.*params="):
+        net.replace(W1=np.ones(1))
+    with pytest.raises(ValueError, match="expected 26 parameters"):
+        net.with_parameters(np.ones(3))
+
+
+def test_a_torch_sequential_mlp_is_a_chain_named_after_its_modules():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).double()
+    net = sl.Network.from_torch(model)
+    assert net.chain is not None and net.chain.names == ("0", "1", "2")
+    assert [b.name for b in sl.Layout.for_network(net).edge_blocks] == ["e_0", "e_1", "e_2", "e_y"]

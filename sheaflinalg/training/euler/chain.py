@@ -23,7 +23,7 @@ from ..._common.validation import as_float64, check_int, check_positive
 from ...kernels.force import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES, compute_forces,
                              discord_by_edge_block)
 from ...kernels.structs import OutputEdge, Rates, Regularisation, Scratch
-from ...network.model import Network, NetworkOverflowError
+from ...network.model import NetworkOverflowError
 from ...sheaf.layout import Layout
 from ...sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
@@ -169,8 +169,7 @@ class ChainJointRun(EpochRun):
             S = self.rng.standard_normal((layout.n_free, X.shape[0]))
         elif isinstance(method, str):
             try:
-                S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
-                                  method)
+                S = initial_state(self.net.with_parameters(self.theta), X, layout, method)
             except NetworkOverflowError:  # weights grown past float64: this epoch reports the divergence
                 S = np.full((layout.n_free, X.shape[0]), np.nan)
         else:
