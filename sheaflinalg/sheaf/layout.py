@@ -200,10 +200,11 @@ class Layout:
         >>> import numpy as np
         >>> from sheaflinalg import Network
         >>> from sheaflinalg.network.graph import Node
-        >>> net = Network.from_nodes(2, [Node("fc", "linear", ["x"], params={"weight": np.ones((3, 2)),
-        ...                          "bias": np.zeros(3)}), Node("act", "relu", ["fc"])])
-        >>> [b.name for b in Layout.for_network(net).full_blocks], net.chain is not None
-        (['x', '1>fc', 'fc', 'act', 'yhat'], True)
+        >>> fc = Node("fc", "linear", ["x"], params={"weight": np.ones((3, 2)), "bias": np.zeros(3)})
+        >>> out = Node("out", "linear", ["act"], params={"weight": np.ones((1, 3)), "bias": np.zeros(1)})
+        >>> net = Network.from_nodes(2, [fc, Node("act", "relu", ["fc"]), out])
+        >>> net.chain.names, [b.name for b in Layout.for_network(net).full_blocks]
+        (('fc', 'act', 'out'), ['x', '1>fc', 'fc', 'act', '1>out', 'out', 'yhat'])
         """
         chain = net.chain
         if chain is None:
