@@ -172,6 +172,7 @@ def test_a_named_chain_keeps_its_names_through_replace_copy_pickle_and_files(tmp
                   net.with_parameters(net.parameters()), net.replace(params={"fc2": {"bias": np.ones(4)}})):
         assert other.chain is not None and other.chain.names == NAMES
     assert net.replace(output="tanh").output == "tanh"
+    assert net.to_dict()["names"] == list(NAMES) and "names" not in _named_chain()[1].to_dict()
     np.testing.assert_array_equal(net.replace(params={"fc2": {"bias": np.ones(4)}}).biases[1], np.ones(4))
     with pytest.raises(ValueError, match="params names no node 'z2'; the nodes are fc1, act1"):
         net.replace(params={"z2": {"bias": np.ones(4)}})

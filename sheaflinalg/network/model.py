@@ -343,6 +343,8 @@ class Network(NetworkFiles):
         unknown = [name for name in params if name not in self.node_names]
         if unknown:
             raise ValueError(f"params names no node {unknown[0]!r}; the nodes are {', '.join(self.node_names)}")
+        for name, given in params.items():
+            check_type(given, dict, f"params[{name!r}]", "a dict {parameter: array}")
         nodes = [Node(n.name, n.op, n.inputs, dict(n.attrs), {**n.params, **params[n.name]}) if n.name in params
                  else n for n in graph.nodes]
         return Network.from_graph(Graph(graph.input_shape, nodes, output))

@@ -8,6 +8,7 @@ graph) and read them through the public members.
 import json
 import os
 
+from .graph.chain import chain_names
 from .importers import graph_from_onnx, graph_from_torch, network_arrays_from_sklearn
 from .io import read_file, write_graph, write_network
 
@@ -65,11 +66,13 @@ class NetworkFiles:
             raise ValueError(f"{os.fspath(path)}: {exc}") from None
 
     def to_dict(self):
-        """Plain-JSON description (dims, output and nested weight lists)."""
+        """Plain-JSON description (dims, output and nested weight lists; ``names``, the node names, when they
+        are not the paper's ``z1, a1, ...``)."""
         self._chain_only("to_dict()", "save it with net.save(path)")
+        names = {} if self.chain.names == chain_names(len(self.weights)) else {"names": list(self.chain.names)}
         return {"dims": self.dims, "output": self.output,
                 "weights": [W.tolist() for W in self.weights],
-                "biases": [b.tolist() for b in self.biases]}
+                "biases": [b.tolist() for b in self.biases], **names}
 
     def to_json(self):
         """JSON string of :meth:`to_dict`."""

@@ -46,7 +46,7 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     ax.plot([], [], color="tab:orange", linewidth=2.5, label="sliding (Filippov)")
     final = result.sol(end, sample=s)
     ax.scatter([final[zi]], [final[zj]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    return phase_axes(ax, layer, i, j, path)
+    return phase_axes(ax, lay.z(layer), i, j, path)
 
 
 def _unit(result, layer, neuron):

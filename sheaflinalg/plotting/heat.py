@@ -17,12 +17,13 @@ def check_phase_neurons(lay, layer, neurons):
     return i, j
 
 
-def phase_axes(ax, layer, i, j, path):
-    """The ReLU boundaries ``z = 0``, axis labels, legend and file of a phase plane; returns ``ax``."""
+def phase_axes(ax, block, i, j, path):
+    """The ReLU boundaries ``z = 0``, axis labels (``block[i]``, ``block[j]``), legend and file of a phase plane;
+    returns ``ax``."""
     ax.axvline(0, color="grey", linestyle="--", linewidth=1)
     ax.axhline(0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel(f"z{layer}[{i}]")
-    ax.set_ylabel(f"z{layer}[{j}]")
+    ax.set_xlabel(f"{block}[{i}]")
+    ax.set_ylabel(f"{block}[{j}]")
     return finish(ax, path, loc="best")
 
 
@@ -126,4 +127,4 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
         idx = np.searchsorted(h.steps, cr[sel, 0]).clip(0, len(h.steps) - 1)
         ax.scatter(x[idx], y[idx], marker="x", color="red", s=30, zorder=3, label="boundary crossings")
     ax.scatter([x[-1]], [y[-1]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    return phase_axes(ax, layer, i, j, path)
+    return phase_axes(ax, lay.z(layer), i, j, path)
