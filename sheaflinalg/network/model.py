@@ -218,7 +218,7 @@ class Network(NetworkFiles):
     @property
     def is_graph(self):
         """Whether this is a graph network (:attr:`chain` is None: anything but a chain of Linear/ReLU layers)."""
-        return self._graph is not None
+        return self.chain is None
 
     @property
     def node_names(self):
