@@ -119,6 +119,10 @@ class NetworkFiles:
             An operation or setting with no graph-network counterpart (GELU, a
             hidden sigmoid, ``ceil_mode=True``, a training-mode batch norm, ...),
             or a model torch.fx cannot trace; the message names the node.
+            Its subclass ``ImportMismatchError``: the imported network does not
+            compute what the model computes (a forward hook, in-place aliasing
+            torch.fx lost), checked on one random input; it names the first
+            node that differs.
         ValueError, TypeError
             ``input_shape`` missing or not fitting the model; parameters on the
             meta device (ValueError), or complex, integer, boolean or quantized
@@ -160,9 +164,12 @@ class NetworkFiles:
         ValueError
             Naming the file: not an ONNX model, fails ``onnx.checker``, an opset
             outside 7 .. the installed onnx's, several inputs or outputs,
-            shapes that are not fixed.
+            shapes that are not fixed, external data outside the file's own
+            directory (an absolute location, ``..``, a symbolic link leading out).
         UnsupportedModelError
-            Naming the node and its op_type.
+            Naming the node and its op_type; its subclass ``ImportMismatchError``
+            if the network does not compute what ``onnx.reference`` computes
+            from the file on one random input (it names the first node that differs).
         """
         return cls.from_graph(graph_from_onnx(path))
 

@@ -124,8 +124,7 @@ class Node:
     def __post_init__(self):
         if not isinstance(self.name, str) or not NAME.fullmatch(self.name) or self.name in RESERVED:
             raise ValueError(f"node name {self.name!r} is not allowed: use letters, digits, '_' and '.', "
-                             f"not {', '.join(map(repr, RESERVED))} (reserved for the sheaf's own blocks "
-                             "and edges; e.g. rename 'y' to 'y_')")
+                             f"not {' or '.join(map(repr, RESERVED))}")
         if self.op not in OPS:
             raise ValueError(f"node {self.name!r}: unsupported operation {self.op!r}; supported: {', '.join(OPS)}")
         spec = OPS[self.op]
