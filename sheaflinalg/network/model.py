@@ -10,7 +10,7 @@ from .._common.validation import as_float64, as_samples, check_dims, check_seed,
 from . import activations
 from .errors import GraphNetworkError, NetworkOverflowError
 from .graph import Graph
-from .graph.chain import as_chain, chain_graph, chain_names
+from .graph.chain import as_chain, chain_graph, chain_names, renamed
 from .graph.nodes import Node
 from .graph.forward import evaluate
 from .model_io import NetworkFiles
@@ -233,7 +233,8 @@ class Network(NetworkFiles):
         if self._graph is not None:
             return self._graph
         if self._chain is None:
-            self._chain = chain_graph(self._weights, self._biases, self._output, self._names)
+            graph = chain_graph(self._weights, self._biases, self._output)
+            self._chain = graph if self._names is None else renamed(graph, self._names)
         return self._chain
 
     @property

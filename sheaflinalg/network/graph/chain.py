@@ -15,8 +15,24 @@ def chain_names(n_layers):
     return tuple(name for l in range(1, n_layers + 1) for name in (f"z{l}", f"a{l}"))[:-1]
 
 
-def chain_graph(weights, biases, output, names=None):
-    """The :class:`Graph` of the chain with these layers, its nodes named ``names`` (default :func:`chain_names`).
+def renamed(graph, names):
+    """``graph`` with its nodes called ``names`` (in topological order; the parents follow).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = chain_graph([np.ones((3, 2)), np.ones((1, 3))], [np.zeros(3), np.zeros(1)], "identity")
+    >>> [(n.name, n.inputs) for n in renamed(g, ["fc", "act", "out"]).nodes]
+    [('fc', ('x',)), ('act', ('fc',)), ('out', ('act',))]
+    """
+    new = dict(zip([node.name for node in graph.nodes], names))
+    nodes = [Node(new[n.name], n.op, [new.get(p, p) for p in n.inputs], dict(n.attrs), dict(n.params))
+             for n in graph.nodes]
+    return Graph(graph.input_shape, nodes, graph.output)
+
+
+def chain_graph(weights, biases, output):
+    """The :class:`Graph` of the chain with these layers, its nodes named as the chain's blocks (``z1``, ``a1``, ...).
 
     Examples
     --------
@@ -25,14 +41,13 @@ def chain_graph(weights, biases, output, names=None):
     >>> [(n.name, n.op, n.inputs) for n in g.nodes]
     [('z1', 'linear', ('x',)), ('a1', 'relu', ('z1',)), ('z2', 'linear', ('a1',))]
     """
-    names = chain_names(len(weights)) if names is None else names
     nodes, parent = [], INPUT
-    for i, name in enumerate(names):
-        if i % 2:
-            nodes.append(Node(name, "relu", [parent]))
-        else:
-            nodes.append(Node(name, "linear", [parent], params={"weight": weights[i // 2], "bias": biases[i // 2]}))
-        parent = name
+    for l, (W, b) in enumerate(zip(weights, biases), start=1):
+        nodes.append(Node(f"z{l}", "linear", [parent], params={"weight": W, "bias": b}))
+        parent = f"z{l}"
+        if l < len(weights):
+            nodes.append(Node(f"a{l}", "relu", [parent]))
+            parent = f"a{l}"
     return Graph((weights[0].shape[1],), nodes, output)
 
 
