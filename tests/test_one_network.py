@@ -94,14 +94,14 @@ def test_heat_history_columns_are_unique_with_a_node_named_pin():
 NAMES = ("fc1", "act1", "fc2", "act2", "head")
 
 
-def _named_chain(output="identity", seed=0):
-    """``(named, paper)``: the same chain built from nodes named ``NAMES`` and by ``Network(weights, biases)``."""
+def _named_chain(output="identity", seed=0, names=NAMES):
+    """``(named, paper)``: the same chain built from nodes named ``names`` and by ``Network(weights, biases)``."""
     paper = sl.Network.random([3, 5, 4, 2], seed=seed, output=output)
-    nodes = [Node(NAMES[0], "linear", ["x"], params={"weight": paper.weights[0], "bias": paper.biases[0]}),
-             Node(NAMES[1], "relu", [NAMES[0]]),
-             Node(NAMES[2], "linear", [NAMES[1]], params={"weight": paper.weights[1], "bias": paper.biases[1]}),
-             Node(NAMES[3], "relu", [NAMES[2]]),
-             Node(NAMES[4], "linear", [NAMES[3]], params={"weight": paper.weights[2], "bias": paper.biases[2]})]
+    nodes = [Node(names[0], "linear", ["x"], params={"weight": paper.weights[0], "bias": paper.biases[0]}),
+             Node(names[1], "relu", [names[0]]),
+             Node(names[2], "linear", [names[1]], params={"weight": paper.weights[1], "bias": paper.biases[1]}),
+             Node(names[3], "relu", [names[2]]),
+             Node(names[4], "linear", [names[3]], params={"weight": paper.weights[2], "bias": paper.biases[2]})]
     return sl.Network.from_nodes(3, nodes, output), paper
 
 
@@ -144,6 +144,23 @@ def test_heat_and_discord_label_a_named_chain_by_its_nodes_with_the_paper_chains
     net, paper = _named_chain("sigmoid")
     res = [sl.discord.residuals(n, X, sl.harmonic_extension(n, X).free) for n in (net, paper)]
     assert res[0].edge_names == list(NAMES) + ["yhat"] and res[1].edge_names[-1] == "out"
+
+
+def test_a_chain_whose_nodes_take_the_paper_names_in_other_places_computes_by_position():
+    swapped = ("a1", "z1", "a2", "z2", "a3")          # the linear nodes are called a1, a2, a3
+    net, paper = _named_chain("sigmoid", names=swapped)
+    X, Y = _inputs()
+    Y = 1.0 / (1.0 + np.exp(-Y))
+    lay = sl.Layout.for_network(net)
+    assert not lay.paper and lay.z(1) == "a1" and lay.a(1) == "z1" and lay.ones(1) == "1>a2"
+    h, hp = sl.harmonic_extension(net, X), sl.harmonic_extension(paper, X)
+    np.testing.assert_array_equal(h.node("a1"), hp.node("z1"))
+    np.testing.assert_array_equal(h.free, hp.free)
+    pinned = [sl.discord.pinned(n, X, Y) for n in (net, paper)]
+    assert pinned[0].edge_names == list(swapped) + ["yhat"]
+    np.testing.assert_array_equal(pinned[0].by_edge, pinned[1].by_edge)
+    np.testing.assert_array_equal(sl.assemble(net, X[:2]).laplacian_free.toarray(),
+                                  sl.assemble(paper, X[:2]).laplacian_free.toarray())
 
 
 def test_exact_heat_spectrum_and_training_run_the_chain_paths_on_a_named_chain():
