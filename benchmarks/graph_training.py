@@ -26,7 +26,6 @@ from graph_forward import _torch, build
 
 import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
-from sheaflinalg.network.graph import Graph
 from sheaflinalg.network.graph.forward import evaluate
 from sheaflinalg.sheaf.graph_bound import graph_lambda_max_bound
 from sheaflinalg.sheaf.graph_residuals import GraphSheaf
@@ -39,7 +38,7 @@ STEPS = 10     # the extra steps of the longer run
 def problem(batch):
     """``(torch model, softmax graph network, X, one-hot Y, stable dt)`` of the MNIST-1D CNN."""
     model, net, X = build("mnist1d_cnn", batch)
-    net = sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    net = net.replace(output="softmax")
     labels = np.random.default_rng(2).integers(0, 10, size=X.shape[0])
     dt = 1.0 / graph_lambda_max_bound(net.graph)      # alpha dt lambda_max <= 1 < 2
     return model, net, X, np.eye(10)[labels], dt

@@ -53,7 +53,6 @@ import numpy as np
 import sheaflinalg as sl
 from sheaflinalg._common.atomic import write_text
 from sheaflinalg._common.threads import num_threads
-from sheaflinalg.network.graph import Graph
 from sheaflinalg.network.importers.torch_fx import import_torch
 from sheaflinalg.plotting.figure import new_figure, save_figure
 from sheaflinalg.reproduce import mnist1d_cnn
@@ -85,10 +84,7 @@ def torch_model(arch, seed):
 
 def softmax_network(model, arch):
     """``model`` imported with ``sl.Network.from_torch``, its output activation the softmax."""
-    net = sl.Network.from_torch(model, input_shape=INPUT_SHAPES[arch])
-    if net.is_graph:
-        return sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
-    return net.replace(output="softmax")
+    return sl.Network.from_torch(model, input_shape=INPUT_SHAPES[arch]).replace(output="softmax")
 
 
 def torch_probabilities(model, X, arch):

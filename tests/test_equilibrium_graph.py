@@ -16,7 +16,7 @@ import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs
 from naive_graph import coboundary, read_pattern
 from sheaflinalg.network import activations
-from sheaflinalg.network.graph import Graph, Node
+from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
 from sheaflinalg.training.graph_sgd import descent_direction
@@ -179,7 +179,7 @@ def test_g_on_the_mnist1d_cnn_is_torch_autograds_gradient():
 
     model = mnist1d_cnn()
     net = sl.Network.from_torch(model, input_shape=(1, 40))
-    graph = Graph(net.input_shape, net.graph.nodes, "softmax")
+    graph = net.replace(output="softmax").graph
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, 1, 40))
     Y = np.eye(10)[rng.integers(0, 10, size=6)]
@@ -227,7 +227,7 @@ def test_train_at_equilibrium_lowers_the_loss_of_a_cnn():
     from torch_models import mnist1d_cnn
 
     net = sl.Network.from_torch(mnist1d_cnn(), input_shape=(1, 40))
-    net = sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    net = net.replace(output="softmax")
     rng = np.random.default_rng(7)
     X, y = rng.normal(size=(16, 1, 40)), rng.integers(0, 10, size=16)
     fit = sl.train(net, X, y, method="equilibrium", epochs=3, batch_size=8, optimizer="adam", lr=1e-2,

@@ -31,7 +31,7 @@ REFUSED = {
 #: Chain-only members of a network: they describe Linear/ReLU layers.
 CHAIN_ONLY = {
     "weights": lambda: NET.weights, "biases": lambda: NET.biases, "dims": lambda: NET.dims,
-    "n_hidden": lambda: NET.n_hidden, "replace": lambda: NET.replace(), "with_weights": lambda: NET.with_weights([]),
+    "n_hidden": lambda: NET.n_hidden, "replace": lambda: NET.replace(W1=np.ones(1)), "with_weights": lambda: NET.with_weights([]),
     "forward_states": lambda: NET.forward_states(np.zeros((1, 72))), "to_dict": lambda: NET.to_dict(),
     "to_json": lambda: NET.to_json(),
 }

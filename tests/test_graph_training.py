@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 import sheaflinalg as sl
 from graph_builders import MODES, random_graph, random_inputs
 from graph_examples import every_op_network
-from sheaflinalg.network.graph import Graph, Node
+from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.graph_residuals import GraphSheaf
 from sheaflinalg.training.graph_sgd import descent_direction
 from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
@@ -88,7 +88,7 @@ def test_sgd_gradient_equals_torch_autograd():
 
     model = mnist1d_cnn()
     net = sl.Network.from_torch(model, input_shape=(1, 40))
-    net = sl.Network.from_graph(Graph(net.input_shape, net.graph.nodes, "softmax"))
+    net = net.replace(output="softmax")
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4, 1, 40))
     Y = np.eye(10)[rng.integers(0, 10, size=4)]

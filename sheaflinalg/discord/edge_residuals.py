@@ -38,7 +38,8 @@ class EdgeResiduals:
     Attributes
     ----------
     edge_names : list of str
-        ``W1, R1, W2, ..., W(k+1)[, out]`` in the layout's edge order.
+        ``W1, R1, W2, ..., W(k+1)[, out]`` in the layout's edge order; a chain of nodes named
+        otherwise (:attr:`~sheaflinalg.sheaf.layout.Layout.paper` false): the node names ``[, yhat]``.
     values : list of ndarray
         Residuals per edge, ``(n_samples, edge size)`` each.
     z : list of ndarray
@@ -118,18 +119,18 @@ def residuals(net, X, state, layout=None):
     names, values, zs = [], [], []
     a_prev = X
     for l in range(1, k + 2):
-        z = state[:, layout.free(f"z{l}")]
-        names.append(f"W{l}")
+        z = state[:, layout.free(layout.z(l))]
+        names.append(f"W{l}" if layout.paper else layout.z(l))
         values.append(a_prev @ net.weights[l - 1].T + net.biases[l - 1] - z)
         zs.append(z)
         if l <= k:
-            a = state[:, layout.free(f"a{l}")]
-            names.append(f"R{l}")
+            a = state[:, layout.free(layout.a(l))]
+            names.append(f"R{l}" if layout.paper else layout.a(l))
             values.append(np.maximum(z, 0.0) - a)
             zs.append(z)
             a_prev = a
     if not layout.reduced:
-        names.append("out")
+        names.append("out" if layout.paper else "yhat")
         values.append(activations.apply(net.output, z) - state[:, layout.free("yhat")])
         zs.append(z)
     return EdgeResiduals(names, values, zs, layout)
@@ -146,4 +147,6 @@ def _state_layout(net, state, layout):
             raise ValueError("layout is not the layout of this graph network; use Layout.for_network(net, reduced)")
     elif layout.is_graph or list(layout.dims) != list(net.dims):
         raise ValueError(f"layout is of a network with widths {layout.dims}, not {net.dims}")
+    elif layout.names != net.chain.names:
+        raise ValueError(f"layout names the nodes {list(layout.names)}, not {list(net.chain.names)}")
     return layout

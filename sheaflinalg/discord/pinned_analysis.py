@@ -167,8 +167,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
 
 def _chain_equilibrium(net, X, Y, max_iter, backend):
     """``(state, layout, settled, sliding)`` of a chain's output pinned to ``Y`` (validated arrays)."""
-    k = net.n_hidden
-    output = f"z{k + 1}" if net.output == "identity" else "yhat"
+    output = net.chain.names[-1] if net.output == "identity" else "yhat"
     c = complete(net, X, pins={output: Y}, max_iter=max_iter, backend=backend)
     state, settled = c.state.copy(), c.settled_samples.copy()
     sliding = [[] for _ in range(X.shape[0])]
@@ -193,9 +192,9 @@ def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
     pat = [m[s:s + 1].copy() for m in pattern]
     surface, seen = set(), set()
     for _ in range(max_iter):
-        c = complete(net, x, pins=_surface_pins(output, y, surface), pattern=pat, backend=backend)
+        c = complete(net, x, pins=_surface_pins(net, output, y, surface), pattern=pat, backend=backend)
         flips = {(l, int(j)) for l in range(1, net.n_hidden + 1)
-                 for j in np.flatnonzero((c.block(f"z{l}")[0] >= 0) != pat[l - 1][0])} - surface
+                 for j in np.flatnonzero((c.block(c.layout.z(l))[0] >= 0) != pat[l - 1][0])} - surface
         if not flips:
             released = _release(net, x[0], c, surface, pat)
             if not released:
@@ -212,12 +211,12 @@ def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):
     return None
 
 
-def _surface_pins(output, y, surface):
+def _surface_pins(net, output, y, surface):
     """The pins of :func:`~sheaflinalg.complete`: the output, and ``z_j = 0`` on ``surface``."""
     pins = {output: y}
     for l in sorted({l for l, _ in surface}):
         idx = sorted(j for m, j in surface if m == l)
-        pins[f"z{l}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
+        pins[f"{net.chain.names[2 * l - 2]}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
     return pins
 
 
@@ -232,7 +231,7 @@ def _release(net, x, completion, surface, pat):
     a_prev = x
     for l in range(1, net.n_hidden + 1):
         q = net.weights[l - 1] @ a_prev + net.biases[l - 1]
-        a = completion.block(f"a{l}")[0]
+        a = completion.block(completion.layout.a(l))[0]
         for m, j in surface:
             if m == l and not (q[j] >= 0.0 and q[j] + a[j] <= 0.0):
                 released.add((m, j))

@@ -1,7 +1,7 @@
 """Feedforward ReLU networks: weights, biases, output activation, forward pass, I/O."""
 
-import json
 import os
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,10 +10,18 @@ from .._common.validation import as_float64, as_samples, check_dims, check_seed,
 from . import activations
 from .errors import GraphNetworkError, NetworkOverflowError
 from .graph import Graph
-from .graph.chain import as_chain, chain_graph
+from .graph.chain import as_chain, chain_graph, chain_names, renamed
+from .graph.nodes import Node
 from .graph.forward import evaluate
-from .importers import graph_from_onnx, graph_from_torch, network_arrays_from_sklearn
-from .io import read_file, write_graph, write_network
+from .model_io import NetworkFiles
+
+
+class ChainView(NamedTuple):
+    """A chain network's layers (:attr:`Network.chain`): read-only weights, biases and its node names."""
+
+    weights: tuple
+    biases: tuple
+    names: tuple
 
 
 def _read_only(array):
@@ -75,7 +83,7 @@ def check_network(net, name="net", graphs=False):
     return net
 
 
-class Network:
+class Network(NetworkFiles):
     """A feedforward ReLU network ``x -> phi(W_{k+1} relu(... relu(W_1 x + b_1)) + b_{k+1})``.
 
     Parameters
@@ -140,12 +148,19 @@ class Network:
         self._output = output
         self._graph = None
         self._chain = None
+        self._names = None          # a chain's node names when they are not the paper's (z1, a1, ...)
 
     def __reduce__(self):
         # copy, deepcopy and pickle rebuild through the constructor, keeping the views tied to the storage.
-        if self.is_graph:
-            return (Network.from_graph, (self._graph,))
+        if self.is_graph or self._names is not None:
+            return (Network.from_graph, (self.graph,))
         return (Network, (self._weights, self._biases, self._output))
+
+    def _named(self, names):
+        """This chain with the node names ``names`` (None or the paper's: ``z1, a1, ...``)."""
+        if names is not None and tuple(names) != chain_names(len(self._weights)):
+            self._names, self._chain = tuple(names), None
+        return self
 
     # ------------------------------------------------------------ graph networks
     @classmethod
@@ -153,7 +168,8 @@ class Network:
         """A network from a :class:`~sheaflinalg.network.graph.Graph` (convolution, pooling, residual, ...).
 
         A graph that is a chain of linear and relu nodes on a flat input
-        becomes the chain network itself (the MLP, with its fast paths).
+        is a chain network (:attr:`chain`: the MLP's fused kernels run on it) that
+        keeps the graph's node names in every label.
 
         Examples
         --------
@@ -168,9 +184,11 @@ class Network:
         check_type(graph, Graph, "graph", "a sheaflinalg Graph (sheaflinalg.network.graph.Graph)")
         chain = as_chain(graph)
         if chain is not None:
-            return cls(*chain, graph.output)
+            net = cls(*chain, graph.output)._named([node.name for node in graph.nodes])
+            net._chain = graph
+            return net
         net = cls.__new__(cls)
-        net._weights = net._biases = net._views = net._chain = None
+        net._weights = net._biases = net._views = net._chain = net._names = None
         net._output = graph.output
         net._graph = graph
         return net
@@ -181,17 +199,42 @@ class Network:
         return cls.from_graph(Graph(input_shape, nodes, output))
 
     @property
+    def chain(self):
+        """The chain view ``(weights, biases, names)``, or None for a graph network: the one chain/graph dispatch.
+
+        A network is a chain when its graph is a chain of linear and relu nodes
+        on a flat input (:func:`~sheaflinalg.network.graph.chain.as_chain`); the fused
+        chain kernels run on it, every other network on its :attr:`graph`.
+
+        Examples
+        --------
+        >>> Network.random([2, 3, 1]).chain.names
+        ('z1', 'a1', 'z2')
+        """
+        if self._graph is not None:
+            return None
+        return ChainView(self._views[0], self._views[1], self.node_names)
+
+    @property
     def is_graph(self):
-        """Whether this is a graph network (anything but a chain of Linear/ReLU layers)."""
-        return self._graph is not None
+        """Whether this is a graph network (:attr:`chain` is None: anything but a chain of Linear/ReLU layers)."""
+        return self.chain is None
+
+    @property
+    def node_names(self):
+        """The nodes' names in topological order (a chain made by the constructor: ``z1, a1, ..., z(k+1)``)."""
+        if self._graph is None:
+            return self._names or chain_names(len(self._weights))
+        return tuple(node.name for node in self._graph.nodes)
 
     @property
     def graph(self):
-        """The network's :class:`~sheaflinalg.network.graph.Graph` (for a chain: nodes ``z1, a1, ..., z(k+1)``)."""
+        """The network's :class:`~sheaflinalg.network.graph.Graph` (for a chain: nodes :attr:`node_names`)."""
         if self._graph is not None:
             return self._graph
         if self._chain is None:
-            self._chain = chain_graph(self._weights, self._biases, self._output)
+            graph = chain_graph(self._weights, self._biases, self._output)
+            self._chain = graph if self._names is None else renamed(graph, self._names)
         return self._chain
 
     @property
@@ -214,10 +257,10 @@ class Network:
         """Output features per sample."""
         return self.graph.n_outputs if self.is_graph else self.dims[-1]
 
-    def _chain_only(self, what):
+    def _chain_only(self, what, instead):
         if self.is_graph:
             raise GraphNetworkError(f"{what} describes a chain of Linear/ReLU layers; this is a graph network of "
-                                    f"{len(self._graph.nodes)} nodes (see net.graph)")
+                                    f"{len(self._graph.nodes)} nodes (see net.graph): {instead}")
 
     def evaluate(self, X):
         """Every node's value and the activation pattern (:class:`~sheaflinalg.network.graph.forward.GraphState`).
@@ -232,13 +275,13 @@ class Network:
     @property
     def weights(self):
         """Weight matrices ``(W_1, ..., W_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
-        self._chain_only("net.weights")
+        self._chain_only("net.weights", "read net.graph.node(name).params or net.parameters()")
         return self._views[0]
 
     @property
     def biases(self):
         """Bias vectors ``(b_1, ..., b_{k+1})``: a tuple of read-only arrays (see :meth:`replace`)."""
-        self._chain_only("net.biases")
+        self._chain_only("net.biases", "read net.graph.node(name).params or net.parameters()")
         return self._views[1]
 
     @property
@@ -246,16 +289,20 @@ class Network:
         """Output activation phi."""
         return self._output
 
-    def replace(self, weights=None, biases=None, output=None, **layers):
-        """A new network with some weights, biases or the output changed (re-validated like the constructor).
+    def replace(self, weights=None, biases=None, output=None, params=None, **layers):
+        """A new network with some parameters or the output changed (re-validated; the node names kept).
 
         Parameters
         ----------
         weights, biases : sequence of array_like, optional
-            All the weight matrices / bias vectors.
+            All the weight matrices / bias vectors (a chain).
         output : str, optional
+            Any network: a graph network becomes the same nodes with this output.
+        params : dict, optional
+            Any network: ``{node name: {parameter: array}}``, e.g. ``{"conv1": {"weight": W}}``
+            (a chain's linear nodes have ``weight`` and ``bias``).
         **layers
-            Single layers by name: ``W2=...``, ``b1=...`` (1-based, as in the paper).
+            Single layers by name: ``W2=...``, ``b1=...`` (1-based, as in the paper; a chain).
 
         Examples
         --------
@@ -263,12 +310,23 @@ class Network:
         >>> net = Network([np.eye(2), np.ones((1, 2))], [np.zeros(2), np.zeros(1)])
         >>> net.replace(W2=2 * np.ones((1, 2))).forward(np.array([1.0, 1.0]))
         array([4.])
+        >>> net.replace(params={"z2": {"bias": np.ones(1)}}).forward(np.array([1.0, 1.0]))
+        array([3.])
         >>> net.replace(W2=np.ones((1, 7)))
         Traceback (most recent call last):
         ...
         ValueError: W2 takes 7 inputs but layer 1 has 2 neurons
         """
-        self._chain_only("replace()")
+        output = self._output if output is None else output
+        if params is not None:
+            if weights is not None or biases is not None or layers:
+                raise TypeError("replace() takes params= or weights=/biases=/W1=/b1=..., not both")
+            return self._replace_params(params, output)
+        if self.is_graph:
+            if weights is not None or biases is not None or layers:
+                self._chain_only("replace(weights=, biases=, W1=, b1=...)", "give replace(params={node name: "
+                                 "{parameter: array}})")
+            return Network.from_graph(Graph(self._graph.input_shape, self._graph.nodes, output))
         Ws = list(self._weights if weights is None else weights)
         bs = list(self._biases if biases is None else biases)
         for key, value in layers.items():
@@ -278,7 +336,41 @@ class Network:
                 raise TypeError(f"replace() got an unexpected layer {key!r}; expected W1..W{len(Ws)} "
                                 f"or b1..b{len(bs)}")
             target[int(index) - 1] = value
-        return Network(Ws, bs, self._output if output is None else output)
+        return Network(Ws, bs, output)._named(self._names)
+
+    def _replace_params(self, params, output):
+        check_type(params, dict, "params", "a dict {node name: {parameter: array}}")
+        graph = self.graph
+        unknown = [name for name in params if name not in self.node_names]
+        if unknown:
+            raise ValueError(f"params names no node {unknown[0]!r}; the nodes are {', '.join(self.node_names)}")
+        for name, given in params.items():
+            check_type(given, dict, f"params[{name!r}]", "a dict {parameter: array}")
+        nodes = [Node(n.name, n.op, n.inputs, dict(n.attrs), {**n.params, **params[n.name]}) if n.name in params
+                 else n for n in graph.nodes]
+        return Network.from_graph(Graph(graph.input_shape, nodes, output))
+
+    def with_parameters(self, theta):
+        """This network with the flat parameters ``theta`` (the order of :meth:`parameters`); node names kept.
+
+        Examples
+        --------
+        >>> net = Network.random([2, 3, 1])
+        >>> bool(np.array_equal(net.with_parameters(2 * net.parameters()).weights[0], 2 * net.weights[0]))
+        True
+        """
+        if not self.is_graph:
+            return Network.from_parameters(theta, self.dims, self._output)._named(self._names)
+        theta = as_float64(theta, "theta")
+        if theta.shape != (self.n_parameters,):
+            raise ValueError(f"expected {self.n_parameters} parameters (net.parameters()), got shape {theta.shape}")
+        nodes, off = [], 0
+        for node in self._graph.nodes:
+            params = {}
+            for key, value in node.params.items():
+                params[key], off = theta[off:off + value.size].reshape(value.shape), off + value.size
+            nodes.append(Node(node.name, node.op, node.inputs, dict(node.attrs), params) if params else node)
+        return Network.from_graph(Graph(self._graph.input_shape, nodes, self._output))
 
     def with_weights(self, weights):
         """:meth:`replace` with all the weight matrices changed."""
@@ -288,13 +380,13 @@ class Network:
     @property
     def dims(self):
         """Layer widths ``[n_0, n_1, ..., n_{k+1}]``."""
-        self._chain_only("net.dims")
+        self._chain_only("net.dims", "read net.input_shape, net.n_outputs or net.graph.shapes")
         return [self.weights[0].shape[1]] + [W.shape[0] for W in self.weights]
 
     @property
     def n_hidden(self):
         """Number ``k`` of hidden ReLU layers."""
-        self._chain_only("net.n_hidden")
+        self._chain_only("net.n_hidden", "read net.graph.pattern_nodes")
         return len(self.weights) - 1
 
     @property
@@ -308,12 +400,13 @@ class Network:
         if self.is_graph:
             return (f"Network(graph of {len(self._graph.nodes)} nodes, input_shape={self.input_shape}, "
                     f"output={self.output!r})")
-        return f"Network(dims={self.dims}, output={self.output!r})"
+        names = "" if self._names is None else f", nodes={list(self._names)}"
+        return f"Network(dims={self.dims}, output={self.output!r}{names})"
 
     def copy(self):
         """Deep copy."""
-        if self.is_graph:
-            return Network.from_graph(self._graph)
+        if self.is_graph or self._names is not None:
+            return Network.from_graph(self.graph)
         return Network(self.weights, self.biases, self.output)
 
     # ------------------------------------------------------------ constructors
@@ -353,7 +446,7 @@ class Network:
         NetworkOverflowError
             A pre-activation overflows float64 (the message names the layer).
         """
-        self._chain_only("forward_states() (use evaluate() for a graph)")
+        self._chain_only("forward_states()", "use net.evaluate(X)")
         X, _ = as_samples(X, self.dims[0])
         check_batch(X.shape[0], 2 * FLOAT * sum(self.dims[1:]), "the forward pass")
         zs, hidden = [], []
@@ -404,54 +497,6 @@ class Network:
         pattern = [z >= 0 for z in zs[:-1]]
         return [p[0] for p in pattern] if was_1d else pattern
 
-    # --------------------------------------------------------------------- I/O
-    def save(self, path):
-        """Write the network to exactly ``path`` (no extension is added) as an ``.npz`` file readable without pickle.
-
-        A chain is saved as its layers' arrays; a graph network as its structure (JSON data, never code)
-        and one array per parameter (:mod:`sheaflinalg.network.graph.files`).
-
-        The directory is checked first; the file is written to a temporary
-        name beside it and renamed, so an interrupted save never leaves a
-        half-written file (see ``docs/errors.md``, *Files and writes*).
-
-        Examples
-        --------
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "mynet")
-        >>> Network.random([2, 3, 1]).save(path)
-        >>> os.listdir(os.path.dirname(path)), Network.load(path).dims
-        (['mynet'], [2, 3, 1])
-        """
-        if self.is_graph:
-            write_graph(path, self._graph)
-        else:
-            write_network(path, self.weights, self.biases, self.output)
-
-    @classmethod
-    def load(cls, path):
-        """Read a network written by :meth:`save` (never unpickles; every entry checked before use).
-
-        Raises
-        ------
-        FileNotFoundError
-            If there is no such file.
-        ValueError
-            Naming the file and the entry: corrupt or truncated file, arrays
-            that need pickle, missing entries, entries that are not finite
-            float64 arrays or whose shapes do not chain; for a graph file, a
-            description that is not of the schema or a graph refused by the
-            :class:`~sheaflinalg.network.graph.Graph` constructor.  Entries a network
-            file does not hold are ignored with one warning naming them.
-        """
-        kind, content = read_file(path)
-        if kind == "graph":
-            return cls.from_graph(content)
-        try:
-            return cls(*content)
-        except ValueError as exc:
-            raise ValueError(f"{os.fspath(path)}: {exc}") from None
-
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
 
@@ -473,107 +518,3 @@ class Network:
                    for l in range(1, len(dims))]
         biases = [theta[boff[l]:boff[l] + dims[l]] for l in range(1, len(dims))]
         return cls(weights, biases, output)
-
-    def to_dict(self):
-        """Plain-JSON description (dims, output and nested weight lists)."""
-        self._chain_only("to_dict()")
-        return {"dims": self.dims, "output": self.output,
-                "weights": [W.tolist() for W in self.weights],
-                "biases": [b.tolist() for b in self.biases]}
-
-    def to_json(self):
-        """JSON string of :meth:`to_dict`."""
-        return json.dumps(self.to_dict())
-
-    # --------------------------------------------------------------- importers
-    @classmethod
-    def from_sklearn(cls, model):
-        """Import a fitted scikit-learn ``MLPRegressor`` or ``MLPClassifier`` with relu hidden layers.
-
-        Output activations map as identity -> identity, logistic -> sigmoid,
-        softmax -> softmax.  For a binary classifier the network's single output
-        is ``predict_proba(X)[:, 1]``.
-        """
-        return cls(*network_arrays_from_sklearn(model))
-
-    @classmethod
-    def from_torch(cls, module, input_shape=None):
-        """Import a PyTorch model: an ``nn.Sequential`` or a module torch.fx can trace (CNNs, ResNets).
-
-        An ``nn.Sequential`` of ``Linear``/``ReLU`` layers is the MLP network,
-        as before; anything else is a graph network whose nodes are named
-        after the modules' qualified names (e.g. ``"layer1.0.conv1"``).
-        Supported: Linear, Conv1d/2d (zero padding), AvgPool1d/2d, MaxPool1d/2d,
-        AdaptiveAvgPool1d/2d, BatchNorm1d/2d in eval mode (folded into a
-        per-channel affine node), ReLU, LeakyReLU, residual ``+``,
-        ``torch.cat``, Flatten/``view``/``reshape``, Identity and Dropout (eval:
-        elided), their functional forms, and a final Sigmoid, Tanh or Softmax
-        (over the features) as the output activation.  Anything else is
-        refused, naming the node and its operation, before anything runs.
-
-        Parameters
-        ----------
-        module : torch.nn.Module
-        input_shape : tuple of int, optional
-            Per-sample input shape without the batch axis, e.g. ``(1, 40)`` or
-            ``(3, 32, 32)``; required unless the first layer is ``Linear``
-            (then ``(in_features,)``).
-
-        Raises
-        ------
-        UnsupportedModelError
-            An operation or setting with no graph-network counterpart (GELU, a
-            hidden sigmoid, ``ceil_mode=True``, a training-mode batch norm, ...),
-            or a model torch.fx cannot trace; the message names the node.
-            Its subclass ``ImportMismatchError``: the imported network does not
-            compute what the model computes (a forward hook, in-place aliasing
-            torch.fx lost), checked on one random input; it names the first
-            node that differs.
-        ValueError, TypeError
-            ``input_shape`` missing or not fitting the model; parameters on the
-            meta device (ValueError), or complex, integer, boolean or quantized
-            (TypeError).  Real floating-point parameters on any device are
-            copied to the CPU as float64.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from torch import nn
-        >>> _ = torch.manual_seed(0)
-        >>> cnn = nn.Sequential(nn.Conv1d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool1d(2),
-        ...                     nn.Flatten(), nn.Linear(4 * 5, 2)).double().eval()
-        >>> net = Network.from_torch(cnn, input_shape=(1, 10))
-        >>> [node.name for node in net.graph.nodes]
-        ['0', '1', '2', '3', '4']
-        >>> X = torch.randn(3, 1, 10, dtype=torch.float64)
-        >>> bool(np.allclose(net.forward(X.numpy()), cnn(X).detach().numpy(), rtol=1e-12))
-        True
-        """
-        return cls.from_graph(graph_from_torch(module, input_shape))
-
-    @classmethod
-    def from_onnx(cls, path):
-        """Import an ONNX file (read with the ``onnx`` package: protobuf, no pickle) as a network.
-
-        The op set is :meth:`from_torch`'s: Gemm, MatMul (+ Add), Conv,
-        MaxPool, AveragePool, GlobalAveragePool, BatchNormalization, Relu,
-        LeakyRelu, Add, Concat, Flatten, Reshape (a constant shape), Identity,
-        Dropout, and a final Sigmoid, Tanh or Softmax.  Node names are the
-        file's (characters other than letters, digits, ``_`` and ``.`` become
-        ``_``).  The batch axis may be symbolic; the others must be fixed.
-
-        Raises
-        ------
-        FileNotFoundError
-            No such file.
-        ValueError
-            Naming the file: not an ONNX model, fails ``onnx.checker``, an opset
-            outside 7 .. the installed onnx's, several inputs or outputs,
-            shapes that are not fixed, external data outside the file's own
-            directory (an absolute location, ``..``, a symbolic link leading out).
-        UnsupportedModelError
-            Naming the node and its op_type; its subclass ``ImportMismatchError``
-            if the network does not compute what ``onnx.reference`` computes
-            from the file on one random input (it names the first node that differs).
-        """
-        return cls.from_graph(graph_from_onnx(path))

@@ -25,7 +25,7 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     lay = result.layout
     i, j = check_phase_neurons(lay, layer, neurons)
     s = result.check_sample(sample)
-    zi, zj = lay.free(f"z{layer}").start + i, lay.free(f"z{layer}").start + j
+    zi, zj = lay.free(lay.z(layer)).start + i, lay.free(lay.z(layer)).start + j
     end = result.time[s] if t_end is None else float(t_end)
     ax = axes_or_new(ax, figsize=(5, 5))
     units = {i, j}
@@ -46,11 +46,11 @@ def plot_exact_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, p
     ax.plot([], [], color="tab:orange", linewidth=2.5, label="sliding (Filippov)")
     final = result.sol(end, sample=s)
     ax.scatter([final[zi]], [final[zj]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    return phase_axes(ax, layer, i, j, path)
+    return phase_axes(ax, lay.z(layer), i, j, path)
 
 
 def _unit(result, layer, neuron):
-    return sum(result.layout.free_block(f"z{l}").size for l in range(1, layer)) + neuron
+    return sum(result.layout.free_block(result.layout.z(l)).size for l in range(1, layer)) + neuron
 
 
 def plot_exact_convergence(result, sample=0, ax=None, path=None, n=400):

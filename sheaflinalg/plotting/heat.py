@@ -10,19 +10,20 @@ def check_phase_neurons(lay, layer, neurons):
     """``(i, j)`` of two distinct neurons of hidden ``layer``, or ValueError naming ``layer`` / ``neurons``."""
     if not 1 <= layer <= lay.n_hidden:
         raise ValueError(f"layer must be a hidden layer in 1..{lay.n_hidden}, got {layer}")
-    size = lay.free_block(f"z{layer}").size
+    size = lay.free_block(lay.z(layer)).size
     i, j = neurons
     if not (0 <= i < size and 0 <= j < size) or i == j:
         raise ValueError(f"neurons must be two distinct indices in [0, {size}), got {neurons}")
     return i, j
 
 
-def phase_axes(ax, layer, i, j, path):
-    """The ReLU boundaries ``z = 0``, axis labels, legend and file of a phase plane; returns ``ax``."""
+def phase_axes(ax, block, i, j, path):
+    """The ReLU boundaries ``z = 0``, axis labels (``block[i]``, ``block[j]``), legend and file of a phase plane;
+    returns ``ax``."""
     ax.axvline(0, color="grey", linestyle="--", linewidth=1)
     ax.axhline(0, color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel(f"z{layer}[{i}]")
-    ax.set_ylabel(f"z{layer}[{j}]")
+    ax.set_xlabel(f"{block}[{i}]")
+    ax.set_ylabel(f"{block}[{j}]")
     return finish(ax, path, loc="best")
 
 
@@ -113,7 +114,7 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
     i, j = check_phase_neurons(lay, layer, neurons)
     ax = axes_or_new(ax, figsize=(5, 5))
     row = list(h.state_samples).index(sample)
-    z = h.states[:, row, lay.free(f"z{layer}")]
+    z = h.states[:, row, lay.free(lay.z(layer))]
     x, y = z[:, i], z[:, j]
     # Light (early) to dark (late) on a log time scale: crossings happen early.
     steps = h.steps.astype(float)
@@ -126,4 +127,4 @@ def plot_phase_plane(result, sample=0, layer=1, neurons=(0, 1), ax=None, path=No
         idx = np.searchsorted(h.steps, cr[sel, 0]).clip(0, len(h.steps) - 1)
         ax.scatter(x[idx], y[idx], marker="x", color="red", s=30, zorder=3, label="boundary crossings")
     ax.scatter([x[-1]], [y[-1]], marker="*", color="gold", edgecolor="k", s=150, zorder=4, label="final state")
-    return phase_axes(ax, layer, i, j, path)
+    return phase_axes(ax, lay.z(layer), i, j, path)

@@ -324,4 +324,4 @@ def _state_pattern(net, lay, state, X, previous):
         values = {node.name: state[:, lay.free(node.name)] for node in net.graph.nodes}
         values[INPUT] = X
         return _as_list(net, graph_pattern(net.graph, values, _from_list(net, previous)))
-    return [state[:, lay.free(f"z{l}")] >= 0 for l in range(1, lay.n_hidden + 1)]
+    return [state[:, lay.free(lay.z(l))] >= 0 for l in range(1, lay.n_hidden + 1)]

@@ -50,7 +50,8 @@ def edge_layer(label):
 
 
 def _graph_key(layout, by):
-    """Kind (the node's op) or layer (its topological position) of a graph layout's edge label."""
+    """Kind or layer of an edge label of a layout whose nodes are not named as in the paper (a graph's: the
+    node's op and topological position; a chain's: ``weight``/``activation`` and its layer)."""
     blocks = {b.name: b for b in layout.edge_blocks}
 
     def key(label):
@@ -73,7 +74,7 @@ def group(values, labels, by="type", layout=None):
     by : {"type", "layer"}
     layout : Layout, optional
         The labels' layout; needed for a graph network (types are the nodes' ops, layers their
-        positions in topological order).
+        positions in topological order) and for a chain of nodes named otherwise than ``z1, a1, ...``.
 
     Returns
     -------
@@ -92,7 +93,7 @@ def group(values, labels, by="type", layout=None):
     if values.ndim == 0 or values.shape[-1] != len(labels):
         raise ValueError(f"values have {values.shape[-1] if values.ndim else 0} columns but {len(labels)} "
                          "labels were given")
-    if layout is not None and layout.is_graph:
+    if layout is not None and not layout.paper:
         key = _graph_key(layout, by)
     else:
         key = edge_kind if by == "type" else edge_layer

@@ -57,13 +57,13 @@ class HarmonicExtension:
     def preactivations(self):
         """``[z1, ..., z(k+1)]``, each (n_samples, n_l) (chains; a graph network reads :meth:`node`)."""
         self._chain_only("preactivations")
-        return [self.free[:, self.layout.free(f"z{l}")] for l in range(1, self.layout.n_hidden + 2)]
+        return [self.free[:, self.layout.free(self.layout.z(l))] for l in range(1, self.layout.n_hidden + 2)]
 
     @property
     def hidden_activations(self):
         """``[a1, ..., ak]``, each (n_samples, n_l) (chains; a graph network reads :meth:`node`)."""
         self._chain_only("hidden_activations")
-        return [self.free[:, self.layout.free(f"a{l}")] for l in range(1, self.layout.n_hidden + 1)]
+        return [self.free[:, self.layout.free(self.layout.a(l))] for l in range(1, self.layout.n_hidden + 1)]
 
     def _chain_only(self, what):
         if self.layout.is_graph:
@@ -153,7 +153,7 @@ def harmonic_extension(net, X, pattern=None, threads=None):
         if pattern is not None:
             pattern = normalise_graph_pattern(graph, pattern, M)
         return graph_extension(graph, X, pattern, threads)
-    lay = Layout(net.dims)
+    lay = Layout.for_network(net)
     # free, the pattern and the forward pass's temporaries of a block
     check_batch(M, FLOAT * (lay.n_free + 2 * sum(net.dims[1:])), "the harmonic extension")
     if pattern is not None:
@@ -189,7 +189,7 @@ def _extend_rows(net, lay, X, pattern, free, used, consistent, lo, hi):
     k = net.n_hidden
     for l in range(1, k + 2):
         W, b = net.weights[l - 1], net.biases[l - 1]
-        z = free[lo:hi, lay.free(f"z{l}")]
+        z = free[lo:hi, lay.free(lay.z(l))]
         with np.errstate(over="ignore", invalid="ignore"):
             np.matmul(a, W.T, out=z)  # weight edge: z_l = W_l a_{l-1} + b_l
             z += b
@@ -202,7 +202,7 @@ def _extend_rows(net, lay, X, pattern, free, used, consistent, lo, hi):
             np.greater_equal(z, 0, out=mask)
         else:
             consistent[lo:hi] &= np.all((mask == (z >= 0)) | (z == 0), axis=1)
-        a = free[lo:hi, lay.free(f"a{l}")]
+        a = free[lo:hi, lay.free(lay.a(l))]
         np.multiply(z, mask, out=a)  # activation edge: a_l = R_l z_l
     out = free[lo:hi, lay.free("yhat")]
     out[...] = activations.apply(net.output, z)

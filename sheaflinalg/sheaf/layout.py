@@ -22,9 +22,21 @@ import numpy as np
 from .._common.validation import check_bool, check_dims, did_you_mean
 from ..kernels.structs import KernelLayout
 from ..network.errors import GraphNetworkError
+from ..network.graph.chain import chain_names
 from ..network.graph.nodes import INPUT
 from ..network.model import parameter_offsets
 from .skip_edges import check_skip_encoding, node_edges
+
+
+def _chain_names(names, n_layers):
+    """``names`` (a chain's ``2 n_layers - 1`` node names, default the paper's) checked, as a tuple."""
+    if names is None:
+        return chain_names(n_layers)
+    names = tuple(names)
+    if len(names) != 2 * n_layers - 1 or len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"names must be {2 * n_layers - 1} distinct node names (linear, relu, ..., linear), "
+                         f"got {list(names)!r}")
+    return names
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,17 @@ class Layout:
     reduced : bool
         Drop the output vertex ``v_y`` and output edge ``e_y`` (the reduced
         system of appendix A, used for identity output).
+    names : sequence of str, optional
+        The chain's node names (linear, relu, ..., linear); default the paper's
+        ``z1, a1, ..., z(k+1)``.  Other names label the blocks as
+        :meth:`from_graph` does: ``x``, ``1><node>``, the nodes, ``yhat``; edges ``e_<node>``, ``e_y``.
+
+    Attributes
+    ----------
+    names : tuple of str or None
+        A chain's node names (None for a graph network's layout).
+    paper : bool
+        Whether the blocks carry the paper's labels (a chain of nodes ``z1, a1, ..., z(k+1)``).
 
     Examples
     --------
@@ -85,33 +108,37 @@ class Layout:
     #: How nodes with several parents are encoded (:meth:`from_graph`); a chain has none.
     skip_encoding = "sum"
 
-    def __init__(self, dims, reduced=False):
+    def __init__(self, dims, reduced=False, names=None):
         dims = check_dims(dims)
         self.dims = dims
         self.graph = None
         self.reduced = check_bool(reduced, "reduced")
         self.n_hidden = len(dims) - 2
-        k = self.n_hidden
-        coords = []  # (name, size, kind, layer, vertex, free?)
-        coords.append(("x", dims[0], "input", 0, "v_x", False))
-        coords.append(("1@x", dims[1], "ones", 0, "v_x", False))
-        for l in range(1, k + 1):
-            coords.append((f"z{l}", dims[l], "preactivation", l, f"v_z{l}", True))
-            coords.append((f"a{l}", dims[l], "activation", l, f"v_a{l}", True))
-            coords.append((f"1@a{l}", dims[l + 1], "ones", l, f"v_a{l}", False))
-        coords.append((f"z{k + 1}", dims[k + 1], "preactivation", k + 1, f"v_z{k + 1}", True))
-        if not self.reduced:
-            coords.append(("yhat", dims[k + 1], "output", k + 2, "v_y", True))
+        self.names = _chain_names(names, len(dims) - 1)
+        self.paper = self.names == chain_names(len(dims) - 1)
+        coords = [(INPUT, dims[0], "input", 0, self._vertex(INPUT), False)]
         edges = []  # (name, size, kind, layer, "upstream->downstream")
-        upstream = "v_x"
-        for l in range(1, k + 2):
-            edges.append((f"e_z{l}", dims[l], "weight", l, f"{upstream}->v_z{l}"))
-            if l <= k:
-                edges.append((f"e_a{l}", dims[l], "activation", l, f"v_z{l}->v_a{l}"))
-                upstream = f"v_a{l}"
+        upstream = INPUT
+        for i, name in enumerate(self.names):
+            l = i // 2 + 1
+            kind = ("preactivation", "weight") if i % 2 == 0 else ("activation", "activation")
+            coords.append((name, dims[l], kind[0], l, self._vertex(name), True))
+            edges.append(("e_" + name, dims[l], kind[1], l, f"{self._vertex(upstream)}->{self._vertex(name)}"))
+            if i % 2 and l < len(dims) - 1:
+                coords.append((self.ones(l), dims[l + 1], "ones", l, self._vertex(name), False))
+            upstream = name
+        coords.insert(1, (self.ones(0), dims[1], "ones", 0, self._vertex(INPUT), False))
         if not self.reduced:
-            edges.append(("e_y", dims[k + 1], "output", k + 2, f"v_z{k + 1}->v_y"))
+            out = len(dims)
+            coords.append(("yhat", dims[-1], "output", out, self._vertex("yhat"), True))
+            edges.append(("e_y", dims[-1], "output", out, f"{self._vertex(upstream)}->{self._vertex('yhat')}"))
         self._build(coords, edges)
+
+    def _vertex(self, name):
+        # The paper's vertices are v_x, v_z1, ..., v_y; a chain of the user's nodes names them as a graph does.
+        if not self.paper:
+            return name
+        return "v_y" if name == "yhat" else f"v_{name}"
 
     @classmethod
     def from_graph(cls, graph, reduced=False, skip_encoding="sum"):
@@ -140,7 +167,8 @@ class Layout:
         (slice(3, 6, None), '1>z1[1]')
         """
         self = cls.__new__(cls)
-        self.dims = None
+        self.dims = self.names = None
+        self.paper = False
         self.graph = graph
         self.reduced = check_bool(reduced, "reduced")
         self.skip_encoding = check_skip_encoding(skip_encoding)
@@ -164,8 +192,24 @@ class Layout:
 
     @classmethod
     def for_network(cls, net, reduced=False):
-        """The layout of ``net``: :class:`Layout` ``(net.dims)`` for a chain, :meth:`from_graph` for a graph network."""
-        return cls.from_graph(net.graph, reduced) if net.is_graph else cls(net.dims, reduced)
+        """The layout of ``net``: a chain's (:attr:`~sheaflinalg.Network.chain`: its dims and node names), or
+        :meth:`from_graph` for a graph network.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sheaflinalg import Network
+        >>> from sheaflinalg.network.graph import Node
+        >>> fc = Node("fc", "linear", ["x"], params={"weight": np.ones((3, 2)), "bias": np.zeros(3)})
+        >>> out = Node("out", "linear", ["act"], params={"weight": np.ones((1, 3)), "bias": np.zeros(1)})
+        >>> net = Network.from_nodes(2, [fc, Node("act", "relu", ["fc"]), out])
+        >>> net.chain.names, [b.name for b in Layout.for_network(net).full_blocks]
+        (('fc', 'act', 'out'), ['x', '1>fc', 'fc', 'act', '1>out', 'out', 'yhat'])
+        """
+        chain = net.chain
+        if chain is None:
+            return cls.from_graph(net.graph, reduced)
+        return cls(net.dims, reduced, chain.names)
 
     @property
     def is_graph(self):
@@ -210,7 +254,8 @@ class Layout:
     def __repr__(self):
         if self.is_graph:
             return f"Layout.from_graph({self.graph!r}, reduced={self.reduced}, skip_encoding={self.skip_encoding!r})"
-        return f"Layout(dims={self.dims}, reduced={self.reduced})"
+        names = "" if self.paper else f", names={list(self.names)}"
+        return f"Layout(dims={self.dims}, reduced={self.reduced}{names})"
 
     # --------------------------------------------------------------- lookups
     def _get(self, table, name, what):
@@ -244,19 +289,25 @@ class Layout:
         return self._get(self._edge, name, "edge")
 
     def z(self, l):
-        """Name of the pre-activation block of layer ``l`` (1-based)."""
-        return f"z{l}"
+        """Name of the pre-activation block of layer ``l`` (1-based): ``z<l>``, or the chain's node name."""
+        return self.names[2 * l - 2]
 
     def a(self, l):
-        """Name of the activation block of hidden layer ``l`` (1-based)."""
-        return f"a{l}"
+        """Name of the activation block of hidden layer ``l`` (1-based): ``a<l>``, or the chain's node name."""
+        return self.names[2 * l - 1]
+
+    def ones(self, l):
+        """Name of the ones block of layer ``l = 0..k`` (the bias of ``z(l+1)``): ``1@x``, ``1@a<l>`` or ``1><node>``."""
+        if not self.paper:
+            return f"1>{self.z(l + 1)}"
+        return "1@x" if l == 0 else f"1@a{l}"
 
     @property
     def output_block(self):
         """Name of the block that holds the network output (``yhat``, or ``z(k+1)`` / the output node when reduced)."""
         if not self.reduced:
             return "yhat"
-        return self.graph.output_node if self.is_graph else f"z{self.n_hidden + 1}"
+        return self.graph.output_node if self.is_graph else self.names[-1]
 
     # ------------------------------------------------------- index vectors
     @property
@@ -328,9 +379,9 @@ class Layout:
         zoff = np.full(k + 2, -1, dtype=np.int64)
         aoff = np.full(k + 2, -1, dtype=np.int64)
         for l in range(1, k + 2):
-            zoff[l] = self._free[f"z{l}"].offset
+            zoff[l] = self._free[self.z(l)].offset
             if l <= k:
-                aoff[l] = self._free[f"a{l}"].offset
+                aoff[l] = self._free[self.a(l)].offset
         woff, boff, n_parameters = parameter_offsets(self.dims)
         return KernelLayout(
             dims=np.asarray(self.dims, dtype=np.int64), zoff=zoff, aoff=aoff, woff=woff, boff=boff,

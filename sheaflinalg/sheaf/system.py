@@ -78,7 +78,7 @@ class SheafSystem:
         self.graph = net.graph if net.is_graph or as_graph else None
         self.pattern = pattern
         if self.graph is None:
-            self.layout = Layout(net.dims, reduced=reduced)
+            self.layout = Layout.for_network(net, reduced=reduced)
             h = harmonic_extension(net, X, pattern=pattern)
             zs = h.preactivations[-1]
         else:
@@ -95,7 +95,7 @@ class SheafSystem:
         self.linearisation_point = zs
         self._jacobians = [output_jacobian(net.output, z) for z in self.linearisation_point]
         if self.graph is None:
-            self._rows = [coboundary_rows(net, [m[s] for m in pattern], self._jacobians[s], self.reduced)
+            self._rows = [coboundary_rows(net, lay, [m[s] for m in pattern], self._jacobians[s], self.reduced)
                           for s in range(self.n_samples)]
             self._shared_rows(net)
         else:
@@ -117,7 +117,8 @@ class SheafSystem:
         # Weight-edge blocks do not depend on the sample: share the arrays so
         # that Gram products of them are computed once per batch.
         first = self._rows[0]
-        shared = {name: entries for name, entries in first if name.startswith("e_z")}
+        weights = {b.name for b in self.layout.edge_blocks if b.kind == "weight"}
+        shared = {name: entries for name, entries in first if name in weights}
         for rows in self._rows[1:]:
             for i, (name, _) in enumerate(rows):
                 if name in shared:
@@ -217,4 +218,4 @@ class SheafSystem:
         """Layout of :attr:`laplacian_reduced`."""
         if self.graph is not None:
             return Layout.from_graph(self.graph, reduced=True, skip_encoding=self.skip_encoding)
-        return Layout(self.network.dims, reduced=True)
+        return Layout.for_network(self.network, reduced=True)

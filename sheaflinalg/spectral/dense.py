@@ -13,18 +13,18 @@ def dense_laplacians(net, masks, jacobians, layout, M):
     N = layout.n_free
     D0 = np.eye(N)
     for l in range(1, k + 1):
-        D0[layout.free(f"z{l + 1}"), layout.free(f"a{l}")] = -net.weights[l]
+        D0[layout.free(layout.z(l + 1)), layout.free(layout.a(l))] = -net.weights[l]
     L0 = D0.T @ D0  # mask-independent part (masks enter only through e_a rows)
     L = np.broadcast_to(L0, (M, N, N)).copy()
     for l in range(1, k + 1):
-        zi = np.arange(layout.free(f"z{l}").start, layout.free(f"z{l}").stop)
-        ai = np.arange(layout.free(f"a{l}").start, layout.free(f"a{l}").stop)
+        zi = np.arange(layout.free(layout.z(l)).start, layout.free(layout.z(l)).stop)
+        ai = np.arange(layout.free(layout.a(l)).start, layout.free(layout.a(l)).stop)
         m = masks[l - 1].astype(np.float64)
         L[:, zi, zi] += m
         L[:, zi, ai] -= m
         L[:, ai, zi] -= m
     if jacobians is not None:
-        zk = layout.free(f"z{k + 1}")
+        zk = layout.free(layout.z(k + 1))
         yh = layout.free("yhat")
         for s, J in enumerate(jacobians):
             J = np.diag(J) if J.ndim == 1 else J

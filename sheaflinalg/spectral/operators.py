@@ -48,7 +48,7 @@ class CoboundaryOperator:
     def __init__(self, net, mask, jacobian=None, weights=None, threads=1):
         reduced = jacobian is None
         self.threads = threads
-        self.layout = Layout(net.dims, reduced=reduced)
+        self.layout = Layout.for_network(net, reduced=reduced)
         off = self.layout.kernel_offsets()
         self.n = self.layout.n_free
         self._dims, self._zoff, self._aoff = off.dims, off.zoff, off.aoff
@@ -56,7 +56,7 @@ class CoboundaryOperator:
         self._weights = typed_weights(net) if weights is None else weights
         m = np.zeros(self.n)
         for l, ml in enumerate(mask, start=1):
-            m[self.layout.free(f"z{l}")] = ml
+            m[self.layout.free(self.layout.z(l))] = ml
         self._mask = m
         n_out = net.dims[-1]
         if jacobian is None:

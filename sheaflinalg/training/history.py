@@ -268,7 +268,7 @@ class Recorder:
     def network(self, theta):
         if self.params is not None:
             return Network.from_graph(self.params.graph(theta))
-        return Network.from_parameters(theta, self.net.dims, self.net.output)
+        return self.net.with_parameters(theta)
 
     def weight_norms(self, net, theta):
         """Frobenius norm of every extended weight ``[W_l b_l]`` (a graph: of every node's parameters)."""

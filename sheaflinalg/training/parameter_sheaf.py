@@ -88,7 +88,7 @@ def parameter_sheaf(net, X, state):
     True
     """
     X, _ = as_samples(X, net.dims[0])
-    layout = Layout(net.dims)
+    layout = Layout.for_network(net)
     S = as_float64(state, "state")
     M = X.shape[0]
     n_rows = layout.kernel_offsets().yhat_off
@@ -104,9 +104,9 @@ def parameter_sheaf(net, X, state):
     for l in range(1, len(dims)):
         n, m = dims[l], dims[l - 1]
         up_w = m + n                       # [a_(l-1); 1_(n_l)]
-        a_prev = X.T if l == 1 else cols[layout.free(f"a{l - 1}")]
+        a_prev = X.T if l == 1 else cols[layout.free(layout.a(l - 1))]
         abar = np.vstack([a_prev, np.ones((n, M))])          # (up_w, M)
-        z = cols[layout.free(f"z{l}")]                         # (n, M)
+        z = cols[layout.free(layout.z(l))]                         # (n, M)
         up0, down0 = col0, col0 + n * up_w
         # Row (s, i) of this edge: -sum_j rho_up[i, j] abar[j, s] + sum_j rho_down[i, j] z[j, s].
         s_idx, i_idx, j_idx = np.meshgrid(np.arange(M), np.arange(n), np.arange(up_w), indexing="ij")

@@ -55,16 +55,16 @@ class AffineField:
     """
 
     def __init__(self, net, X, reduced, soft, lam):
-        lay = Layout(net.dims, reduced=reduced)
+        lay = Layout.for_network(net, reduced=reduced)
         M = X.shape[0]
         self.layout, self.n = lay, lay.n_free
         k = lay.n_hidden
         units = [(l, j) for l in range(1, k + 1) for j in range(net.dims[l])]
         self.layer = np.array([l for l, _ in units], dtype=np.int64)
         self.neuron = np.array([j for _, j in units], dtype=np.int64)
-        self.z_index = np.array([lay.free(f"z{l}").start + j for l, j in units], dtype=np.int64)
-        self.a_index = np.array([lay.free(f"a{l}").start + j for l, j in units], dtype=np.int64)
-        self.ea_rows = np.array([lay.edge(f"e_a{l}").start + j for l, j in units], dtype=np.int64)
+        self.z_index = np.array([lay.free(lay.z(l)).start + j for l, j in units], dtype=np.int64)
+        self.a_index = np.array([lay.free(lay.a(l)).start + j for l, j in units], dtype=np.int64)
+        self.ea_rows = np.array([lay.edge("e_" + lay.a(l)).start + j for l, j in units], dtype=np.int64)
         inactive = [np.zeros(d, dtype=bool) for d in net.dims[1:-1]]
         rel = None if lam <= 0 else _pins.Reluctance(lam)
         one = assemble(net, X[:1], pattern=inactive, reduced=reduced, soft_pins=_dummy_soft(soft), reluctance=rel)
@@ -92,7 +92,7 @@ class AffineField:
             if l == 1:
                 p0[:, u] += X @ W[j]
             else:
-                a0 = lay.free(f"a{l - 1}").start
+                a0 = lay.free(lay.a(l - 1)).start
                 rows += [u] * W.shape[1]
                 cols += list(range(a0, a0 + W.shape[1]))
                 vals += list(W[j])

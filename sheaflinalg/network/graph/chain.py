@@ -6,6 +6,33 @@ from .graph import Graph
 from .nodes import INPUT, Node
 
 
+def chain_names(n_layers):
+    """The paper's node names of a chain of ``n_layers`` linear layers: ``z1, a1, ..., z(n_layers)``.
+
+    Examples
+    --------
+    >>> chain_names(2)
+    ('z1', 'a1', 'z2')
+    """
+    return tuple(name for l in range(1, n_layers + 1) for name in (f"z{l}", f"a{l}"))[:-1]
+
+
+def renamed(graph, names):
+    """``graph`` with its nodes called ``names`` (in topological order; the parents follow).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = chain_graph([np.ones((3, 2)), np.ones((1, 3))], [np.zeros(3), np.zeros(1)], "identity")
+    >>> [(n.name, n.inputs) for n in renamed(g, ["fc", "act", "out"]).nodes]
+    [('fc', ('x',)), ('act', ('fc',)), ('out', ('act',))]
+    """
+    new = dict(zip([node.name for node in graph.nodes], names))
+    nodes = [Node(new[n.name], n.op, [new.get(p, p) for p in n.inputs], dict(n.attrs), dict(n.params))
+             for n in graph.nodes]
+    return Graph(graph.input_shape, nodes, graph.output)
+
+
 def chain_graph(weights, biases, output):
     """The :class:`Graph` of the chain with these layers, its nodes named as the chain's blocks (``z1``, ``a1``, ...).
 

@@ -39,8 +39,9 @@ from ..ops import RULES, rule_of
 
 #: The input vertex of every graph.
 INPUT = "x"
-#: Names a node may not take: the input, the output vertex and the chain's reserved block names.
-RESERVED = (INPUT, "yhat")
+#: Names a node may not take: the input ``x``, the output vertex ``yhat`` and the names whose edge the sheaf
+#: makes itself (``e_y`` the output edge, ``e_pin`` the soft pins, ``e_rel`` the reluctance edges).
+RESERVED = (INPUT, "yhat", "y", "pin", "rel")
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.]*")
 
 

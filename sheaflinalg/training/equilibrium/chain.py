@@ -119,6 +119,8 @@ class ChainEquilibrium(EquilibriumOracle):
         The two losses take none (kept for the signature of the other training entries).
     max_iter : int
         Largest number of pattern iterations (frozen solves) per sample.
+    names : sequence of str, optional
+        The chain's node names (``net.chain.names``; default ``z1, a1, ...``): the labels of :attr:`layout`.
 
     Examples
     --------
@@ -132,14 +134,14 @@ class ChainEquilibrium(EquilibriumOracle):
     (0, 0)
     """
 
-    def __init__(self, dims, output="identity", loss=None, loss_param=None, max_iter=MAX_ITER):
+    def __init__(self, dims, output="identity", loss=None, loss_param=None, max_iter=MAX_ITER, names=None):
         self.dims = check_dims(dims)
         self.output = activations.check_output(output)
         self.loss, self.loss_param = resolve_loss(loss, loss_param, output)
         check_equilibrium_loss(self.loss)
         self.max_iter = check_int(max_iter, "max_iter")
         self.n_parameters = parameter_offsets(self.dims)[2]
-        self.layout = Layout(self.dims)
+        self.layout = Layout(self.dims, names=names)
 
     # ------------------------------------------------------------------ public
     def settle(self, theta, X, Y, nudging):
@@ -149,11 +151,11 @@ class ChainEquilibrium(EquilibriumOracle):
         state = np.empty((X.shape[0], lay.n_free))
         res = np.empty((X.shape[0], lay.n_edges))
         for l in range(1, k + 2):
-            state[:, lay.free(f"z{l}")] = batch.Zs[l - 1]
-            res[:, lay.edge(f"e_z{l}")] = batch.ez[l - 1]
+            state[:, lay.free(lay.z(l))] = batch.Zs[l - 1]
+            res[:, lay.edge("e_" + lay.z(l))] = batch.ez[l - 1]
             if l <= k:
-                state[:, lay.free(f"a{l}")] = batch.As[l - 1]
-                res[:, lay.edge(f"e_a{l}")] = batch.ea[l - 1]
+                state[:, lay.free(lay.a(l))] = batch.As[l - 1]
+                res[:, lay.edge("e_" + lay.a(l))] = batch.ea[l - 1]
         state[:, lay.free("yhat")] = Y
         res[:, lay.edge("e_y")] = Y - activations.apply(self.output, batch.Zs[-1])
         pattern = [m > 0 for m in batch.masks]

@@ -37,9 +37,10 @@ class UnsettledWarning(RuntimeWarning):
 def make_oracle(prob, cfg):
     """The exact equilibrium of the network's family (:class:`~.oracle.EquilibriumOracle`)."""
     net = prob.net
-    if net.is_graph:
+    chain = net.chain
+    if chain is None:
         return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations)
-    return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations)
+    return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations, chain.names)
 
 
 class EquilibriumRun(EpochRun):

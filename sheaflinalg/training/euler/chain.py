@@ -24,7 +24,7 @@ from ...kernels.force import compute_forces
 from ...kernels.potentials import (LOSS_CODES, OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, PHI_CODES,
                                   discord_by_edge_block)
 from ...kernels.structs import OutputEdge, Rates, Regularisation, Scratch
-from ...network.model import Network, NetworkOverflowError
+from ...network.model import NetworkOverflowError
 from ...sheaf.layout import Layout
 from ...sheaf.state import INITS, initial_state, to_columns, to_rows
 from . import stagnation as _stagnation
@@ -129,7 +129,7 @@ class ChainJointRun(EpochRun):
         net, X, Y = prob.net, prob.X, prob.Y
         self.prob, self.cfg, self.net = prob, cfg, net
         M = X.shape[0]
-        self.layout = layout = Layout(net.dims)
+        self.layout = layout = Layout.for_network(net)
         self.off = off = layout.kernel_offsets()
         self.n_move = off.yhat_off
         self.rng = np.random.default_rng(cfg.seed)
@@ -170,8 +170,7 @@ class ChainJointRun(EpochRun):
             S = self.rng.standard_normal((layout.n_free, X.shape[0]))
         elif isinstance(method, str):
             try:
-                S = initial_state(Network.from_parameters(self.theta, self.net.dims, self.net.output), X, layout,
-                                  method)
+                S = initial_state(self.net.with_parameters(self.theta), X, layout, method)
             except NetworkOverflowError:  # weights grown past float64: this epoch reports the divergence
                 S = np.full((layout.n_free, X.shape[0]), np.nan)
         else:

@@ -56,12 +56,12 @@ def effective_spectral_gap(net, X, state_rows, layout):
         # output edge (rows of yhat) sees z(k+1) through the identity.
         D = np.zeros((M, n_free, n_move))
         for l in range(1, net.n_hidden + 2):
-            z = layout.free(f"z{l}")
+            z = layout.free(layout.z(l))
             D[:, z, z] = np.eye(z.stop - z.start)
             if l > 1:
-                D[:, z, layout.free(f"a{l - 1}")] = -net.weights[l - 1]
+                D[:, z, layout.free(layout.a(l - 1))] = -net.weights[l - 1]
             if l <= net.n_hidden:
-                a = layout.free(f"a{l}")
+                a = layout.free(layout.a(l))
                 D[:, a, a] = np.eye(a.stop - a.start)
                 mask = (state_rows[:, z] >= 0).astype(np.float64)
                 D[:, a, z] = -mask[:, :, None] * np.eye(z.stop - z.start)
@@ -69,7 +69,7 @@ def effective_spectral_gap(net, X, state_rows, layout):
         L = np.matmul(D.transpose(0, 2, 1), D)
         return float(np.linalg.eigvalsh(L)[:, 0].min())
     lin = Network(net.weights, net.biases, "identity")
-    pattern = [state_rows[:, layout.free(f"z{l}")] >= 0 for l in range(1, net.n_hidden + 1)]
+    pattern = [state_rows[:, layout.free(layout.z(l))] >= 0 for l in range(1, net.n_hidden + 1)]
     L = assemble(lin, X, pattern=pattern).laplacian_free.tocsr()
     L.sum_duplicates()
     L = L.tocoo()
