@@ -42,7 +42,7 @@ class Files(dict):
 
 
 class Worker:
-    """One long-lived child running tests/fuzz_worker.py; restarted after it dies."""
+    """One long-lived child running tests/helpers/fuzz_worker.py; restarted after it dies."""
 
     def __init__(self, tmp):
         self.tmp, self.proc = tmp, None

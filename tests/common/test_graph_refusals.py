@@ -14,10 +14,10 @@ import traceback
 import numpy as np
 import pytest
 
-from helpers.paths import ROOT
-import sheaflinalg as sl
 from helpers.graph_examples import every_op_network
+from helpers.paths import ROOT
 from helpers.public_api import PUBLIC, RESULTS
+import sheaflinalg as sl
 
 NET = every_op_network()
 BAD_X = np.full((2, 5), np.nan)          # wrong width and not finite: refused later than the network

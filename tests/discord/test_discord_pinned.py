@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-import sheaflinalg as sl
 from helpers.naive import sheaf
 from helpers.strategies import network_input_pattern
+import sheaflinalg as sl
 
 
 def naive_residuals(net, x, free, layout):

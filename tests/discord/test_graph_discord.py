@@ -1,6 +1,6 @@
 """Discord of graph networks: per-node residuals and the pinned equilibrium against dense definitions.
 
-The naive twin builds one sample's dense ``delta`` from the definitions (tests/naive_graph.py) with the
+The naive twin builds one sample's dense ``delta`` from the definitions (tests/helpers/naive_graph.py) with the
 pattern read off the state (``z >= 0`` active, the first maximum of each window): the residuals are
 ``-(delta c)`` of the full cochain ``c`` (state and boundary).  A chain whose ReLUs are LeakyReLUs of
 slope 0 is a graph network equal to the chain: a second oracle for both functions.
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs
 from helpers.naive_graph import coboundary, read_pattern
+from helpers.random_graphs import graph_networks, random_graph, random_inputs
+import sheaflinalg as sl
 from sheaflinalg.network import activations
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.network.graph.chain import chain_graph
@@ -33,10 +33,10 @@ def _naive_residuals(net, lay, x, w):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), at_forward=st.booleans(),
-       output=st.sampled_from(["identity", "sigmoid"]))
-def test_residuals_splits_and_channels_equal_the_dense_definitions(seed, mode, at_forward, output):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=("identity", "sigmoid")), at_forward=st.booleans())
+def test_residuals_splits_and_channels_equal_the_dense_definitions(case, at_forward):
+    net, seed, mode = case
+    output = net.output
     graph = net.graph
     X = random_inputs(net, seed, 2, mode)
     lay = Layout.for_network(net)
@@ -104,9 +104,9 @@ def test_a_chain_as_a_graph_network_has_the_chain_discord(output, seed, noise):
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), output=st.sampled_from(activations.OUTPUTS))
-def test_pinned_discord_is_zero_at_the_networks_own_output(seed, mode, output):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=activations.OUTPUTS))
+def test_pinned_discord_is_zero_at_the_networks_own_output(case):
+    net, seed, mode = case
     X = random_inputs(net, seed, 3, mode)
     pd = sl.discord.pinned(net, X, net.forward(X))
     assert pd.settled.all()
@@ -128,9 +128,9 @@ def _gradient(graph, lay, x, w, flip=None):
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES))
-def test_the_pinned_equilibrium_zeroes_the_gradient_on_the_free_coordinates(seed, mode):
-    net = random_graph(seed, mode)
+@given(case=graph_networks())
+def test_the_pinned_equilibrium_zeroes_the_gradient_on_the_free_coordinates(case):
+    net, seed, mode = case
     graph = net.graph
     X = random_inputs(net, seed, 3, mode).reshape(3, -1)
     Y = net.forward(X) + np.random.default_rng(seed).normal(0, 0.5, size=(3, net.n_outputs))

@@ -1,7 +1,7 @@
 """The sheaf heat equation on graph networks, and the stable step bound, against dense twins.
 
 The bound on ``lambda_max(delta_P^T delta_P)`` must hold for every pattern: it is checked map by
-map against the naive dense restriction maps (tests/naive_graph.py) and as a whole against the
+map against the naive dense restriction maps (tests/helpers/naive_graph.py) and as a whole against the
 assembled ``delta`` under random frozen patterns of every kind.
 """
 
@@ -11,29 +11,25 @@ import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs, random_pattern
 from helpers.graph_examples import every_op_network
 from helpers.naive import phi, phi_jacobian
 from helpers.naive_graph import maxpool_argmax, node_dense
+from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
+import sheaflinalg as sl
 from sheaflinalg.sheaf import graph_bound
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.sheaf.pins import parse_selector, resolve, resolve_pins
 
 
-def _graph_nets(seed, mode, output="identity"):
-    return [random_graph(seed, mode, output), every_op_network(seed % 5, output)]
-
-
 @pytest.mark.parametrize("fourier", [True, False])
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES))
-def test_every_map_norm_bound_holds_for_random_patterns(fourier, seed, mode):
-    rng = np.random.default_rng(seed)
+@given(case=graph_networks())
+def test_every_map_norm_bound_holds_for_random_patterns(fourier, case):
+    rng = np.random.default_rng(case.seed)
     work = graph_bound.FOURIER_WORK
     graph_bound.FOURIER_WORK = work if fourier else 0.0       # False: the row/column-sum bound of convs
     try:
-        for net in _graph_nets(seed, mode):
+        for net in (case.net, every_op_network(case.seed % 5)):
             pattern = random_pattern(net, rng, 1)
             for node in net.graph.nodes:
                 bound = graph_bound.map_norm_bound(node, net.graph)
@@ -53,10 +49,9 @@ def _check_lambda_max_bound(net, X, patterns, gamma=0.0, lam=0.0):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES),
-       output=st.sampled_from(("identity", "sigmoid", "softmax")), gamma=st.floats(0, 2), lam=st.floats(0, 2))
-def test_lambda_max_bound_holds_for_random_patterns(seed, mode, output, gamma, lam):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=("identity", "sigmoid", "softmax")), gamma=st.floats(0, 2), lam=st.floats(0, 2))
+def test_lambda_max_bound_holds_for_random_patterns(case, gamma, lam):
+    net, seed, mode = case
     X = random_inputs(net, seed, 1, mode).reshape(1, -1)
     _check_lambda_max_bound(net, X, [None, random_pattern(net, np.random.default_rng(seed), 1)], gamma, lam)
 
@@ -119,10 +114,10 @@ def _dense_force(net, lay, X, S, reduced):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES),
-       output=st.sampled_from(("identity", "sigmoid", "softmax")), reduced=st.booleans())
-def test_one_euler_step_equals_the_dense_step(seed, mode, output, reduced):
-    net = random_graph(seed, mode, output, max_layers=3)
+@given(case=graph_networks(outputs=("identity", "sigmoid", "softmax"), max_layers=3), reduced=st.booleans())
+def test_one_euler_step_equals_the_dense_step(case, reduced):
+    net, seed, mode = case
+    output = net.output
     reduced = reduced and output == "identity"
     rng = np.random.default_rng(seed)
     M = 2

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
 from helpers.naive import forward, phi, phi_jacobian, sheaf
-from helpers.strategies import networks
 from helpers.naive_pins import naive_augmented
+from helpers.strategies import networks
+import sheaflinalg as sl
 
 STATE_KINDS = ("mixed", "all_active", "all_dead", "zero_preactivations")
 

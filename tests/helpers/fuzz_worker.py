@@ -1,4 +1,4 @@
-"""Child process of tests/test_file_fuzz.py: reads files with sheaflinalg's readers, one request per line.
+"""Child process of tests/common/test_file_fuzz.py: reads files with sheaflinalg's readers, one request per line.
 
 Request (one JSON line on stdin): ``{"reader": NAME, "path": FILE}``.  Reply (one JSON line on
 stdout): ``{"outcome": "ok", "digest": SHA-256 of the result}`` or ``{"outcome": EXCEPTION TYPE,
@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
-import sheaflinalg as sl
 from helpers.graph_examples import every_op_network
+import sheaflinalg as sl
 
 RUN = dict(steps=200, epoch_steps=50, seed=3, progress=False, checkpoint_every=1, stagnation=False,
            reg={"lam": 1e-3, "anchor": "initial"})

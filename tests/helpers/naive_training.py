@@ -3,8 +3,8 @@
 
 import numpy as np
 
-import sheaflinalg as sl
 from helpers import naive
+import sheaflinalg as sl
 
 #: The loss parameter each loss is run with (p of pnorm, delta of huber).
 LOSS_PARAM = {"mse": 0.0, "l1": 0.0, "pnorm": 1.7, "huber": 0.3, "cross_entropy": 0.0}

@@ -4,8 +4,8 @@ and training steps."""
 import numpy as np
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
 from helpers.naive_training import targets
+import sheaflinalg as sl
 
 PATTERN_KINDS = ("forward", "all_active", "all_dead", "random", "zero_preactivations")
 

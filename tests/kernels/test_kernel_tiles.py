@@ -5,6 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.kernel_steps import kernel_step
+from helpers.naive_training import naive_step
+from helpers.strategies import networks
 import sheaflinalg as sl
 import sheaflinalg.kernels.heat as kheat
 from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPANCY, OUTPUT_EDGE_NONE,
@@ -13,9 +16,6 @@ from sheaflinalg.kernels.force import (OUTPUT_EDGE_ADJOINT, OUTPUT_EDGE_DISCREPA
 from sheaflinalg.kernels.structs import OutputEdge, Scratch, heat_step, train_step
 from sheaflinalg.kernels.training import weight_velocity
 from sheaflinalg.kernels.products import outer_sums_range
-from helpers.strategies import networks
-from helpers.kernel_steps import kernel_step
-from helpers.naive_training import naive_step
 
 
 def kernel_args(net, M, rng, reduced):

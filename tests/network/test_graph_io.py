@@ -12,9 +12,11 @@ import warnings
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from helpers.graph_examples import every_op_network
+from helpers.random_graphs import EVERY_STEP, graph_networks
 import sheaflinalg as sl
-from helpers.graph_examples import every_op_network, graph_networks
 from sheaflinalg._common.npzfile import content_digest
 from sheaflinalg.network.graph import OPS
 from sheaflinalg.network.graph.files import ATTR_KINDS, FORMAT, MAX_TEXT
@@ -34,9 +36,17 @@ def _same_network(a, b):
     return True
 
 
+#: Graphs of every step on flat, 1-D and 2-D inputs: closed by a head, or branching and ending anywhere.
+EVERY_GRAPH = st.one_of(
+    graph_networks(outputs=("identity", "sigmoid", "tanh", "softmax"), steps=EVERY_STEP, axes=(0, 1, 2), max_layers=8),
+    graph_networks(outputs=("identity", "sigmoid", "tanh"), steps=EVERY_STEP, axes=(0, 1, 2), max_layers=8,
+                   head=False, branching=True))
+
+
 @settings(max_examples=25)
-@given(graph_networks())
-def test_random_graphs_round_trip_bitwise(tmp_path_factory, net):
+@given(EVERY_GRAPH)
+def test_random_graphs_round_trip_bitwise(tmp_path_factory, case):
+    net = case.net
     path = str(tmp_path_factory.mktemp("io") / "net.npz")
     net.save(path)
     back = sl.Network.load(path)

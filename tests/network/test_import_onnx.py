@@ -13,8 +13,8 @@ torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from torch import nn  # noqa: E402
 
-import sheaflinalg as sl  # noqa: E402
 from helpers.torch_models import architectures, build, mnist1d_cnn, reference, small_resnet  # noqa: E402
+import sheaflinalg as sl  # noqa: E402
 
 
 def _export(model, input_shape, path, dynamic=True):

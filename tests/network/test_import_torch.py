@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-import sheaflinalg as sl  # noqa: E402
 from helpers.torch_models import architectures, build, mnist1d_cnn, reference, small_resnet  # noqa: E402
+import sheaflinalg as sl  # noqa: E402
 
 
 def _check_forward(net, model, input_shape, n=4, seed=0):

@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-import sheaflinalg as sl
 from helpers.naive import forward
+import sheaflinalg as sl
 
 
 def test_random_is_he_initialised_and_seeded():

@@ -5,7 +5,7 @@ Layers, bottom to top: ``_common`` and ``kernels``; ``network``; ``sheaf``;
 imports another); ``tasks``; ``sweep`` and ``plotting`` (side by side); ``reproduce``; ``commands``; ``cli`` (the dispatcher).  Only the
 package root (which exports the API) and ``commands`` may import the root.  Inside ``dynamics``,
 ``euler`` and ``exact`` do not import each other, and no module cycle exists anywhere
-(tests/test_import_cycles.py, over the same import graph: tests/module_graph.py).
+(tests/package/test_import_cycles.py, over the same import graph: tests/helpers/module_graph.py).
 """
 
 import pytest

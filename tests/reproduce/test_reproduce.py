@@ -17,7 +17,6 @@ from sheaflinalg.cli import main
 from sheaflinalg.reproduce import registry
 
 
-
 @pytest.fixture(scope="module")
 def quick_run(quick_reproduction):
     """The quick reproduction, run once by the installed wheel (conftest.py) for this file and test_package.py."""

@@ -1,13 +1,13 @@
-"""The assembler against the naive edge-by-edge dense coboundary (tests/naive.py)."""
+"""The assembler against the naive edge-by-edge dense coboundary (tests/helpers/naive.py)."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given
 
-import sheaflinalg as sl
 from helpers.naive import masks_of, reduced_laplacian_formula, sheaf
 from helpers.strategies import network_input_pattern
+import sheaflinalg as sl
 
 
 @given(network_input_pattern())

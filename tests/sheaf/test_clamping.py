@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
 from helpers.naive import sheaf
-from helpers.strategies import networks
 from helpers.naive_pins import naive_augmented
+from helpers.strategies import networks
+import sheaflinalg as sl
 
 
 def dense_completion(net, x, masks, hard_pos, hard_vals, free_inputs=(), soft=None, lam=0.0, reduced=False,

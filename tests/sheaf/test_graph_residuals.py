@@ -9,17 +9,17 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.random_graphs import graph_networks, random_inputs
 import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs
 from sheaflinalg.network import activations
 from sheaflinalg.sheaf.graph_residuals import GraphSheaf, output_adjoint
 from sheaflinalg.sheaf.layout import Layout
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), at_forward=st.booleans())
-def test_residuals_and_force_equal_the_assembled_delta(seed, mode, at_forward):
-    net = random_graph(seed, mode)
+@given(case=graph_networks(), at_forward=st.booleans())
+def test_residuals_and_force_equal_the_assembled_delta(case, at_forward):
+    net, seed, mode = case
     X = random_inputs(net, seed, 2, mode).reshape(2, -1)
     lay = Layout.from_graph(net.graph, reduced=True)
     forward = sl.harmonic_extension(net, X).free[:, :lay.n_free]

@@ -1,6 +1,6 @@
-"""The sheaf layer on graph networks against the naive dense twin (tests/naive_graph.py).
+"""The sheaf layer on graph networks against the naive dense twin (tests/helpers/naive_graph.py).
 
-Random graphs (tests/graph_builders.py): 1-D and 2-D convolutions with groups,
+Random graphs (tests/helpers/random_graphs.py): 1-D and 2-D convolutions with groups,
 dilation, padding and stride, average/adaptive/max pools, batch norm, residual
 additions, concatenations, reshapes, ReLU and LeakyReLU, over every pattern
 kind (mixed, all active, all dead, exact zero pre-activations with max-pool ties).
@@ -14,17 +14,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import naive_graph
+from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
+from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs, random_pattern
 from sheaflinalg.network.errors import GraphNetworkError
 from sheaflinalg.sheaf.assembly import SheafSystem, system_bytes
 from sheaflinalg.sheaf.harmonic import graph_extension
 from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
-from helpers.strategies import network_input_pattern
 
-seeds = st.integers(0, 2**31 - 1)
-modes = st.sampled_from(MODES)
-outputs = st.sampled_from(("identity", "sigmoid", "tanh", "softmax"))
+OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
 
 
 def _naive_batch(net, layout, X, pattern, reduced):
@@ -44,9 +42,9 @@ def _close(a, b, rtol=1e-12):
     np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max(initial=0.0)))
 
 
-@given(seed=seeds, mode=modes, output=outputs, reduced=st.booleans())
-def test_assembled_blocks_equal_the_naive_dense_construction(seed, mode, output, reduced):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=OUTPUTS), reduced=st.booleans())
+def test_assembled_blocks_equal_the_naive_dense_construction(case, reduced):
+    net, seed, mode = case
     X = random_inputs(net, seed, 2, mode)
     s = sl.assemble(net, X, reduced=reduced)
     lay = s.layout
@@ -71,9 +69,9 @@ def test_assembled_blocks_equal_the_naive_dense_construction(seed, mode, output,
     _close(s.laplacian_reduced, Dr[:, fr].T @ Dr[:, fr])
 
 
-@given(seed=seeds, mode=modes, output=outputs)
-def test_delta_omega_is_unit_lower_triangular_and_the_harmonic_extension_is_the_forward_pass(seed, mode, output):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=OUTPUTS))
+def test_delta_omega_is_unit_lower_triangular_and_the_harmonic_extension_is_the_forward_pass(case):
+    net, seed, mode = case
     X = random_inputs(net, seed, 3, mode)
     s = sl.assemble(net, X)
     assert unit_lower_triangular_certificate(s.delta_free) == (True, "")
@@ -91,9 +89,9 @@ def test_delta_omega_is_unit_lower_triangular_and_the_harmonic_extension_is_the_
     assert sl.verify(net, X).status == "PASSED"
 
 
-@given(seed=seeds, mode=modes)
-def test_a_frozen_pattern_is_solved_by_forward_substitution(seed, mode):
-    net = random_graph(seed, mode)
+@given(case=graph_networks())
+def test_a_frozen_pattern_is_solved_by_forward_substitution(case):
+    net, seed, mode = case
     X = random_inputs(net, seed, 2, mode)
     pattern = random_pattern(net, np.random.default_rng(seed), 2)
     h = sl.harmonic_extension(net, X, pattern=pattern)
@@ -139,9 +137,9 @@ def test_max_pool_ties_any_maximum_agrees():
         == [False]
 
 
-@given(seed=seeds, mode=modes, data=st.data())
-def test_complete_with_a_clamped_node_solves_the_pinned_normal_equations(seed, mode, data):
-    net = random_graph(seed, mode)
+@given(case=graph_networks(), data=st.data())
+def test_complete_with_a_clamped_node_solves_the_pinned_normal_equations(case, data):
+    net, seed, mode = case
     x = random_inputs(net, seed, 1, mode).reshape(1, -1)
     nodes = [n.name for n in net.graph.nodes[:-1]]
     name = data.draw(st.sampled_from(nodes))
@@ -231,8 +229,8 @@ def test_bad_graph_patterns_and_selectors_are_refused():
     assert c.settled and c.pattern["blk.act"].tolist() == [[True, False]]
 
 
-@given(seed=seeds, mode=modes)
-def test_the_memory_estimate_bounds_the_assembled_system(seed, mode):
-    net = random_graph(seed, mode)
+@given(case=graph_networks())
+def test_the_memory_estimate_bounds_the_assembled_system(case):
+    net, seed, mode = case
     s = sl.assemble(net, random_inputs(net, seed, 1, mode))
     assert system_bytes(net, 1) >= 16 * (s.delta.nnz + s.laplacian_free.nnz)

@@ -3,9 +3,9 @@
 import numpy as np
 from hypothesis import given
 
-import sheaflinalg as sl
 from helpers.naive import forward, frozen_solution, sheaf
 from helpers.strategies import network_input_pattern, networks
+import sheaflinalg as sl
 
 
 def layout_order(zs, acts, yhat):

@@ -1,6 +1,6 @@
 """The matrix-free coboundary of graph networks against the assembled sparse ``delta_Omega``.
 
-The assembled matrices are tested against the naive dense twin (tests/test_graph_sheaf.py); here
+The assembled matrices are tested against the naive dense twin (tests/sheaf/test_graph_sheaf.py); here
 the products, the transpose and both substitutions must agree with them on random graphs, every
 pattern kind (the forward pass's own and random frozen ones), every output, reduced or not.
 """
@@ -10,8 +10,8 @@ import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
 import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs, random_pattern
 from sheaflinalg.sheaf.matrix_free import GraphCoboundary
 from sheaflinalg.sheaf.patterns import output_jacobian
 
@@ -23,10 +23,9 @@ def _jacobians(net, h):
 
 
 @settings(max_examples=20)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES),
-       output=st.sampled_from(("identity", "sigmoid", "softmax")), reduced=st.booleans(), frozen=st.booleans())
-def test_products_and_substitutions_equal_the_assembled_delta(seed, mode, output, reduced, frozen):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=("identity", "sigmoid", "softmax")), reduced=st.booleans(), frozen=st.booleans())
+def test_products_and_substitutions_equal_the_assembled_delta(case, reduced, frozen):
+    net, seed, mode = case
     X = random_inputs(net, seed, 2, mode)
     rng = np.random.default_rng(seed)
     pattern = random_pattern(net, rng, 2) if frozen else None

@@ -7,10 +7,10 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
 from helpers.naive import masks_of, sheaf
 from helpers.naive_pins import naive_augmented
 from helpers.strategies import network_input_pattern
+import sheaflinalg as sl
 
 
 @given(network_input_pattern(max_hidden=3, max_width=6), st.integers(0, 2**31 - 1),

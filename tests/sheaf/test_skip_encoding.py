@@ -15,15 +15,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from helpers import naive_graph
-import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs
-from sheaflinalg.network.graph import Graph, Node
-from sheaflinalg.sheaf.rank import rank_certificate
+from helpers.random_graphs import DENSE_STEPS, graph_networks, random_inputs
 from helpers.strategies import network_input_pattern
+import sheaflinalg as sl
+from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.rank import rank_certificate
 
-seeds = st.integers(0, 2**31 - 1)
-modes = st.sampled_from(MODES)
-outputs = st.sampled_from(("identity", "sigmoid", "tanh", "softmax"))
+OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
 
 
 def _linear(rng, name, parent, n_out, n_in):
@@ -31,34 +29,9 @@ def _linear(rng, name, parent, n_out, n_in):
                                                   "bias": rng.normal(0, 0.3, size=n_out)})
 
 
-@st.composite
-def residual_networks(draw):
-    """A flat network with residual additions (sometimes of a repeated parent) and concatenations."""
-    rng = np.random.default_rng(draw(seeds))
-    n = draw(st.integers(1, 4))
-    nodes, names, parent = [_linear(rng, "l0", "x", n, n)], ["x", "l0"], "l0"
-    sizes = {"x": n, "l0": n}
-    for i in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["add", "add", "concat", "concat", "relu", "leaky"]))
-        name, other = f"n{i}", draw(st.sampled_from(names))
-        if kind == "relu":
-            node = Node(name, "relu", [parent])
-        elif kind == "leaky":
-            node = Node(name, "leaky_relu", [parent], {"negative_slope": 0.2})
-        elif kind == "concat":
-            node = Node(name, "concat", [other, parent], {"axis": 0})
-        else:
-            if sizes[other] != sizes[parent]:       # project the skip to the branch's size
-                nodes.append(_linear(rng, f"p{i}", other, sizes[parent], sizes[other]))
-                other = f"p{i}"
-            node = Node(name, "add", [parent, other])
-        nodes.append(node)
-        sizes = Graph((n,), nodes).sizes
-        names.append(name)
-        parent = name
-    nodes.append(_linear(rng, "head", parent, draw(st.integers(2, 3)), sizes[parent]))
-    X = rng.uniform(-2, 2, size=(2, n))
-    return sl.Network.from_graph(Graph((n,), nodes, draw(outputs))), X
+#: Dense networks with skips: additions (projected when the sizes differ, of a node to itself too) and
+#: concatenations of any earlier node.
+dense_networks = graph_networks(outputs=OUTPUTS, steps=DENSE_STEPS, axes=(0,))
 
 
 def _has_skips(net):
@@ -69,7 +42,7 @@ def naive_edges_coboundary(graph, layout, sum_layout, x, pattern, reduced):
     """Dense delta of the edges encoding of one sample, built edge by edge from the definition.
 
     Nodes with one parent and the output edge keep the default encoding's rows (the dense twin
-    tests/naive_graph.py); a node v with several parents gets, for each parent u_i with dense map
+    tests/helpers/naive_graph.py); a node v with several parents gets, for each parent u_i with dense map
     F_i, the edge restricted to the rows R_i that u_i feeds: ``I[R_i] x_v - F_i[R_i] x_(u_i)``."""
     summed, u_full, sum_offset = naive_graph.coboundary(graph, sum_layout, x, pattern, reduced)
     delta = np.zeros((layout.n_edges, layout.n_full))
@@ -140,21 +113,22 @@ def _check_against_naive(net, X, reduced=False):
     np.testing.assert_allclose(h.free.ravel(), w, rtol=0, atol=1e-13 * scale)
 
 
-@given(residual_networks(), st.booleans())
+@given(dense_networks, st.booleans())
 def test_residual_and_concat_networks_equal_the_naive_edges_construction(case, reduced):
-    net, X = case
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode)
     _check_against_naive(net, X, reduced)
 
 
-@given(seed=seeds, mode=modes, output=outputs)
-def test_random_graphs_equal_the_naive_edges_construction(seed, mode, output):
-    net = random_graph(seed, mode, output)
+@given(case=graph_networks(outputs=OUTPUTS))
+def test_random_graphs_equal_the_naive_edges_construction(case):
+    net, seed, mode = case
     _check_against_naive(net, random_inputs(net, seed, 2, mode))
 
 
-@given(seed=seeds, mode=modes)
-def test_without_add_or_concat_both_encodings_give_the_same_matrices_bit_for_bit(seed, mode):
-    net = random_graph(seed, mode)
+@given(case=graph_networks())
+def test_without_add_or_concat_both_encodings_give_the_same_matrices_bit_for_bit(case):
+    net, seed, mode = case
     assume(not _has_skips(net))
     _same_bit_for_bit(net, random_inputs(net, seed, 2, mode))
 
@@ -200,9 +174,10 @@ def test_the_least_squares_extension_differs_from_the_forward_pass_on_a_residual
     assert "RESULT: PASSED" in str(report)
 
 
-@given(residual_networks())
+@given(dense_networks)
 def test_the_certificate_holds_on_residual_and_concat_networks(case):
-    net, X = case
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode)
     report = sl.verify(net, X, skip_encoding="edges")
     assert report.status == "PASSED"
     assert all(c.method == "structural" for c in report.certificates)

@@ -9,11 +9,11 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.strategies import networks
 import sheaflinalg as sl
 from sheaflinalg.sheaf import factor
 from sheaflinalg.cli import main
 from sheaflinalg.sheaf.verify import EXIT_STATUS, unit_lower_triangular_certificate
-from helpers.strategies import networks
 
 
 @given(networks())

@@ -5,12 +5,11 @@ import pytest
 import scipy.sparse.linalg as spla
 from hypothesis import given, settings, strategies as st
 
+from helpers.random_graphs import random_graph, random_inputs
 import sheaflinalg as sl
 from sheaflinalg.spectral import graph_spectrum
 from sheaflinalg.spectral.arpack_pair import largest_pairs
 from sheaflinalg.spectral.lanczos import LargestLanczos
-
-from helpers.graph_builders import random_graph, random_inputs
 
 
 def _run(A, tol=1e-10, maxiter=None, v0=None):

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import naive
+from helpers.strategies import networks
 import sheaflinalg as sl
 from sheaflinalg.training.equilibrium.chain import ChainEquilibrium
 from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
-from helpers.strategies import networks
 
 LOSSES = {"identity": ("mse",), "tanh": ("mse",), "sigmoid": ("mse", "cross_entropy"),
           "softmax": ("mse", "cross_entropy")}

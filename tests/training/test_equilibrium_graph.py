@@ -1,6 +1,6 @@
 """Exact equilibria of graph networks (training/equilibrium/graph.py) against dense definitions and backprop.
 
-Oracles: the dense coboundary of one sample under a pattern (tests/naive_graph.py): the energy
+Oracles: the dense coboundary of one sample under a pattern (tests/helpers/naive_graph.py): the energy
 ``1/2 ||delta c||^2 + b L(z)`` has a vanishing gradient on the free coordinates at the equilibrium,
 whose pattern is the one read off it; for the mean squared error the minimiser is a dense linear solve.
 As the nudging goes to 0, ``g`` approaches backprop's gradient (backward substitution, and torch
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs
 from helpers.naive_graph import coboundary, read_pattern
+from helpers.random_graphs import graph_networks, random_graph, random_inputs
+import sheaflinalg as sl
 from sheaflinalg.network import activations
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.sheaf.layout import Layout
@@ -54,11 +54,10 @@ def _dense(graph, lay, x, w):
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), setting=st.sampled_from(SETTINGS),
-       nudging=st.sampled_from([1e-3, 0.1, 1.0, 3.0]))
-def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_reads(seed, mode, setting, nudging):
+@given(setting=st.sampled_from(SETTINGS), nudging=st.sampled_from([1e-3, 0.1, 1.0, 3.0]), data=st.data())
+def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_reads(setting, nudging, data):
     output, loss = setting
-    net = random_graph(seed, mode, output, max_layers=4)
+    net, seed, mode = data.draw(graph_networks(outputs=(output,), max_layers=4))
     graph = net.graph
     rng = np.random.default_rng(seed)
     X = random_inputs(net, seed, 3, mode).reshape(3, -1)
@@ -90,9 +89,9 @@ def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), nudging=st.sampled_from([0.01, 1.0]))
-def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solution(seed, mode, nudging):
-    net = random_graph(seed, mode, "identity", max_layers=4)
+@given(case=graph_networks(outputs=("identity",), max_layers=4), nudging=st.sampled_from([0.01, 1.0]))
+def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solution(case, nudging):
+    net, seed, mode = case
     graph = net.graph
     X = random_inputs(net, seed, 2, mode).reshape(2, -1)
     Y = np.random.default_rng(seed).normal(size=(2, net.n_outputs))
@@ -109,12 +108,11 @@ def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solut
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(MODES), setting=st.sampled_from(SETTINGS),
-       nudging=st.sampled_from([1e-6, 1e-3, -1e-3]))
-def test_fixed_point_and_gram_paths_give_the_same_equilibrium(seed, mode, setting, nudging):
+@given(setting=st.sampled_from(SETTINGS), nudging=st.sampled_from([1e-6, 1e-3, -1e-3]), data=st.data())
+def test_fixed_point_and_gram_paths_give_the_same_equilibrium(setting, nudging, data):
     from sheaflinalg.training.equilibrium import loss_edge
     output, loss = setting
-    net = random_graph(seed, mode, output, max_layers=4)
+    net, seed, mode = data.draw(graph_networks(outputs=(output,), max_layers=4))
     X = random_inputs(net, seed, 3, mode).reshape(3, -1)
     Y = _targets(np.random.default_rng(seed), output, loss, 3, net.n_outputs)
     theta, oracle = GraphParameters(net.graph).flat(), GraphEquilibrium(net.graph, loss)
@@ -134,11 +132,10 @@ def _backprop(graph, X, Y, loss):
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(["mixed", "active", "dead"]),
-       setting=st.sampled_from(SETTINGS[:3]))
-def test_g_over_small_nudging_is_backprops_gradient(seed, mode, setting):
+@given(setting=st.sampled_from(SETTINGS[:3]), data=st.data())
+def test_g_over_small_nudging_is_backprops_gradient(setting, data):
     output, loss = setting
-    net = random_graph(seed, mode, output, max_layers=4)
+    net, seed, mode = data.draw(graph_networks(modes=("mixed", "active", "dead"), outputs=(output,), max_layers=4))
     rng = np.random.default_rng(seed)
     X = random_inputs(net, seed, 4, mode).reshape(4, -1)
     Y = _targets(rng, output, loss, 4, net.n_outputs)

@@ -9,7 +9,6 @@ from helpers.paths import DATA
 from sheaflinalg.training.equilibrium.loss_edge import potential, solve_coefficients
 
 
-
 def _naive_cross_entropy(z, y):
     """Softmax cross-entropy ``log sum exp z - y . z`` from the definition in 50-digit decimals (the oracle)."""
     with localcontext() as ctx:

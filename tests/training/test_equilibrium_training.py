@@ -1,6 +1,6 @@
 """``train(method="equilibrium")``: mini-batches, optimisers, schedules, symmetric nudging, history,
 checkpoints, callbacks and bad input, on a test-only oracle (backprop's gradient: the nudging -> 0
-limit, tests/equilibrium_oracle.py) so that the loop is tested apart from the exact equilibria."""
+limit, tests/helpers/equilibrium_oracle.py) so that the loop is tested apart from the exact equilibria."""
 
 import csv
 import math
@@ -9,9 +9,9 @@ import warnings
 import numpy as np
 import pytest
 
-import sheaflinalg as sl
 from helpers.equilibrium_oracle import BackpropOracle, chain_gradient, use_backprop_oracle
 from helpers.graph_examples import every_op_network
+import sheaflinalg as sl
 from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
 from sheaflinalg.training.equilibrium import run as run_module

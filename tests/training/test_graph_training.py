@@ -8,11 +8,11 @@ Linear/LeakyReLU(0) graph, which is the same network computed by the graph code.
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
-import sheaflinalg as sl
-from helpers.graph_builders import MODES, random_graph, random_inputs
 from helpers.graph_examples import every_op_network
+from helpers.random_graphs import graph_networks, random_inputs
+import sheaflinalg as sl
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.sheaf.graph_residuals import GraphSheaf
 from sheaflinalg.training.graph_sgd import descent_direction
@@ -52,9 +52,9 @@ def _check_velocity_against_energy(net, X, rng):
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 10_000), mode=st.sampled_from(MODES))
-def test_parameter_velocity_is_minus_the_energy_gradient(seed, mode):
-    net = random_graph(seed, mode, max_layers=3)
+@given(case=graph_networks(max_layers=3))
+def test_parameter_velocity_is_minus_the_energy_gradient(case):
+    net, seed, mode = case
     X = random_inputs(net, seed, 2, mode).reshape(2, -1)
     _check_velocity_against_energy(net, X, np.random.default_rng(seed))
 

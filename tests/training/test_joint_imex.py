@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 
 from helpers import naive
+from helpers.naive_training import LOSS_PARAM, naive_step
+from helpers.strategies import step_cases
 import sheaflinalg as sl
 from sheaflinalg.network.errors import GraphNetworkError
 from sheaflinalg.training.imex.ros2 import GAMMA
 from sheaflinalg.training.imex.run import ImexChainRun, ImexSettings
 from sheaflinalg.training.problem import Problem
-from helpers.naive_training import LOSS_PARAM, naive_step
-from helpers.strategies import step_cases
 
 ALPHA, BETA = 0.7, 0.3
 

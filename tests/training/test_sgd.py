@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import naive
-import sheaflinalg as sl
 from helpers.strategies import networks
+import sheaflinalg as sl
 
 
 def dense_loss(net, X, Y, loss, p):

@@ -7,15 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import naive
 from helpers.kernel_steps import kernel_step, tiled_kernel_step
+from helpers import naive
 from helpers.naive_training import LOSS_PARAM, naive_step, split, targets
+from helpers.strategies import step_cases
 import sheaflinalg as sl
 from sheaflinalg.kernels.training import tiled_steps, tiled_steps_parallel
 from sheaflinalg.training.parameter_sheaf import parameter_sheaf
 from sheaflinalg.training.euler import stagnation
 from sheaflinalg.training.euler.stagnation import effective_spectral_gap
-from helpers.strategies import step_cases
+
 
 @given(step_cases())
 @settings(max_examples=40)
