@@ -1,8 +1,9 @@
 """Random graph networks for every test that wants one: one builder and one hypothesis strategy.
 
-:func:`random_graph` builds a network from a seed, so that a test can name a fixed example;
-:func:`graph_networks` draws one (its seed, mode and output activation) for hypothesis.  Options
-choose the steps (the operations), the input's axes, the depth, the head and the branching:
+:func:`random_graph` builds a network from a seed, so that a test can name a fixed example (by
+default a convolutional chain); :func:`graph_networks` draws one (its seed, mode, output activation
+and branching) for hypothesis, by default of every step on every kind of input.  Options choose the
+steps (the operations), the input's axes, the depth, the head and the branching:
 
 - the default steps grow a convolutional chain of 1-D or 2-D feature maps (convolutions with
   groups, strides, padding and dilation; ReLU, leaky ReLU, max and average pools, adaptive pools,
@@ -228,15 +229,22 @@ def random_graph(seed, mode="mixed", output="identity", max_layers=5, steps=CNN_
 
 
 @st.composite
-def graph_networks(draw, modes=MODES, outputs=("identity",), **options):
+def graph_networks(draw, modes=MODES, outputs=("identity",), steps=EVERY_STEP, axes=(0, 1, 2), branchings=(False, True),
+                   **options):
     """The hypothesis strategy of random graph networks: :func:`random_graph` of a drawn seed, mode and output.
+
+    By default every step, flat, 1-D and 2-D inputs, chains and branching graphs.
 
     Parameters
     ----------
     modes, outputs : sequence of str
         The modes and output activations drawn from.
+    steps, axes
+        As in :func:`random_graph`.
+    branchings : sequence of bool
+        The ``branching`` values drawn from.
     **options
-        :func:`random_graph`'s ``max_layers``, ``steps``, ``axes``, ``head`` and ``branching``.
+        :func:`random_graph`'s ``max_layers`` and ``head``.
 
     Returns
     -------
@@ -245,7 +253,9 @@ def graph_networks(draw, modes=MODES, outputs=("identity",), **options):
     """
     seed = draw(st.integers(0, 2**31 - 1))
     mode, output = draw(st.sampled_from(modes)), draw(st.sampled_from(outputs))
-    return RandomGraph(random_graph(seed, mode, output, **options), seed, mode)
+    branching = draw(st.sampled_from(branchings))
+    return RandomGraph(random_graph(seed, mode, output, steps=steps, axes=axes, branching=branching, **options), seed,
+                       mode)
 
 
 def random_inputs(net, seed, n_samples, mode="mixed"):

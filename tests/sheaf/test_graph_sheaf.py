@@ -2,7 +2,8 @@
 
 Random graphs (tests/helpers/random_graphs.py): 1-D and 2-D convolutions with groups,
 dilation, padding and stride, average/adaptive/max pools, batch norm, residual
-additions, concatenations, reshapes, ReLU and LeakyReLU, over every pattern
+additions, concatenations, skips from any earlier node, linear layers, reshapes, ReLU
+and LeakyReLU, on flat, 1-D and 2-D inputs, chains or branching, over every pattern
 kind (mixed, all active, all dead, exact zero pre-activations with max-pool ties).
 """
 
