@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+# The tests' shared code is imported as ``helpers.<module>`` (tests/helpers), from any folder of tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
 settings.register_profile("sheaflinalg", deadline=None, max_examples=30, derandomize=True)
@@ -44,7 +45,7 @@ class _Reproduction:
     def __init__(self, base):
         import threading
 
-        from installed import Installed
+        from helpers.installed import Installed
 
         self.installed, self.run, self.error = Installed(base), None, None
         self.thread = threading.Thread(target=self._work, name="installed-wheel", daemon=True)
@@ -87,7 +88,7 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def installed_wheel():
-    """A wheel of this tree installed in a fresh environment outside the repository (tests/installed.py)."""
+    """A wheel of this tree installed in a fresh environment outside the repository (tests/helpers/installed.py)."""
     return _BACKGROUND["job"].result()[0]
 
 

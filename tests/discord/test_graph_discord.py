@@ -1,0 +1,216 @@
+"""Discord of graph networks: per-node residuals and the pinned equilibrium against dense definitions.
+
+The naive twin builds one sample's dense ``delta`` from the definitions (tests/helpers/naive_graph.py) with the
+pattern read off the state (``z >= 0`` active, the first maximum of each window): the residuals are
+``-(delta c)`` of the full cochain ``c`` (state and boundary).  A chain whose ReLUs are LeakyReLUs of
+slope 0 is a graph network equal to the chain: a second oracle for both functions.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.naive_graph import coboundary, read_pattern
+from helpers.random_graphs import graph_networks, random_graph, random_inputs
+import sheaflinalg as sl
+from sheaflinalg.network import activations
+from sheaflinalg.network.graph import Graph, Node
+from sheaflinalg.network.graph.chain import chain_graph
+from sheaflinalg.sheaf.layout import Layout
+
+
+def _naive_residuals(net, lay, x, w):
+    """``({edge: residual}, pattern)`` of one sample's free cochain ``w`` from the dense coboundary."""
+    graph = net.graph
+    values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
+    pattern = read_pattern(graph, values)
+    delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
+    for node in graph.nodes:
+        c[lay.full(node.name)] = values[node.name]
+    e = -(delta @ c)
+    return {node.name: e[lay.edge(f"e_{node.name}")] for node in graph.nodes}, pattern
+
+
+@settings(max_examples=15, deadline=None)
+@given(case=graph_networks(outputs=("identity", "sigmoid")), at_forward=st.booleans())
+def test_residuals_splits_and_channels_equal_the_dense_definitions(case, at_forward):
+    net, seed, mode = case
+    output = net.output
+    graph = net.graph
+    X = random_inputs(net, seed, 2, mode)
+    lay = Layout.for_network(net)
+    state = sl.harmonic_extension(net, X).free
+    if not at_forward:
+        state = state + np.random.default_rng(seed).normal(size=state.shape)
+    res = sl.discord.residuals(net, X, state)
+    assert res.edge_names == [node.name for node in graph.nodes] + ["yhat"]
+    for s in range(2):
+        edges, pattern = _naive_residuals(net, Layout.for_network(net, reduced=True), X[s].ravel(), state[s])
+        for name, e in edges.items():
+            np.testing.assert_allclose(res[name][s], e, rtol=1e-10, atol=1e-10)
+            channels = e.reshape(graph.shapes[name][0], -1)
+            np.testing.assert_allclose(res.by_channel(name)[s], 0.5 * (channels ** 2).sum(axis=1), rtol=1e-10,
+                                       atol=1e-20)
+        for name in graph.pattern_nodes:
+            node = graph.node(name)
+            if node.op == "maxpool":
+                mask = np.zeros(graph.sizes[node.inputs[0]], dtype=bool)
+                mask[pattern[name]] = True
+            else:
+                mask = pattern[name]
+            np.testing.assert_array_equal(res.selected(name)[s], mask)
+            edge = node.inputs[0] if node.op == "maxpool" else name
+            if edge != "x":
+                split = res.split_discord(name)[s]
+                np.testing.assert_allclose(split, [0.5 * np.sum(edges[edge][mask] ** 2),
+                                                   0.5 * np.sum(edges[edge][~mask] ** 2)], rtol=1e-10, atol=1e-20)
+    z = state[:, lay.free(graph.output_node)]
+    np.testing.assert_allclose(res["yhat"], activations.apply(output, z) - state[:, lay.free("yhat")], atol=1e-12)
+    np.testing.assert_allclose(res.by_edge().sum(axis=1), sum(res.by_node().values()), rtol=1e-12)
+    if at_forward:
+        assert np.abs(res.by_edge()).max() < 1e-20
+
+
+def _leaky_twin(net):
+    """The chain ``net`` as a graph network: every ReLU a LeakyReLU of slope 0 (the same function)."""
+    graph = chain_graph(net.weights, net.biases, net.output)
+    nodes = [Node(n.name, "leaky_relu", n.inputs, {"negative_slope": 0.0}) if n.op == "relu" else n
+             for n in graph.nodes]
+    twin = sl.Network.from_graph(Graph(graph.input_shape, nodes, net.output))
+    assert twin.is_graph
+    return twin
+
+
+@pytest.mark.parametrize("output, seed, noise", [("identity", 3, 0.3), ("tanh", 1, 0.1)])
+def test_a_chain_as_a_graph_network_has_the_chain_discord(output, seed, noise):
+    net = sl.Network.random([3, 6, 5, 2], seed=seed, output=output)
+    twin = _leaky_twin(net)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(6, 3))
+    Y = net.forward(X) + rng.normal(0, noise, size=(6, 2))
+    if output == "tanh":
+        Y = np.clip(Y, -0.9, 0.9)
+    chain, graph = sl.discord.pinned(net, X, Y), sl.discord.pinned(twin, X, Y)
+    np.testing.assert_array_equal(chain.settled, graph.settled)
+    np.testing.assert_allclose(graph.state, chain.state, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(graph.by_edge, chain.by_edge, rtol=1e-8, atol=1e-14)
+    assert [len(s) for s in graph.sliding] == [len(s) for s in chain.sliding]
+    for l in (1, 2):
+        for got, want in zip(graph.residuals.split(f"a{l}"), chain.residuals.split(f"R{l}")):
+            np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+        for got, want in zip(graph.residuals.split(f"a{l}", edge=f"z{l}"), chain.residuals.split(f"W{l}")):
+            np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(case=graph_networks(outputs=activations.OUTPUTS))
+def test_pinned_discord_is_zero_at_the_networks_own_output(case):
+    net, seed, mode = case
+    X = random_inputs(net, seed, 3, mode)
+    pd = sl.discord.pinned(net, X, net.forward(X))
+    assert pd.settled.all()
+    assert np.abs(pd.by_edge).max() < 1e-20
+
+
+def _gradient(graph, lay, x, w, flip=None):
+    """Dense gradient of the discord on the free coordinates under the pattern read off ``w`` (``flip``: a
+    ``(relu node, j)`` made inactive), and the scale of its terms."""
+    values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
+    pattern = read_pattern(graph, values)
+    if flip is not None:
+        pattern[flip[0]] = pattern[flip[0]].copy()
+        pattern[flip[0]][flip[1]] = False
+    delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
+    for node in graph.nodes:
+        c[lay.full(node.name)] = values[node.name]
+    return delta[:, lay.free_index].T @ (delta @ c), 1.0 + np.abs(delta).max() * np.abs(c).max()
+
+
+@settings(max_examples=12, deadline=None)
+@given(case=graph_networks())
+def test_the_pinned_equilibrium_zeroes_the_gradient_on_the_free_coordinates(case):
+    net, seed, mode = case
+    graph = net.graph
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    Y = net.forward(X) + np.random.default_rng(seed).normal(0, 0.5, size=(3, net.n_outputs))
+    pd = sl.discord.pinned(net, X, Y)
+    lay = pd.layout
+    assert lay.reduced and pd.edge_names[-1] == graph.output_node
+    np.testing.assert_array_equal(pd.state[:, lay.free(graph.output_node)], Y)
+    for s in np.flatnonzero(pd.settled):
+        w = pd.state[s]
+        gradient, scale = _gradient(graph, lay, X[s], w)
+        held = np.zeros(lay.n_free, dtype=bool)
+        held[lay.free(graph.output_node)] = True
+        for u, j in pd.sliding[s]:
+            assert w[lay.free(u)][j] == 0.0          # held on the switching surface
+            held[lay.free(u).start + j] = True
+        assert np.abs(gradient[~held]).max() < 1e-9 * scale
+    np.testing.assert_allclose(pd.by_edge, pd.residuals.by_edge())
+
+
+def test_sliding_equilibria_are_the_chains_and_satisfy_filippovs_condition():
+    net = sl.Network.random([2, 30, 1], seed=0)          # some of these samples slide (test_discord_pinned.py)
+    X, Y = sl.tasks.paraboloid(30, seed=0)
+    chain, pd = sl.discord.pinned(net, X, Y), sl.discord.pinned(_leaky_twin(net), X, Y)
+    assert pd.settled.all() and any(pd.sliding)
+    assert pd.sliding == [[(f"z{l}", j) for l, j in s] for s in chain.sliding]
+    np.testing.assert_allclose(pd.state, chain.state, rtol=1e-9, atol=1e-9)
+    graph, lay = pd.layout.graph, pd.layout
+    for s in (s for s in range(30) if pd.sliding[s]):
+        above, scale = _gradient(graph, lay, X[s], pd.state[s])
+        for u, j in pd.sliding[s]:
+            k = lay.free(u).start + j
+            below, _ = _gradient(graph, lay, X[s], pd.state[s], flip=("a1", j))
+            assert -below[k] >= -1e-9 * scale and -above[k] <= 1e-9 * scale   # both sides push into z = 0
+
+
+def test_bad_labels_names_and_layouts_are_refused_clearly():
+    net = random_graph(1, "mixed")
+    X = random_inputs(net, 1, 2)
+    with pytest.raises(ValueError, match=r"Y has shape \(2, 7\); expected \(2, \d\)"):
+        sl.discord.pinned(net, X, np.zeros((2, 7)))
+    res = sl.discord.residuals(net, X, sl.harmonic_extension(net, X).free)
+    with pytest.raises(KeyError, match="did you mean 'head'"):
+        res.by_channel("haed")
+    with pytest.raises(ValueError, match="has no activation pattern"):
+        res.split("head")
+    other = Layout.for_network(random_graph(2, "mixed"))
+    with pytest.raises(ValueError, match="not the layout of this graph network"):
+        sl.discord.residuals(net, X, np.zeros((2, other.n_free)), layout=other)
+    with pytest.raises(ValueError, match="state has shape"):
+        sl.discord.residuals(net, X, np.zeros((2, 3)))
+
+
+def test_the_discord_command_prints_a_node_table_of_a_graph_network_file(tmp_path, capsys):
+    from sheaflinalg.cli import main
+
+    net = random_graph(4, "mixed")
+    X = random_inputs(net, 4, 5)
+    path, data, figure = tmp_path / "g.npz", tmp_path / "d.npz", tmp_path / "d.png"
+    net.save(str(path))
+    np.savez(data, X_train=X[:1], Y_train=net.forward(X[:1]), X_test=X, Y_test=net.forward(X) + 0.1)
+    status = main(["discord", "--network", str(path), "--data", str(data), "--samples", "3", "--plot", str(figure)])
+    out = capsys.readouterr().out
+    assert status == 0 and "3 inputs" in out and figure.exists()
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[2:-3]}   # minus Total, footer, figure
+    assert rows == {node.name: node.op for node in net.graph.nodes}
+    assert main(["discord", "--network", str(path)]) == 2
+    assert "give its inputs and labels with --data" in capsys.readouterr().err
+    np.savez(data, X_train=X)
+    assert main(["discord", "--network", str(path), "--data", str(data)]) == 2
+    assert "Y_train" in capsys.readouterr().err
+
+
+def test_the_figures_refuse_the_other_kind_of_network():
+    from sheaflinalg.plotting.discord import plot_node_discord, plot_residuals
+
+    net = random_graph(1, "mixed")
+    X = random_inputs(net, 1, 2)
+    graph_result = sl.discord.residuals(net, X, sl.harmonic_extension(net, X).free)
+    with pytest.raises(TypeError, match="plot_node_discord"):
+        plot_residuals(graph_result)
+    chain = sl.Network.random([2, 3, 1], seed=0)
+    with pytest.raises(TypeError, match="plot_residuals"):
+        plot_node_discord(sl.discord.residuals(chain, [[0.0, 1.0]], np.zeros((1, 7))))

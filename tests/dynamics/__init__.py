@@ -1,0 +1,1 @@
+"""Tests of the heat equation and the exact flow (sheaflinalg/dynamics)."""

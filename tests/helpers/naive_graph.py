@@ -1,0 +1,196 @@
+"""Naive dense twins of the graph sheaf, written from the definitions (docs/graph-networks.md).
+
+Every restriction map is a dense matrix filled entry by entry with plain loops
+over output positions, channels and kernel offsets (no window tables, no
+sparse matrices); the coboundary is ``x_v - sum_u F_(u->v) x_u - diag(b_v) 1_v``
+per node, placed at the coordinates the layout names, and ``L = delta^T delta``.
+"""
+
+import itertools
+
+import numpy as np
+
+from helpers.naive import phi, phi_jacobian
+
+
+def _positions(shape):
+    return list(itertools.product(*[range(n) for n in shape]))
+
+
+def _flat(pos, shape):
+    return int(np.ravel_multi_index(pos, shape))
+
+
+def _window(out_pos, kernel, stride, padding, dilation):
+    """Input positions (some outside the input) of the window of one output position, in window order."""
+    for k in itertools.product(*[range(n) for n in kernel]):
+        yield tuple(o * s - p + q * d for o, q, s, p, d in zip(out_pos, k, stride, padding, dilation))
+
+
+def _tuple(value, n):
+    return (value,) * n if isinstance(value, int) else tuple(value)
+
+
+def _inside(pos, shape):
+    return all(0 <= p < n for p, n in zip(pos, shape))
+
+
+def conv_dense(node, in_shape, out_shape):
+    W = node.params["weight"]
+    n = W.ndim - 2
+    a = node.attrs
+    stride, padding, dilation = (_tuple(a[k], n) for k in ("stride", "padding", "dilation"))
+    cout, cin_g = W.shape[:2]
+    per_group = cout // a["groups"]
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for o in range(cout):
+        for out_pos in _positions(out_shape[1:]):
+            row = _flat((o,) + out_pos, out_shape)
+            for c in range(cin_g):
+                cg = (o // per_group) * cin_g + c
+                for k, pos in zip(_positions(W.shape[2:]),
+                                  _window(out_pos, W.shape[2:], stride, padding, dilation)):
+                    if _inside(pos, in_shape[1:]):
+                        F[row, _flat((cg,) + pos, in_shape)] += W[(o, c) + k]
+    return F
+
+
+def pool_dense(node, in_shape, out_shape):
+    n = len(in_shape) - 1
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for c in range(in_shape[0]):
+        for out_pos in _positions(out_shape[1:]):
+            if node.op == "adaptive_avgpool":
+                ranges = [range((i * L) // m, -((-(i + 1) * L) // m))
+                          for i, L, m in zip(out_pos, in_shape[1:], out_shape[1:])]
+                window = list(itertools.product(*ranges))
+                divisor = len(window)
+            else:
+                a = node.attrs
+                kernel, stride, padding = (_tuple(a[k], n) for k in ("kernel_size", "stride", "padding"))
+                window = [p for p in _window(out_pos, kernel, stride, padding, (1,) * n)]
+                inside = [p for p in window if _inside(p, in_shape[1:])]
+                divisor = len(window) if a["count_include_pad"] else len(inside)
+                window = inside
+            for pos in window:
+                F[_flat((c,) + out_pos, out_shape), _flat((c,) + pos, in_shape)] += 1.0 / divisor
+    return F
+
+
+def maxpool_argmax(node, in_shape, out_shape, z):
+    """First maximum of every window (window order), as flat positions in the parent's stalk."""
+    n = len(in_shape) - 1
+    a = node.attrs
+    kernel, stride, padding, dilation = (_tuple(a[k], n) for k in ("kernel_size", "stride", "padding", "dilation"))
+    out = np.zeros(int(np.prod(out_shape)), dtype=np.int64)
+    for c in range(in_shape[0]):
+        for out_pos in _positions(out_shape[1:]):
+            best, arg = -np.inf, -1
+            for pos in _window(out_pos, kernel, stride, padding, dilation):
+                if _inside(pos, in_shape[1:]):
+                    j = _flat((c,) + pos, in_shape)
+                    if z[j] > best:
+                        best, arg = z[j], j
+            out[_flat((c,) + out_pos, out_shape)] = arg
+    return out
+
+
+def read_pattern(graph, values):
+    """The pattern every pattern node reads off its parent's value in ``values`` (one sample): ``z >= 0``
+    active, the first maximum of each window."""
+    pattern = {}
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        z = values[node.inputs[0]]
+        pattern[name] = (maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[name], z)
+                         if node.op == "maxpool" else z >= 0)
+    return pattern
+
+
+def concat_dense(node, shapes):
+    """One selection matrix per parent: child entry <- parent entry, by walking the child's positions."""
+    axis = node.attrs["axis"]
+    child = shapes[node.name]
+    maps = [np.zeros((int(np.prod(child)), int(np.prod(shapes[p])))) for p in node.inputs]
+    for pos in _positions(child):
+        i, offset = 0, pos[axis]
+        while offset >= shapes[node.inputs[i]][axis]:
+            offset -= shapes[node.inputs[i]][axis]
+            i += 1
+        parent_pos = pos[:axis] + (offset,) + pos[axis + 1:]
+        maps[i][_flat(pos, child), _flat(parent_pos, shapes[node.inputs[i]])] = 1.0
+    return maps
+
+
+def node_dense(node, graph, pattern):
+    """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
+    shapes = graph.shapes
+    in_shape, out_shape = shapes[node.inputs[0]], shapes[node.name]
+    n = int(np.prod(out_shape))
+    per = n // out_shape[0]
+    bias = None
+    if node.op == "linear":
+        Fs, bias = [node.params["weight"].copy()], node.params["bias"].copy()
+    elif node.op == "conv":
+        Fs, bias = [conv_dense(node, in_shape, out_shape)], np.repeat(node.params["bias"], per)
+    elif node.op in ("avgpool", "adaptive_avgpool"):
+        Fs = [pool_dense(node, in_shape, out_shape)]
+    elif node.op == "maxpool":
+        S = np.zeros((n, int(np.prod(in_shape))))
+        S[np.arange(n), pattern] = 1.0
+        Fs = [S]
+    elif node.op == "batchnorm":
+        Fs, bias = [np.diag(np.repeat(node.params["scale"], per))], np.repeat(node.params["shift"], per)
+    elif node.op == "relu":
+        Fs = [np.diag(pattern.astype(float))]
+    elif node.op == "leaky_relu":
+        Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
+    elif node.op in ("add", "reshape"):
+        Fs = [np.eye(n) for _ in node.inputs]
+    else:
+        Fs = concat_dense(node, shapes)
+    return list(zip(node.inputs, Fs)), bias
+
+
+def forward(graph, x, pattern=None):
+    """Values of every node for one sample (the pattern's own when ``pattern`` is None) and the pattern used."""
+    values, used = {"x": x}, {}
+    for node in graph.nodes:
+        if node.spec.pattern_dependent:
+            z = values[node.inputs[0]]
+            if pattern is not None:
+                used[node.name] = pattern[node.name]
+            elif node.op == "maxpool":
+                used[node.name] = maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[node.name], z)
+            else:
+                used[node.name] = z >= 0
+        maps, bias = node_dense(node, graph, used.get(node.name))
+        v = sum(F @ values[u] for u, F in maps)
+        values[node.name] = v + (bias if bias is not None else 0.0)
+    return values, used
+
+
+def coboundary(graph, layout, x, pattern, reduced=False):
+    """Dense ``delta`` on the full cochain of one sample, the boundary values, and the edge offset."""
+    values, _ = forward(graph, x, pattern)
+    delta = np.zeros((layout.n_edges, layout.n_full))
+    u_full = np.zeros(layout.n_full)
+    u_full[layout.full("x")] = x
+    offset = np.zeros(layout.n_edges)
+    for node in graph.nodes:
+        rows = layout.edge(f"e_{node.name}")
+        maps, bias = node_dense(node, graph, pattern[node.name] if node.spec.pattern_dependent else None)
+        for u, F in maps:
+            delta[rows, layout.full(u)] -= F
+        if bias is not None:
+            delta[rows, layout.full(f"1>{node.name}")] -= np.diag(bias)
+            u_full[layout.full(f"1>{node.name}")] = 1.0
+        delta[rows, layout.full(node.name)] += np.eye(graph.sizes[node.name])
+    if not reduced:
+        z = values[graph.output_node]
+        J = phi_jacobian(graph.output, z)
+        rows = layout.edge("e_y")
+        delta[rows, layout.full(graph.output_node)] -= J
+        delta[rows, layout.full("yhat")] += np.eye(z.size)
+        offset[rows] = J @ z - phi(graph.output, z)
+    return delta, u_full, offset

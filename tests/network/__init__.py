@@ -1,0 +1,1 @@
+"""Tests of networks, graphs, their files and importers (sheaflinalg/network)."""

@@ -1,0 +1,1 @@
+"""Tests of figures (sheaflinalg/plotting)."""

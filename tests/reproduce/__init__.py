@@ -1,0 +1,1 @@
+"""Tests of the paper's reproduction (sheaflinalg/reproduce)."""

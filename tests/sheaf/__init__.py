@@ -1,0 +1,1 @@
+"""Tests of the sheaf layer: assembly, pins, harmonic extension, certificates (sheaflinalg/sheaf)."""

@@ -1,0 +1,239 @@
+"""skip_encoding="edges" (the paper's encoding of skip connections) against dense constructions from the definition.
+
+An ``add`` node ``v = u_1 + u_2`` gets the edges ``x_v - x_(u_1)`` and ``x_v - x_(u_2)``;
+a ``concat`` node the edges ``P_i x_v - x_(u_i)``; every other edge is the
+default encoding's.  ``delta_Omega`` is tall, its harmonic extension the
+least-squares solution (numpy's lstsq here), its rank certified
+(sheaflinalg/sheaf/rank.py).
+"""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.sparse as sp
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from helpers import naive_graph
+from helpers.random_graphs import DENSE_STEPS, EVERY_STEP, graph_networks, random_inputs
+from helpers.strategies import network_input_pattern
+import sheaflinalg as sl
+from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.rank import rank_certificate
+
+OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
+
+
+def _linear(rng, name, parent, n_out, n_in):
+    return Node(name, "linear", [parent], params={"weight": rng.normal(size=(n_out, n_in)),
+                                                  "bias": rng.normal(0, 0.3, size=n_out)})
+
+
+#: Dense networks with skips: additions (projected when the sizes differ, of a node to itself too) and
+#: concatenations of any earlier node.
+dense_networks = graph_networks(outputs=OUTPUTS, steps=DENSE_STEPS, axes=(0,))
+#: Every step but the skips (residual blocks, concatenations, skips from any node).
+NO_SKIPS = tuple(s for s in EVERY_STEP if s not in ("residual", "concat", "skip"))
+
+
+def _has_skips(net):
+    return any(len(node.inputs) > 1 for node in net.graph.nodes)
+
+
+def naive_edges_coboundary(graph, layout, sum_layout, x, pattern, reduced):
+    """Dense delta of the edges encoding of one sample, built edge by edge from the definition.
+
+    Nodes with one parent and the output edge keep the default encoding's rows (the dense twin
+    tests/helpers/naive_graph.py); a node v with several parents gets, for each parent u_i with dense map
+    F_i, the edge restricted to the rows R_i that u_i feeds: ``I[R_i] x_v - F_i[R_i] x_(u_i)``."""
+    summed, u_full, sum_offset = naive_graph.coboundary(graph, sum_layout, x, pattern, reduced)
+    delta = np.zeros((layout.n_edges, layout.n_full))
+    offset = np.zeros(layout.n_edges)
+    kept = [b.name for b in sum_layout.edge_blocks if b.name in {e.name for e in layout.edge_blocks}]
+    for name in kept:
+        delta[layout.edge(name)] = summed[sum_layout.edge(name)]
+        offset[layout.edge(name)] = sum_offset[sum_layout.edge(name)]
+    for node in graph.nodes:
+        if len(node.inputs) < 2:
+            continue
+        maps, bias = naive_graph.node_dense(node, graph, None)
+        for i, (u, F) in enumerate(maps):
+            fed = np.flatnonzero(np.any(F != 0, axis=1))
+            name = f"e_{node.name}<{u}" + (f"#{i}" if u in node.inputs[:i] else "")
+            rows = layout.edge(name)
+            assert rows.stop - rows.start == fed.size
+            delta[rows, layout.full(u)] -= F[fed]
+            delta[rows, layout.full(node.name)] += np.eye(graph.sizes[node.name])[fed]
+            if bias is not None and i == 0:
+                delta[rows, layout.full(f"1>{node.name}")] -= np.diag(bias)[fed]
+    return delta, u_full, offset
+
+
+def _dense_batch(net, s, X):
+    """The dense naive delta of the batch, its free and boundary columns, u and the offset."""
+    lay = s.layout
+    sum_layout = sl.Layout.from_graph(net.graph, s.reduced)
+    parts = [naive_edges_coboundary(net.graph, lay, sum_layout, X[i], {k: v[i] for k, v in s.pattern.items()},
+                                    s.reduced) for i in range(X.shape[0])]
+    D = scipy.linalg.block_diag(*[p[0] for p in parts])
+    M = X.shape[0]
+    free = (lay.free_index[None, :] + lay.n_full * np.arange(M)[:, None]).ravel()
+    bnd = (lay.boundary_index[None, :] + lay.n_full * np.arange(M)[:, None]).ravel()
+    u = np.concatenate([p[1] for p in parts])[bnd]
+    return D, free, bnd, u, np.concatenate([p[2] for p in parts])
+
+
+def _close(a, b, rtol=1e-12):
+    a = a.toarray() if sp.issparse(a) else a
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * max(1.0, np.abs(b).max(initial=0.0)))
+
+
+def _check_against_naive(net, X, reduced=False):
+    s = sl.assemble(net, X, reduced=reduced, skip_encoding="edges")
+    assert s.skip_encoding == "edges"
+    flat = X.reshape(X.shape[0], -1)
+    D, free, bnd, u, offset = _dense_batch(net, s, flat)
+    _close(s.delta, D)
+    _close(s.delta_free, D[:, free])
+    _close(s.delta_boundary, D[:, bnd])
+    np.testing.assert_array_equal(s.u, u)
+    _close(s.edge_offset, offset)
+    _close(s.laplacian, D.T @ D)
+    _close(s.laplacian_free, D[:, free].T @ D[:, free])
+    _close(s.laplacian_boundary, D[:, free].T @ D[:, bnd])
+    # an add node gains rows (one edge per parent, each of the child's size); a concat node's edges
+    # P_i x_v - x_(u_i) are the rows of its hyperedge, regrouped by parent: the same count
+    added = sum((len(n.inputs) - 1) * net.graph.sizes[n.name] for n in net.graph.nodes if n.op == "add")
+    assert s.delta_free.shape[0] == s.delta_free.shape[1] + X.shape[0] * added
+    if reduced:
+        return
+    # the least-squares extension is numpy's lstsq of the dense system
+    Df = D[:, free]
+    w = np.linalg.lstsq(Df, -(D[:, bnd] @ u + offset), rcond=None)[0]
+    h = sl.harmonic_extension(net, X, skip_encoding="edges")
+    scale = max(1.0, np.abs(w).max()) * max(1.0, np.linalg.cond(Df))
+    np.testing.assert_allclose(h.free.ravel(), w, rtol=0, atol=1e-13 * scale)
+
+
+@given(dense_networks, st.booleans())
+def test_residual_and_concat_networks_equal_the_naive_edges_construction(case, reduced):
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode)
+    _check_against_naive(net, X, reduced)
+
+
+@given(case=graph_networks(outputs=OUTPUTS))
+def test_random_graphs_equal_the_naive_edges_construction(case):
+    net, seed, mode = case
+    _check_against_naive(net, random_inputs(net, seed, 2, mode))
+
+
+@given(case=graph_networks(steps=NO_SKIPS))
+def test_without_add_or_concat_both_encodings_give_the_same_matrices_bit_for_bit(case):
+    net, seed, mode = case
+    assume(not _has_skips(net))
+    _same_bit_for_bit(net, random_inputs(net, seed, 2, mode))
+
+
+@given(network_input_pattern())
+def test_on_a_chain_both_encodings_give_the_same_matrices_bit_for_bit(case):
+    net, x, pattern, _ = case
+    _same_bit_for_bit(net, np.stack([x, -x]), pattern)
+    h = sl.harmonic_extension(net, x, pattern=pattern, skip_encoding="edges")
+    f = sl.harmonic_extension(net, x, pattern=pattern)
+    np.testing.assert_allclose(h.free, f.free, rtol=0, atol=1e-9 * max(1.0, np.abs(f.free).max()))
+
+
+def _same_bit_for_bit(net, X, pattern=None):
+    for reduced in (False, True):
+        a = sl.assemble(net, X, pattern=pattern, reduced=reduced)
+        b = sl.assemble(net, X, pattern=pattern, reduced=reduced, skip_encoding="edges")
+        assert [e.name for e in a.layout.edge_blocks] == [e.name for e in b.layout.edge_blocks]
+        for attr in ("delta", "delta_free", "delta_boundary", "laplacian", "laplacian_free", "laplacian_boundary"):
+            for part in ("indptr", "indices", "data"):
+                np.testing.assert_array_equal(getattr(getattr(a, attr), part), getattr(getattr(b, attr), part),
+                                              err_msg=attr)
+        np.testing.assert_array_equal(a.u, b.u)
+        np.testing.assert_array_equal(a.edge_offset, b.edge_offset)
+
+
+def _tiny_residual():
+    """``s = fc(x) + x`` with ``fc(x) = 2 x``: the forward pass gives fc = 2, s = 3 at x = 1."""
+    fc = Node("fc", "linear", ["x"], params={"weight": [[2.0]], "bias": [0.0]})
+    return sl.Network.from_nodes((1,), [fc, Node("s", "add", ["fc", "x"])])
+
+
+def test_the_least_squares_extension_differs_from_the_forward_pass_on_a_residual_net():
+    # edges fc - 2x, s - fc, s - x, yhat - s at x = 1: the normal equations 2 fc - s = 2, 2 s - fc = 1
+    # give fc = 5/3 and s = yhat = 4/3, against the forward pass's 2 and 3.
+    net = _tiny_residual()
+    h = sl.harmonic_extension(net, [[1.0]], skip_encoding="edges")
+    np.testing.assert_allclose(h.free[0], [5 / 3, 4 / 3, 4 / 3], rtol=1e-14)
+    report = sl.verify(net, [[1.0]], skip_encoding="edges")
+    assert report.status == "PASSED" and report.certificates[0].method == "structural"
+    np.testing.assert_allclose(report.forward_distance, [(3 - 4 / 3) / 3], rtol=1e-13)
+    assert report.discord[0] > 0.1
+    assert "RESULT: PASSED" in str(report)
+
+
+@given(dense_networks)
+def test_the_certificate_holds_on_residual_and_concat_networks(case):
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode)
+    report = sl.verify(net, X, skip_encoding="edges")
+    assert report.status == "PASSED"
+    assert all(c.method == "structural" for c in report.certificates)
+    assert np.all(np.isfinite(report.forward_distance)) and np.all(report.forward_distance >= 0)
+    # the numerical path certifies the same matrices once no entry is exactly 1 (scaled by 2)
+    D = sl.assemble(net, X[0], skip_encoding="edges").delta_free
+    numerical = rank_certificate(D * 2.0)
+    assert numerical.method == "numerical" and numerical.certified
+    lam = np.linalg.eigvalsh((D.T @ D).toarray())[0]
+    assert numerical.lambda_min == pytest.approx(4 * lam, rel=1e-6, abs=numerical.bound)
+
+
+@given(network_input_pattern(max_hidden=3, max_width=6))
+def test_on_a_chain_the_distance_from_the_forward_pass_is_rounding(case):
+    net, x, _, _ = case
+    report = sl.verify(net, x, skip_encoding="edges")
+    assert report.status == "PASSED"
+    assert report.forward_distance[0] < 1e-9 and report.discord[0] < 1e-9
+
+
+def test_edges_of_a_node_with_a_repeated_parent_are_named_apart():
+    rng = np.random.default_rng(0)
+    net = sl.Network.from_nodes((2,), [_linear(rng, "l", "x", 2, 2), Node("s", "add", ["l", "l", "x"]),
+                                       Node("c", "concat", ["s", "x"], {"axis": 0})])
+    lay = sl.assemble(net, [0.5, -1.0], skip_encoding="edges").layout
+    assert [(b.name, b.size) for b in lay.edge_blocks] == [
+        ("e_l", 2), ("e_s<l", 2), ("e_s<l#1", 2), ("e_s<x", 2), ("e_c<s", 2), ("e_c<x", 2), ("e_y", 4)]
+    assert sl.Layout.from_graph(net.graph, skip_encoding="edges").edge("e_c<x") == slice(10, 12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda net, bad: sl.assemble(net, [1.0], skip_encoding=bad),
+    lambda net, bad: sl.harmonic_extension(net, [1.0], skip_encoding=bad),
+    lambda net, bad: sl.verify(net, [1.0], skip_encoding=bad),
+    lambda net, bad: sl.Layout.from_graph(net.graph, skip_encoding=bad),
+])
+@pytest.mark.parametrize("bad", ["hyperedges", None, ["edges"]])
+def test_an_unknown_skip_encoding_is_refused_listing_the_choices(call, bad):
+    with pytest.raises(ValueError, match="skip_encoding .*expected one of 'sum', 'edges'"):
+        call(_tiny_residual(), bad)
+
+
+def test_edges_with_pins_are_refused_before_work():
+    with pytest.raises(ValueError, match="skip_encoding='edges' takes no pins"):
+        sl.assemble(_tiny_residual(), [1.0], pins={"s": [0.0]}, skip_encoding="edges")
+
+
+def test_concatenations_alone_keep_the_forward_pass():
+    # a concat's edges P_i x_v - x_(u_i) are its hyperedge's rows regrouped: square, and solved exactly
+    rng = np.random.default_rng(3)
+    net = sl.Network.from_nodes((3,), [_linear(rng, "l", "x", 2, 3), Node("c", "concat", ["l", "x"], {"axis": 0}),
+                                       Node("r", "relu", ["c"]), _linear(rng, "head", "r", 2, 5)])
+    X = rng.uniform(-2, 2, size=(4, 3))
+    s = sl.assemble(net, X, skip_encoding="edges")
+    assert s.delta_free.shape[0] == s.delta_free.shape[1]
+    report = sl.verify(net, X, skip_encoding="edges")
+    assert report.status == "PASSED" and np.all(report.forward_distance < 1e-12)

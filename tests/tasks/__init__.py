@@ -1,0 +1,1 @@
+"""Tests of task generators and experiment files (sheaflinalg/tasks.py)."""

@@ -1,0 +1,1 @@
+"""Tests of training: joint dynamics, IMEX, equilibrium propagation, SGD, optimisers (sheaflinalg/training)."""

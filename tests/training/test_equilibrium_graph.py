@@ -1,0 +1,280 @@
+"""Exact equilibria of graph networks (training/equilibrium/graph.py) against dense definitions and backprop.
+
+Oracles: the dense coboundary of one sample under a pattern (tests/helpers/naive_graph.py): the energy
+``1/2 ||delta c||^2 + b L(z)`` has a vanishing gradient on the free coordinates at the equilibrium,
+whose pattern is the one read off it; for the mean squared error the minimiser is a dense linear solve.
+As the nudging goes to 0, ``g`` approaches backprop's gradient (backward substitution, and torch
+autograd on the MNIST-1D CNN), one-sided with a first-order error, symmetric with a second-order one.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.naive_graph import coboundary, read_pattern
+from helpers.random_graphs import graph_networks, random_graph, random_inputs
+import sheaflinalg as sl
+from sheaflinalg.network import activations
+from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.layout import Layout
+from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
+from sheaflinalg.training.graph_sgd import descent_direction
+from sheaflinalg.training.graph_velocity import GraphParameters
+
+#: (output, loss) pairs graph networks train with.
+SETTINGS = [("identity", "mse"), ("softmax", "cross_entropy"), ("sigmoid", "cross_entropy"), ("tanh", "mse")]
+
+
+def _targets(rng, output, loss, M, n):
+    if output == "softmax":
+        return np.eye(n)[rng.integers(0, n, size=M)]
+    if loss == "cross_entropy":
+        return rng.integers(0, 2, size=(M, n)).astype(float)
+    return rng.normal(size=(M, n))
+
+
+def _loss_gradient(output, loss, z, y):
+    """``grad L(z)`` of the loss potential, from the definitions (one sample)."""
+    p = activations.apply(output, z[None])[0]
+    if loss == "cross_entropy":
+        return p - y
+    return activations.jacobian(output, z).T @ (p - y)
+
+
+def _dense(graph, lay, x, w):
+    """``(delta, c, pattern)``: one sample's dense coboundary with the pattern read off ``w`` (first maxima,
+    ``z >= 0``), the full cochain ``c`` of the state, and that pattern."""
+    values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
+    pattern = read_pattern(graph, values)
+    delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
+    for node in graph.nodes:
+        c[lay.full(node.name)] = values[node.name]
+    return delta, c, pattern
+
+
+@settings(max_examples=20, deadline=None)
+@given(setting=st.sampled_from(SETTINGS), nudging=st.sampled_from([1e-3, 0.1, 1.0, 3.0]), data=st.data())
+def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_reads(setting, nudging, data):
+    output, loss = setting
+    net, seed, mode = data.draw(graph_networks(outputs=(output,), max_layers=4))
+    graph = net.graph
+    rng = np.random.default_rng(seed)
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    Y = _targets(rng, output, loss, 3, net.n_outputs)
+    params = GraphParameters(graph)
+    eq = GraphEquilibrium(graph, loss).settle(params.flat(), X, Y, nudging)
+    lay = Layout.from_graph(graph, reduced=True)
+    assert eq.report.unsettled == int(np.sum(~eq.settled))
+    for s in np.flatnonzero(eq.settled):
+        w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
+        delta, c, pattern = _dense(graph, lay, X[s], w)
+        gradient = delta[:, lay.free_index].T @ (delta @ c)
+        out = lay.free(graph.output_node)
+        gradient[out] += nudging * _loss_gradient(output, loss, w[out], Y[s])
+        held = np.zeros(lay.n_free, dtype=bool)
+        for u, j in eq.sliding[s]:
+            assert w[lay.free(u)][j] == 0.0
+            held[lay.free(u).start + j] = True
+        scale = 1.0 + np.abs(delta).max() * np.abs(c).max()
+        assert np.abs(gradient[~held]).max() < 1e-8 * scale
+        for name in graph.pattern_nodes:       # self-consistent: the pattern solved under is the one read off
+            node = graph.node(name)
+            z = w[lay.free(node.inputs[0])] if node.inputs[0] != "x" else X[s]
+            if node.op == "maxpool":           # ties: any maximum of the window is the same value
+                np.testing.assert_allclose(z[eq.pattern[name][s]], z[pattern[name]], rtol=0, atol=1e-12 * scale)
+            else:
+                clear = np.abs(z) > 1e-9 * scale
+                np.testing.assert_array_equal(eq.pattern[name][s][clear], pattern[name][clear])
+
+
+@settings(max_examples=10, deadline=None)
+@given(case=graph_networks(outputs=("identity",), max_layers=4), nudging=st.sampled_from([0.01, 1.0]))
+def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solution(case, nudging):
+    net, seed, mode = case
+    graph = net.graph
+    X = random_inputs(net, seed, 2, mode).reshape(2, -1)
+    Y = np.random.default_rng(seed).normal(size=(2, net.n_outputs))
+    eq = GraphEquilibrium(graph, "mse").settle(GraphParameters(graph).flat(), X, Y, nudging)
+    lay = Layout.from_graph(graph, reduced=True)
+    for s in np.flatnonzero(eq.settled & np.array([not held for held in eq.sliding])):
+        w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
+        delta, c, _ = _dense(graph, lay, X[s], w)
+        D, r = delta[:, lay.free_index], delta[:, lay.boundary_index] @ c[lay.boundary_index]
+        E = np.zeros((lay.n_free, net.n_outputs))
+        E[np.arange(lay.free(graph.output_node).start, lay.free(graph.output_node).stop), np.arange(net.n_outputs)] = 1
+        dense = np.linalg.solve(D.T @ D + nudging * E @ E.T, -D.T @ r + nudging * E @ Y[s])
+        np.testing.assert_allclose(w, dense, rtol=1e-9, atol=1e-9 * (1 + np.abs(dense).max()))
+
+
+@settings(max_examples=12, deadline=None)
+@given(setting=st.sampled_from(SETTINGS), nudging=st.sampled_from([1e-6, 1e-3, -1e-3]), data=st.data())
+def test_fixed_point_and_gram_paths_give_the_same_equilibrium(setting, nudging, data):
+    from sheaflinalg.training.equilibrium import loss_edge
+    output, loss = setting
+    net, seed, mode = data.draw(graph_networks(outputs=(output,), max_layers=4))
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    Y = _targets(np.random.default_rng(seed), output, loss, 3, net.n_outputs)
+    theta, oracle = GraphParameters(net.graph).flat(), GraphEquilibrium(net.graph, loss)
+    fast = oracle.settle(theta, X, Y, nudging)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loss_edge, "FIXED_POINT_NUDGING", 0.0)      # every frozen solve through the Gram matrix
+        gram = oracle.settle(theta, X, Y, nudging)
+    assert fast.report.unsettled == gram.report.unsettled
+    for name in fast.edges:
+        scale = 1e-300 + max(np.abs(e).max() for e in gram.edges.values())
+        assert np.abs(fast.edges[name] - gram.edges[name]).max() <= 1e-10 * scale
+        np.testing.assert_allclose(fast.values[name], gram.values[name], rtol=1e-12, atol=1e-12)
+
+
+def _backprop(graph, X, Y, loss):
+    return -descent_direction(graph, X, Y, loss, params=GraphParameters(graph))
+
+
+@settings(max_examples=12, deadline=None)
+@given(setting=st.sampled_from(SETTINGS[:3]), data=st.data())
+def test_g_over_small_nudging_is_backprops_gradient(setting, data):
+    output, loss = setting
+    net, seed, mode = data.draw(graph_networks(modes=("mixed", "active", "dead"), outputs=(output,), max_layers=4))
+    rng = np.random.default_rng(seed)
+    X = random_inputs(net, seed, 4, mode).reshape(4, -1)
+    Y = _targets(rng, output, loss, 4, net.n_outputs)
+    params = GraphParameters(net.graph)
+    oracle, g = GraphEquilibrium(net.graph, loss), np.empty(params.size)
+    for s in range(4):
+        # a max-pool window of tied values (dead ReLUs) is a kink: a sample nudged across it cycles and is
+        # reported unsettled, its gradient a different subgradient than backprop's first maximum
+        if oracle.gradient(params.flat(), X[s:s + 1], Y[s:s + 1], 1e-8, g).unsettled == 0:
+            exact = _backprop(net.graph, X[s:s + 1], Y[s:s + 1], loss)
+            np.testing.assert_allclose(g, exact, rtol=0, atol=1e-6 * (1.0 + np.abs(exact).max()))
+
+
+def test_symmetric_nudging_has_a_second_order_error_and_one_sided_a_first_order_one():
+    net = random_graph(11, "mixed", "softmax", max_layers=4)
+    rng = np.random.default_rng(11)
+    X = random_inputs(net, 11, 5).reshape(5, -1)
+    Y = _targets(rng, "softmax", "cross_entropy", 5, net.n_outputs)
+    params = GraphParameters(net.graph)
+    oracle, theta = GraphEquilibrium(net.graph, "cross_entropy"), params.flat()
+    exact = _backprop(net.graph, X, Y, "cross_entropy")
+
+    def errors(b):
+        plus, minus = np.empty(params.size), np.empty(params.size)
+        assert oracle.gradient(theta, X, Y, b, plus).iterations == 1          # the pattern does not move
+        assert oracle.gradient(theta, X, Y, -b, minus).iterations == 1
+        return np.abs(plus - exact).max(), np.abs((plus + minus) / 2 - exact).max()
+
+    (one, sym), (one_half, sym_half) = errors(2e-3), errors(1e-3)
+    assert one / one_half == pytest.approx(2.0, rel=0.05)
+    assert sym / sym_half == pytest.approx(4.0, rel=0.05)
+    assert sym < one * 1e-2
+
+
+def test_g_on_the_mnist1d_cnn_is_torch_autograds_gradient():
+    torch = pytest.importorskip("torch")
+    from helpers.torch_models import mnist1d_cnn
+
+    model = mnist1d_cnn()
+    net = sl.Network.from_torch(model, input_shape=(1, 40))
+    graph = net.replace(output="softmax").graph
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, 1, 40))
+    Y = np.eye(10)[rng.integers(0, 10, size=6)]
+    params = GraphParameters(graph)
+    g = np.empty(params.size)
+    GraphEquilibrium(graph, "cross_entropy").gradient(params.flat(), X.reshape(6, -1), Y, 1e-8, g)
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(model(torch.from_numpy(X)), torch.from_numpy(Y.argmax(axis=1))).backward()
+    arrays = params.arrays(g)
+    for name, p in model.named_parameters():
+        node, key = name.split(".")
+        np.testing.assert_allclose(arrays[node][key], p.grad.numpy(), rtol=0,
+                                   atol=1e-6 * (1.0 + np.abs(p.grad.numpy()).max()))
+
+
+def _leaky_twin(mlp):
+    """The MLP as a graph network: its ReLUs as LeakyReLU(0) (the same map, not a chain)."""
+    nodes = [Node(n.name, "leaky_relu", n.inputs, {"negative_slope": 0.0}) if n.op == "relu" else n
+             for n in mlp.graph.nodes]
+    return sl.Network.from_nodes(mlp.input_shape, nodes, mlp.output)
+
+
+@pytest.mark.parametrize("output, loss, nudging", [("identity", "mse", 1.0), ("softmax", "cross_entropy", 1e-3),
+                                                   ("softmax", "cross_entropy", 1.0), ("sigmoid", "cross_entropy", -0.1)])
+def test_a_linear_relu_graph_gives_the_chain_oracles_answer(output, loss, nudging):
+    from sheaflinalg.training.equilibrium.chain import ChainEquilibrium
+
+    mlp = sl.Network.random([3, 6, 5, 3], seed=2, output=output)
+    twin = _leaky_twin(mlp)
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(20, 3))
+    Y = _targets(rng, output, loss, 20, 3)
+    chain, graph = np.empty(mlp.n_parameters), np.empty(mlp.n_parameters)
+    chain_report = ChainEquilibrium(mlp.dims, output, loss).gradient(mlp.parameters(), X, Y, nudging, chain)
+    graph_report = GraphEquilibrium(twin.graph, loss).gradient(GraphParameters(twin.graph).flat(), X, Y, nudging,
+                                                               graph)
+    assert graph_report.unsettled == chain_report.unsettled == 0
+    assert graph_report.sliding == chain_report.sliding
+    assert graph_report.energy == pytest.approx(chain_report.energy, rel=1e-10)
+    np.testing.assert_allclose(graph, chain, rtol=1e-9, atol=1e-12 * np.abs(chain).max())
+
+
+def test_train_at_equilibrium_lowers_the_loss_of_a_cnn():
+    pytest.importorskip("torch")
+    from helpers.torch_models import mnist1d_cnn
+
+    net = sl.Network.from_torch(mnist1d_cnn(), input_shape=(1, 40))
+    net = net.replace(output="softmax")
+    rng = np.random.default_rng(7)
+    X, y = rng.normal(size=(16, 1, 40)), rng.integers(0, 10, size=16)
+    fit = sl.train(net, X, y, method="equilibrium", epochs=3, batch_size=8, optimizer="adam", lr=1e-2,
+                   seed=0, progress=False)
+    assert fit.network.is_graph and fit.history.unsettled[1:] == [0, 0, 0]
+    assert fit.history.train_loss[-1] < fit.history.train_loss[0]
+
+
+def test_a_cycling_pattern_slides_on_the_switching_surface_with_filippovs_condition():
+    net = _leaky_twin(sl.Network.random([2, 30, 1], seed=0))
+    X, Y = sl.tasks.paraboloid(30, seed=0)
+    graph = net.graph
+    eq = GraphEquilibrium(graph, "mse").settle(GraphParameters(graph).flat(), X, Y, 1e3)   # close to pinned
+    assert eq.settled.sum() >= 25 and any(eq.sliding)
+    assert eq.report.sliding == sum(len(held) for held in eq.sliding)
+    lay = Layout.from_graph(graph, reduced=True)
+    for s in (s for s in range(30) if eq.sliding[s]):
+        w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
+        delta, c, pattern = _dense(graph, lay, X[s], w)
+        for u, j in eq.sliding[s]:
+            k = lay.free(u).start + j
+            above = -(delta[:, lay.free_index].T @ (delta @ c))[k]
+            pattern["a1"] = pattern["a1"].copy()
+            pattern["a1"][j] = False
+            flipped, _, _ = coboundary(graph, lay, X[s], pattern, reduced=True)
+            below = -(flipped[:, lay.free_index].T @ (flipped @ c))[k]
+            assert below >= -1e-9 and above <= 1e-9           # both sides push into z = 0
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda o, t, X, Y, g: o.gradient(t[:-1], X, Y, 0.1, g), r"theta must be a finite vector of the graph's \d+"),
+    (lambda o, t, X, Y, g: o.gradient(np.full_like(t, np.nan), X, Y, 0.1, g), "with NaN or Inf"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, 0.0, g), "nudging must be finite and nonzero"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, np.inf, g), "nudging must be finite and nonzero"),
+    (lambda o, t, X, Y, g: o.gradient(t, X[:, :-1], Y, 0.1, g), r"X and Y must have shapes"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, 0.1, g[:-1]), r"out must be a float64 array of shape"),
+    (lambda o, t, X, Y, g: o.gradient(t, X[:0], Y[:0], 0.1, g), r"with M >= 1"),
+    (lambda o, t, X, Y, g: o.gradient(t, np.full_like(X, np.nan), Y, 0.1, g), "must be finite"),
+    (lambda o, t, X, Y, g: o.gradient(t, X, Y, "0.1", g), "nudging must be finite and nonzero"),
+])
+def test_bad_input_is_refused_before_any_work(call, match):
+    net = random_graph(3, "mixed", "identity", max_layers=2)
+    params = GraphParameters(net.graph)
+    X = random_inputs(net, 3, 2).reshape(2, -1)
+    with pytest.raises(ValueError, match=match):
+        call(GraphEquilibrium(net.graph, "mse"), params.flat(), X, np.zeros((2, net.n_outputs)),
+             np.empty(params.size))
+
+
+def test_a_loss_graph_networks_do_not_train_with_is_refused():
+    net = random_graph(3, "mixed", "identity", max_layers=2)
+    with pytest.raises(sl.GraphNetworkError, match="l1, p-norm"):
+        GraphEquilibrium(net.graph, "l1")
