@@ -15,7 +15,7 @@ import tracemalloc
 import numpy as np
 
 import sheaflinalg as sl
-from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
+from sheaflinalg.sheaf.verification.verify import unit_lower_triangular_certificate
 
 
 def best_of(fn, repeat):

@@ -30,7 +30,7 @@ from graph_forward import build
 
 import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, num_threads
-from sheaflinalg.sheaf.graph_residuals import GraphSheaf
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
 from sheaflinalg.sheaf.layout import Layout
 
 

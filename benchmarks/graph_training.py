@@ -27,8 +27,8 @@ from graph_forward import _torch, build
 import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
 from sheaflinalg.network.graph.forward import evaluate
-from sheaflinalg.sheaf.graph_bound import graph_lambda_max_bound
-from sheaflinalg.sheaf.graph_residuals import GraphSheaf
+from sheaflinalg.sheaf.matrix_free.bound import graph_lambda_max_bound
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
 from sheaflinalg.training.graph_loss import loss_pull
 from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
 

@@ -20,7 +20,7 @@ def add_arguments(parser):
 
 def run(args):
     import sheaflinalg as sl
-    from ..sheaf.verify import EXIT_STATUS
+    from ..sheaf.verification.verify import EXIT_STATUS
 
     net = network_from_args(args, graphs=True)
     rng = np.random.default_rng(args.seed)

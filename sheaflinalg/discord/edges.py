@@ -11,9 +11,9 @@ a heat run's recorded discord.
 """
 
 from .._common.validation import as_float64
-from ..sheaf.augmented import AugmentedSheafSystem
+from ..sheaf.assembled.augmented import AugmentedSheafSystem
 from ..sheaf.edge_groups import group
-from ..sheaf.system import check_system
+from ..sheaf.assembled.system import check_system
 
 __all__ = ["edge_discrepancies", "discord_by_block", "edge_kind", "edge_layer", "group", "group_history",
            "pinned", "PinnedDiscord", "residuals", "EdgeResiduals"]

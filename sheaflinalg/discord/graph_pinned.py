@@ -4,13 +4,13 @@ The output is pinned (the output node of the reduced sheaf for an identity
 output, ``yhat`` otherwise), the discord is minimised for a frozen activation
 pattern, and the pattern is updated from the solution until it is
 consistent (pattern iteration and Filippov sliding on ReLU switching
-surfaces: :mod:`~sheaflinalg.sheaf.graph_switching`).  For an identity output
+surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  For an identity output
 the frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
 outputs, and the switching-surface coordinates), the minimiser is
 ``w = w0 + G lam`` where ``w0`` is the forward pass under the pattern (the
 unpinned minimiser), the columns of ``G = L^{-1} E`` are one backward and one
 forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
-:class:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary`) and ``lam`` solves the
+:class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`) and ``lam`` solves the
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
 held coordinates ``E^T w = y``).  A nonlinear output re-linearises ``phi``
 (Gauss-Newton) in :func:`~sheaflinalg.complete`.  As for chains
@@ -21,11 +21,11 @@ frozen-pattern solves with the sliding coordinates pinned at 0.
 import numpy as np
 
 from ..network.graph.forward import evaluate
-from ..sheaf.completion import complete
-from ..sheaf.graph_residuals import GraphSheaf, output_adjoint, output_residual
-from ..sheaf.graph_switching import iterate_pattern, node_values, on_switching_surface
+from ..sheaf.pins.completion import complete
+from ..sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
+from ..sheaf.matrix_free.switching import iterate_pattern, node_values, on_switching_surface
 from ..sheaf.layout import Layout
-from ..sheaf.matrix_free import GraphCoboundary
+from ..sheaf.matrix_free.coboundary import GraphCoboundary
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import did_you_mean
-from ..sheaf.graph_residuals import GraphSheaf, output_residual
+from ..sheaf.matrix_free.residuals import GraphSheaf, output_residual
 from ..sheaf.layout import Layout
 
 #: Name of the output edge (``yhat - phi(z_out)``) in :attr:`NodeResiduals.edge_names`.

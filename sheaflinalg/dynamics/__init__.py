@@ -3,11 +3,11 @@ flow (:mod:`.exact`), what both share (:mod:`.problem`, :mod:`.result`), :func:`
 dispatch), the convergence study (:mod:`.study`).
 
 May import ``sheaf``, ``network``, ``kernels`` and ``_common`` (not ``discord``, which stands beside
-it).  ``complete`` lives in :mod:`sheaflinalg.sheaf.completion`; it is re-exported here for
+it).  ``complete`` lives in :mod:`sheaflinalg.sheaf.pins.completion`; it is re-exported here for
 compatibility only.
 """
 
-from ..sheaf.completion import Completion, NonUniqueCompletionError, complete
+from ..sheaf.pins.completion import Completion, NonUniqueCompletionError, complete
 from .euler.result import HeatHistory, HeatResult, NonFiniteStateError
 from .exact.result import ExactHeatResult
 from .heat import heat

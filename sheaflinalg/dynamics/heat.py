@@ -64,7 +64,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     seed : int, optional
         Seed of ``init="random"``.
     pins : dict, optional
-        Hard pins ``{selector: values}`` (:mod:`sheaflinalg.sheaf.pins`), e.g.
+        Hard pins ``{selector: values}`` (:mod:`sheaflinalg.sheaf.pins.specs`), e.g.
         ``{"a1[2]": 0.5}`` or ``{"yhat": Y}`` (output pinned to labels); on a graph network
         nodes and channels, e.g. ``{"conv1[channel=2]": 0.0}``.
     soft_pins : SoftPins or (targets, gamma), optional

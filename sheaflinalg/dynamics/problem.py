@@ -12,8 +12,8 @@ import numpy as np
 from .._common.threads import resolve_threads
 from .._common.validation import check_bool, check_optional_int, check_positive, check_seed, check_tol
 from ..network.model import check_network
-from ..sheaf import pins as _pins
-from ..sheaf.graph_bound import graph_lambda_max_bound, spectral_norm
+from ..sheaf.pins import specs as _pins
+from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state
 
@@ -45,7 +45,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     On a graph network (:attr:`Network.is_graph`) the bound is
     ``||I + (n_vu)||_2^2 + max gamma + lambda`` with ``n_vu`` a bound on the
     norm of every restriction map over every pattern
-    (:func:`sheaflinalg.sheaf.graph_bound.graph_lambda_max_bound`).
+    (:func:`sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`).
 
     Examples
     --------

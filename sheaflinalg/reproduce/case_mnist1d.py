@@ -21,7 +21,7 @@ from ..network.graph.forward import evaluate
 from ..network.ops import MASK
 from ..plotting.case_study import plot_channel_map, plot_groups, plot_node_profile, plot_training_record
 from ..plotting.figure import new_figure
-from ..sheaf.verify import verify
+from ..sheaf.verification.verify import verify
 from . import mnist1d_cnn
 from .case_analysis import analyse, choose_inputs, feature_maps
 from .output import check_directory, table_texts

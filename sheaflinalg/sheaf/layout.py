@@ -25,7 +25,7 @@ from ..network.errors import GraphNetworkError
 from ..network.graph.chain import chain_names
 from ..network.graph.nodes import INPUT
 from ..network.model import parameter_offsets
-from .skip_edges import check_skip_encoding, node_edges
+from .skip_edges.encoding import check_skip_encoding, node_edges
 
 
 def _chain_names(names, n_layers):
@@ -150,7 +150,7 @@ class Layout:
         ``reduced``).  Edges: ``"e_" + v`` for every node (its one defining
         edge, a hyperedge when ``v`` has several parents), then ``"e_y"``;
         with ``skip_encoding="edges"`` a node with several parents has instead
-        one edge ``"e_v<u"`` per parent ``u`` (:mod:`sheaflinalg.sheaf.skip_edges`).
+        one edge ``"e_v<u"`` per parent ``u`` (:mod:`sheaflinalg.sheaf.skip_edges.encoding`).
         Block kinds: ``"input"``, ``"ones"``, the node's op, ``"output"``;
         ``layer`` is the node's position in topological order (1-based).  On
         the chain graph of an MLP the coordinate order is the MLP layout's.

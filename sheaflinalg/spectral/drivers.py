@@ -21,7 +21,7 @@ Methods (``method="auto"`` picks the first that applies):
   (:meth:`CoboundaryOperator.apply_pair`).
 * Systems whose ``delta_Omega`` is not square (pins, soft pins, reluctance
   edges; see :func:`spectrum_of_system`) use a sparse Cholesky factor of
-  ``L[Omega, Omega]`` (:func:`sheaflinalg.sheaf.factor.cholesky`: CHOLMOD, SuperLU
+  ``L[Omega, Omega]`` (:func:`sheaflinalg.sheaf.assembled.factor.cholesky`: CHOLMOD, SuperLU
   fallback) for the shift-invert.
 """
 
@@ -33,12 +33,12 @@ from .._common.progress import progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
 from ..network.model import NetworkOverflowError, check_network
-from ..sheaf.assembly import assemble
-from ..sheaf.factor import cholesky
+from ..sheaf.assembled.assembly import assemble
+from ..sheaf.assembled.factor import cholesky
 from ..sheaf.harmonic import harmonic_extension
 from ..sheaf.layout import Layout
 from ..sheaf.patterns import normalise_pattern, output_jacobian
-from ..sheaf.system import check_system
+from ..sheaf.assembled.system import check_system
 from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
 from .arpack_pair import problem_ncv
@@ -240,7 +240,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Progress bar over the samples (ARPACK path; a graph network: over the groups of samples).
     pins, soft_pins, reluctance : optional
         Hard pins, soft pins and reluctance edges (format:
-        :mod:`sheaflinalg.sheaf.pins`).  With any of them the system is assembled
+        :mod:`sheaflinalg.sheaf.pins.specs`).  With any of them the system is assembled
         (:func:`sheaflinalg.assemble`) and handed to
         :func:`spectrum_of_system`: ``delta_Omega`` is then tall and the
         shift-invert uses a sparse Cholesky factor.

@@ -3,7 +3,7 @@
 ``L v = delta^T (delta v)`` is one pass in topological order (the restriction
 maps) and one in reverse (their transposes); ``L^{-1} v = delta^{-1}
 (delta^{-T} v)`` is a backward then a forward block substitution
-(:class:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary`).  No matrix is
+(:class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`).  No matrix is
 formed: either product costs about two forward passes of the network.
 
 The operator serves a group of samples (each with its own pattern), whose
@@ -22,7 +22,7 @@ import threading
 import numpy as np
 
 from .._common import threads as _threads
-from ..sheaf.matrix_free import GraphCoboundary
+from ..sheaf.matrix_free.coboundary import GraphCoboundary
 
 
 class GraphLaplacianOperator:

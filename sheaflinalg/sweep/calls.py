@@ -34,9 +34,9 @@ from ..dynamics.euler.settings import OUTPUT_FORCES
 from ..dynamics.heat import heat
 from ..network.activations import OUTPUTS
 from ..network.model import Network
-from ..sheaf.factor import BACKENDS
+from ..sheaf.assembled.factor import BACKENDS
 from ..sheaf.state import INITS
-from ..sheaf.verify import verify
+from ..sheaf.verification.verify import verify
 from ..spectral.drivers import METHODS as SPECTRUM_METHODS, SYSTEMS, spectrum
 from ..spectral.tracker import SpectralTracker
 from ..training.train import train

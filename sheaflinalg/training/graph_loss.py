@@ -12,7 +12,7 @@ Huber) are not offered on graph networks (:data:`GRAPH_LOSSES`).
 import numpy as np
 
 from ..network.errors import GraphNetworkError
-from ..sheaf.graph_residuals import output_adjoint, output_residual
+from ..sheaf.matrix_free.residuals import output_adjoint, output_residual
 
 #: The losses graph networks train with.
 GRAPH_LOSSES = ("mse", "cross_entropy")

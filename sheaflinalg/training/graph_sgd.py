@@ -14,7 +14,7 @@ import numpy as np
 from .._common.memory import FLOAT, check_batch
 from ..network.errors import GraphNetworkError
 from ..network.graph.forward import evaluate
-from ..sheaf.matrix_free import GraphCoboundary
+from ..sheaf.matrix_free.coboundary import GraphCoboundary
 from .graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from .graph_velocity import GraphParameters, ParameterVelocity
 

@@ -1,7 +1,7 @@
 """Parameter velocities of a graph network: ``-dE/dtheta`` of the sheaf energy at a fixed state.
 
 At a state ``w`` with edge residuals ``e_v = w_v - F_v(theta) w_parent - b_v``
-(:class:`~sheaflinalg.sheaf.graph_residuals.GraphSheaf`), the energy
+(:class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf`), the energy
 ``E = 1/2 sum_v ||e_v||^2`` has the velocity ``-dE/dtheta`` (the structure
 diffusion of the joint dynamics, and with backpropagation's adjoints in
 place of ``e`` minus the loss gradient).  Each op's rule writes its own

@@ -21,15 +21,15 @@ def _trip(*args, **kwargs):
 
 # (module whose work is tripped, attribute, call)
 CASES = {
-    "verify bogus backend": ("sheaflinalg.sheaf.verify", "harmonic_extension",
+    "verify bogus backend": ("sheaflinalg.sheaf.verification.verify", "harmonic_extension",
                              lambda: sl.verify(NET, X, backend="bogus"), ValueError, "backend"),
-    "verify bad tol": ("sheaflinalg.sheaf.verify", "harmonic_extension",
+    "verify bad tol": ("sheaflinalg.sheaf.verification.verify", "harmonic_extension",
                        lambda: sl.verify(NET, X, tol=float("nan")), ValueError, "tol"),
-    "complete bogus backend": ("sheaflinalg.sheaf.completion", "assemble",
+    "complete bogus backend": ("sheaflinalg.sheaf.pins.completion", "assemble",
                                lambda: sl.complete(NET, X, backend="bogus"), ValueError, "backend"),
-    "complete bad max_iter": ("sheaflinalg.sheaf.completion", "assemble",
+    "complete bad max_iter": ("sheaflinalg.sheaf.pins.completion", "assemble",
                               lambda: sl.complete(NET, X, max_iter=2.5), TypeError, "max_iter"),
-    "pinned bogus backend": ("sheaflinalg.sheaf.completion", "assemble",
+    "pinned bogus backend": ("sheaflinalg.sheaf.pins.completion", "assemble",
                              lambda: sl.discord.pinned(NET, X, NET.forward(X), backend="bogus"), ValueError,
                              "backend"),
 }
@@ -44,10 +44,10 @@ def test_refused_before_any_work(case, monkeypatch):
 
 
 def test_cholmod_without_scikit_sparse_is_refused_before_any_work(monkeypatch):
-    factor = importlib.import_module("sheaflinalg.sheaf.factor")
+    factor = importlib.import_module("sheaflinalg.sheaf.assembled.factor")
     monkeypatch.setattr(factor, "_cholmod", None)
-    monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.verify"), "harmonic_extension", _trip)
-    monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.completion"), "assemble", _trip)
+    monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.verification.verify"), "harmonic_extension", _trip)
+    monkeypatch.setattr(importlib.import_module("sheaflinalg.sheaf.pins.completion"), "assemble", _trip)
     for call in (lambda: sl.verify(NET, X, backend="cholmod"), lambda: sl.complete(NET, X, backend="cholmod")):
         with pytest.raises(ImportError, match="scikit-sparse"):
             call()

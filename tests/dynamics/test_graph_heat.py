@@ -17,9 +17,9 @@ from helpers.naive_graph import maxpool_argmax, node_dense
 from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.ops import conv as conv_rule
-from sheaflinalg.sheaf import graph_bound
+from sheaflinalg.sheaf.matrix_free import bound as graph_bound
 from sheaflinalg.sheaf.layout import Layout
-from sheaflinalg.sheaf.pins import parse_selector, resolve, resolve_pins
+from sheaflinalg.sheaf.pins.specs import parse_selector, resolve, resolve_pins
 
 
 @pytest.mark.parametrize("fourier", [True, False])

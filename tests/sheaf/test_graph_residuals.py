@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from helpers.random_graphs import graph_networks, random_inputs
 import sheaflinalg as sl
 from sheaflinalg.network import activations
-from sheaflinalg.sheaf.graph_residuals import GraphSheaf, output_adjoint
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf, output_adjoint
 from sheaflinalg.sheaf.layout import Layout
 
 

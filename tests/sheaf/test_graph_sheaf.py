@@ -19,10 +19,10 @@ from helpers.random_graphs import graph_networks, random_graph, random_inputs, r
 from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.errors import GraphNetworkError
-from sheaflinalg.sheaf.assembly import system_bytes
+from sheaflinalg.sheaf.assembled.assembly import system_bytes
 from sheaflinalg.sheaf.harmonic import graph_extension
-from sheaflinalg.sheaf.system import SheafSystem
-from sheaflinalg.sheaf.verify import unit_lower_triangular_certificate
+from sheaflinalg.sheaf.assembled.system import SheafSystem
+from sheaflinalg.sheaf.verification.verify import unit_lower_triangular_certificate
 
 OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
 import sheaflinalg as sl
-from sheaflinalg.sheaf.matrix_free import GraphCoboundary
+from sheaflinalg.sheaf.matrix_free.coboundary import GraphCoboundary
 from sheaflinalg.sheaf.patterns import output_jacobian
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sheaflinalg as sl
-from sheaflinalg.sheaf.pins import (check_disjoint, default_reduced, resolve, resolve_free_inputs, resolve_pins,
+from sheaflinalg.sheaf.pins.specs import (check_disjoint, default_reduced, resolve, resolve_free_inputs, resolve_pins,
                                     resolve_reluctance, resolve_soft)
 
 NETS = [([2, 4, 1], "identity"), ([2, 3, 3, 1], "identity"), ([3, 4, 2], "sigmoid"), ([2, 3, 3], "softmax")]
@@ -39,7 +39,7 @@ def pin_cases(draw):
 
 
 def naive_resolve(net, X, pins, soft_pins, lam):
-    """The pin format's definitions, coordinate by coordinate (module docstring of sheaf.pins)."""
+    """The pin format's definitions, coordinate by coordinate (module docstring of sheaf.pins.specs)."""
     mentions_yhat = any(sel.startswith("yhat") for spec in (pins or {}, soft_pins.targets if soft_pins else {})
                         for sel in spec)
     layout = sl.Layout(net.dims, reduced=net.output == "identity" and not mentions_yhat)

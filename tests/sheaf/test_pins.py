@@ -89,7 +89,7 @@ def test_hard_pins_make_pinned_solution_exact():
     net = sl.Network.random([2, 4, 1], seed=1)
     p = np.array([0.3, -0.2, 1.0, 0.0])
     s = sl.assemble(net, [0.4, 0.1], pins={"a1": p}, reduced=True)
-    from sheaflinalg.sheaf.factor import cholesky
+    from sheaflinalg.sheaf.assembled.factor import cholesky
 
     omega = cholesky(s.laplacian_free).solve(s.rhs())
     z2 = omega[[i for i, lab in enumerate(s.free_labels) if lab.startswith("z2")]]

@@ -1,4 +1,4 @@
-"""The full-column-rank certificate of sheaf/rank.py against numpy.linalg.matrix_rank."""
+"""The full-column-rank certificate of sheaf/verification/rank.py against numpy.linalg.matrix_rank."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sheaflinalg.sheaf import rank
-from sheaflinalg.sheaf.rank import rank_certificate, unit_triangular_rows
+from sheaflinalg.sheaf.verification import rank
+from sheaflinalg.sheaf.verification.rank import rank_certificate, unit_triangular_rows
 
 
 @st.composite

@@ -4,7 +4,7 @@ An ``add`` node ``v = u_1 + u_2`` gets the edges ``x_v - x_(u_1)`` and ``x_v - x
 a ``concat`` node the edges ``P_i x_v - x_(u_i)``; every other edge is the
 default encoding's.  ``delta_Omega`` is tall, its harmonic extension the
 least-squares solution (numpy's lstsq here), its rank certified
-(sheaflinalg/sheaf/rank.py).
+(sheaflinalg/sheaf/verification/rank.py).
 """
 
 import numpy as np
@@ -19,7 +19,7 @@ from helpers.random_graphs import DENSE_STEPS, EVERY_STEP, graph_networks, rando
 from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
-from sheaflinalg.sheaf.rank import rank_certificate
+from sheaflinalg.sheaf.verification.rank import rank_certificate
 
 OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
 

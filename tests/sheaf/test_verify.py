@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from helpers.strategies import networks
 import sheaflinalg as sl
-from sheaflinalg.sheaf import factor
+from sheaflinalg.sheaf.assembled import factor
 from sheaflinalg.cli import main
-from sheaflinalg.sheaf.verify import EXIT_STATUS, unit_lower_triangular_certificate
+from sheaflinalg.sheaf.verification.verify import EXIT_STATUS, unit_lower_triangular_certificate
 
 
 @given(networks())
@@ -147,7 +147,7 @@ def test_honest_networks_at_ordinary_scales_pass(case, weight_scale, input_scale
 
 def _corrupting(monkeypatch, index, relative):
     """A test double of the harmonic extension that is wrong in one coordinate of sample 0."""
-    verify_module = importlib.import_module("sheaflinalg.sheaf.verify")   # sl.sheaf.verify is the function
+    verify_module = importlib.import_module("sheaflinalg.sheaf.verification.verify")   # sl.sheaf.verify is the function
     genuine = verify_module.harmonic_extension
 
     def corrupted(net, X):

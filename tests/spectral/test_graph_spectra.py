@@ -156,7 +156,7 @@ def test_the_command_prints_a_table_per_node(tmp_path):
 
 def test_the_nodes_of_a_pass_in_two_threads_change_nothing(monkeypatch):
     from sheaflinalg._common import threads as _threads
-    from sheaflinalg.sheaf.matrix_free import GraphCoboundary
+    from sheaflinalg.sheaf.matrix_free.coboundary import GraphCoboundary
 
     X = np.random.default_rng(8).normal(size=(3, 72))
     delta = GraphCoboundary(NET.graph, NET.evaluate(X).pattern, np.broadcast_to(np.eye(3), (3, 3, 3)))

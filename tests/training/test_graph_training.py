@@ -14,7 +14,7 @@ from helpers.graph_examples import every_op_network
 from helpers.random_graphs import graph_networks, random_inputs
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
-from sheaflinalg.sheaf.graph_residuals import GraphSheaf
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
 from sheaflinalg.training.graph_sgd import descent_direction
 from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
 

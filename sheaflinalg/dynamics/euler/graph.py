@@ -31,7 +31,7 @@ from ..._common.blocks import BlockRunner
 from ..._common.progress import progress_bar
 from ..._common.threads import blas_limit
 from ...network.graph.forward import sample_blocks
-from ...sheaf.graph_residuals import GraphSheaf, output_adjoint, output_residual
+from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
 from .result import HeatHistory, HeatResult
 from .run import check_stable, nonfinite_error
 

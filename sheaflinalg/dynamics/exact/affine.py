@@ -18,8 +18,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...kernels.exact.structs import ExactOperator
-from ...sheaf import pins as _pins
-from ...sheaf.assembly import assemble
+from ...sheaf.pins import specs as _pins
+from ...sheaf.assembled.assembly import assemble
 from ...sheaf.layout import Layout
 
 

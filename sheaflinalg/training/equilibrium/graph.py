@@ -6,7 +6,7 @@ residuals ``e`` by forward substitution, ``w = w_f + delta_Omega^{-1} e``
 ``z = f + J e`` with ``J = E^T delta_Omega^{-1}`` (``E`` selecting the output
 node's coordinates).  The minimiser of ``1/2 ||e||^2 + b L(z)`` is
 ``e = J^T u``: the ``n_out`` rows of ``J`` of every sample are one batched
-backward substitution (:meth:`~sheaflinalg.sheaf.matrix_free.GraphCoboundary.solve_transpose`,
+backward substitution (:meth:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary.solve_transpose`,
 ``n_out`` seeds per sample, each under its sample's pattern), ``G = J J^T``
 their Gram matrix, the output's displacement the small problem of
 :func:`~.loss_edge.solve_coefficients`, ``e`` the rows'
@@ -20,12 +20,12 @@ its residuals (3 steps to rounding at ``b = 1e-6``), about 2.6 times faster
 than the Gram matrix on the MNIST-1D CNN.
 
 Coordinates held on a ReLU switching surface (Filippov sliding,
-:mod:`~sheaflinalg.sheaf.graph_switching`) are extra rows of
+:mod:`~sheaflinalg.sheaf.matrix_free.switching`) are extra rows of
 ``delta_Omega^{-1}`` joining ``J`` with the constraint that they move their
 coordinate's forward value ``k_f`` to 0 (``c = -k_f``), as for chains
 (:mod:`.frozen`): ``P`` and the linear term ``h = (G^-1)_{JK} c`` are read
 off the inverse Gram matrix.  The pattern
-is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.graph_switching.iterate_pattern`),
+is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.matrix_free.switching.iterate_pattern`),
 sliding where it cycles, up to a cap; then the weights' gradient is the
 parameter velocity at the equilibrium (envelope theorem,
 :class:`~sheaflinalg.training.graph_velocity.ParameterVelocity`: shared
@@ -40,10 +40,10 @@ import numpy as np
 from ..._common.threads import blas_limit
 from ..._common.validation import check_int
 from ...network.graph.forward import evaluate
-from ...sheaf.graph_residuals import GraphSheaf
-from ...sheaf.graph_switching import iterate_pattern, node_values, on_switching_surface
+from ...sheaf.matrix_free.residuals import GraphSheaf
+from ...sheaf.matrix_free.switching import iterate_pattern, node_values, on_switching_surface
 from ...sheaf.layout import Layout
-from ...sheaf.matrix_free import GraphCoboundary
+from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
 from ..graph_velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
@@ -84,7 +84,7 @@ class GraphSettlement:
 
 class _NudgedSolve:
     """Frozen-pattern equilibria with the output nudged (the module docstring), a frozen solve of
-    :mod:`~sheaflinalg.sheaf.graph_switching`: ``(M, 2 n_free)``, the free cochains in the reduced layout
+    :mod:`~sheaflinalg.sheaf.matrix_free.switching`: ``(M, 2 n_free)``, the free cochains in the reduced layout
     and then the edge residuals (same offsets), kept as solved: recomputing them from the state
     (``w - prediction``) would lose their digits to cancellation when they are as small as the nudging."""
 

@@ -4,7 +4,7 @@ One forward-Euler step, every force from the old state and the old parameters:
 
 1. residuals ``e_v`` of every node's defining edge with the pattern read off
    the state, and the force ``-delta_P^T e`` on every node
-   (:class:`~sheaflinalg.sheaf.graph_residuals.GraphSheaf`); the output vertex
+   (:class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf`); the output vertex
    is pinned to the targets and the loss edge pulls the output node
    (:mod:`.graph_loss`);
 2. the parameter velocity ``-dE/dtheta`` from the same residuals
@@ -30,8 +30,8 @@ from ..._common.rounds import Rounds
 from ...network.errors import GraphNetworkError
 from ...network.graph.forward import evaluate
 from ...network.model import NetworkOverflowError
-from ...sheaf.graph_bound import graph_lambda_max_bound
-from ...sheaf.graph_residuals import GraphSheaf
+from ...sheaf.matrix_free.bound import graph_lambda_max_bound
+from ...sheaf.matrix_free.residuals import GraphSheaf
 from ...sheaf.layout import Layout
 from ..checkpoint import RunShape, network_identity
 from ..epochs import EpochRun
@@ -63,7 +63,7 @@ def check_graph_settings(prob, reg, stagnation):
 def check_graph_step_size(graph, alpha, dt):
     """Refuse ``alpha dt lambda_max_bound >= 2`` (forward Euler of the state may diverge), naming the largest dt.
 
-    The bound (:func:`~sheaflinalg.sheaf.graph_bound.graph_lambda_max_bound`) holds for every pattern;
+    The bound (:func:`~sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`) holds for every pattern;
     the targets pin ``yhat`` (a principal submatrix: only lower), and the loss edge's pull on the
     output node has a Jacobian of norm at most 1 (``J^T J`` for mse, ``J_phi`` for cross-entropy).
     """

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from ...network.model import Network
-from ...sheaf.assembly import assemble
+from ...sheaf.assembled.assembly import assemble
 
 MAX_SIZE = 400_000          # "auto" computes lambda_eff up to this many moving coordinates
 DENSE_GAP_MAX = 20_000_000  # batched dense eigvalsh up to this many block entries, else ARPACK

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .factor import check_backend, cholesky
+from ..assembled.factor import check_backend, cholesky
 
 #: Up to this many columns the Gram matrix's eigenvalues are computed densely.
 DENSE_COLUMNS = 400

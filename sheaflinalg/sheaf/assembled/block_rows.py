@@ -8,8 +8,8 @@ depend on the pattern built once per batch (:func:`static_rows`).
 import numpy as np
 
 
-def coboundary_rows(net, mask_row, out_jacobian, reduced):
-    """Block rows of the coboundary of one sample, in edge order.
+def coboundary_rows(net, lay, mask_row, out_jacobian, reduced):
+    """Block rows of the coboundary of one sample, in edge order (block names of the chain layout ``lay``).
 
     Returns a list ``[(edge_name, [(coordinate_block_name, block), ...]), ...]``
     where a block is a dense matrix or a 1-D diagonal.  ``mask_row`` holds the
@@ -18,14 +18,13 @@ def coboundary_rows(net, mask_row, out_jacobian, reduced):
     """
     k = net.n_hidden
     W, b = net.weights, net.biases
-    rows = [("e_z1", [("x", -W[0]), ("1@x", -b[0]), ("z1", np.ones(net.dims[1]))])]
+    z, a = lay.z, lay.a
+    rows = [("e_" + z(1), [("x", -W[0]), (lay.ones(0), -b[0]), (z(1), np.ones(net.dims[1]))])]
     for l in range(1, k + 1):
-        rows.append((f"e_a{l}", [(f"z{l}", -mask_row[l - 1].astype(np.float64)),
-                                 (f"a{l}", np.ones(net.dims[l]))]))
-        rows.append((f"e_z{l + 1}", [(f"a{l}", -W[l]), (f"1@a{l}", -b[l]),
-                                     (f"z{l + 1}", np.ones(net.dims[l + 1]))]))
+        rows.append(("e_" + a(l), [(z(l), -mask_row[l - 1].astype(np.float64)), (a(l), np.ones(net.dims[l]))]))
+        rows.append(("e_" + z(l + 1), [(a(l), -W[l]), (lay.ones(l), -b[l]), (z(l + 1), np.ones(net.dims[l + 1]))]))
     if not reduced:
-        rows.append(("e_y", [(f"z{k + 1}", -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
+        rows.append(("e_y", [(z(k + 1), -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
     return rows
 
 
@@ -50,7 +49,7 @@ def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
     rows of the pattern-independent nodes (:func:`static_rows`), shared by every
     sample so that their Gram products are computed once per batch; ``split``
     the rows replacing the hyperedges of ``skip_encoding="edges"``
-    (:func:`~sheaflinalg.sheaf.skip_edges.split_static_rows`), shared likewise.
+    (:func:`~sheaflinalg.sheaf.skip_edges.encoding.split_static_rows`), shared likewise.
     """
     rows = []
     for node in graph.nodes:

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .._common.validation import check_choice
+from ..._common.validation import check_choice
 
 try:  # scikit-sparse builds against Debian's libsuitesparse-dev
     from sksparse import cholmod as _cholmod

@@ -1,13 +1,13 @@
 """The harmonic extension under ``skip_encoding="edges"``: a least-squares solution, not the forward pass.
 
 With one edge per parent of an ``add`` or ``concat`` node
-(:mod:`sheaflinalg.sheaf.skip_edges`) ``delta_Omega`` is tall, and the
+(:mod:`sheaflinalg.sheaf.skip_edges.encoding`) ``delta_Omega`` is tall, and the
 harmonic extension minimises the discord ``||delta_Omega w + delta_U u + c||``
 (``c`` the linearised output edge's offset): the normal equations
 ``L[Omega,Omega] w = -delta_Omega^T (delta_U u + c)``, solved with one sparse
-Cholesky factorisation (:mod:`sheaflinalg.sheaf.factor`).  ``L[Omega,Omega]`` is
+Cholesky factorisation (:mod:`sheaflinalg.sheaf.assembled.factor`).  ``L[Omega,Omega]`` is
 positive definite because ``delta_Omega`` has full column rank
-(:mod:`sheaflinalg.sheaf.rank`).  At an ``add`` node the two edges pull
+(:mod:`sheaflinalg.sheaf.verification.rank`).  At an ``add`` node the two edges pull
 ``x_v`` towards each parent: the result is a compromise, not their sum.
 
 The public :func:`harmonic_extension` lives here, above the assembly that the
@@ -17,12 +17,12 @@ least-squares extension needs; with ``skip_encoding="sum"`` it is
 
 import numpy as np
 
-from .._common.validation import check_optional_int
-from .assembly import assemble
-from .factor import check_backend, cholesky
-from .harmonic import HarmonicExtension
-from .harmonic import harmonic_extension as forward_substitution
-from .skip_edges import check_skip_encoding
+from ..._common.validation import check_optional_int
+from ..assembled.assembly import assemble
+from ..assembled.factor import check_backend, cholesky
+from ..harmonic import HarmonicExtension
+from ..harmonic import harmonic_extension as forward_substitution
+from .encoding import check_skip_encoding
 
 
 def solve_normal_equations(system, backend="auto"):

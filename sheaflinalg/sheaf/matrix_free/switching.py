@@ -28,10 +28,10 @@ carried along).  This module makes the pattern agree with the solution:
 
 import numpy as np
 
-from ..network.graph.forward import evaluate
-from ..network.graph.nodes import INPUT
-from ..network.ops import MASK
-from .patterns import graph_pattern
+from ...network.graph.forward import evaluate
+from ...network.graph.nodes import INPUT
+from ...network.ops import MASK
+from ..patterns import graph_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -89,7 +89,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
     that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0``; a consistent
     solution is accepted when both sides push into the surface at every held coordinate, and one that
     fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
-    :class:`~sheaflinalg.sheaf.graph_residuals.GraphSheaf` (the held coordinates are never the output node's,
+    :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates are never the output node's,
     so the output edge's force is not needed).
     """
     graph = sheaf.graph

@@ -1,8 +1,8 @@
 """The assembled neural sheaf (:class:`SheafSystem`): its coboundary and Laplacian blocks as scipy.sparse CSR.
 
 Each edge contributes one block row ``(delta x)_e = F_down x_down - F_up x_up``
-(:mod:`sheaflinalg.sheaf.block_rows`); the matrices are written straight from those blocks (see
-:mod:`sheaflinalg.sheaf.sparse_blocks`), so assembly time and memory grow with the
+(:mod:`sheaflinalg.sheaf.assembled.block_rows`); the matrices are written straight from those blocks (see
+:mod:`sheaflinalg.sheaf.assembled.sparse_blocks`), so assembly time and memory grow with the
 number of weights, never with ``N**2``.
 """
 
@@ -10,14 +10,14 @@ from functools import cached_property
 
 import numpy as np
 
-from .._common.validation import check_type
-from ..network import activations
-from ..network.model import Network, check_network
+from ..._common.validation import check_type
+from ...network import activations
+from ...network.model import Network, check_network
 from .block_rows import coboundary_rows, graph_rows, static_rows
-from .harmonic import graph_extension, harmonic_extension
-from .layout import Layout
-from .patterns import output_jacobian
-from .skip_edges import check_skip_encoding, split_static_rows
+from ..harmonic import graph_extension, harmonic_extension
+from ..layout import Layout
+from ..patterns import output_jacobian
+from ..skip_edges.encoding import check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
 
 
@@ -61,10 +61,10 @@ class SheafSystem:
         output is linearised (``-J_phi`` in the ``e_y`` block row).
     skip_encoding : {"sum", "edges"}
         How nodes with several parents are encoded
-        (:mod:`sheaflinalg.sheaf.skip_edges`).  ``harmonic`` is the pattern's
+        (:mod:`sheaflinalg.sheaf.skip_edges.encoding`).  ``harmonic`` is the pattern's
         forward substitution either way; under ``"edges"`` the harmonic
         extension of the tall ``delta_Omega`` is
-        :func:`sheaflinalg.sheaf.least_squares.least_squares_extension`.
+        :func:`sheaflinalg.sheaf.skip_edges.least_squares.least_squares_extension`.
     """
 
     def __init__(self, net, X, pattern, reduced=False, as_graph=False, skip_encoding="sum"):

@@ -60,8 +60,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_float64, check_real, check_type, did_you_mean
-from .layout import Layout
+from ..._common.validation import as_float64, check_real, check_type, did_you_mean
+from ..layout import Layout
 
 _SELECTOR = re.compile(r"^\s*([A-Za-z_@>0-9.]+?)\s*(?:\[([^\]]*)\])?\s*$")
 

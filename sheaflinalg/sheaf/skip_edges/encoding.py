@@ -14,7 +14,7 @@ feeds (the rows where ``F_i`` has a nonzero entry):
 A bias, if the node had one, stays on the edge of its first parent.  Each
 split edge's stalk is its parent's stalk.  ``delta_Omega`` becomes tall; it
 keeps full column rank (every node still has a row block with the identity on
-its own coordinates and nothing to their right: :mod:`sheaflinalg.sheaf.rank`
+its own coordinates and nothing to their right: :mod:`sheaflinalg.sheaf.verification.rank`
 certifies it), and its harmonic extension is the least-squares solution of
 ``delta_Omega w = -delta_U u``, a compromise between the parents, not the
 forward pass.  Nodes with one parent, and the output edge, are unchanged, so
@@ -24,7 +24,7 @@ on a network without ``add``/``concat`` both encodings give the same matrices.
 import numpy as np
 import scipy.sparse as sp
 
-from .._common.validation import check_choice
+from ..._common.validation import check_choice
 
 #: The values of ``skip_encoding``.
 SKIP_ENCODINGS = ("sum", "edges")
@@ -105,7 +105,7 @@ def split_row(node, entries):
     """The edges encoding of ``node``'s defining block row: one ``(edge name, entries)`` per parent.
 
     ``entries`` is the node's row ``[(parent, -F), ..., ("1>v", -b_v), (v, identity)]``
-    (:func:`sheaflinalg.sheaf.block_rows.node_row`: parents first in ``node.inputs``
+    (:func:`sheaflinalg.sheaf.assembled.block_rows.node_row`: parents first in ``node.inputs``
     order, the node itself last).  The edge of parent ``i`` keeps the rows ``R_i``
     that parent feeds: ``[(u_i, -F_i[R_i]), (bias rows R_i: first parent only), (v, I[R_i])]``.
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..network import activations
-from ..network.graph.forward import node_steps
-from ..network.graph.nodes import INPUT
-from .graph_maps import NodeMaps
+from ...network import activations
+from ...network.graph.forward import node_steps
+from ...network.graph.nodes import INPUT
+from .node_maps import NodeMaps
 
 
 @dataclass

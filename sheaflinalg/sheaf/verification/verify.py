@@ -5,14 +5,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from .._common.memory import FLOAT, check_batch
-from .._common.validation import as_samples, check_tol
-from ..network.model import check_network
-from .assembly import assemble
-from .factor import check_backend, cholesky, resolved_backend
-from .harmonic import harmonic_extension
-from .layout import Layout
-from .skip_edges import check_skip_encoding
+from ..._common.memory import FLOAT, check_batch
+from ..._common.validation import as_samples, check_tol
+from ...network.model import check_network
+from ..assembled.assembly import assemble
+from ..assembled.factor import check_backend, cholesky, resolved_backend
+from ..harmonic import harmonic_extension
+from ..layout import Layout
+from ..skip_edges.encoding import check_skip_encoding
 from .verify_edges import verify_edges
 
 
@@ -217,8 +217,8 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         Sparse Cholesky backend.
     skip_encoding : {"sum", "edges"}
         ``"edges"``: the paper's encoding of skip connections
-        (:mod:`sheaflinalg.sheaf.skip_edges`), whose ``delta_Omega`` is tall:
-        the report is an :class:`~sheaflinalg.sheaf.verify_edges.EdgesVerificationReport`,
+        (:mod:`sheaflinalg.sheaf.skip_edges.encoding`), whose ``delta_Omega`` is tall:
+        the report is an :class:`~sheaflinalg.sheaf.verification.verify_edges.EdgesVerificationReport`,
         the rank certificate of ``delta_Omega`` (structural or numerical with its
         rounding bound) and the measured distance of its least-squares
         extension from the forward pass (``tol`` and ``logdet_tol`` do not apply).

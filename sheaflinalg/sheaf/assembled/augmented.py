@@ -6,7 +6,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ..network.model import check_network
+from ...network.model import check_network
 from .sparse_blocks import csr_from_blocks
 from .system import SheafSystem
 
@@ -15,7 +15,7 @@ class AugmentedSheafSystem(SheafSystem):
     """A neural sheaf with hard pins, soft-pin edges, reluctance edges and/or freed inputs.
 
     Built by :func:`assemble` when ``pins``, ``soft_pins``, ``reluctance`` or
-    ``free_inputs`` is given (pin format: :mod:`sheaflinalg.sheaf.pins`).  Per sample:
+    ``free_inputs`` is given (pin format: :mod:`sheaflinalg.sheaf.pins.specs`).  Per sample:
 
     * the 0-cochain is the layout's full cochain followed by the soft-pin
       stubborn vertices (one coordinate per soft pin) and the reluctance

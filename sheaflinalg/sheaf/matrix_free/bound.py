@@ -20,8 +20,8 @@ serves both.
 
 import numpy as np
 
-from ..network.graph.nodes import INPUT
-from ..network.ops.linear import spectral_norm
+from ...network.graph.nodes import INPUT
+from ...network.ops.linear import spectral_norm
 
 __all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound"]
 

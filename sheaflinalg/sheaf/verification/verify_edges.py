@@ -5,12 +5,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.memory import FLOAT, check_batch
-from .._common.validation import as_samples
-from ..network.model import check_network
-from .assembly import assemble
-from .factor import resolved_backend
-from .least_squares import solve_normal_equations
+from ..._common.memory import FLOAT, check_batch
+from ..._common.validation import as_samples
+from ...network.model import check_network
+from ..assembled.assembly import assemble
+from ..assembled.factor import resolved_backend
+from ..skip_edges.least_squares import solve_normal_equations
 from .rank import rank_certificate
 
 

@@ -13,11 +13,11 @@ n_free)`` arrays in the layout's free order (:meth:`Layout.from_graph`).
 
 import numpy as np
 
-from .._common.blocks import map_blocks
-from .._common import threads as _threads
-from ..network.graph.nodes import INPUT
-from .graph_maps import NodeMaps
-from .layout import Layout
+from ..._common.blocks import map_blocks
+from ..._common import threads as _threads
+from ...network.graph.nodes import INPUT
+from .node_maps import NodeMaps
+from ..layout import Layout
 
 
 def _jacobian_product(jacobians, v):
@@ -43,7 +43,7 @@ class GraphCoboundary:
         ``J_phi`` of the output edge, by its diagonal (an elementwise output) or dense (softmax); None
         for the reduced system (no ``yhat``, no ``e_y``).
     maps : NodeMaps, optional
-        The graph's :class:`~sheaflinalg.sheaf.graph_maps.NodeMaps`, when the caller has them.
+        The graph's :class:`~sheaflinalg.sheaf.matrix_free.node_maps.NodeMaps`, when the caller has them.
     layout : Layout, optional
         The graph's layout (reduced exactly when ``jacobians`` is None), when the caller has it.
 

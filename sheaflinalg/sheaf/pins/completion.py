@@ -30,15 +30,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._common.validation import as_samples, check_choice, check_int
-from ..network.model import check_network
-from ..network.graph.nodes import INPUT
-from .assembly import assemble, check_pattern, forward_pattern
-from .factor import check_backend, cholesky
-from .layout import Layout
-from .patterns import graph_pattern
-from .pins import pins_or_clamp, resolve_pins
-from .verify import unit_lower_triangular_certificate
+from ..._common.validation import as_samples, check_choice, check_int
+from ...network.model import check_network
+from ...network.graph.nodes import INPUT
+from ..assembled.assembly import assemble, check_pattern, forward_pattern
+from ..assembled.factor import check_backend, cholesky
+from ..layout import Layout
+from ..patterns import graph_pattern
+from .specs import pins_or_clamp, resolve_pins
+from ..verification.verify import unit_lower_triangular_certificate
 
 NONUNIQUE = ("error", "minimum_norm")
 
@@ -201,7 +201,7 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
         values here only seed the initial activation pattern).
     pins : dict, optional
         Hard pins ``{selector: values}`` on hidden coordinates and outputs,
-        in the pin format of :mod:`sheaflinalg.sheaf.pins` (e.g. ``{"a1[2]": 0.0}``,
+        in the pin format of :mod:`sheaflinalg.sheaf.pins.specs` (e.g. ``{"a1[2]": 0.0}``,
         ``{"yhat": Y}``), as in :func:`sheaflinalg.heat` and :func:`sheaflinalg.assemble`.
     soft_pins : SoftPins or (targets, gamma), optional
         Soft pins (penalty edges).

@@ -1,18 +1,18 @@
 """Assembly of the neural sheaf (:func:`assemble`): the checks, the memory estimate, and the system
-(:class:`~sheaflinalg.sheaf.system.SheafSystem`, or :class:`~sheaflinalg.sheaf.augmented.AugmentedSheafSystem`
+(:class:`~sheaflinalg.sheaf.assembled.system.SheafSystem`, or :class:`~sheaflinalg.sheaf.assembled.augmented.AugmentedSheafSystem`
 with pins, soft pins, reluctance or freed inputs).
 """
 
 import numpy as np
 
-from .._common.memory import check_memory
-from .._common.validation import as_float64, as_samples, check_bool
-from ..network.model import check_network
+from ..._common.memory import check_memory
+from ..._common.validation import as_float64, as_samples, check_bool
+from ...network.model import check_network
 from .augmented import AugmentedSheafSystem
-from .layout import Layout
-from .patterns import normalise_graph_pattern, normalise_pattern
-from .pins import resolve_pins
-from .skip_edges import check_skip_encoding
+from ..layout import Layout
+from ..patterns import normalise_graph_pattern, normalise_pattern
+from ..pins.specs import resolve_pins
+from ..skip_edges.encoding import check_skip_encoding
 from .system import SheafSystem
 
 
@@ -92,7 +92,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     reduced : bool
         Assemble the reduced sheaf without ``v_y`` and ``e_y``.
     pins : dict, optional
-        Hard pins ``{selector: values}`` (format: :mod:`sheaflinalg.sheaf.pins`):
+        Hard pins ``{selector: values}`` (format: :mod:`sheaflinalg.sheaf.pins.specs`):
         the selected coordinates move from ``Omega`` to ``U``.
     soft_pins : SoftPins or (targets, gamma), optional
         Soft-pin (penalty) edges of strength ``gamma`` (paper eq. pinning-maps).
@@ -108,7 +108,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
         ``"sum"``: one defining hyperedge per node, ``delta_Omega`` square and
         unit lower triangular.  ``"edges"``: the paper's encoding, one
         two-endpoint edge per parent of an ``add`` or ``concat`` node
-        (:mod:`sheaflinalg.sheaf.skip_edges`), ``delta_Omega`` tall (not with
+        (:mod:`sheaflinalg.sheaf.skip_edges.encoding`), ``delta_Omega`` tall (not with
         pins, soft pins, reluctance, free inputs or ``linearise_at``).
 
     Returns
