@@ -15,7 +15,8 @@ from ._common.version import VERSION as __version__  # noqa: E402 (first, before
 from ._common.threads import get_num_threads, num_threads, process_pool, set_num_threads
 # network
 from ._common.memory import InsufficientMemoryError
-from .network import Graph, GraphNetworkError, Network, NetworkOverflowError, Node, UnsupportedModelError
+from .network import (Graph, GraphNetworkError, ImportMismatchError, Network, NetworkOverflowError, Node,
+                      UnsupportedModelError)
 # sheaf
 from .sheaf import (AugmentedSheafSystem, Block, Completion, HarmonicExtension, Layout, NonUniqueCompletionError,
                     Reluctance, SheafSystem, SoftPins, VerificationReport, assemble, complete, harmonic_extension,
@@ -42,7 +43,7 @@ __all__ = [
     # threads
     "set_num_threads", "get_num_threads", "num_threads", "process_pool",
     # network
-    "Network", "NetworkOverflowError", "UnsupportedModelError", "InsufficientMemoryError", "Graph", "Node", "GraphNetworkError",
+    "Network", "NetworkOverflowError", "UnsupportedModelError", "ImportMismatchError", "InsufficientMemoryError", "Graph", "Node", "GraphNetworkError",
     # sheaf
     "Layout", "Block", "SheafSystem", "AugmentedSheafSystem", "assemble", "HarmonicExtension",
     "harmonic_extension", "VerificationReport", "verify", "SoftPins", "Reluctance", "complete", "Completion",

@@ -1,12 +1,14 @@
 """The network: weights, biases, output activation, forward pass, He initialisation, ``.npz``
-I/O without pickle, importers from scikit-learn, PyTorch and ONNX; graph networks (:mod:`.graph`).
+I/O without pickle, importers from scikit-learn, PyTorch and ONNX; graph networks (:mod:`.graph`) and
+their operations, one rule per op (:mod:`.ops`).
 
-Bottom layer: imports only ``_common``.
+Imports only ``_common`` and ``kernels``.
 """
 
-from .errors import GraphNetworkError, UnsupportedModelError
+from .errors import GraphNetworkError, ImportMismatchError, UnsupportedModelError
 from .graph import Graph, Node
 from .model import Network, NetworkOverflowError, check_network, parameter_offsets
 
-__all__ = ["Network", "NetworkOverflowError", "GraphNetworkError", "UnsupportedModelError", "Graph", "Node",
+__all__ = ["Network", "NetworkOverflowError", "GraphNetworkError", "UnsupportedModelError", "ImportMismatchError", "Graph",
+           "Node",
            "parameter_offsets"]
