@@ -183,7 +183,7 @@ def node_split(case, runs, batch=None):
             for node, step in zip(graph.nodes, steps):
                 out = np.empty((X.shape[0], graph.sizes[node.name]))
                 pattern = (np.empty(out.shape, dtype=np.int64 if node.op == "maxpool" else bool)
-                           if node.spec.pattern_dependent else None)
+                           if node.rule.pattern_dependent else None)
                 t = time.perf_counter()
                 step([values[p] for p in node.inputs], out, pattern, False)
                 spent[node.op] += (time.perf_counter() - t) * (r > 0)

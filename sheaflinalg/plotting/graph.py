@@ -98,7 +98,7 @@ def _label(graph, vertex, drawn):
     if vertex not in drawn:
         return f"{vertex}\n(outside) {size}", OUTSIDE
     node = graph.node(vertex)
-    return f"{vertex}\n{node.op} {shape} = {size}", PATTERN if node.spec.pattern_dependent else LINEAR
+    return f"{vertex}\n{node.op} {shape} = {size}", PATTERN if node.rule.pattern_dependent else LINEAR
 
 
 #: Half a vertex's height in points: arrows start and end at the boxes' edges.
@@ -128,7 +128,7 @@ def _draw_edges(ax, graph, names, pos):
             _arrow(ax, joint, (x, y), shrink=(0, SHRINK))
         else:
             _arrow(ax, pos[node.inputs[0]], (x, y))
-        if node.spec.has_bias:             # the one "1" vertex, drawn beside each node that reads it
+        if node.rule.has_bias:             # the one "1" vertex, drawn beside each node that reads it
             ones = (x + 0.6, y + 0.45)
             ax.text(*ones, ONES, ha="center", va="center", fontsize=6, zorder=4,
                     bbox=dict(boxstyle="circle,pad=0.2", fc=BOUNDARY, ec="0.5", lw=0.5))

@@ -175,7 +175,7 @@ class Layout:
         self.n_hidden = None
         biased = {}
         for node in graph.nodes:
-            if node.spec.has_bias:
+            if node.rule.has_bias:
                 biased.setdefault(node.inputs[0], []).append(node)
         coords = []
         for layer, (name, op) in enumerate([(INPUT, "input")] + [(n.name, n.op) for n in graph.nodes]):

@@ -156,7 +156,7 @@ def forward(graph, x, pattern=None):
     """Values of every node for one sample (the pattern's own when ``pattern`` is None) and the pattern used."""
     values, used = {"x": x}, {}
     for node in graph.nodes:
-        if node.spec.pattern_dependent:
+        if node.rule.pattern_dependent:
             z = values[node.inputs[0]]
             if pattern is not None:
                 used[node.name] = pattern[node.name]
@@ -179,7 +179,7 @@ def coboundary(graph, layout, x, pattern, reduced=False):
     offset = np.zeros(layout.n_edges)
     for node in graph.nodes:
         rows = layout.edge(f"e_{node.name}")
-        maps, bias = node_dense(node, graph, pattern[node.name] if node.spec.pattern_dependent else None)
+        maps, bias = node_dense(node, graph, pattern[node.name] if node.rule.pattern_dependent else None)
         for u, F in maps:
             delta[rows, layout.full(u)] -= F
         if bias is not None:

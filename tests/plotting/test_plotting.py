@@ -136,7 +136,7 @@ def test_graph_figure(tmp_path):
         assert sum(t.startswith(node.name + "\n" + node.op + " ") for t in labels) == 1, node.name
         assert sum(t.endswith(f"= {net.graph.sizes[node.name]}") and t.startswith(node.name) for t in labels) == 1
     assert "x (input)\n2x6x6 = 72" in labels and "yhat\nidentity(fc)" in labels
-    assert labels.count("1") == sum(node.spec.has_bias for node in net.graph.nodes) == 4
+    assert labels.count("1") == sum(node.rule.has_bias for node in net.graph.nodes) == 4
     assert len([line for line in ax.lines if line.get_marker() == "o"]) == 2        # res (add) and cat (concat)
     assert (tmp_path / "g.svg").read_bytes().lstrip().startswith(b"<?xml")
     ax = plot_graph(net.graph, nodes=("res", "cat"), title="part")

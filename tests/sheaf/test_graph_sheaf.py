@@ -199,7 +199,7 @@ def test_layout_of_a_graph_labels_nodes_and_ones_blocks():
     assert names == [n.name for n in net.graph.nodes] + ["yhat"]
     assert [b.name for b in lay.edge_blocks] == [f"e_{n}" for n in names[:-1]] + ["e_y"]
     ones = [b.name for b in lay.boundary_blocks if b.kind == "ones"]
-    assert ones == [f"1>{n.name}" for n in net.graph.nodes if n.spec.has_bias]
+    assert ones == [f"1>{n.name}" for n in net.graph.nodes if n.rule.has_bias]
     assert lay.n_free == lay.n_edges and len(lay.full_labels) == lay.n_full
     assert lay.free_labels[lay.free("head").start] == "head[0]"
     with pytest.raises(GraphNetworkError):

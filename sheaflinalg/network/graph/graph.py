@@ -105,7 +105,7 @@ class Graph:
     @property
     def pattern_nodes(self):
         """Names of the pattern-dependent nodes (relu, leaky_relu, maxpool), in order."""
-        return [node.name for node in self.nodes if node.spec.pattern_dependent]
+        return [node.name for node in self.nodes if node.rule.pattern_dependent]
 
     def children(self, name):
         """Names of the nodes that read ``name``."""

@@ -114,8 +114,6 @@ class Node:
         """The :class:`~sheaflinalg.network.ops.OpRule` of the node's operation (everything about it)."""
         return OPS[self.op]
 
-    spec = rule
-
     def __repr__(self):
         return f"Node({self.name!r}, {self.op!r}, inputs={list(self.inputs)})"
 

@@ -6,6 +6,7 @@ selections agree on the value.
 """
 
 import numpy as np
+import scipy.sparse as sp
 
 from ...kernels.pooling import max_pool, max_pool_transpose
 from .geometry import pool_shape, pool_window, pool_windows, window_reach
@@ -14,8 +15,6 @@ from .rule import SELECTION, OpRule, entries_touched, parameterless
 
 def selection_matrix(argmax, n_in):
     """The selection of one sample: row ``o`` picks input ``argmax[o]`` (CSR ``(n_out, n_in)``)."""
-    import scipy.sparse as sp
-
     n_out = argmax.size
     return sp.csr_matrix((np.ones(n_out), argmax.astype(np.int64), np.arange(n_out + 1)), shape=(n_out, n_in))
 

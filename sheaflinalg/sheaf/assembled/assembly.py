@@ -61,7 +61,7 @@ def _graph_nnz(graph):
     for node in graph.nodes:
         n = graph.sizes[node.name]
         maps, gram = node.rule.nnz(node, graph)
-        entries = len(node.inputs) + (2 if node.spec.has_bias else 1)
+        entries = len(node.inputs) + (2 if node.rule.has_bias else 1)
         nnz_delta += maps + n
         # the maps' Gram blocks, their products with the other entries of the row, the diagonal ones
         nnz_laplacian += len(node.inputs) * gram + 2 * entries * maps + entries * entries * n

@@ -66,4 +66,4 @@ def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
 
 def static_rows(graph):
     """``{node: block row}`` of every node whose restriction maps do not depend on the pattern."""
-    return {node.name: node_row(node, graph) for node in graph.nodes if not node.spec.pattern_dependent}
+    return {node.name: node_row(node, graph) for node in graph.nodes if not node.rule.pattern_dependent}
