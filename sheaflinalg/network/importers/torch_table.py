@@ -1,32 +1,25 @@
 """The PyTorch importer's one table: every supported framework name, the op it becomes and its converter.
 
 Every supported ``nn.Module`` class, torch function and tensor method is an
-:class:`Entry`: the rule of the op it becomes (an object of the registry
+:class:`~.builder.Entry`: the rule of the op it becomes (an object of the registry
 :data:`sheaflinalg.network.ops.RULES`, so a misspelt op fails at import, or
 None for a value elided into its parent: Identity, Dropout in eval mode,
 ``contiguous``) and its converter (:mod:`.torch_modules`), which is handed
-that rule and writes no op name.  The output activations (Sigmoid, Tanh,
+that rule and writes no op name: ``convert(rule, torch, module, name, op,
+parent)`` for a module class, ``convert(rule, fx_node, name, op)`` for a
+function or tensor method, returning a ``Step``.  The output activations (Sigmoid, Tanh,
 Softmax), which are not graph operations, are listed here too.  Adding a name
 is one line here; the refusal of an unsupported operation lists the names read
 off this table (:meth:`TorchTable.supported`).
 """
 
 import operator
-from typing import NamedTuple
 
 from .. import ops
+from .builder import Entry, or_list
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
                             linear_module, maxpool_step, plain_step, reshape_step)
-
-
-class Entry(NamedTuple):
-    """One supported name: ``rule`` (an :class:`~sheaflinalg.network.ops.OpRule`, or None: elided) and
-    ``convert``, ``convert(rule, torch, module, name, op, parent)`` for a module class and
-    ``convert(rule, fx_node, name, op)`` for a function or tensor method, returning a ``Step``."""
-
-    rule: object
-    convert: object
 
 
 def _module(step):
@@ -137,5 +130,5 @@ class TorchTable:
         """What the importer supports, as the refusal of an unsupported operation lists it."""
         finals = [name for name in _names(self.finals) if name[0].isupper()]
         return (f"layers {', '.join(_names(self.modules))}; functions {', '.join(_names(self.functions))}; "
-                f"tensor methods {', '.join(_names(self.methods))}; and a final {', '.join(finals)} "
+                f"tensor methods {', '.join(_names(self.methods))}; and a final {or_list(finals)} "
                 "(BatchNorm and Dropout in eval mode; docs/guide.md, Importing CNNs and ResNets)")
