@@ -20,9 +20,9 @@ import operator
 from ..._common.memory import FLOAT, check_memory
 from ..errors import ImportMismatchError, UnsupportedModelError
 from ..graph.nodes import INPUT
+from ..ops.reshape import RULE as RESHAPE
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
 from .check import check_import, random_input
-from ..ops.reshape import RULE as RESHAPE
 from .torch_modules import bind
 from .torch_table import TorchTable
 
@@ -43,7 +43,7 @@ def import_torch():
 class _Walk:
     """The traced model's nodes, their labels and the table that converts them (:mod:`.torch_table`)."""
 
-    def __init__(self, torch, nn, traced):
+    def __init__(self, torch, traced):
         self.torch, self.traced = torch, traced
         self.nodes = list(traced.graph.nodes)
         self.order = {node: i for i, node in enumerate(self.nodes)}
@@ -263,13 +263,13 @@ def _trace(torch, nn, module):
 def graph_from_torch(module, input_shape=None):
     """The :class:`~sheaflinalg.network.graph.Graph` of a PyTorch model (see ``Network.from_torch``)."""
     torch, nn = import_torch()
-    walk = _Walk(torch, nn, _trace(torch, nn, module))
+    walk = _Walk(torch, _trace(torch, nn, module))
     _steps(walk, _output(walk)[0])           # every refusal before anything runs
     input_shape = _input_shape(walk, input_shape)[1]
     X, values, model_output, traced64 = _run(torch, walk, module, input_shape)
     # the parameters are read from the copy that ran: those a pre-hook computes (weight_norm, spectral_norm)
     # are the ones the model used
-    walk = _Walk(torch, nn, traced64)
+    walk = _Walk(torch, traced64)
     final, output, result = _output(walk)
     steps = _steps(walk, final)
     x = _input_shape(walk, input_shape)[0]
