@@ -10,6 +10,7 @@ then stands for its parent.
 import math
 import numbers
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,6 +21,34 @@ from ..ops.concat import RULE as CONCAT
 from ..ops.reshape import RULE as RESHAPE
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.]")
+
+
+class Entry(NamedTuple):
+    """One framework name of an importer's table: ``rule``, the op it becomes (an
+    :class:`~sheaflinalg.network.ops.OpRule`, or None for a value elided into its parent or a constant), and
+    ``convert``, the converter handed that rule (each importer says its signature).
+
+    Examples
+    --------
+    >>> from sheaflinalg.network import ops
+    >>> Entry(ops.relu.RULE, None).rule.name
+    'relu'
+    """
+
+    rule: object
+    convert: object
+
+
+def or_list(names):
+    """``names`` as a list in words: ``"a, b or c"``.
+
+    Examples
+    --------
+    >>> or_list(["Sigmoid", "Tanh", "Softmax"]), or_list(["Relu"])
+    ('Sigmoid, Tanh or Softmax', 'Relu')
+    """
+    names = list(names)
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def refuse(name, op, why):

@@ -5,7 +5,10 @@ The file is read, its external data from its own directory only
 input and output checked; then its nodes are converted in order, each refused
 with its name and op_type if it has no counterpart.  Parameters must be
 initializers (or Constant nodes); they are read with ``onnx.numpy_helper`` and
-converted to float64 (bfloat16 and the float8 types exactly).  Last, the file
+converted to float64 (bfloat16 and the float8 types exactly).  What every
+supported op_type becomes is the one table :data:`OPS` (op_type -> the op's
+rule and its converter, handed the rule: no converter writes an op name).
+Last, the file
 runs once in float64 on a random input (``onnx.reference``) and the graph
 built is checked against it value by value (:mod:`.check`).
 """
@@ -16,14 +19,14 @@ import os
 import numpy as np
 
 from ..._common.validation import check_path
+from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from .builder import GraphBuilder, fold_batchnorm, refuse
+from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_data import inline_external_data, run_reference, tensor_array
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
-_FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 MIN_OPSET = 7
 #: Batch sizes at which shape arithmetic is evaluated: a reshape must keep the batch axis at both.
 BATCHES = (2, 3)
@@ -144,11 +147,11 @@ def _window(reader, node, label, attrs, kernel):
     return {"stride": stride, "padding": padding, "dilation": dilation}
 
 
-def _linear(reader, node, label, weight, bias):
-    reader.builder.add(node.output[0], label, "linear", [node.input[0]], params={"weight": weight, "bias": bias})
+def _linear(reader, node, label, rule, weight, bias):
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], params={"weight": weight, "bias": bias})
 
 
-def _gemm(reader, node, label, attrs):
+def _gemm(reader, node, label, attrs, rule):
     if attrs.get("transA", 0):
         raise refuse(label, node.op_type, "transA=1 (the input transposed) is not supported")
     B = reader.constant(node, node.input[1], label, "matrix B")
@@ -160,18 +163,18 @@ def _gemm(reader, node, label, attrs):
             bias = np.broadcast_to(C.reshape(-1) if C.size == W.shape[0] else C, (W.shape[0],)).copy()
         except ValueError:
             raise refuse(label, node.op_type, f"its bias C of shape {C.shape} is not one value per output") from None
-    _linear(reader, node, label, W, bias)
+    _linear(reader, node, label, rule, W, bias)
 
 
-def _matmul(reader, node, label, attrs):
+def _matmul(reader, node, label, attrs, rule):
     B = reader.constant(node, node.input[1], label, "matrix B")
     if B.ndim != 2:
         raise refuse(label, node.op_type, f"its matrix B has shape {B.shape}; expected 2-D")
-    _linear(reader, node, label, B.T, np.zeros(B.shape[1]))
+    _linear(reader, node, label, rule, B.T, np.zeros(B.shape[1]))
     reader.matmuls.add(node.output[0])
 
 
-def _add(reader, node, label, attrs):
+def _add(reader, node, label, attrs, rule):
     a, b = node.input
     if a in reader.constants or b in reader.constants:
         value, const = (b, a) if a in reader.constants else (a, b)
@@ -185,10 +188,10 @@ def _add(reader, node, label, attrs):
         reader.builder.replace_params(value, {"bias": bias.reshape(-1)})
         reader.builder.elide(node.output[0], value)
         return
-    reader.builder.add(node.output[0], label, "add", [a, b])
+    reader.builder.add(node.output[0], label, rule.name, [a, b])
 
 
-def _conv(reader, node, label, attrs):
+def _conv(reader, node, label, attrs, rule):
     W = reader.constant(node, node.input[1], label, "weight")
     bias = (reader.constant(node, node.input[2], label, "bias") if len(node.input) > 2 and node.input[2]
             else np.zeros(W.shape[0]))
@@ -197,36 +200,42 @@ def _conv(reader, node, label, attrs):
         raise refuse(label, node.op_type, f"its kernel_shape {list(kernel)} contradicts its weight of shape "
                                           f"{list(W.shape)} (the file contradicts itself)")
     window = _window(reader, node, label, attrs, kernel)
-    reader.builder.add(node.output[0], label, "conv", [node.input[0]], {**window, "groups": int(attrs.get("group", 1))},
-                       {"weight": W, "bias": bias})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
+                       {**window, "groups": int(attrs.get("group", 1))}, {"weight": W, "bias": bias})
 
 
-def _pool(reader, node, label, attrs):
+def _pool_window(reader, node, label, attrs):
+    """``{kernel_size, stride, padding, dilation}`` of a pooling node (whose other outputs are unused)."""
     reader.only_first_output(node, label)
     kernel = tuple(attrs["kernel_shape"])
-    window = _window(reader, node, label, attrs, kernel)
-    if node.op_type == "MaxPool":
-        reader.builder.add(node.output[0], label, "maxpool", [node.input[0]], {**window, "kernel_size": kernel})
-        return
+    return {**_window(reader, node, label, attrs, kernel), "kernel_size": kernel}
+
+
+def _maxpool(reader, node, label, attrs, rule):
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], _pool_window(reader, node, label, attrs))
+
+
+def _avgpool(reader, node, label, attrs, rule):
+    window = _pool_window(reader, node, label, attrs)
     if any(d != 1 for d in window.pop("dilation")):
         raise refuse(label, node.op_type, "dilated average pooling is not supported")
-    reader.builder.add(node.output[0], label, "avgpool", [node.input[0]],
-                       {**window, "kernel_size": kernel, "count_include_pad": bool(attrs.get("count_include_pad", 0))})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
+                       {**window, "count_include_pad": bool(attrs.get("count_include_pad", 0))})
 
 
-def _global_pool(reader, node, label, attrs):
+def _global_pool(reader, node, label, attrs, rule):
     n_axes = len(reader.builder.shape(node.input[0])) - 1
-    reader.builder.add(node.output[0], label, "adaptive_avgpool", [node.input[0]], {"output_size": (1,) * n_axes})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"output_size": (1,) * n_axes})
 
 
-def _batchnorm(reader, node, label, attrs):
+def _batchnorm(reader, node, label, attrs, rule):
     reader.only_first_output(node, label)
     if attrs.get("training_mode", 0) or not attrs.get("spatial", 1):
         raise refuse(label, node.op_type, "training_mode=1 or spatial=0 is not supported (eval mode, per channel)")
     gamma, beta, mean, var = (reader.constant(node, name, label, what) for name, what in
                               zip(node.input[1:5], ("scale", "B", "input_mean", "input_var")))
     scale, shift = fold_batchnorm(label, node.op_type, gamma, beta, mean, var, attrs.get("epsilon", 1e-5))
-    reader.builder.add(node.output[0], label, "batchnorm", [node.input[0]], params={"scale": scale, "shift": shift})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], params={"scale": scale, "shift": shift})
 
 
 def _batch_axis(reader, node, label, axis, rank):
@@ -237,18 +246,18 @@ def _batch_axis(reader, node, label, axis, rank):
     return axis % rank - 1
 
 
-def _concat(reader, node, label, attrs):
+def _concat(reader, node, label, attrs, rule):
     rank = len(reader.builder.shape(node.input[0])) + 1
     axis = _batch_axis(reader, node, label, int(attrs["axis"]), rank)
-    reader.builder.add(node.output[0], label, "concat", list(node.input), {"axis": axis})
+    reader.builder.add(node.output[0], label, rule.name, list(node.input), {"axis": axis})
 
 
-def _flatten(reader, node, label, attrs):
+def _flatten(reader, node, label, attrs, rule):
     shape = reader.builder.shape(node.input[0])
     if _batch_axis(reader, node, label, int(attrs.get("axis", 1)), len(shape) + 1) != 0:
         raise refuse(label, node.op_type, f"axis={attrs['axis']} mixes the batch with the features; only axis=1 "
                                           "is supported")
-    reader.builder.add(node.output[0], label, "reshape", [node.input[0]], {"shape": (math.prod(shape),)})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": (math.prod(shape),)})
 
 
 def _reshape_target(shape, target, allowzero, batch):
@@ -261,7 +270,7 @@ def _reshape_target(shape, target, allowzero, batch):
     return tuple(dims)
 
 
-def _reshape(reader, node, label, attrs):
+def _reshape(reader, node, label, attrs, rule):
     name = node.input[1]
     if name in reader.sizes:
         targets = reader.sizes[name]
@@ -281,7 +290,7 @@ def _reshape(reader, node, label, attrs):
         raise refuse(label, node.op_type, f"the target shape {list(targets[BATCHES[0]])} (for a batch of "
                                           f"{BATCHES[0]}) does not keep the batch axis and the {math.prod(shape)} "
                                           "values per sample")
-    reader.builder.add(node.output[0], label, "reshape", [node.input[0]], {"shape": per})
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": per})
 
 
 def _axes_argument(reader, node, attrs):
@@ -324,7 +333,7 @@ def _is_size(reader, node):
             and all(name in reader.sizes or name in reader.constants for name in names))
 
 
-def _sizes(reader, node, label, attrs):
+def _sizes(reader, node, label, attrs, rule):
     try:
         reader.sizes[node.output[0]] = {b: np.asarray(_size_values(reader, node, attrs, b), dtype=np.int64)
                                         for b in BATCHES}
@@ -332,7 +341,7 @@ def _sizes(reader, node, label, attrs):
         raise refuse(label, node.op_type, f"its size arithmetic cannot be evaluated ({exc})") from None
 
 
-def _dropout(reader, node, label, attrs):
+def _dropout(reader, node, label, attrs, rule):
     reader.only_first_output(node, label)
     if len(node.input) > 2 and node.input[2]:
         mode = reader.constants.get(node.input[2])
@@ -341,24 +350,53 @@ def _dropout(reader, node, label, attrs):
     reader.builder.elide(node.output[0], node.input[0])
 
 
-def _constant(reader, node, label, attrs):
+def _constant(reader, node, label, attrs, rule):
     if "value" not in attrs:
         raise refuse(label, node.op_type, f"only a tensor 'value' is supported, got {sorted(attrs)}")
     reader.constants[node.output[0]] = tensor_array(reader.onnx, reader.helper, attrs["value"])
 
 
-_OPS = {"Gemm": _gemm, "MatMul": _matmul, "Add": _add, "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool,
-        "GlobalAveragePool": _global_pool, "BatchNormalization": _batchnorm, "Concat": _concat,
-        "Flatten": _flatten, "Reshape": _reshape, "Dropout": _dropout, "Constant": _constant,
-        "Relu": lambda reader, node, label, attrs: reader.builder.add(node.output[0], label, "relu", [node.input[0]]),
-        "LeakyRelu": lambda reader, node, label, attrs: reader.builder.add(
-            node.output[0], label, "leaky_relu", [node.input[0]], {"negative_slope": float(attrs.get("alpha", 0.01))}),
-        "Identity": lambda reader, node, label, attrs: reader.builder.elide(node.output[0], node.input[0])}
+def _relu(reader, node, label, attrs, rule):
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]])
+
+
+def _leaky_relu(reader, node, label, attrs, rule):
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"negative_slope": float(attrs.get("alpha",
+                                                                                                             0.01))})
+
+
+def _identity(reader, node, label, attrs, rule):
+    reader.builder.elide(node.output[0], node.input[0])
+
+
+#: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
+#: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
+OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _matmul),
+       "Add": Entry(ops.add.RULE, _add), "Conv": Entry(ops.conv.RULE, _conv),
+       "MaxPool": Entry(ops.maxpool.RULE, _maxpool), "AveragePool": Entry(ops.avgpool.RULE, _avgpool),
+       "GlobalAveragePool": Entry(ops.adaptive_avgpool.RULE, _global_pool),
+       "BatchNormalization": Entry(ops.batchnorm.RULE, _batchnorm), "Concat": Entry(ops.concat.RULE, _concat),
+       "Flatten": Entry(ops.reshape.RULE, _flatten), "Reshape": Entry(ops.reshape.RULE, _reshape),
+       "Relu": Entry(ops.relu.RULE, _relu), "LeakyRelu": Entry(ops.leaky_relu.RULE, _leaky_relu),
+       "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant)}
+#: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
+FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
+
+
+def supported():
+    """What the importer supports, read off :data:`OPS` and :data:`FINALS` (listed by the refusal of an op_type).
+
+    Examples
+    --------
+    >>> supported()[:40]
+    'Add, AveragePool, BatchNormalization, Co'
+    """
+    return f"{', '.join(sorted(OPS))} and a final {or_list(FINALS)}"
 
 
 def _final(reader, node, label, attrs):
     """The output activation of the node computing the graph's output, or None if it is not one."""
-    kind = _FINALS.get(node.op_type)
+    kind = FINALS.get(node.op_type)
     if kind is None:
         return None
     if node.output[0] != reader.output_name:
@@ -393,12 +431,12 @@ def graph_from_onnx(path):
         if kind is not None:
             output, result = kind, node.input[0]
             continue
-        convert = _sizes if _is_size(reader, node) else _OPS.get(node.op_type)
-        if convert is None:
+        entry = Entry(None, _sizes) if _is_size(reader, node) else OPS.get(node.op_type)
+        if entry is None:
             raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map; supported: "
-                                              f"{', '.join(sorted(_OPS))} and a final Sigmoid, Tanh or Softmax")
+                                              f"{supported()}")
         try:
-            convert(reader, node, label, attrs)
+            entry.convert(reader, node, label, attrs, entry.rule)
         except UnsupportedModelError as exc:
             raise UnsupportedModelError(f"{path}: {exc}") from None
         except (ValueError, KeyError, IndexError, TypeError) as exc:

@@ -14,55 +14,21 @@ trace's values and the model's output (:mod:`.check`).
 """
 
 import copy
-import inspect
 import math
 import operator
 
 from ..._common.memory import FLOAT, check_memory
 from ..errors import ImportMismatchError, UnsupportedModelError
 from ..graph.nodes import INPUT
+from ..ops.reshape import RULE as RESHAPE
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
 from .check import check_import, random_input
-from .torch_modules import Step, adaptive_step, leaky_step, module_steps, pool_step, reshape_step
+from .torch_modules import bind
+from .torch_table import TorchTable
 
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
 BATCH = 2
 _SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub)
-
-
-def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Stand-in signature of ``F.max_pool1d/2d``."""
-
-
-def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-              divisor_override=None):
-    """Stand-in signature of ``F.avg_pool1d/2d``."""
-
-
-def _leaky_relu(input, negative_slope=0.01, inplace=False):
-    """Stand-in signature of ``F.leaky_relu``."""
-
-
-def _dropout(input, p=0.5, training=True, inplace=False):
-    """Stand-in signature of ``F.dropout``."""
-
-
-def _cat(tensors, dim=0):
-    """Stand-in signature of ``torch.cat``."""
-
-
-def _add(input, other, alpha=1):
-    """Stand-in signature of ``torch.add``."""
-
-
-def _bind(signature, node):
-    try:
-        bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
-    except TypeError as exc:
-        raise refuse(node.name, getattr(node.target, "__name__", node.target),
-                     f"its arguments are not understood ({exc})") from None
-    bound.apply_defaults()
-    return bound.arguments
 
 
 def import_torch():
@@ -75,20 +41,15 @@ def import_torch():
 
 
 class _Walk:
-    """The traced model's nodes, their labels and the tables that convert them."""
+    """The traced model's nodes, their labels and the table that converts them (:mod:`.torch_table`)."""
 
-    def __init__(self, torch, nn, traced):
-        import torch.nn.functional as F
+    def __init__(self, torch, traced):
         self.torch, self.traced = torch, traced
         self.nodes = list(traced.graph.nodes)
         self.order = {node: i for i, node in enumerate(self.nodes)}
         self.shape_valued = set()
         self.aliases = set()        # nodes whose value may share memory with their parent (reshapes, elided)
-        self.modules = module_steps(nn)
-        self.finals = {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Softmax: "softmax", torch.sigmoid: "sigmoid",
-                       torch.tanh: "tanh", F.sigmoid: "sigmoid", F.tanh: "tanh", F.softmax: "softmax",
-                       torch.softmax: "softmax", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax"}
-        self.functions = _function_table(torch, F)
+        self.table = TorchTable(torch)
 
     def module(self, node):
         return self.traced.get_submodule(node.target) if node.op == "call_module" else None
@@ -104,7 +65,7 @@ class _Walk:
     def final_kind(self, node):
         """``"sigmoid"``, ``"tanh"`` or ``"softmax"`` if ``node`` applies one of them, else None."""
         key = type(self.module(node)) if node.op == "call_module" else node.target
-        return self.finals.get(key) if node.op in ("call_module", "call_function", "call_method") else None
+        return self.table.finals.get(key) if node.op in ("call_module", "call_function", "call_method") else None
 
     def is_shape(self, node):
         """Whether ``node`` computes a size (``x.size(0)``, ``x.shape[1] * 2``), not a tensor."""
@@ -142,80 +103,20 @@ class _Walk:
             value = value.args[0] if value in self.aliases else None
 
 
-def _add_step(walk, node, name, op):
-    args = _bind(_add, node)
-    if args["alpha"] != 1:
-        raise refuse(name, op, f"alpha={args['alpha']!r}; only a plain sum (alpha=1) is supported")
-    return Step("add", [args["input"], args["other"]])
-
-
-def _cat_step(walk, node, name, op):
-    args = _bind(_cat, node)
-    parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
-    dim = args["dim"]
-
-    def axis(node, shape):
-        ndim = len(shape(parents[0])) + 1
-        if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
-            raise refuse(name, op, f"dim={dim!r} is not a per-sample axis of these rank-{ndim} values (1..{ndim - 1}, "
-                                   "or negative); the batch axis 0 would mix the samples")
-        return {"axis": dim % ndim - 1}
-    if dim == 0:        # refused before anything runs
-        raise refuse(name, op, "dim=0 concatenates along the batch axis; only per-sample axes are supported")
-    return Step("concat", parents, resolve=axis)     # of one tensor (DenseNet's first layer): elided by the builder
-
-
-def _dropout_step(walk, node, name, op):
-    args = _bind(_dropout, node)
-    if args["training"] and args["p"] > 0:
-        raise refuse(name, op, "dropout with training=True is random; call model.eval() first")
-    return Step(None, [args["input"]])
-
-
-def _function_table(torch, F):
-    """``{function: converter(walk, node, name, op) -> Step}`` of the supported functions."""
-    def pool(kind, n_axes, signature):
-        return lambda walk, node, name, op: pool_step(name, op, n_axes, kind, node.args[0], _bind(signature, node))
-
-    def leaky(walk, node, name, op):
-        return leaky_step(name, op, node.args[0], _bind(_leaky_relu, node)["negative_slope"])
-
-    def unary(op_name):
-        return lambda walk, node, name, op: Step(op_name, [node.args[0]])
-
-    return {operator.add: _add_step, operator.iadd: _add_step, torch.add: _add_step,
-            torch.cat: _cat_step, torch.concat: _cat_step,
-            torch.flatten: lambda walk, node, name, op: reshape_step(node.args[0]),
-            F.relu: unary("relu"), torch.relu: unary("relu"), torch.relu_: unary("relu"), F.leaky_relu: leaky,
-            F.max_pool1d: pool("maxpool", 1, _max_pool), F.max_pool2d: pool("maxpool", 2, _max_pool),
-            F.avg_pool1d: pool("avgpool", 1, _avg_pool), F.avg_pool2d: pool("avgpool", 2, _avg_pool),
-            F.adaptive_avg_pool1d: lambda walk, node, name, op: adaptive_step(node.args[0]),
-            F.adaptive_avg_pool2d: lambda walk, node, name, op: adaptive_step(node.args[0]),
-            F.dropout: _dropout_step}
-
-
-_METHODS = {"view": lambda walk, node, name, op: reshape_step(node.args[0]),
-            "reshape": lambda walk, node, name, op: reshape_step(node.args[0]),
-            "flatten": lambda walk, node, name, op: reshape_step(node.args[0]),
-            "contiguous": lambda walk, node, name, op: Step(None, [node.args[0]]),
-            "relu": lambda walk, node, name, op: Step("relu", [node.args[0]]),
-            "relu_": lambda walk, node, name, op: Step("relu", [node.args[0]]),
-            "add": _add_step}
-
-
 def _converter(walk, node, name, op):
+    """``convert(node) -> Step`` of the fx ``node`` from the table's entry, or None if it has none."""
+    table = walk.table
     if node.op == "call_module":
         if len(node.args) != 1 or node.kwargs:
             raise refuse(name, op, "a module must be called on one tensor, given positionally")
         module = walk.module(node)
         # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
         # layer: its weight is what the layer computes with, and the check refuses a forward of its own
-        convert = next((walk.modules[cls] for cls in type(module).__mro__ if cls in walk.modules), None)
-        return convert and (lambda walk, node, name, op: convert(walk.torch, module, name, op, node.args[0]))
-    if node.op == "call_method":
-        return _METHODS.get(node.target)
-    if node.op == "call_function":
-        return walk.functions.get(node.target)
+        entry = next((table.modules[cls] for cls in type(module).__mro__ if cls in table.modules), None)
+        return entry and (lambda node: entry.convert(entry.rule, walk.torch, module, name, op, node.args[0]))
+    if node.op in ("call_method", "call_function"):
+        entry = (table.methods if node.op == "call_method" else table.functions).get(node.target)
+        return entry and (lambda node: entry.convert(entry.rule, node, name, op))
     raise refuse(name, node.op, "reading a parameter or buffer directly in forward is not supported; "
                                "use a module (nn.Linear, nn.Conv2d, ...)")
 
@@ -235,18 +136,15 @@ def _steps(walk, final):
                                    "model's last operation)")
         convert = _converter(walk, node, name, op)
         if convert is None:
-            raise refuse(name, op, "this operation has no sparse restriction map; supported: Linear, Conv1d/2d, "
-                                   "AvgPool, AdaptiveAvgPool, MaxPool, BatchNorm (eval), ReLU, LeakyReLU, add, "
-                                   "cat, flatten/view/reshape, Identity, Dropout (eval), and a final "
-                                   "Sigmoid/Tanh/Softmax (docs/guide.md, Importing CNNs and ResNets)")
+            raise refuse(name, op, f"this operation has no sparse restriction map; supported: {walk.table.supported()}")
         if walk.in_place(node):
             walk.check_in_place(node, name, op)
         try:
-            step = convert(walk, node, name, op)
+            step = convert(node)
         except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
             raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
         walk.check_parents(step, name, op)
-        if step.op in (None, "reshape"):
+        if step.rule is None or step.rule is RESHAPE:
             walk.aliases.add(node)
         steps.append((node, name, op, step))
     return steps
@@ -264,7 +162,7 @@ def _output(walk):
     name, op = walk.label(result)
     if kind == "softmax":
         dim = walk.module(result).dim if result.op == "call_module" else \
-            _bind(lambda input, dim=None, *a, **k: None, result)["dim"]
+            bind(lambda input, dim=None, *a, **k: None, result)["dim"]
         if dim not in (-1, 1):
             raise ValueError(f"Softmax must act on the feature dimension (dim=-1 or 1), got dim={dim}")
     return result, kind, result.args[0]
@@ -365,13 +263,13 @@ def _trace(torch, nn, module):
 def graph_from_torch(module, input_shape=None):
     """The :class:`~sheaflinalg.network.graph.Graph` of a PyTorch model (see ``Network.from_torch``)."""
     torch, nn = import_torch()
-    walk = _Walk(torch, nn, _trace(torch, nn, module))
+    walk = _Walk(torch, _trace(torch, nn, module))
     _steps(walk, _output(walk)[0])           # every refusal before anything runs
     input_shape = _input_shape(walk, input_shape)[1]
     X, values, model_output, traced64 = _run(torch, walk, module, input_shape)
     # the parameters are read from the copy that ran: those a pre-hook computes (weight_norm, spectral_norm)
     # are the ones the model used
-    walk = _Walk(torch, nn, traced64)
+    walk = _Walk(torch, traced64)
     final, output, result = _output(walk)
     steps = _steps(walk, final)
     x = _input_shape(walk, input_shape)[0]
@@ -384,11 +282,11 @@ def graph_from_torch(module, input_shape=None):
 
     builder = GraphBuilder(input_shape, x)
     for node, name, op, step in steps:
-        if step.op is None:
+        if step.rule is None:
             builder.elide(node, step.parents[0])
             continue
         attrs = {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
-        builder.add(node, name, step.op, step.parents, attrs, step.params)
+        builder.add(node, name, step.rule.name, step.parents, attrs, step.params)
         if builder.shape(node) != shape(node):
             raise refuse(name, op, f"its per-sample shape is {builder.shape(node)} by the graph's rules but "
                                    f"{shape(node)} in torch")

@@ -1,9 +1,13 @@
-"""PyTorch modules and their arguments as graph-network steps; parameters read as float64.
+"""The PyTorch importer's converters: a layer, function or tensor method as a graph-network step.
 
 One converter per kind of layer, shared by the module (``nn.MaxPool2d``) and
 functional (``F.max_pool2d``) forms: both hand over the same arguments by name.
+A converter writes no op name: it is handed the op's rule by the importer's
+table (:mod:`.torch_table`), which says what every supported name becomes.
+Parameters are read as float64 (:func:`torch_values`).
 """
 
+import inspect
 import numbers
 from dataclasses import dataclass, field
 
@@ -14,11 +18,12 @@ from .builder import fold_batchnorm, refuse
 
 @dataclass
 class Step:
-    """What one torch.fx node becomes: a node of operation ``op`` reading ``parents`` (torch.fx nodes), or,
-    with ``op=None``, nothing (the value is its only parent's).  ``resolve(shape)`` returns the attributes that
-    depend on shapes (``shape(fx_node)``: the per-sample shape torch computed)."""
+    """What one torch.fx node becomes: a node of the op ``rule`` (an :class:`~sheaflinalg.network.ops.OpRule`)
+    reading ``parents`` (torch.fx nodes), or, with ``rule=None``, nothing (the value is its only parent's).
+    ``resolve(node, shape)`` returns the attributes that depend on shapes (``shape(fx_node)``: the per-sample
+    shape torch computed)."""
 
-    op: str
+    rule: object
     parents: list
     attrs: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
@@ -64,42 +69,55 @@ def window_attrs(name, op, n_axes, args, keys):
     return attrs
 
 
-def pool_step(name, op, n_axes, kind, parent, args):
-    """A max or average pooling from its torch arguments (module attributes or a function's bound arguments)."""
+def _pool_checks(name, op, args):
     if args.get("ceil_mode"):
         raise refuse(name, op, "ceil_mode=True (windows past the edge) is not supported; use ceil_mode=False")
-    if kind == "maxpool":
-        if args.get("return_indices"):
-            raise refuse(name, op, "return_indices=True is not supported (the indices are not a tensor value)")
-        return Step("maxpool", [parent], window_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding",
-                                                                                 "dilation")))
+
+
+def maxpool_step(rule, name, op, n_axes, parent, args):
+    """A max pooling from its torch arguments (module attributes or a function's bound arguments)."""
+    _pool_checks(name, op, args)
+    if args.get("return_indices"):
+        raise refuse(name, op, "return_indices=True is not supported (the indices are not a tensor value)")
+    return Step(rule, [parent], window_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding", "dilation")))
+
+
+def avgpool_step(rule, name, op, n_axes, parent, args):
+    """An average pooling from its torch arguments (module attributes or a function's bound arguments)."""
+    _pool_checks(name, op, args)
     if args.get("divisor_override") is not None:
         raise refuse(name, op, "divisor_override is not supported")
     attrs = window_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding"))
-    return Step("avgpool", [parent], {**attrs, "count_include_pad": bool(args["count_include_pad"])})
+    return Step(rule, [parent], {**attrs, "count_include_pad": bool(args["count_include_pad"])})
 
 
-def adaptive_step(parent):
+def plain_step(rule, parent):
+    """An op without attributes or parameters (ReLU), or, with ``rule=None``, an elided value (Identity)."""
+    return Step(rule, [parent])
+
+
+def adaptive_step(rule, parent):
     """An adaptive average pooling: its output size is read off torch's own output shape."""
-    return Step("adaptive_avgpool", [parent], resolve=lambda node, shape: {"output_size": shape(node)[1:]})
+    return Step(rule, [parent], resolve=lambda node, shape: {"output_size": shape(node)[1:]})
 
 
-def reshape_step(parent):
+def reshape_step(rule, parent):
     """Flatten, view or reshape: the per-sample shape torch computed (elided when it does not change)."""
-    return Step("reshape", [parent], resolve=lambda node, shape: {"shape": shape(node)})
+    return Step(rule, [parent], resolve=lambda node, shape: {"shape": shape(node)})
 
 
-def leaky_step(name, op, parent, slope):
+def leaky_step(rule, name, op, parent, slope):
     if not isinstance(slope, numbers.Real) or isinstance(slope, bool):
         raise refuse(name, op, f"negative_slope must be a number, got {slope!r}")
-    return Step("leaky_relu", [parent], {"negative_slope": float(slope)})
+    return Step(rule, [parent], {"negative_slope": float(slope)})
 
 
-def _linear(torch, module, name, op, parent):
+def linear_module(rule, torch, module, name, op, parent):
+    """``nn.Linear`` (or a layer with a weight and an optional bias: the convolutions' parameters)."""
     W = torch_values(torch, module.weight, f"layer {name} ({op}) weight")
     b = (torch_values(torch, module.bias, f"layer {name} ({op}) bias") if module.bias is not None
          else np.zeros(W.shape[0]))
-    return Step("linear", [parent], params={"weight": W, "bias": b})
+    return Step(rule, [parent], params={"weight": W, "bias": b})
 
 
 def _conv_padding(module, name, op, n_axes):
@@ -115,18 +133,18 @@ def _conv_padding(module, name, op, n_axes):
     return padding
 
 
-def _conv(torch, module, name, op, parent):
+def conv_module(rule, torch, module, name, op, parent):
     if module.padding_mode != "zeros":
         raise refuse(name, op, f"padding_mode={module.padding_mode!r}; only 'zeros' is supported")
     n_axes = module.weight.dim() - 2
     args = {"stride": module.stride, "padding": _conv_padding(module, name, op, n_axes),
             "dilation": module.dilation, "kernel_size": module.kernel_size}
     attrs = window_attrs(name, op, n_axes, args, ("stride", "padding", "dilation"))
-    step = _linear(torch, module, name, op, parent)
-    return Step("conv", [parent], {**attrs, "groups": int(module.groups)}, step.params)
+    step = linear_module(rule, torch, module, name, op, parent)
+    return Step(rule, [parent], {**attrs, "groups": int(module.groups)}, step.params)
 
 
-def _batchnorm(torch, module, name, op, parent):
+def batchnorm_module(rule, torch, module, name, op, parent):
     if module.training:
         raise refuse(name, op, "the batch norm is in training mode (it would use the batch's statistics); "
                                "call model.eval() first")
@@ -140,29 +158,90 @@ def _batchnorm(torch, module, name, op, parent):
     beta = (torch_values(torch, module.bias, f"layer {name} ({op}) bias") if module.bias is not None
             else np.zeros_like(mean))
     scale, shift = fold_batchnorm(name, op, gamma, beta, mean, var, module.eps)
-    return Step("batchnorm", [parent], params={"scale": scale, "shift": shift})
+    return Step(rule, [parent], params={"scale": scale, "shift": shift})
 
 
-def _dropout(torch, module, name, op, parent):
+def dropout_module(rule, torch, module, name, op, parent):
+    """``nn.Dropout`` in eval mode: elided (``rule`` is None)."""
     if module.training and module.p > 0:
         raise refuse(name, op, "the dropout is in training mode (random); call model.eval() first")
-    return Step(None, [parent])
+    return Step(rule, [parent])
 
 
-def module_steps(nn):
-    """``{module class: converter(torch, module, name, op, parent) -> Step}`` for the supported layers."""
-    def pool(kind, n_axes):
-        return lambda torch, m, name, op, parent: pool_step(name, op, n_axes, kind, parent, vars(m))
+def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Stand-in signature of ``F.max_pool1d/2d``."""
 
-    table = {nn.Linear: _linear, nn.Conv1d: _conv, nn.Conv2d: _conv, nn.BatchNorm1d: _batchnorm,
-             nn.BatchNorm2d: _batchnorm,
-             nn.MaxPool1d: pool("maxpool", 1), nn.MaxPool2d: pool("maxpool", 2),
-             nn.AvgPool1d: pool("avgpool", 1), nn.AvgPool2d: pool("avgpool", 2),
-             nn.AdaptiveAvgPool1d: lambda torch, m, name, op, parent: adaptive_step(parent),
-             nn.AdaptiveAvgPool2d: lambda torch, m, name, op, parent: adaptive_step(parent),
-             nn.Flatten: lambda torch, m, name, op, parent: reshape_step(parent),
-             nn.ReLU: lambda torch, m, name, op, parent: Step("relu", [parent]),
-             nn.LeakyReLU: lambda torch, m, name, op, parent: leaky_step(name, op, parent, m.negative_slope),
-             nn.Identity: lambda torch, m, name, op, parent: Step(None, [parent])}
-    table.update({cls: _dropout for cls in (nn.Dropout, nn.Dropout1d, nn.Dropout2d)})
-    return table
+
+def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+              divisor_override=None):
+    """Stand-in signature of ``F.avg_pool1d/2d``."""
+
+
+def _leaky_relu(input, negative_slope=0.01, inplace=False):
+    """Stand-in signature of ``F.leaky_relu``."""
+
+
+def _dropout(input, p=0.5, training=True, inplace=False):
+    """Stand-in signature of ``F.dropout``."""
+
+
+def _cat(tensors, dim=0):
+    """Stand-in signature of ``torch.cat``."""
+
+
+def _add(input, other, alpha=1):
+    """Stand-in signature of ``torch.add``."""
+
+
+#: Stand-in signatures of the pooling functions, by the step they make.
+POOL_SIGNATURES = {maxpool_step: _max_pool, avgpool_step: _avg_pool}
+
+
+def bind(signature, node):
+    """``{argument: value}`` of the fx ``node``'s call, bound to ``signature`` with its defaults; a refusal
+    naming the node if they do not fit."""
+    try:
+        bound = inspect.signature(signature).bind(*node.args, **node.kwargs)
+    except TypeError as exc:
+        raise refuse(node.name, getattr(node.target, "__name__", node.target),
+                     f"its arguments are not understood ({exc})") from None
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def leaky_function(rule, node, name, op):
+    """``F.leaky_relu``."""
+    return leaky_step(rule, name, op, node.args[0], bind(_leaky_relu, node)["negative_slope"])
+
+
+def add_function(rule, node, name, op):
+    """``x + y``, ``torch.add``, ``Tensor.add``: a plain sum."""
+    args = bind(_add, node)
+    if args["alpha"] != 1:
+        raise refuse(name, op, f"alpha={args['alpha']!r}; only a plain sum (alpha=1) is supported")
+    return Step(rule, [args["input"], args["other"]])
+
+
+def cat_function(rule, node, name, op):
+    """``torch.cat``: a concatenation along a per-sample axis."""
+    args = bind(_cat, node)
+    parents = list(args["tensors"]) if isinstance(args["tensors"], (list, tuple)) else [args["tensors"]]
+    dim = args["dim"]
+
+    def axis(node, shape):
+        ndim = len(shape(parents[0])) + 1
+        if not isinstance(dim, int) or not -ndim <= dim < ndim or dim % ndim == 0:
+            raise refuse(name, op, f"dim={dim!r} is not a per-sample axis of these rank-{ndim} values (1..{ndim - 1}, "
+                                   "or negative); the batch axis 0 would mix the samples")
+        return {"axis": dim % ndim - 1}
+    if dim == 0:        # refused before anything runs
+        raise refuse(name, op, "dim=0 concatenates along the batch axis; only per-sample axes are supported")
+    return Step(rule, parents, resolve=axis)     # of one tensor (DenseNet's first layer): elided by the builder
+
+
+def dropout_function(rule, node, name, op):
+    """``F.dropout`` with ``training=False`` (or ``p=0``): elided (``rule`` is None)."""
+    args = bind(_dropout, node)
+    if args["training"] and args["p"] > 0:
+        raise refuse(name, op, "dropout with training=True is random; call model.eval() first")
+    return Step(rule, [args["input"]])

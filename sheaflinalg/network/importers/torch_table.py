@@ -1,0 +1,134 @@
+"""The PyTorch importer's one table: every supported framework name, the op it becomes and its converter.
+
+Every supported ``nn.Module`` class, torch function and tensor method is an
+:class:`~.builder.Entry`: the rule of the op it becomes (an object of the registry
+:data:`sheaflinalg.network.ops.RULES`, so a misspelt op fails at import, or
+None for a value elided into its parent: Identity, Dropout in eval mode,
+``contiguous``) and its converter (:mod:`.torch_modules`), which is handed
+that rule and writes no op name: ``convert(rule, torch, module, name, op,
+parent)`` for a module class, ``convert(rule, fx_node, name, op)`` for a
+function or tensor method, returning a ``Step``.  The output activations (Sigmoid, Tanh,
+Softmax), which are not graph operations, are listed here too.  Adding a name
+is one line here; the refusal of an unsupported operation lists the names read
+off this table (:meth:`TorchTable.supported`).
+"""
+
+import operator
+
+from .. import ops
+from .builder import Entry, or_list
+from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
+                            cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
+                            linear_module, maxpool_step, plain_step, reshape_step)
+
+
+def _module(step):
+    """The module form of a step of the module's one input, ``step(rule, parent)``."""
+    return lambda rule, torch, module, name, op, parent: step(rule, parent)
+
+
+def _function(step):
+    """The function (or tensor method) form of a step of the call's first argument, ``step(rule, parent)``."""
+    return lambda rule, node, name, op: step(rule, node.args[0])
+
+
+def _pool_module(step, n_axes):
+    return lambda rule, torch, module, name, op, parent: step(rule, name, op, n_axes, parent, vars(module))
+
+
+def _pool_function(step, n_axes):
+    signature = POOL_SIGNATURES[step]
+    return lambda rule, node, name, op: step(rule, name, op, n_axes, node.args[0], bind(signature, node))
+
+
+def _leaky_module(rule, torch, module, name, op, parent):
+    return leaky_step(rule, name, op, parent, module.negative_slope)
+
+
+def _modules(nn):
+    """``{nn.Module class: Entry}``."""
+    return {nn.Linear: Entry(ops.linear.RULE, linear_module),
+            nn.Conv1d: Entry(ops.conv.RULE, conv_module), nn.Conv2d: Entry(ops.conv.RULE, conv_module),
+            nn.BatchNorm1d: Entry(ops.batchnorm.RULE, batchnorm_module),
+            nn.BatchNorm2d: Entry(ops.batchnorm.RULE, batchnorm_module),
+            nn.MaxPool1d: Entry(ops.maxpool.RULE, _pool_module(maxpool_step, 1)),
+            nn.MaxPool2d: Entry(ops.maxpool.RULE, _pool_module(maxpool_step, 2)),
+            nn.AvgPool1d: Entry(ops.avgpool.RULE, _pool_module(avgpool_step, 1)),
+            nn.AvgPool2d: Entry(ops.avgpool.RULE, _pool_module(avgpool_step, 2)),
+            nn.AdaptiveAvgPool1d: Entry(ops.adaptive_avgpool.RULE, _module(adaptive_step)),
+            nn.AdaptiveAvgPool2d: Entry(ops.adaptive_avgpool.RULE, _module(adaptive_step)),
+            nn.Flatten: Entry(ops.reshape.RULE, _module(reshape_step)),
+            nn.ReLU: Entry(ops.relu.RULE, _module(plain_step)),
+            nn.LeakyReLU: Entry(ops.leaky_relu.RULE, _leaky_module),
+            nn.Identity: Entry(None, _module(plain_step)),
+            nn.Dropout: Entry(None, dropout_module), nn.Dropout1d: Entry(None, dropout_module),
+            nn.Dropout2d: Entry(None, dropout_module)}
+
+
+def _functions(torch, F):
+    """``{function: Entry}`` (``operator.add``: the ``+`` torch.fx records)."""
+    add, concat, relu = Entry(ops.add.RULE, add_function), Entry(ops.concat.RULE, cat_function), \
+        Entry(ops.relu.RULE, _function(plain_step))
+    adaptive = Entry(ops.adaptive_avgpool.RULE, _function(adaptive_step))
+    return {operator.add: add, operator.iadd: add, torch.add: add, torch.cat: concat, torch.concat: concat,
+            torch.flatten: Entry(ops.reshape.RULE, _function(reshape_step)),
+            F.relu: relu, torch.relu: relu, torch.relu_: relu,
+            F.leaky_relu: Entry(ops.leaky_relu.RULE, leaky_function),
+            F.max_pool1d: Entry(ops.maxpool.RULE, _pool_function(maxpool_step, 1)),
+            F.max_pool2d: Entry(ops.maxpool.RULE, _pool_function(maxpool_step, 2)),
+            F.avg_pool1d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 1)),
+            F.avg_pool2d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 2)),
+            F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
+            F.dropout: Entry(None, dropout_function)}
+
+
+_RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
+_RELU = Entry(ops.relu.RULE, _function(plain_step))
+#: ``{tensor method name: Entry}``.
+METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
+           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function)}
+
+
+def _finals(torch, nn, F):
+    """``{module class, function or method name: output activation}`` of the supported final activations."""
+    return {nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.Softmax: "softmax", torch.sigmoid: "sigmoid",
+            torch.tanh: "tanh", F.sigmoid: "sigmoid", F.tanh: "tanh", F.softmax: "softmax",
+            torch.softmax: "softmax", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax"}
+
+
+def _names(keys):
+    """Distinct display names of table keys (classes and functions by ``__name__``), in table order."""
+    return list(dict.fromkeys(key if isinstance(key, str) else key.__name__ for key in keys))
+
+
+class TorchTable:
+    """The table for the installed torch: ``modules`` and ``functions`` (``{class or function: Entry}``),
+    ``methods`` (``{name: Entry}``) and ``finals`` (``{class, function or method name: output activation}``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> table = TorchTable(torch)
+    >>> table.modules[torch.nn.Conv2d].rule
+    <op rule 'conv'>
+    >>> table.methods["contiguous"].rule is None
+    True
+    """
+
+    def __init__(self, torch):
+        import torch.nn.functional as F
+        self.modules = _modules(torch.nn)
+        self.functions = _functions(torch, F)
+        self.methods = METHODS
+        self.finals = _finals(torch, torch.nn, F)
+
+    def entries(self):
+        """Every :class:`Entry` of the table."""
+        return [*self.modules.values(), *self.functions.values(), *self.methods.values()]
+
+    def supported(self):
+        """What the importer supports, as the refusal of an unsupported operation lists it."""
+        finals = [name for name in _names(self.finals) if name[0].isupper()]
+        return (f"layers {', '.join(_names(self.modules))}; functions {', '.join(_names(self.functions))}; "
+                f"tensor methods {', '.join(_names(self.methods))}; and a final {or_list(finals)} "
+                "(BatchNorm and Dropout in eval mode; docs/guide.md, Importing CNNs and ResNets)")

@@ -1,0 +1,119 @@
+"""The importers' tables: every framework name maps to a registered op rule in one table per importer, the
+refusal of an unsupported operation lists what those tables hold, and an op's name is written in few modules."""
+
+import ast
+import re
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+from onnx import TensorProto, helper  # noqa: E402
+from torch import nn  # noqa: E402
+
+from helpers.paths import PACKAGE  # noqa: E402
+import sheaflinalg as sl  # noqa: E402
+from sheaflinalg.network.importers import onnx_graph, torch_table  # noqa: E402
+from sheaflinalg.network.importers.builder import Entry  # noqa: E402
+from sheaflinalg.network.ops import RULES  # noqa: E402
+
+#: The one package module that writes op names beyond their rules: the torch table, whose tensor methods
+#: ``"relu"``, ``"add"`` and ``"reshape"`` share the ops' names (the ONNX table writes its ops as rules).
+TORCH_TABLE = "network/importers/torch_table.py"
+
+
+def _tables():
+    table = torch_table.TorchTable(torch)
+    return {"torch modules": table.modules, "torch functions": table.functions, "tensor methods": table.methods,
+            "ONNX": onnx_graph.OPS}
+
+
+@pytest.mark.parametrize("kind", list(_tables()))
+def test_every_table_entry_names_a_registered_rule(kind):
+    entries = _tables()[kind]
+    assert entries
+    for key, entry in entries.items():
+        assert isinstance(entry, Entry) and callable(entry.convert), key
+        assert entry.rule is None or RULES.get(entry.rule.name) is entry.rule, (key, entry.rule)
+
+
+def test_the_tables_cover_the_importers_ops():
+    """What each importer supported before its table (a name dropped from a table fails here)."""
+    reached = {kind: {e.rule.name for e in entries.values() if e.rule is not None}
+               for kind, entries in _tables().items()}
+    assert reached["torch modules"] | reached["torch functions"] == set(RULES)
+    assert reached["ONNX"] == set(RULES)
+    assert reached["tensor methods"] == {"reshape", "relu", "add"}
+
+
+def _torch_refusal():
+    with pytest.raises(sl.UnsupportedModelError) as info:
+        sl.Network.from_torch(nn.Sequential(nn.Linear(2, 3), nn.GELU()))
+    return str(info.value)
+
+
+def test_the_torch_refusal_lists_the_table():
+    message = _torch_refusal()
+    table = torch_table.TorchTable(torch)
+    names = [cls.__name__ for cls in table.modules] + [f.__name__ for f in table.functions] + list(table.methods)
+    assert all(re.search(rf"\b{name}\b", message) for name in names)
+    assert "a final Sigmoid, Tanh or Softmax" in message
+
+
+def test_the_torch_refusal_is_read_off_the_table(monkeypatch):
+    monkeypatch.setattr(torch_table, "METHODS", {**torch_table.METHODS, "frobnicate": torch_table.METHODS["add"]})
+    assert "tensor methods view, reshape, flatten, contiguous, relu, relu_, add, frobnicate;" in _torch_refusal()
+
+
+def _onnx_refusal(tmp_path):
+    graph = helper.make_graph([helper.make_node("Erf", ["x"], ["y"], name="n")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
+    path = tmp_path / "erf.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(sl.UnsupportedModelError) as info:
+        sl.Network.from_onnx(str(path))
+    return str(info.value)
+
+
+def test_the_onnx_refusal_lists_the_table(tmp_path, monkeypatch):
+    message = _onnx_refusal(tmp_path)
+    assert f"supported: {', '.join(sorted(onnx_graph.OPS))} and a final Sigmoid, Tanh or Softmax" in message
+    monkeypatch.setattr(onnx_graph, "OPS", {**onnx_graph.OPS, "Frobnicate": onnx_graph.OPS["Relu"]})
+    monkeypatch.setattr(onnx_graph, "FINALS", {"Sigmoid": "sigmoid"})
+    assert "Flatten, Frobnicate, Gemm" in _onnx_refusal(tmp_path)
+    assert _onnx_refusal(tmp_path).endswith("and a final Sigmoid")
+
+
+def string_literals(source):
+    """The string constants of ``source``'s code (docstrings of modules, classes and functions left out)."""
+    tree = ast.parse(source)
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs}
+
+
+def test_string_literals_are_code_only():
+    source = '"""relu."""\nclass A:\n    """conv."""\n    def f(self):\n        """add."""\n        return "maxpool"\n'
+    assert string_literals(source) == {"maxpool"}
+
+
+def _writers():
+    """``{op name: [package modules whose code writes it as a string]}``."""
+    literals = {str(path.relative_to(PACKAGE)): string_literals(path.read_text()) for path in PACKAGE.rglob("*.py")}
+    return {op: sorted(module for module, strings in literals.items() if op in strings) for op in RULES}
+
+
+def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
+    """Issue 30: an op's name is written in at most four package modules (its rule, the importers' tables and
+    the graph file format).  Here: its rule, and the torch table as a tensor method's name; the file format
+    reads the registry, the converters are handed their rules (sklearn's activation ``"relu"`` and the
+    reproduction's layer label ``"linear"`` are not op names)."""
+    not_op_names = {"network/importers/sklearn_mlp.py", "reproduce/mnist1d_cnn.py"}
+    for op, modules in _writers().items():
+        assert len(modules) <= 4, (op, modules)
+        assert f"network/ops/{op}.py" in modules, op
+        others = set(modules) - {f"network/ops/{op}.py", TORCH_TABLE} - not_op_names
+        assert not others, (op, others)
