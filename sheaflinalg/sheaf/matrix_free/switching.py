@@ -23,7 +23,16 @@ carried along).  This module makes the pattern agree with the solution:
   slides when ``f_below >= 0`` and ``f_above <= 0`` (both sides push into the
   surface), and the Filippov equilibrium is a frozen solve with those
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
-  window entries) is not resolved: the sample is reported as not settled.
+  window entries) is not resolved: the sample is reported as not settled;
+- :func:`check_surfaces`: a solution may leave a mask coordinate at exactly
+  ``z = 0`` under the inactive pattern (its parent's edge alone pulls it to a
+  zero prediction) while the pattern read off the state, ``z >= 0`` active,
+  has a force on it: both patterns agree on every value there, but only one
+  is at rest.  It is an equilibrium of the nonsmooth energy only when neither
+  side pushes it off the surface (``f_below >= 0 >= f_above``), a Filippov
+  sliding coordinate with the convex weight at an end of ``[0, 1]``: it is
+  reported as sliding, held at exactly 0; otherwise its pattern is set to the
+  side it is pushed to and the sample is not settled.
 """
 
 import numpy as np
@@ -148,3 +157,105 @@ def _release(graph, sheaf, x, values, surface, pat):
             for node in children:
                 pat[node.name][0, j] = above > 0.0
     return released
+
+
+def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter):
+    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface, after the surface check of
+    the settled samples (:func:`check_surfaces`) and the Filippov search of the others
+    (:func:`on_switching_surface`, whose equilibria are checked again); ``state``, ``pattern`` and
+    ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest`` are
+    :func:`check_surfaces`'s."""
+    sliding = [[] for _ in range(X.shape[0])]
+    values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
+    check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest)
+    searched = ~settled
+    for s in np.flatnonzero(searched):
+        rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
+        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter)
+        if found is not None:
+            state[s, :found[0].size], sliding[s], rows = found
+            for name, p in pattern.items():
+                p[s] = rows[name][0]
+            settled[s] = True
+    if searched.any():          # a Filippov equilibrium may leave more coordinates at exactly 0
+        again = settled & searched
+        check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest)
+        settled &= again | ~searched
+    return sliding
+
+
+def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
+    """Classify the mask coordinates of the ``settled`` samples that are on their switching surface.
+
+    A coordinate ``(u, j)`` of the parent ``u`` of a ``relu``/``leaky_relu`` node is on the surface when
+    ``z = values[u][:, j]`` is zero up to :data:`ROUNDING` (and not already in ``sliding``); it is set to
+    exactly 0 in ``values`` (in place), and its one-sided forces ``f_above`` (the pattern read off
+    ``z = 0``) and ``f_below`` (:func:`on_switching_surface`) decide: both within ``rest`` of 0 or the
+    read-off side at rest, nothing to report; ``f_below >= 0 >= f_above``, appended to ``sliding``;
+    otherwise the sample is pushed off the surface: ``settled`` is cleared and every mask child's pattern
+    takes the side it is pushed to (changed in place).
+
+    Parameters
+    ----------
+    sheaf : GraphSheaf
+    X : ndarray, shape (M, n_in)
+    values : dict
+        ``{node: (M, size)}`` views of the solutions (changed in place).
+    pattern : dict
+        ``{node: (M, size)}``: the patterns the solutions were solved under (changed in place).
+    settled : ndarray of bool, shape (M,)
+        Changed in place.
+    sliding : list of list
+        Per sample, the held ``(node, j)`` pairs (appended to in place).
+    forces : callable
+        ``forces(values) -> (edges, force)``: the residuals and the force on every node (the caller's
+        output treatment included: pinned, or the nudged loss's pull).
+    rest : float
+        Relative size of a force taken as zero (times ``1 + max |value|`` of the sample, ``X`` included).
+
+    Returns
+    -------
+    int
+        The number of coordinates reported as sliding.
+    """
+    graph = sheaf.graph
+    on = _on_surface(graph, values, settled, sliding)
+    if not on:
+        return 0
+    for u, mask in on.items():
+        values[u][mask] = 0.0
+    edges, force = forces(values)
+    tol = rest * (1.0 + np.maximum(np.max([np.abs(v).max(axis=1) for v in values.values()], axis=0),
+                                   np.abs(X).max(axis=1)))[:, None]
+    found = 0
+    for u, mask in on.items():
+        children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
+        above = force[u]
+        below = above - sum((1.0 - node.rule.slope(node)) * edges[node.name] for node in children)
+        slides = mask & (above < -tol) & (below >= -tol)
+        pushed = mask & ~((above <= tol) & (below >= -tol))
+        for s, j in zip(*np.nonzero(slides)):
+            sliding[s].append((u, int(j)))
+        found += int(slides.sum())
+        for node in children:
+            pattern[node.name][pushed] = (above > tol)[pushed]
+        settled &= ~pushed.any(axis=1)
+    for held in sliding:
+        held.sort()
+    return found
+
+
+def _on_surface(graph, values, settled, sliding):
+    """``{u: (M, n) bool}``: the coordinates of settled samples on a mask's switching surface, held ones apart."""
+    on = {}
+    for u in {node.inputs[0] for node in mask_nodes(graph)} - {INPUT}:
+        z = values[u]
+        mask = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
+        mask &= settled[:, None]
+        for s in np.flatnonzero(mask.any(axis=1)):
+            for v, j in sliding[s]:
+                if v == u:
+                    mask[s, j] = False
+        if mask.any():
+            on[u] = mask
+    return on

@@ -41,7 +41,7 @@ from ..._common.threads import blas_limit
 from ..._common.validation import check_int
 from ...network.graph.forward import evaluate
 from ...sheaf.matrix_free.residuals import GraphSheaf
-from ...sheaf.matrix_free.switching import iterate_pattern, node_values, on_switching_surface
+from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
@@ -207,15 +207,8 @@ class GraphEquilibrium(EquilibriumOracle):
         sheaf = GraphSheaf(graph)
         solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
         state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter)
-        sliding = [[] for _ in range(X.shape[0])]
-        for s in np.flatnonzero(~settled):
-            rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
-            found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, self.max_iter)
-            if found is not None:
-                state[s], sliding[s], rows = found
-                for name, p in pattern.items():
-                    p[s] = rows[name][0]
-                settled[s] = True
+        sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, self._forces(sheaf, X, Y, nudging),
+                                  REST, self.max_iter)
         n = solve.layout.n_free
         values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
         edges = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
@@ -226,13 +219,23 @@ class GraphEquilibrium(EquilibriumOracle):
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
 
+    def _forces(self, sheaf, X, Y, nudging):
+        """``forces(values) -> (edges, force)``: the residuals at ``values`` (the pattern read off them) and the
+        force on every node, the nudged loss's pull on the output node included."""
+        out = self.graph.output_node
+
+        def forces(values, res=None):
+            res = sheaf.residuals(X, values) if res is None else res
+            force = sheaf.force(res)
+            pull, _ = loss_pull(self.graph.output, self.loss, values[out], Y)
+            force[out] += nudging * pull
+            return res.edges, force
+        return forces
+
     def _at_rest(self, sheaf, X, Y, nudging, values, res, sliding):
         """Per sample, whether the force on every coordinate (the nudged loss's pull on the output node
         included, the held surface coordinates excluded) vanishes to :data:`REST` relative."""
-        force = sheaf.force(res)
-        out = self.graph.output_node
-        pull, _ = loss_pull(self.graph.output, self.loss, values[out], Y)
-        force[out] += nudging * pull
+        _, force = self._forces(sheaf, X, Y, nudging)(values, res)
         for s, held in enumerate(sliding):
             for u, j in held:
                 force[u][s, j] = 0.0
