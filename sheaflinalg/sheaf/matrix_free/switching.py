@@ -39,19 +39,20 @@ import numpy as np
 
 from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
-from ...network.ops import MASK
+from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
 
-    ``iterations`` is the number of frozen solves the slowest sample had.
+    ``iterations`` is the number of frozen solves the slowest sample had.  With ``tied`` (:func:`forward_ties`),
+    a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     """
     M = X.shape[0]
     forward = evaluate(graph, X)
@@ -67,7 +68,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
         iterations += 1
         rows = {name: p[todo] for name, p in pattern.items()}
         state[todo] = solve(X[todo], Y[todo], rows, values=forward.values if iterations == 1 else None)
-        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows)
+        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
+                           None if tied is None else {name: v[todo] for name, v in tied.items()})
         same = np.ones(todo.size, dtype=bool)
         for name in graph.pattern_nodes:
             same &= np.all(new[name] == rows[name], axis=1)
@@ -81,6 +83,12 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
     return state, pattern, settled, iterations
 
 
+def forward_ties(graph, X):
+    """``{node: (M, size)}``: every node's forward value and the input's under ``"x"``, the ``tied`` argument of
+    :func:`read_pattern` (and of :func:`iterate_pattern`, :func:`settle_surfaces`)."""
+    return {**evaluate(graph, X).values, INPUT: X}
+
+
 def node_values(graph, layout, state):
     """``{node: view of state}``: every node's value in the free cochains ``state`` (rows are samples)."""
     return {node.name: state[:, layout.free(node.name)] for node in graph.nodes}
@@ -91,7 +99,7 @@ def mask_nodes(graph):
     return [node for node in graph.nodes if node.rule.pattern is MASK]
 
 
-def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
+def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
     """``(state, [(node, j), ...], pattern)`` of a Filippov equilibrium of one sample, or None.
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
@@ -99,7 +107,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
     solution is accepted when both sides push into the surface at every held coordinate, and one that
     fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
     :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates are never the output node's,
-    so the output edge's force is not needed).
+    so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s, the sample's forward values.
     """
     graph = sheaf.graph
     surface, seen = set(), set()
@@ -110,7 +118,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
             pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
-        new = read_pattern(graph, x, values, pat)
+        new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
         moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).rule.pattern is not MASK)
@@ -131,15 +139,34 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
     return None
 
 
-def read_pattern(graph, x, values, previous):
+def read_pattern(graph, x, values, previous, tied=None):
     """The pattern read off a solution, keeping ``previous``'s side of every mask coordinate whose ``z`` is
-    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0)."""
+    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0).
+
+    ``tied`` (every node's forward value, the input's under ``"x"``, rows as ``x``'s): a window whose new
+    maximum was tied with ``previous``'s selection at the forward pass (equal up to :data:`ROUNDING`) keeps
+    that selection.  Both give the forward value, and the selection solved under is moved by the nudged
+    solution; when it moves down, the other tied entries become the largest, each in turn, and the
+    selections cycle: the nudged problem's minimiser there is the window's sliding mode, every tied entry
+    moving down together, whose gradient in the limit of small nudging is a convex combination of the
+    gradients under the tied selections, and the forward pass's (the first maximum, backpropagation's)
+    is one of them.  So a tie is decided once, by the forward pass, and the nudged state kept
+    (``O(b)`` from the sliding mode: for small nudgings only).
+    """
     values = {**values, INPUT: x}
     new = graph_pattern(graph, values, previous=previous)
     for node in mask_nodes(graph):
         z = values[node.inputs[0]]
         rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
         new[node.name] = np.where(rounding, previous[node.name], new[node.name])
+    if tied is not None:
+        for name in graph.pattern_nodes:
+            node = graph.node(name)
+            if node.rule.pattern is SELECTION:
+                f = tied[node.inputs[0]]
+                scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
+                gap = np.take_along_axis(f, new[name], axis=1) - np.take_along_axis(f, previous[name], axis=1)
+                new[name] = np.where(np.abs(gap) <= scale, previous[name], new[name])
     return new
 
 
@@ -159,19 +186,20 @@ def _release(graph, sheaf, x, values, surface, pat):
     return released
 
 
-def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter):
+def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
     """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface, after the surface check of
     the settled samples (:func:`check_surfaces`) and the Filippov search of the others
     (:func:`on_switching_surface`, whose equilibria are checked again); ``state``, ``pattern`` and
     ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest`` are
-    :func:`check_surfaces`'s."""
+    :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
     sliding = [[] for _ in range(X.shape[0])]
     values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
     check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest)
     searched = ~settled
     for s in np.flatnonzero(searched):
         rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
-        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter)
+        one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
+        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one)
         if found is not None:
             state[s, :found[0].size], sliding[s], rows = found
             for name, p in pattern.items():

@@ -40,8 +40,9 @@ import numpy as np
 from ..._common.threads import blas_limit
 from ..._common.validation import check_int
 from ...network.graph.forward import evaluate
-from ...sheaf.matrix_free.residuals import GraphSheaf
-from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
+from ...network.ops import SELECTION
+from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
+from ...sheaf.matrix_free.switching import forward_ties, iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
@@ -51,6 +52,10 @@ from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_p
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
+#: Largest nudging ``|b|`` at which a max-pool tie of the forward pass keeps the forward pass's selection
+#: (:func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`): the state is then ``O(b)`` from the
+#: window's sliding mode, the order of the method's own error in the gradient.
+TIES_NUDGING = 1e-3
 
 
 @dataclass
@@ -206,15 +211,19 @@ class GraphEquilibrium(EquilibriumOracle):
         graph = self.params.graph(theta)
         sheaf = GraphSheaf(graph)
         solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
-        state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter)
+        tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
+        state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
         sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, self._forces(sheaf, X, Y, nudging),
-                                  REST, self.max_iter)
+                                  REST, self.max_iter, tied)
         n = solve.layout.n_free
         values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
         edges = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
         res = sheaf.residuals(X, values)
         z = values[graph.output_node]
         energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(potential(graph.output, self.loss, z, Y)))
+        if tied is not None:    # a tie decided by the forward pass: the selection solved under, its residuals
+            res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern is SELECTION else p
+                                         for name, p in res.pattern.items()})
         settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
