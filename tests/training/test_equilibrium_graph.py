@@ -12,14 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers.naive_graph import coboundary, read_pattern
-from helpers.naive_graph import forward as naive_forward
+from helpers.equilibrium_twin import check_equilibrium, dense
+from helpers.naive_graph import coboundary
 from helpers.random_graphs import graph_networks, random_graph, random_inputs
 import sheaflinalg as sl
-from sheaflinalg.network import activations
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
-from sheaflinalg.training.equilibrium.graph import TIES_NUDGING, GraphEquilibrium
+from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
 from sheaflinalg.training.graph_sgd import descent_direction
 from sheaflinalg.training.graph_velocity import GraphParameters
 
@@ -35,25 +34,6 @@ def _targets(rng, output, loss, M, n):
     return rng.normal(size=(M, n))
 
 
-def _loss_gradient(output, loss, z, y):
-    """``grad L(z)`` of the loss potential, from the definitions (one sample)."""
-    p = activations.apply(output, z[None])[0]
-    if loss == "cross_entropy":
-        return p - y
-    return activations.jacobian(output, z).T @ (p - y)
-
-
-def _dense(graph, lay, x, w, pattern=None):
-    """``(delta, c, pattern)``: one sample's dense coboundary with ``pattern`` (by default the one read off ``w``:
-    first maxima, ``z >= 0``), the full cochain ``c`` of the state, and that pattern."""
-    values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
-    pattern = read_pattern(graph, values) if pattern is None else pattern
-    delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
-    for node in graph.nodes:
-        c[lay.full(node.name)] = values[node.name]
-    return delta, c, pattern
-
-
 @settings(max_examples=20, deadline=None)
 @given(setting=st.sampled_from(SETTINGS), nudging=st.sampled_from([1e-3, 0.1, 1.0, 3.0]), data=st.data())
 def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_reads(setting, nudging, data):
@@ -63,65 +43,7 @@ def test_the_equilibrium_zeroes_the_dense_energys_gradient_under_the_pattern_it_
     rng = np.random.default_rng(seed)
     X = random_inputs(net, seed, 3, mode).reshape(3, -1)
     Y = _targets(rng, output, loss, 3, net.n_outputs)
-    _check_equilibrium(net, X, Y, loss, nudging)
-
-
-def _check_equilibrium(net, X, Y, loss, nudging):
-    """The nudged equilibria of ``(X, Y)``: on every settled sample the dense energy's gradient vanishes on the
-    free coordinates but the held ones (exactly 0, both sides pushing into the surface), and the pattern solved
-    under is the one read off the state (at small nudging, a max-pool window tied at the forward pass takes
-    the selection solved under when it is one of the tied entries: :func:`_tie_decided`)."""
-    graph, output = net.graph, net.output
-    params = GraphParameters(graph)
-    eq = GraphEquilibrium(graph, loss).settle(params.flat(), X, Y, nudging)
-    lay = Layout.from_graph(graph, reduced=True)
-    assert eq.report.unsettled == int(np.sum(~eq.settled))
-    for s in np.flatnonzero(eq.settled):
-        w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
-        _, _, pattern = _dense(graph, lay, X[s], w)
-        if abs(nudging) <= TIES_NUDGING:
-            pattern = _tie_decided(graph, X[s], pattern, {name: p[s] for name, p in eq.pattern.items()})
-        delta, c, _ = _dense(graph, lay, X[s], w, pattern)
-        gradient = delta[:, lay.free_index].T @ (delta @ c)
-        out = lay.free(graph.output_node)
-        gradient[out] += nudging * _loss_gradient(output, loss, w[out], Y[s])
-        held = np.zeros(lay.n_free, dtype=bool)
-        scale = 1.0 + np.abs(delta).max() * np.abs(c).max()
-        for u, j in eq.sliding[s]:
-            k = lay.free(u).start + j
-            assert w[k] == 0.0
-            held[k] = True
-            flipped = {name: p.copy() for name, p in pattern.items()}
-            for node in graph.nodes:
-                if node.op in ("relu", "leaky_relu") and node.inputs[0] == u:
-                    flipped[node.name][j] = False
-            below, _, _ = coboundary(graph, lay, X[s], flipped, reduced=True)
-            assert (below[:, lay.free_index].T @ (below @ c))[k] <= 1e-8 * scale    # both sides push into z = 0
-            assert gradient[k] >= -1e-8 * scale
-        assert np.abs(gradient[~held]).max() < 1e-8 * scale
-        for name in graph.pattern_nodes:       # self-consistent: the pattern solved under is the one read off
-            node = graph.node(name)
-            z = w[lay.free(node.inputs[0])] if node.inputs[0] != "x" else X[s]
-            if node.op == "maxpool":           # ties: any maximum of the window is the same value
-                np.testing.assert_allclose(z[eq.pattern[name][s]], z[pattern[name]], rtol=0, atol=1e-12 * scale)
-            else:
-                clear = np.abs(z) > 1e-9 * scale
-                np.testing.assert_array_equal(eq.pattern[name][s][clear], pattern[name][clear])
-    return eq
-
-
-def _tie_decided(graph, x, pattern, solved):
-    """``pattern`` with every max-pool window's selection replaced by ``solved``'s where the two entries are
-    equal at the (naive) forward pass up to rounding: a tie the forward pass decides."""
-    values, _ = naive_forward(graph, x)
-    out = dict(pattern)
-    for name in graph.pattern_nodes:
-        node = graph.node(name)
-        if node.op == "maxpool":
-            f = values[node.inputs[0]]
-            tie = np.abs(f[solved[name]] - f[pattern[name]]) <= 1e-12 * max(1.0, np.abs(f).max())
-            out[name] = np.where(tie, solved[name], pattern[name])
-    return out
+    check_equilibrium(net, X, Y, loss, nudging)
 
 
 @pytest.mark.parametrize("nudging", [1e-6, 0.5])
@@ -131,7 +53,7 @@ def test_a_coordinate_left_at_exactly_zero_by_the_dead_side_slides_and_the_sampl
     net = random_graph(21418, "ties")
     X = random_inputs(net, 21418, 3, "ties").reshape(3, -1)
     Y = net.forward(X) + np.random.default_rng(21418).normal(0, 0.5, size=(3, net.n_outputs))
-    eq = _check_equilibrium(net, X, Y, "mse", nudging)
+    eq = check_equilibrium(net, X, Y, "mse", nudging)
     assert eq.settled.all() and all(held for held in eq.sliding)
     assert eq.report.sliding == sum(len(held) for held in eq.sliding)
 
@@ -147,12 +69,12 @@ def test_with_the_squared_error_the_equilibrium_is_the_dense_least_squares_solut
     lay = Layout.from_graph(graph, reduced=True)
     for s in np.flatnonzero(eq.settled & np.array([not held for held in eq.sliding])):
         w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
-        delta, c, _ = _dense(graph, lay, X[s], w)
+        delta, c, _ = dense(graph, lay, X[s], w)
         D, r = delta[:, lay.free_index], delta[:, lay.boundary_index] @ c[lay.boundary_index]
         E = np.zeros((lay.n_free, net.n_outputs))
         E[np.arange(lay.free(graph.output_node).start, lay.free(graph.output_node).stop), np.arange(net.n_outputs)] = 1
-        dense = np.linalg.solve(D.T @ D + nudging * E @ E.T, -D.T @ r + nudging * E @ Y[s])
-        np.testing.assert_allclose(w, dense, rtol=1e-9, atol=1e-9 * (1 + np.abs(dense).max()))
+        exact = np.linalg.solve(D.T @ D + nudging * E @ E.T, -D.T @ r + nudging * E @ Y[s])
+        np.testing.assert_allclose(w, exact, rtol=1e-9, atol=1e-9 * (1 + np.abs(exact).max()))
 
 
 @settings(max_examples=12, deadline=None)
@@ -291,7 +213,7 @@ def test_a_cycling_pattern_slides_on_the_switching_surface_with_filippovs_condit
     lay = Layout.from_graph(graph, reduced=True)
     for s in (s for s in range(30) if eq.sliding[s]):
         w = np.concatenate([eq.values[node.name][s] for node in graph.nodes])
-        delta, c, pattern = _dense(graph, lay, X[s], w)
+        delta, c, pattern = dense(graph, lay, X[s], w)
         for u, j in eq.sliding[s]:
             k = lay.free(u).start + j
             above = -(delta[:, lay.free_index].T @ (delta @ c))[k]

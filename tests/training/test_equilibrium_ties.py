@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from helpers.equilibrium_twin import check_equilibrium
 import sheaflinalg as sl
 from sheaflinalg.network.graph.forward import evaluate
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
@@ -84,3 +85,10 @@ def test_training_the_cnn_at_equilibrium_warns_of_no_unsettled_sample():
         fit = sl.train(net, X, Y, method="equilibrium", epochs=2, batch_size=30, loss="cross_entropy", seed=0,
                        progress=False)
     assert fit.history.unsettled[1:] == [0, 0]
+
+
+def test_the_cnns_equilibria_zero_the_dense_energys_gradient_with_the_ties_decided():
+    net = sl.Network.from_torch(_cnn(3), input_shape=(1, 12, 12)).replace(output="softmax")
+    X, Y = stroke_digits(np.random.default_rng(3), 3)
+    eq = check_equilibrium(net, X.reshape(3, -1), Y, "cross_entropy", 1e-3)
+    assert eq.settled.all()

@@ -143,15 +143,8 @@ def read_pattern(graph, x, values, previous, tied=None):
     """The pattern read off a solution, keeping ``previous``'s side of every mask coordinate whose ``z`` is
     zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0).
 
-    ``tied`` (every node's forward value, the input's under ``"x"``, rows as ``x``'s): a window whose new
-    maximum was tied with ``previous``'s selection at the forward pass (equal up to :data:`ROUNDING`) keeps
-    that selection.  Both give the forward value, and the selection solved under is moved by the nudged
-    solution; when it moves down, the other tied entries become the largest, each in turn, and the
-    selections cycle: the nudged problem's minimiser there is the window's sliding mode, every tied entry
-    moving down together, whose gradient in the limit of small nudging is a convex combination of the
-    gradients under the tied selections, and the forward pass's (the first maximum, backpropagation's)
-    is one of them.  So a tie is decided once, by the forward pass, and the nudged state kept
-    (``O(b)`` from the sliding mode: for small nudgings only).
+    ``tied``: every node's forward value (the input's under ``"x"``, rows as ``x``'s), to decide the max-pool
+    windows whose selection is tied at the forward pass (:func:`_decide_ties`).
     """
     values = {**values, INPUT: x}
     new = graph_pattern(graph, values, previous=previous)
@@ -160,14 +153,32 @@ def read_pattern(graph, x, values, previous, tied=None):
         rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
         new[node.name] = np.where(rounding, previous[node.name], new[node.name])
     if tied is not None:
-        for name in graph.pattern_nodes:
-            node = graph.node(name)
-            if node.rule.pattern is SELECTION:
-                f = tied[node.inputs[0]]
-                scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
-                gap = np.take_along_axis(f, new[name], axis=1) - np.take_along_axis(f, previous[name], axis=1)
-                new[name] = np.where(np.abs(gap) <= scale, previous[name], new[name])
+        _decide_ties(graph, values, previous, new, tied)
     return new
+
+
+def _decide_ties(graph, values, previous, new, tied):
+    """Keep ``previous``'s selection (in ``new``, in place) in every window where the solution moved it down
+    from its forward value and the new maximum was tied with it at the forward pass (up to :data:`ROUNDING`).
+
+    Both selections give the forward value; the side the nudged state leaves the tie on is the sign of the
+    response.  Up: the selected entry stays the largest, or another tied entry went up further and is read
+    (it takes the pull next).  Down: whichever tied entry is selected moves down and another becomes the
+    largest, so the selections would cycle among the tied entries: the minimiser there is the window's
+    sliding mode (the tied entries moving down together), whose gradient as the nudging goes to 0 is a
+    convex combination of the tied selections' gradients, the forward pass's (the first maximum,
+    backpropagation's) one of them.  The tie is decided by the selection solved under, the nudged state
+    kept (``O(b)`` from the sliding mode: for small nudgings only).
+    """
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            f, z = tied[node.inputs[0]], values[node.inputs[0]]
+            scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
+            before = np.take_along_axis(f, previous[name], axis=1)
+            tie = np.abs(np.take_along_axis(f, new[name], axis=1) - before) <= scale
+            down = np.take_along_axis(z, previous[name], axis=1) < before
+            new[name] = np.where(tie & down, previous[name], new[name])
 
 
 def _release(graph, sheaf, x, values, surface, pat):
