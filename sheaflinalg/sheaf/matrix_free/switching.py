@@ -23,7 +23,8 @@ carried along).  This module makes the pattern agree with the solution:
   slides when ``f_below >= 0`` and ``f_above <= 0`` (both sides push into the
   surface), and the Filippov equilibrium is a frozen solve with those
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
-  window entries) is not resolved: the sample is reported as not settled;
+  window entries) is not searched: the sample is reported as not settled,
+  unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`);
 - :func:`check_surfaces`: a solution may leave a mask coordinate at exactly
   ``z = 0`` under the inactive pattern (its parent's edge alone pulls it to a
   zero prediction) while the pattern read off the state, ``z >= 0`` active,

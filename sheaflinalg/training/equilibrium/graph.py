@@ -26,7 +26,9 @@ coordinate's forward value ``k_f`` to 0 (``c = -k_f``), as for chains
 (:mod:`.frozen`): ``P`` and the linear term ``h = (G^-1)_{JK} c`` are read
 off the inverse Gram matrix.  The pattern
 is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.matrix_free.switching.iterate_pattern`),
-sliding where it cycles, up to a cap; then the weights' gradient is the
+sliding where it cycles, up to a cap (at small nudging a max-pool window tied at
+the forward pass keeps the selection solved under when the solution moves it down:
+:data:`TIES_NUDGING`); then the weights' gradient is the
 parameter velocity at the equilibrium (envelope theorem,
 :class:`~sheaflinalg.training.graph_velocity.ParameterVelocity`: shared
 convolution weights summed over positions, batch norm's folded affine),
@@ -52,9 +54,11 @@ from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_p
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
-#: Largest nudging ``|b|`` at which a max-pool tie of the forward pass keeps the forward pass's selection
+#: Largest nudging ``|b|`` at which a max-pool tie of the forward pass is decided by the selection solved under
 #: (:func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`): the state is then ``O(b)`` from the
-#: window's sliding mode, the order of the method's own error in the gradient.
+#: window's sliding mode, the order of the method's own error in the gradient.  Measured on a Conv -> ReLU ->
+#: MaxPool CNN on stroke digits (zero background, batch 100, nudging 1e-6): 100 of 100 samples unsettled and
+#: 193 ms before, none and 12 ms after (1 frozen solve instead of 3 and no per-sample search), ``g`` the same.
 TIES_NUDGING = 1e-3
 
 
