@@ -230,10 +230,10 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
     A coordinate ``(u, j)`` of the parent ``u`` of a ``relu``/``leaky_relu`` node is on the surface when
     ``z = values[u][:, j]`` is zero up to :data:`ROUNDING` (and not already in ``sliding``); it is set to
     exactly 0 in ``values`` (in place), and its one-sided forces ``f_above`` (the pattern read off
-    ``z = 0``) and ``f_below`` (:func:`on_switching_surface`) decide: both within ``rest`` of 0 or the
-    read-off side at rest, nothing to report; ``f_below >= 0 >= f_above``, appended to ``sliding``;
-    otherwise the sample is pushed off the surface: ``settled`` is cleared and every mask child's pattern
-    takes the side it is pushed to (changed in place).
+    ``z = 0``) and ``f_below`` (:func:`on_switching_surface`) decide: ``f_above`` within ``rest`` of 0 (the
+    read-off side at rest: an equilibrium by the ``z >= 0`` convention), nothing to report;
+    ``f_below >= 0 > f_above``, appended to ``sliding``; otherwise the sample is pushed off the surface:
+    ``settled`` is cleared and every mask child's pattern takes the side it is pushed to (changed in place).
 
     Parameters
     ----------
@@ -267,19 +267,22 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
     edges, force = forces(values)
     tol = rest * (1.0 + np.maximum(np.max([np.abs(v).max(axis=1) for v in values.values()], axis=0),
                                    np.abs(X).max(axis=1)))[:, None]
-    found = 0
+    slides = {}
     for u, mask in on.items():
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u]
         below = above - sum((1.0 - node.rule.slope(node)) * edges[node.name] for node in children)
-        slides = mask & (above < -tol) & (below >= -tol)
-        pushed = mask & ~((above <= tol) & (below >= -tol))
-        for s, j in zip(*np.nonzero(slides)):
-            sliding[s].append((u, int(j)))
-        found += int(slides.sum())
+        moving = mask & (np.abs(above) > tol)           # the read-off side (z >= 0 active) is not at rest
+        slides[u] = moving & (above < 0.0) & (below >= -tol)
+        pushed = moving & ~slides[u]
         for node in children:
             pattern[node.name][pushed] = (above > tol)[pushed]
         settled &= ~pushed.any(axis=1)
+    found = 0
+    for u, rows in slides.items():                      # a sample pushed off a surface reports none
+        for s, j in zip(*np.nonzero(rows & settled[:, None])):
+            sliding[s].append((u, int(j)))
+            found += 1
     for held in sliding:
         held.sort()
     return found
