@@ -56,8 +56,11 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
     a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     """
     M = X.shape[0]
-    forward = evaluate(graph, X)
-    pattern = forward.pattern
+    if tied is None:
+        forward = evaluate(graph, X)
+        pattern, first = forward.pattern, forward.values
+    else:                           # the forward pass is at hand: its pattern read off its values
+        pattern, first = graph_pattern(graph, tied), tied
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
@@ -68,7 +71,7 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
             break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
         rows = {name: p[todo] for name, p in pattern.items()}
-        state[todo] = solve(X[todo], Y[todo], rows, values=forward.values if iterations == 1 else None)
+        state[todo] = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
         new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
                            None if tied is None else {name: v[todo] for name, v in tied.items()})
         same = np.ones(todo.size, dtype=bool)

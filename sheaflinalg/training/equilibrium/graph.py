@@ -58,7 +58,7 @@ REST = 1e-9
 #: (:func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`): the state is then ``O(b)`` from the
 #: window's sliding mode, the order of the method's own error in the gradient.  Measured on a Conv -> ReLU ->
 #: MaxPool CNN on stroke digits (zero background, batch 100, nudging 1e-6): 100 of 100 samples unsettled and
-#: 193 ms before, none and 12 ms after (1 frozen solve instead of 3 and no per-sample search), ``g`` the same.
+#: 193 ms before, none and 10 ms after (1 frozen solve instead of 3 and no per-sample search), ``g`` the same.
 TIES_NUDGING = 1e-3
 
 
