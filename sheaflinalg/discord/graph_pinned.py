@@ -23,7 +23,7 @@ import numpy as np
 from ..network.graph.forward import evaluate
 from ..sheaf.pins.completion import complete
 from ..sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
-from ..sheaf.matrix_free.switching import iterate_pattern, node_values, on_switching_surface
+from ..sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ..sheaf.layout import Layout
 from ..sheaf.matrix_free.coboundary import GraphCoboundary
 
@@ -48,13 +48,8 @@ def pinned_equilibrium(net, X, Y, max_iter, backend):
         state, pattern, settled = c.state.copy(), c.pattern, c.settled_samples.copy()
     layout = solver.layout
     settled |= at_rest(sheaf, X, state, layout)
-    sliding = [[] for _ in range(X.shape[0])]
-    for s in np.flatnonzero(~settled):
-        rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
-        found = on_switching_surface(solver, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter)
-        if found is not None:
-            state[s], sliding[s], _ = found
-            settled[s] = True
+    sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
+                              REST, max_iter)
     return state, layout, settled, sliding
 
 
@@ -111,19 +106,30 @@ class _Completion:
 def at_rest(sheaf, X, state, layout):
     """Per sample, whether the force on every unpinned coordinate vanishes (to :data:`REST` relative) under
     the pattern read off ``state``: an equilibrium, whatever pattern the solve that found it assumed."""
-    graph = sheaf.graph
-    out = graph.output_node
-    values = node_values(graph, layout, state)
-    force = sheaf.force(sheaf.residuals(X, values))
-    if layout.reduced:
-        force[out] = np.zeros_like(force[out])          # the pinned output
-    else:                                                 # yhat is pinned; its edge pulls on z_out
-        z = values[out]
-        force[out] = force[out] + output_adjoint(graph.output, z, output_residual(graph.output, z,
-                                                                                  state[:, layout.free("yhat")]))
+    _, force = _pinned_forces(sheaf, X, state, layout)(node_values(sheaf.graph, layout, state))
     largest = np.max([np.abs(f).max(axis=1) for f in force.values()], axis=0)
     scale = 1.0 + np.maximum(np.abs(state).max(axis=1), np.abs(X).max(axis=1))
     return largest <= REST * scale
+
+
+def _pinned_forces(sheaf, X, state, layout):
+    """``forces(values) -> (edges, force)`` of :func:`~sheaflinalg.sheaf.matrix_free.switching.check_surfaces`:
+    the residuals and the force on every node at ``values`` (views of ``state``), the pattern read off them,
+    the output pinned (an identity output's node; otherwise ``yhat``, whose edge pulls on ``z_out``)."""
+    graph = sheaf.graph
+    out = graph.output_node
+
+    def forces(values):
+        res = sheaf.residuals(X, values)
+        force = sheaf.force(res)
+        if layout.reduced:
+            force[out] = np.zeros_like(force[out])
+        else:
+            z = values[out]
+            force[out] = force[out] + output_adjoint(graph.output, z, output_residual(
+                graph.output, z, state[:, layout.free("yhat")]))
+        return res.edges, force
+    return forces
 
 
 def _surface_pins(pins, surface):

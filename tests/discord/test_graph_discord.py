@@ -115,12 +115,12 @@ def test_pinned_discord_is_zero_at_the_networks_own_output(case):
 
 def _gradient(graph, lay, x, w, flip=None):
     """Dense gradient of the discord on the free coordinates under the pattern read off ``w`` (``flip``: a
-    ``(relu node, j)`` made inactive), and the scale of its terms."""
+    ``(relu node, j)`` made inactive, or a list of them), and the scale of its terms."""
     values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
     pattern = read_pattern(graph, values)
-    if flip is not None:
-        pattern[flip[0]] = pattern[flip[0]].copy()
-        pattern[flip[0]][flip[1]] = False
+    for name, j in [flip] if isinstance(flip, tuple) else flip or []:
+        pattern[name] = pattern[name].copy()
+        pattern[name][j] = False
     delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
     for node in graph.nodes:
         c[lay.full(node.name)] = values[node.name]
@@ -134,6 +134,13 @@ def test_the_pinned_equilibrium_zeroes_the_gradient_on_the_free_coordinates(case
     graph = net.graph
     X = random_inputs(net, seed, 3, mode).reshape(3, -1)
     Y = net.forward(X) + np.random.default_rng(seed).normal(0, 0.5, size=(3, net.n_outputs))
+    _check_pinned_equilibrium(net, X, Y)
+
+
+def _check_pinned_equilibrium(net, X, Y):
+    """The pinned discord of ``(X, Y)``: the output at ``Y``, and on every settled sample a zero dense gradient
+    on the free coordinates but the held ones (exactly 0), where both sides push into the surface."""
+    graph = net.graph
     pd = sl.discord.pinned(net, X, Y)
     lay = pd.layout
     assert lay.reduced and pd.edge_names[-1] == graph.output_node
@@ -144,10 +151,27 @@ def test_the_pinned_equilibrium_zeroes_the_gradient_on_the_free_coordinates(case
         held = np.zeros(lay.n_free, dtype=bool)
         held[lay.free(graph.output_node)] = True
         for u, j in pd.sliding[s]:
-            assert w[lay.free(u)][j] == 0.0          # held on the switching surface
-            held[lay.free(u).start + j] = True
+            k = lay.free(u).start + j
+            assert w[k] == 0.0          # held on the switching surface
+            held[k] = True
+            children = [node.name for node in graph.nodes if node.op in ("relu", "leaky_relu") and node.inputs[0] == u]
+            below, _ = _gradient(graph, lay, X[s], w, flip=[(v, j) for v in children])
+            assert below[k] <= 1e-9 * scale and gradient[k] >= -1e-9 * scale   # both sides push into z = 0
         assert np.abs(gradient[~held]).max() < 1e-9 * scale
     np.testing.assert_allclose(pd.by_edge, pd.residuals.by_edge())
+    return pd
+
+
+def test_a_coordinate_left_at_exactly_zero_by_the_dead_side_is_reported_sliding():
+    # b3.conv has zero weights and bias: the pinned solve leaves some of its coordinates at exactly 0 under the
+    # inactive pattern, where z >= 0 reads them active with a force on them (the dense gradient was 0.045)
+    net = random_graph(21418, "ties")
+    assert not np.any(net.graph.node("b3.conv").params["weight"])
+    X = random_inputs(net, 21418, 3, "ties").reshape(3, -1)
+    Y = net.forward(X) + np.random.default_rng(21418).normal(0, 0.5, size=(3, net.n_outputs))
+    pd = _check_pinned_equilibrium(net, X, Y)
+    assert pd.settled.all() and all(held for held in pd.sliding)
+    assert {u for held in pd.sliding for u, _ in held} == {"b3.conv"}
 
 
 def test_sliding_equilibria_are_the_chains_and_satisfy_filippovs_condition():

@@ -23,30 +23,44 @@ carried along).  This module makes the pattern agree with the solution:
   slides when ``f_below >= 0`` and ``f_above <= 0`` (both sides push into the
   surface), and the Filippov equilibrium is a frozen solve with those
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
-  window entries) is not resolved: the sample is reported as not settled.
+  window entries) is not searched: the sample is reported as not settled,
+  unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`);
+- :func:`check_surfaces`: a solution may leave a mask coordinate at exactly
+  ``z = 0`` under the inactive pattern (its parent's edge alone pulls it to a
+  zero prediction) while the pattern read off the state, ``z >= 0`` active,
+  has a force on it: both patterns agree on every value there, but only one
+  is at rest.  It is an equilibrium of the nonsmooth energy only when neither
+  side pushes it off the surface (``f_below >= 0 >= f_above``), a Filippov
+  sliding coordinate with the convex weight at an end of ``[0, 1]``: it is
+  reported as sliding, held at exactly 0; otherwise its pattern is set to the
+  side it is pushed to and the sample is not settled.
 """
 
 import numpy as np
 
 from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
-from ...network.ops import MASK
+from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
 
-    ``iterations`` is the number of frozen solves the slowest sample had.
+    ``iterations`` is the number of frozen solves the slowest sample had.  With ``tied`` (:func:`forward_ties`),
+    a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     """
     M = X.shape[0]
-    forward = evaluate(graph, X)
-    pattern = forward.pattern
+    if tied is None:
+        forward = evaluate(graph, X)
+        pattern, first = forward.pattern, forward.values
+    else:                           # the forward pass is at hand: its pattern read off its values
+        pattern, first = graph_pattern(graph, tied), tied
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
@@ -57,8 +71,9 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
             break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
         rows = {name: p[todo] for name, p in pattern.items()}
-        state[todo] = solve(X[todo], Y[todo], rows, values=forward.values if iterations == 1 else None)
-        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows)
+        state[todo] = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
+        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
+                           None if tied is None else {name: v[todo] for name, v in tied.items()})
         same = np.ones(todo.size, dtype=bool)
         for name in graph.pattern_nodes:
             same &= np.all(new[name] == rows[name], axis=1)
@@ -72,6 +87,12 @@ def iterate_pattern(solve, graph, X, Y, max_iter):
     return state, pattern, settled, iterations
 
 
+def forward_ties(graph, X):
+    """``{node: (M, size)}``: every node's forward value and the input's under ``"x"``, the ``tied`` argument of
+    :func:`read_pattern` (and of :func:`iterate_pattern`, :func:`settle_surfaces`)."""
+    return {**evaluate(graph, X).values, INPUT: X}
+
+
 def node_values(graph, layout, state):
     """``{node: view of state}``: every node's value in the free cochains ``state`` (rows are samples)."""
     return {node.name: state[:, layout.free(node.name)] for node in graph.nodes}
@@ -82,7 +103,7 @@ def mask_nodes(graph):
     return [node for node in graph.nodes if node.rule.pattern is MASK]
 
 
-def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
+def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
     """``(state, [(node, j), ...], pattern)`` of a Filippov equilibrium of one sample, or None.
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
@@ -90,7 +111,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
     solution is accepted when both sides push into the surface at every held coordinate, and one that
     fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
     :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates are never the output node's,
-    so the output edge's force is not needed).
+    so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s, the sample's forward values.
     """
     graph = sheaf.graph
     surface, seen = set(), set()
@@ -101,7 +122,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
             pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
-        new = read_pattern(graph, x, values, pat)
+        new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
         moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).rule.pattern is not MASK)
@@ -122,16 +143,46 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter):
     return None
 
 
-def read_pattern(graph, x, values, previous):
+def read_pattern(graph, x, values, previous, tied=None):
     """The pattern read off a solution, keeping ``previous``'s side of every mask coordinate whose ``z`` is
-    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0)."""
+    zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0).
+
+    ``tied``: every node's forward value (the input's under ``"x"``, rows as ``x``'s), to decide the max-pool
+    windows whose selection is tied at the forward pass (:func:`_decide_ties`).
+    """
     values = {**values, INPUT: x}
     new = graph_pattern(graph, values, previous=previous)
     for node in mask_nodes(graph):
         z = values[node.inputs[0]]
         rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
         new[node.name] = np.where(rounding, previous[node.name], new[node.name])
+    if tied is not None:
+        _decide_ties(graph, values, previous, new, tied)
     return new
+
+
+def _decide_ties(graph, values, previous, new, tied):
+    """Keep ``previous``'s selection (in ``new``, in place) in every window where the solution moved it down
+    from its forward value and the new maximum was tied with it at the forward pass (up to :data:`ROUNDING`).
+
+    Both selections give the forward value; the side the nudged state leaves the tie on is the sign of the
+    response.  Up: the selected entry stays the largest, or another tied entry went up further and is read
+    (it takes the pull next).  Down: whichever tied entry is selected moves down and another becomes the
+    largest, so the selections would cycle among the tied entries: the minimiser there is the window's
+    sliding mode (the tied entries moving down together), whose gradient as the nudging goes to 0 is a
+    convex combination of the tied selections' gradients, the forward pass's (the first maximum,
+    backpropagation's) one of them.  The tie is decided by the selection solved under, the nudged state
+    kept (``O(b)`` from the sliding mode: for small nudgings only).
+    """
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            f, z = tied[node.inputs[0]], values[node.inputs[0]]
+            scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
+            before = np.take_along_axis(f, previous[name], axis=1)
+            tie = np.abs(np.take_along_axis(f, new[name], axis=1) - before) <= scale
+            down = np.take_along_axis(z, previous[name], axis=1) < before
+            new[name] = np.where(tie & down, previous[name], new[name])
 
 
 def _release(graph, sheaf, x, values, surface, pat):
@@ -148,3 +199,109 @@ def _release(graph, sheaf, x, values, surface, pat):
             for node in children:
                 pat[node.name][0, j] = above > 0.0
     return released
+
+
+def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
+    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface, after the surface check of
+    the settled samples (:func:`check_surfaces`) and the Filippov search of the others
+    (:func:`on_switching_surface`, whose equilibria are checked again); ``state``, ``pattern`` and
+    ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest`` are
+    :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
+    sliding = [[] for _ in range(X.shape[0])]
+    values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
+    check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest)
+    searched = ~settled
+    for s in np.flatnonzero(searched):
+        rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
+        one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
+        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one)
+        if found is not None:
+            state[s, :found[0].size], sliding[s], rows = found
+            for name, p in pattern.items():
+                p[s] = rows[name][0]
+            settled[s] = True
+    if searched.any():          # a Filippov equilibrium may leave more coordinates at exactly 0
+        again = settled & searched
+        check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest)
+        settled &= again | ~searched
+    return sliding
+
+
+def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
+    """Classify the mask coordinates of the ``settled`` samples that are on their switching surface.
+
+    A coordinate ``(u, j)`` of the parent ``u`` of a ``relu``/``leaky_relu`` node is on the surface when
+    ``z = values[u][:, j]`` is zero up to :data:`ROUNDING` (and not already in ``sliding``); it is set to
+    exactly 0 in ``values`` (in place), and its one-sided forces ``f_above`` (the pattern read off
+    ``z = 0``) and ``f_below`` (:func:`on_switching_surface`) decide: ``f_above`` within ``rest`` of 0 (the
+    read-off side at rest: an equilibrium by the ``z >= 0`` convention), nothing to report;
+    ``f_below >= 0 > f_above``, appended to ``sliding``; otherwise the sample is pushed off the surface:
+    ``settled`` is cleared and every mask child's pattern takes the side it is pushed to (changed in place).
+
+    Parameters
+    ----------
+    sheaf : GraphSheaf
+    X : ndarray, shape (M, n_in)
+    values : dict
+        ``{node: (M, size)}`` views of the solutions (changed in place).
+    pattern : dict
+        ``{node: (M, size)}``: the patterns the solutions were solved under (changed in place).
+    settled : ndarray of bool, shape (M,)
+        Changed in place.
+    sliding : list of list
+        Per sample, the held ``(node, j)`` pairs (appended to in place).
+    forces : callable
+        ``forces(values) -> (edges, force)``: the residuals and the force on every node (the caller's
+        output treatment included: pinned, or the nudged loss's pull).
+    rest : float
+        Relative size of a force taken as zero (times ``1 + max |value|`` of the sample, ``X`` included).
+
+    Returns
+    -------
+    int
+        The number of coordinates reported as sliding.
+    """
+    graph = sheaf.graph
+    on = _on_surface(graph, values, settled, sliding)
+    if not on:
+        return 0
+    for u, mask in on.items():
+        values[u][mask] = 0.0
+    edges, force = forces(values)
+    tol = rest * (1.0 + np.maximum(np.max([np.abs(v).max(axis=1) for v in values.values()], axis=0),
+                                   np.abs(X).max(axis=1)))[:, None]
+    slides = {}
+    for u, mask in on.items():
+        children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
+        above = force[u]
+        below = above - sum((1.0 - node.rule.slope(node)) * edges[node.name] for node in children)
+        moving = mask & (np.abs(above) > tol)           # the read-off side (z >= 0 active) is not at rest
+        slides[u] = moving & (above < 0.0) & (below >= -tol)
+        pushed = moving & ~slides[u]
+        for node in children:
+            pattern[node.name][pushed] = (above > tol)[pushed]
+        settled &= ~pushed.any(axis=1)
+    found = 0
+    for u, rows in slides.items():                      # a sample pushed off a surface reports none
+        for s, j in zip(*np.nonzero(rows & settled[:, None])):
+            sliding[s].append((u, int(j)))
+            found += 1
+    for held in sliding:
+        held.sort()
+    return found
+
+
+def _on_surface(graph, values, settled, sliding):
+    """``{u: (M, n) bool}``: the coordinates of settled samples on a mask's switching surface, held ones apart."""
+    on = {}
+    for u in {node.inputs[0] for node in mask_nodes(graph)} - {INPUT}:
+        z = values[u]
+        mask = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
+        mask &= settled[:, None]
+        for s in np.flatnonzero(mask.any(axis=1)):
+            for v, j in sliding[s]:
+                if v == u:
+                    mask[s, j] = False
+        if mask.any():
+            on[u] = mask
+    return on

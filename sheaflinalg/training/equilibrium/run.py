@@ -24,14 +24,15 @@ from ..graph_velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium
-from .graph import GraphEquilibrium
+from .graph import TIES_NUDGING, GraphEquilibrium
 from .loss_edge import NudgingTooNegative
 from .oracle import SettleReport
 from .settings import EquilibriumSettings, lr_of
 
 
 class UnsettledWarning(RuntimeWarning):
-    """The activation pattern of some samples' equilibria did not settle within ``max_pattern_iterations``."""
+    """The activation pattern of some samples' equilibria did not settle: it cycled (a kink the search does not
+    resolve, such as a max-pool tie at a nudging above ``TIES_NUDGING``) or ran out of ``max_pattern_iterations``."""
 
 
 def make_oracle(prob, cfg):
@@ -112,9 +113,10 @@ class EquilibriumRun(EpochRun):
             self.warned = True
             n = X.shape[0] * (2 if cfg.symmetric else 1)      # symmetric nudging: two equilibria per sample
             warnings.warn(f"{report.unsettled} of the {n} equilibria of mini-batch {k + 1} of epoch {epoch} "
-                          f"did not settle within max_pattern_iterations="
-                          f"{cfg.max_pattern_iterations} pattern iterations; their last iterate is used "
-                          f"(history.unsettled counts them per epoch)", UnsettledWarning, stacklevel=2)
+                          f"did not settle: their activation patterns cycled or ran out of max_pattern_iterations="
+                          f"{cfg.max_pattern_iterations}; their last iterate is used (history.unsettled counts "
+                          f"them per epoch). Ties between max-pool window entries are decided at nudgings "
+                          f"|b| <= {TIES_NUDGING:g} only", UnsettledWarning, stacklevel=2)
         if not np.all(np.isfinite(self.grad)):
             return False
         with np.errstate(over="ignore", invalid="ignore"):

@@ -1,0 +1,72 @@
+"""switching.check_surfaces against the dense coboundary: a coordinate at exactly z = 0 under the inactive side.
+
+The one-sided forces on a coordinate ``z_j = 0`` are the dense energy's ``-gradient`` under the pattern read off
+the state (``z >= 0`` active) and under the same pattern with ``j`` inactive (tests/helpers/naive_graph.py);
+the coordinate slides when the active side pushes down and the inactive side does not push down, is left
+alone when the active side is at rest, and is pushed off the surface (its sample not settled, its pattern set
+to the side it is pushed to, and none of its coordinates reported sliding) otherwise.
+"""
+
+import numpy as np
+
+from helpers.naive_graph import coboundary
+import sheaflinalg as sl
+from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.layout import Layout
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
+from sheaflinalg.sheaf.matrix_free.switching import check_surfaces
+
+
+def _network(rng):
+    """``x -> fc (zero weights and bias) -> r (ReLU) -> head``: the forward pass has ``fc = 0`` exactly."""
+    fc = Node("fc", "linear", ["x"], params={"weight": np.zeros((4, 2)), "bias": np.zeros(4)})
+    head = Node("head", "linear", ["r"], params={"weight": rng.normal(size=(2, 4)), "bias": rng.normal(size=2)})
+    return sl.Network.from_nodes((2,), [fc, Node("r", "relu", ["fc"]), head])
+
+
+def _one_sided(graph, lay, x, w, j):
+    """``(f_above, f_below)`` on ``fc[j]`` from the dense coboundary (the pinned output's force dropped)."""
+    forces = []
+    for active in (True, False):
+        pattern = {"r": w[lay.free("fc")] >= 0}
+        pattern["r"][j] = active
+        delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
+        c[lay.free_index] = w
+        forces.append(-(delta[:, lay.free_index].T @ (delta @ c))[lay.free("fc").start + j])
+    return forces
+
+
+def test_coordinates_left_at_zero_by_the_inactive_side_slide_or_are_pushed_as_the_dense_forces_say():
+    rng = np.random.default_rng(5)
+    net = _network(rng)
+    graph, lay = net.graph, Layout.from_graph(net.graph, reduced=True)
+    X = rng.normal(size=(3, 2))
+    r = np.array([[-1.0, -0.5, -2.0, -0.1], [-1.0, 0.7, 0.0, -0.3], [0.2, 0.4, 0.0, 1.5]])
+    state = np.concatenate([np.zeros((3, 4)), r, rng.normal(size=(3, 2))], axis=1)
+    values = {name: state[:, lay.free(name)] for name in ("fc", "r", "head")}
+    pattern = {"r": np.zeros((3, 4), dtype=bool)}            # solved under the inactive side
+    settled, sliding = np.ones(3, dtype=bool), [[] for _ in range(3)]
+    sheaf = GraphSheaf(graph)
+
+    def forces(v):
+        res = sheaf.residuals(X, v)
+        force = sheaf.force(res)
+        force["head"] = np.zeros_like(force["head"])        # the pinned output
+        return res.edges, force
+
+    found = check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, 1e-10)
+    expected_sliding, expected_settled = [[] for _ in range(3)], np.ones(3, dtype=bool)
+    for s in range(3):
+        for j in range(4):
+            above, below = _one_sided(graph, lay, X[s], state[s], j)
+            if abs(above) <= 1e-9:
+                assert not pattern["r"][s, j]
+            elif above < 0 <= below + 1e-9:
+                expected_sliding[s].append(("fc", j))
+            else:
+                expected_settled[s] = False
+                assert pattern["r"][s, j] == (above > 0)
+    expected_sliding = [held if expected_settled[s] else [] for s, held in enumerate(expected_sliding)]
+    assert sliding == expected_sliding and found == sum(map(len, expected_sliding))
+    np.testing.assert_array_equal(settled, expected_settled)
+    assert any(expected_sliding) and not expected_settled.all()     # the example has both cases
