@@ -19,6 +19,7 @@ from ..layout import Layout
 from ..patterns import output_jacobian
 from ..skip_edges.encoding import check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
+from ...network.paths import GRAPH, engine
 
 
 def check_system(system, name="system"):
@@ -75,7 +76,7 @@ class SheafSystem:
         self.reduced = bool(reduced)
         self.skip_encoding = check_skip_encoding(skip_encoding)
         # as_graph: a chain assembled through its chain graph (the graph rows; tests compare both)
-        self.graph = net.graph if net.is_graph or as_graph else None
+        self.graph = net.graph if engine(net) == GRAPH or as_graph else None
         self.pattern = pattern
         if self.graph is None:
             self.layout = Layout.for_network(net, reduced=reduced)
