@@ -495,11 +495,16 @@ class Network(NetworkFiles):
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
 
-        Offsets are :func:`parameter_offsets`; a graph network's are its nodes' parameters in node order.
+        Every network's are its nodes' parameters in node order (a chain's linear nodes: weight, then
+        bias), so a chain's offsets are :func:`parameter_offsets`.
+
+        Examples
+        --------
+        >>> net = Network.random([2, 3, 1])
+        >>> bool(np.array_equal(net.parameters()[:6], net.weights[0].ravel())), net.parameters().size
+        (True, 13)
         """
-        if self.is_graph:
-            return np.concatenate([p.ravel() for node in self._graph.nodes for p in node.params.values()])
-        return np.concatenate([np.concatenate([W.ravel(), b]) for W, b in zip(self.weights, self.biases)])
+        return np.concatenate([p.ravel() for node in self.graph.nodes for p in node.params.values()])
 
     @classmethod
     def from_parameters(cls, theta, dims, output="identity"):
