@@ -118,7 +118,7 @@ def _targets(net, Y, M):
     Y = as_float64(Y, "Y")
     if Y.ndim == 1 and n_out == 1:
         Y = Y[:, None]
-    shape = net.graph.shapes[net.graph.output_node] if engine(net) == GRAPH else (n_out,)
+    shape = net.graph.shapes[net.graph.output_node]
     if Y.ndim > 2 and Y.shape == (M, *shape):
         Y = Y.reshape(M, n_out)
     if Y.shape != (M, n_out):

@@ -133,10 +133,7 @@ def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
     resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
-    if engine(net) == GRAPH:        # refuses a network whose forward pass overflows, naming the node
-        net.forward(X)
-    else:                   # or the layer
-        net.forward_states(X)
+    net.forward(X)          # refuses a network whose forward pass overflows, naming the node (a chain: the layer)
     bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "

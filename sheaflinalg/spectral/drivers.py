@@ -270,7 +270,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     """
     check_network(net, graphs=True)
     path = engine(net)
-    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape if path == GRAPH else None)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
     vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
