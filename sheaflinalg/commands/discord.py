@@ -8,6 +8,7 @@ pinned when there are some) and prints one row per node.
 import numpy as np
 
 from . import FIGURE_SUFFIXES, add_output, number, parse_arch, read_data, refuse_ignored
+from ..network.paths import GRAPH, engine
 
 HELP = "pin a network's outputs to the labels and print the per-edge discord at equilibrium"
 #: Defaults of the options that describe the network to train (refused with --network).
@@ -52,7 +53,7 @@ def run(args):
             data = read_data(args.data)
             X, Y = (data.X_train, data.Y_train) if data.X_test is None else (data.X_test, data.Y_test)
             X, Y = X[:args.samples], Y[:args.samples]
-        elif net.is_graph:
+        elif engine(net) == GRAPH:
             raise ValueError(f"--network {args.network} is a graph network (input shape {net.input_shape}): give "
                              "its inputs and labels with --data FILE.npz (arrays 'X' and 'Y'); the tasks are 2-D")
         else:
@@ -80,6 +81,6 @@ def run(args):
     if args.plot:
         from ..plotting.discord import plot_node_discord, plot_residuals
 
-        (plot_node_discord if net.is_graph else plot_residuals)(pd, path=args.plot, title=source)
+        (plot_node_discord if engine(net) == GRAPH else plot_residuals)(pd, path=args.plot, title=source)
         print(f"figure: {args.plot}")
     return 0 if bool(np.all(pd.settled)) else 1

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._common.atomic import save_npz
 from . import add_network_options, add_output, network_from_args, number, refuse_ignored
+from ..network.paths import GRAPH, engine
 
 HELP = "run the restricted sheaf heat equation to the forward pass (or a pinned equilibrium)"
 
@@ -146,7 +147,7 @@ def run(args):
     res = sl.heat(net, X, alpha=args.alpha, tol=args.tol, init=args.init, seed=args.seed, pins=pins,
                   soft_pins=(soft, args.gamma) if soft else None, progress=not args.no_progress,
                   threads=args.threads, method=args.method, **method_options(args))
-    name = f"graph of {len(net.graph.nodes)} nodes, input {net.input_shape}" if net.is_graph else f"{net.dims}"
+    name = f"graph of {len(net.graph.nodes)} nodes, input {net.input_shape}" if engine(net) == GRAPH else f"{net.dims}"
     if args.method == "exact":
         print(f"network {name} ({net.output}), {X.shape[0]} input(s), exact flow, alpha={args.alpha:g}")
         print(f"segments: {len(res.segments)}  events: {res.n_events}  converged: {res.converged}  "
@@ -163,7 +164,7 @@ def run(args):
         print(f"pinned: {pinned or '-'}; soft pins: {', '.join(soft) or '-'}")
     _print_switches(res)
     if res.method == "euler" and res.history is not None and len(res.history.steps):
-        _print_discord(res.history, net.is_graph)
+        _print_discord(res.history, engine(net) == GRAPH)
     if args.save_history:
         save_history(res, args.save_history)
         print(f"history written to {args.save_history}")

@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import FIGURE_SUFFIXES, add_network_options, add_output, network_from_args, number
+from ..network.paths import GRAPH, engine
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
 
@@ -49,7 +50,7 @@ def run(args):
     full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX
     res = sl.spectrum(net, X, k=args.k, system=args.system, method=args.method, tol=args.tol,
                       full=full, progress=not args.no_progress)
-    what = (f"graph network of {len(net.graph.nodes)} nodes, input shape {net.input_shape}" if net.is_graph
+    what = (f"graph network of {len(net.graph.nodes)} nodes, input shape {net.input_shape}" if engine(net) == GRAPH
             else f"network {net.dims}")
     print(f"{what} ({net.output} output), {X.shape[0]} inputs, {args.system} system, "
           f"N = {N}, method {res.method}")

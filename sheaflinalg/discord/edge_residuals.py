@@ -18,6 +18,7 @@ from ..network import activations
 from ..network.model import check_network
 from ..sheaf.layout import Layout
 from .node_residuals import node_residuals
+from ..network.paths import GRAPH, engine
 
 
 def edge_name(label):
@@ -113,7 +114,7 @@ def residuals(net, X, state, layout=None):
     if state.shape != (X.shape[0], layout.n_free):
         raise ValueError(f"state has shape {state.shape}; expected ({X.shape[0]}, {layout.n_free}) "
                          f"(n_samples, free coordinates of {'the reduced' if layout.reduced else 'the'} layout)")
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return node_residuals(net, X, state, layout)
     k = net.n_hidden
     names, values, zs = [], [], []
@@ -142,7 +143,7 @@ def _state_layout(net, state, layout):
         full = Layout.for_network(net)
         return full if state.shape[-1] == full.n_free else Layout.for_network(net, reduced=True)
     check_type(layout, Layout, "layout", "a sheaflinalg.Layout (e.g. system.layout)")
-    if net.is_graph:
+    if engine(net) == GRAPH:
         if layout.graph is not net.graph:
             raise ValueError("layout is not the layout of this graph network; use Layout.for_network(net, reduced)")
     elif layout.is_graph or list(layout.dims) != list(net.dims):

@@ -27,6 +27,7 @@ from ..sheaf.pins.completion import complete
 from .edge_residuals import EdgeResiduals, residuals
 from .graph_pinned import pinned_equilibrium
 from .node_residuals import NodeResiduals, node_table
+from ..network.paths import GRAPH, engine
 
 
 @dataclass
@@ -117,7 +118,7 @@ def _targets(net, Y, M):
     Y = as_float64(Y, "Y")
     if Y.ndim == 1 and n_out == 1:
         Y = Y[:, None]
-    shape = net.graph.shapes[net.graph.output_node] if net.is_graph else (n_out,)
+    shape = net.graph.shapes[net.graph.output_node]
     if Y.ndim > 2 and Y.shape == (M, *shape):
         Y = Y.reshape(M, n_out)
     if Y.shape != (M, n_out):
@@ -158,7 +159,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     check_network(net, graphs=True)
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     Y = _targets(net, Y, X.shape[0])
-    equilibrium = pinned_equilibrium if net.is_graph else _chain_equilibrium
+    equilibrium = pinned_equilibrium if engine(net) == GRAPH else _chain_equilibrium
     state, layout, settled, sliding = equilibrium(net, X, Y, max_iter, backend)
     res = residuals(net, X, state, layout)
     return PinnedDiscord(state=state, layout=layout, by_edge=res.by_edge(), edge_names=res.edge_names,

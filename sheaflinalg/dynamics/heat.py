@@ -10,7 +10,6 @@ Nothing runs before every option is checked.
 
 from .._common.options import Default, method_options
 from .._common.validation import as_samples
-from ..network.errors import GraphNetworkError
 from ..network.model import check_network
 from . import problem as _problem
 from .euler.graph import run_graph_euler
@@ -20,6 +19,7 @@ from .euler.settings import EulerSettings
 from .exact.flow import check_exact_memory, run_exact
 from .exact.settings import DEFAULTS as EXACT_DEFAULTS
 from .exact.settings import ExactSettings
+from ..network.paths import GRAPH, engine, require_chain
 
 #: The options of each method beyond those every method uses.
 METHODS = {"euler": tuple(EULER_DEFAULTS), "exact": tuple(EXACT_DEFAULTS)}
@@ -135,16 +135,17 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         dt=dt, max_steps=max_steps, record_every=record_every, record_states=record_states,
         output_force=output_force, crossings=crossings, max_crossings=max_crossings, sliding_window=sliding_window,
         sliding_min_flips=sliding_min_flips, check_stability=check_stability, t_max=t_max, max_events=max_events))
-    if net.is_graph and method == "exact":
-        raise GraphNetworkError(f"heat(method='exact') takes chains of Linear/ReLU layers only; net is a graph "
-                                f"network ({len(net.graph.nodes)} nodes): use method='euler'")
+    if method == "exact":
+        require_chain(net, "heat(method='exact')", "use method='euler'")
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress)
     reduced = _problem.check_reduced(net, reduced, pins, soft_pins)
     if method == "exact":
-        settings = ExactSettings.validated(net, **own)
+        settings, run = ExactSettings.validated(net, **own), run_exact
         check_exact_memory(net, X.shape[0], shared.threads)
-        return run_exact(_problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced), settings)
-    settings = EulerSettings.validated(X.shape[0], **own)
-    problem = _problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced)
-    return run_graph_euler(problem, settings) if net.is_graph else run_euler(problem, settings)
+    else:
+        settings = EulerSettings.validated(X.shape[0], **own)
+        run = run_graph_euler if engine(net) == GRAPH else run_euler
+    result = run(_problem.prepare(net, X, shared, pins, soft_pins, reluctance, reduced), settings)
+    result.path = engine(net)
+    return result

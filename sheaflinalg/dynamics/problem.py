@@ -16,6 +16,7 @@ from ..sheaf.pins import specs as _pins
 from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state
+from ..network.paths import GRAPH, engine
 
 
 def spectral_norm(W):
@@ -56,7 +57,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     """
     check_network(net, graphs=True)
     gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return graph_lambda_max_bound(net.graph, gamma_max, reluctance)
     m = 1.0
     for W in net.weights[1:]:
@@ -132,10 +133,7 @@ def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
     resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
-    if net.is_graph:        # refuses a network whose forward pass overflows, naming the node
-        net.forward(X)
-    else:                   # or the layer
-        net.forward_states(X)
+    net.forward(X)          # refuses a network whose forward pass overflows, naming the node (a chain: the layer)
     bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "

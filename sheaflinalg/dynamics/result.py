@@ -35,6 +35,9 @@ class FlowResult:
         Diffusion rate.
     method : str
         ``"euler"`` or ``"exact"`` (a class attribute).
+    path : str
+        Which engine ran: ``"chain"`` (the fused chain kernels) or ``"graph"``
+        (:func:`~sheaflinalg.network.paths.engine`).
     """
 
     method = "flow"
@@ -47,6 +50,7 @@ class FlowResult:
     layout: Layout
     pinned: list = field(default_factory=list)
     alpha: float = float("nan")
+    path: str = None
 
     @property
     def n_samples(self):

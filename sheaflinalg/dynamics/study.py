@@ -56,7 +56,7 @@ def convergence_study(net, X, dts=(0.04, 0.02, 0.01, 0.005), times=(0.4, 0.8, 1.
     >>> 0.7 < st.slope < 1.3
     True
     """
-    check_network(net)
+    check_network(net, feature="sl.convergence_study")
     X, _ = as_samples(X, net.dims[0])
     dts, times = _positive_values(dts, "dts"), _positive_values(times, "times")
     alpha = check_positive(alpha, "alpha")

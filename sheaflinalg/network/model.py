@@ -8,12 +8,13 @@ import numpy as np
 from .._common.memory import FLOAT, check_batch, check_memory
 from .._common.validation import as_float64, as_samples, check_dims, check_seed, check_type
 from . import activations
-from .errors import GraphNetworkError, NetworkOverflowError
+from .errors import NetworkOverflowError
 from .graph import Graph
 from .graph.chain import as_chain, chain_graph, chain_names, renamed
 from .graph.nodes import Node
 from .graph.forward import evaluate
 from .model_io import NetworkFiles
+from .paths import GRAPH, engine, require_chain
 
 
 class ChainView(NamedTuple):
@@ -56,14 +57,15 @@ def parameter_offsets(dims):
     return woff, boff, off
 
 
-def check_network(net, name="net", graphs=False):
+def check_network(net, name="net", graphs=False, feature="this function"):
     """Return ``net`` if it is a :class:`Network`, else a TypeError saying what was expected and what was got.
 
     Applied first by every public function taking a network (it lives beside
     the class, as ``_common`` cannot import it); a file name gets the hint to
-    load it.  A graph network (:attr:`Network.is_graph`) is refused with a
-    :class:`GraphNetworkError` unless ``graphs`` is true (the functions that
-    take graph networks say so).
+    load it.  A graph network (:func:`~sheaflinalg.network.paths.engine`) is refused
+    by the one refusal of chain-only features
+    (:func:`~sheaflinalg.network.paths.require_chain`, naming ``feature``) unless
+    ``graphs`` is true (the functions that take graph networks say so).
 
     Examples
     --------
@@ -74,13 +76,7 @@ def check_network(net, name="net", graphs=False):
     """
     hint = " (load a network file with sl.Network.load(path))" if isinstance(net, (str, os.PathLike)) else ""
     check_type(net, Network, name, "a sheaflinalg.Network", hint)
-    if net.is_graph and not graphs:
-        raise GraphNetworkError(
-            f"{name} is a graph network ({len(net.graph.nodes)} nodes: {', '.join(sorted(net.graph_ops))}); this "
-            "function takes chains of Linear/ReLU layers only. Graph networks enter sl.assemble, "
-            "sl.harmonic_extension, sl.verify, sl.complete, sl.heat (method='euler'), sl.train, sl.sgd, "
-            "sl.spectrum, sl.discord, Network.forward and Network.save")
-    return net
+    return net if graphs else require_chain(net, feature, name=name)
 
 
 class Network(NetworkFiles):
@@ -200,7 +196,8 @@ class Network(NetworkFiles):
 
     @property
     def chain(self):
-        """The chain view ``(weights, biases, names)``, or None for a graph network: the one chain/graph dispatch.
+        """The chain view ``(weights, biases, names)``, or None for a graph network (read by the one chain/graph
+        switch, :func:`~sheaflinalg.network.paths.engine`).
 
         A network is a chain when its graph is a chain of linear and relu nodes
         on a flat input (:func:`~sheaflinalg.network.graph.chain.as_chain`); the fused
@@ -217,8 +214,8 @@ class Network(NetworkFiles):
 
     @property
     def is_graph(self):
-        """Whether this is a graph network (:attr:`chain` is None: anything but a chain of Linear/ReLU layers)."""
-        return self.chain is None
+        """Whether the graph path runs this network (:func:`~sheaflinalg.network.paths.engine` is ``"graph"``)."""
+        return engine(self) == GRAPH
 
     @property
     def node_names(self):
@@ -258,9 +255,7 @@ class Network(NetworkFiles):
         return self.graph.n_outputs if self.is_graph else self.dims[-1]
 
     def _chain_only(self, what, instead):
-        if self.is_graph:
-            raise GraphNetworkError(f"{what} describes a chain of Linear/ReLU layers; this is a graph network of "
-                                    f"{len(self._graph.nodes)} nodes (see net.graph): {instead}")
+        require_chain(self, what, instead)
 
     def evaluate(self, X):
         """Every node's value and the activation pattern (:class:`~sheaflinalg.network.graph.forward.GraphState`).
@@ -500,11 +495,16 @@ class Network(NetworkFiles):
     def parameters(self):
         """Flat float64 vector of all parameters: ``W_1`` (row-major), ``b_1``, ``W_2``, ... .
 
-        Offsets are :func:`parameter_offsets`; a graph network's are its nodes' parameters in node order.
+        Every network's are its nodes' parameters in node order (a chain's linear nodes: weight, then
+        bias), so a chain's offsets are :func:`parameter_offsets`.
+
+        Examples
+        --------
+        >>> net = Network.random([2, 3, 1])
+        >>> bool(np.array_equal(net.parameters()[:6], net.weights[0].ravel())), net.parameters().size
+        (True, 13)
         """
-        if self.is_graph:
-            return np.concatenate([p.ravel() for node in self._graph.nodes for p in node.params.values()])
-        return np.concatenate([np.concatenate([W.ravel(), b]) for W, b in zip(self.weights, self.biases)])
+        return np.concatenate([p.ravel() for node in self.graph.nodes for p in node.params.values()])
 
     @classmethod
     def from_parameters(cls, theta, dims, output="identity"):

@@ -21,6 +21,7 @@ from ..network.graph.forward import evaluate
 from ..network.model import NetworkOverflowError, check_network
 from .layout import Layout
 from .patterns import normalise_graph_pattern, normalise_pattern
+from ..network.paths import GRAPH, engine
 
 
 @dataclass
@@ -147,7 +148,7 @@ def harmonic_extension(net, X, pattern=None, threads=None):
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     threads = resolve_threads(check_optional_int(threads, "threads"))
     M = X.shape[0]
-    if net.is_graph:
+    if engine(net) == GRAPH:
         graph = net.graph
         check_batch(M, FLOAT * (2 * sum(graph.sizes.values()) + graph.n_outputs), "the harmonic extension")
         if pattern is not None:

@@ -47,6 +47,7 @@ from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense
                              graph_weights)
 from .operators import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
+from ..network.paths import CHAIN, GRAPH, engine
 
 SYSTEMS = ("reduced", "free")
 METHODS = ("auto", "dense", "arpack")
@@ -268,7 +269,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     ['z1', 'a1', 'z2']
     """
     check_network(net, graphs=True)
-    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape if net.is_graph else None)
+    path = engine(net)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     check_choice(system, SYSTEMS, "system")
     check_choice(method, METHODS, "method")
     vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
@@ -288,7 +290,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     layout = Layout.for_network(net, reduced=reduced)
     N = layout.n_free
     k = _check_k(k, N)
-    if net.is_graph:
+    if path == GRAPH:
         _check_laplacian_range(graph_weights(net.graph))
         stalks = sum(net.graph.sizes.values())
     else:
@@ -296,27 +298,30 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         stalks = sum(net.dims[1:])
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
-    lanczos = net.is_graph and method == "arpack" and graph_lanczos(ncv, N, k, tol)
-    if net.is_graph:
+    lanczos = path == GRAPH and method == "arpack" and graph_lanczos(ncv, N, k, tol)
+    if path == GRAPH:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
     # the forward pass and its patterns, the output Jacobians (diagonals; dense for softmax), and per
     # sample 2k eigenvalues (and eigenvectors of size N)
     _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)
-    n_out = net.graph.n_outputs if net.is_graph else net.dims[-1]
+    n_out = net.n_outputs
     jacobian = 0 if reduced else n_out * (n_out if net.output == "softmax" else 1)
     check_batch(X.shape[0], FLOAT * (3 * stalks + jacobian + 2 * k * (2 + (N if vectors else 0))), "the spectra")
-    if not net.is_graph and method == "arpack":
+    if path == CHAIN and method == "arpack":
         _check_output_map_memory(n_out)
     # One BLAS thread throughout: ARPACK's and the batches' small BLAS calls gain
     # nothing from threads, and OpenBLAS's idle threads spin for a while after
     # a threaded call, taking the core the kernels' second thread needs.
     with blas_limit(1):
-        if net.is_graph:
-            return _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
-                                   threads, progress, layout, lanczos)
-        return _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
-                                     threads, progress, layout)
+        if path == GRAPH:
+            result = _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
+                                     threads, progress, layout, lanczos)
+        else:
+            result = _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
+                                           threads, progress, layout)
+    result.path = path
+    return result
 
 
 def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads,
@@ -468,7 +473,7 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         blocks = [(b.name, b.slice) for b in layout.free_blocks]
     else:
         layout, blocks = None, [("free", slice(0, N))]
-    if method == "arpack" and square and (solver == "auto" or system.network.is_graph):
+    if method == "arpack" and square and (solver == "auto" or engine(system.network) == GRAPH):
         net = system.network
         reduced = system.reduced
         X = system.X
@@ -482,11 +487,17 @@ def spectrum_of_system(system, k=1, vectors=True, solver="auto", method="auto", 
         L = np.stack([Lfull[s * N:(s + 1) * N, s * N:(s + 1) * N].toarray() for s in range(M)])
         ws, wl, Vs, Vl, full_w, residuals = dense_extremes(L, k, vectors, full)
         return SpectrumResult(ws, wl, Vs, Vl, full_w, residuals, layout, blocks, "dense",
-                              "reduced" if getattr(system, "reduced", False) else "free", 0, M)
+                              "reduced" if getattr(system, "reduced", False) else "free", 0, M, _system_path(system))
     ws, wl, Vs, Vl, residuals, used, n_op = _arpack_of_system(system, D, Lfull, M, N, k, vectors, solver, tol,
                                                             maxiter, ncv, progress)
     return SpectrumResult(ws, wl, Vs, Vl, None, residuals, layout, blocks, used,
-                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M)
+                          "reduced" if getattr(system, "reduced", False) else "free", n_op, M, _system_path(system))
+
+
+def _system_path(system):
+    """The path of an assembled system's network (:func:`~sheaflinalg.network.paths.engine`), or None."""
+    network = getattr(system, "network", None)
+    return None if network is None else engine(network)
 
 
 def _arpack_of_system(system, D, Lfull, M, N, k, vectors, solver, tol, maxiter, ncv, progress):

@@ -56,6 +56,10 @@ class SpectrumResult:
         Number of distinct Laplacians diagonalised: samples with the same
         activation pattern share ``L[Omega, Omega]`` (reduced system, or any
         system with identity output), which is computed once.
+    path : str
+        Which engine ran: ``"chain"`` (the fused chain kernels) or ``"graph"``;
+        (:func:`~sheaflinalg.network.paths.engine`; None for a
+        system without a network).
     """
 
     smallest: np.ndarray
@@ -70,6 +74,7 @@ class SpectrumResult:
     system: str = "reduced"
     n_operator: int = 0
     n_distinct: int = 0
+    path: str = None
 
     @property
     def lambda_min(self):

@@ -22,6 +22,7 @@ import numpy as np
 from .._common.atomic import prepare_target, save_npz
 from .._common.npzfile import content_digest, read_npz
 from .history import History
+from ..network.paths import GRAPH, engine
 
 _FORMAT = "sheaflinalg.train-checkpoint/2"
 _META_KEYS = {"format", "run_id", "epoch", "step", "rng", "history"}
@@ -55,7 +56,7 @@ def fingerprint(arrays, settings):
 def network_identity(net):
     """The network's structure in a checkpoint's fingerprint (its parameters are fingerprinted as arrays):
     a chain's widths and output, a graph network's nodes, input shape and output."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         graph = net.graph
         structure = [[n.name, n.op, list(n.inputs), dict(n.attrs)] for n in graph.nodes]
         return dict(graph=structure, input_shape=list(graph.input_shape), output=graph.output)

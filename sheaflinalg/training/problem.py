@@ -20,12 +20,16 @@ class TrainResult:
     state : ndarray or None
         Final free cochain, ``(n_samples, n_free)`` in ``layout``'s order (None for SGD).
     layout : Layout or None
+    path : str
+        Which engine ran: ``"chain"`` (the fused chain kernels) or ``"graph"``
+        (:func:`~sheaflinalg.network.paths.engine`).
     """
 
     network: Network
     history: History
     state: object = None
     layout: object = None
+    path: str = None
 
     def __iter__(self):
         return iter((self.network, self.history))

@@ -14,6 +14,7 @@ from ..sheaf.state import to_columns
 from .graph_sgd import graph_descent
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .problem import Problem, TrainResult
+from ..network.paths import GRAPH, engine
 
 GD_LOSS = {"mse": 0, "cross_entropy": 1, "l1": 2, "pnorm": 3, "huber": 4}
 
@@ -91,7 +92,8 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
 
     history = History(method="sgd", loss=prob.loss)
     theta = net.parameters()
-    params, steps = graph_descent(prob, theta, reg, lr) if net.is_graph else (None, _chain_steps(prob, theta, reg, lr))
+    path = engine(net)
+    params, steps = graph_descent(prob, theta, reg, lr) if path == GRAPH else (None, _chain_steps(prob, theta, reg, lr))
     rec = Recorder(history, net, prob.X, prob.Y, prob.X_test, prob.Y_test, prob.loss, prob.loss_param, theta,
                    params=params)
     rec.record(0, 0, theta)
@@ -117,7 +119,7 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
             bar.update(n)
             if callback is not None and done % callback_every == 0:
                 callback(TrainingInfo("sgd", done, done, rec.network(theta), prob.X, None, history))
-    return TrainResult(rec.network(theta), history)
+    return TrainResult(rec.network(theta), history, path=path)
 
 
 def _chain_steps(prob, theta, reg, lr):

@@ -14,6 +14,7 @@ from .euler import run_euler
 from .euler.chain import DEFAULTS as EULER_DEFAULTS
 from .imex import DEFAULTS as IMEX_DEFAULTS
 from .imex import run_imex
+from ..network.paths import engine
 from .problem import Problem
 
 
@@ -202,4 +203,6 @@ def train(net, X, Y, X_test=None, Y_test=None, alpha=_E["alpha"], beta=_E["beta"
     settings = dict(own, record_every=record_every, seed=seed, callback_every=callback_every,
                     blas_threads=blas_threads, checkpoint_every=checkpoint_every)
     run = {"euler": run_euler, "equilibrium": run_equilibrium, "imex": run_imex}[method]
-    return run(prob, settings, checkpoint, callback, progress)
+    result = run(prob, settings, checkpoint, callback, progress)
+    result.path = engine(net)
+    return result

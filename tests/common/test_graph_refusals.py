@@ -65,7 +65,7 @@ def test_graph_networks_are_refused_first(name, tmp_path):
 
 @pytest.mark.parametrize("member", sorted(CHAIN_ONLY))
 def test_chain_only_members_refuse_a_graph_network(member):
-    with pytest.raises(sl.GraphNetworkError, match="graph network of 12 nodes"):
+    with pytest.raises(sl.GraphNetworkError, match=r"graph network \(12 nodes"):
         CHAIN_ONLY[member]()
 
 

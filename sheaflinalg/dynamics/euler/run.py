@@ -16,12 +16,13 @@ from ...kernels import heat as _kheat
 from ...sheaf.state import to_rows
 from . import parts as _parts
 from .result import HeatHistory, HeatResult, NonFiniteStateError
+from ...network.paths import GRAPH, engine
 
 
 def check_stable(problem, settings):
     """Refuse an unstable ``dt`` (unless ``check_stability=False``), with the largest stable one."""
     alpha, dt, bound = problem.settings.alpha, settings.dt, problem.bound
-    rule = "||I + (||F_(u->v)||)||_2^2" if problem.net.is_graph else "(1 + max(1, ||W_l||_2))^2"
+    rule = "||I + (||F_(u->v)||)||_2^2" if engine(problem.net) == GRAPH else "(1 + max(1, ||W_l||_2))^2"
     if settings.check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "

@@ -14,18 +14,19 @@ from ..patterns import normalise_graph_pattern, normalise_pattern
 from ..pins.specs import resolve_pins
 from ..skip_edges.encoding import check_skip_encoding
 from .system import SheafSystem
+from ...network.paths import GRAPH, engine
 
 
 def check_pattern(net, pattern, n_samples):
     """A validated frozen pattern: a list of masks (chains) or ``{node: array}`` (graph networks)."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return normalise_graph_pattern(net.graph, pattern, n_samples)
     return normalise_pattern(net, pattern, n_samples)
 
 
 def forward_pattern(net, X):
     """The forward pass's own pattern of the (validated, flat) inputs ``X``."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return net.evaluate(X).pattern
     return [z >= 0 for z in net.forward_states(X)[0][:-1]]
 
@@ -45,7 +46,7 @@ def system_bytes(net, n_samples):
     >>> system_bytes(sl.Network.random([2, 30, 1], seed=0), 1000) < 2**25
     True
     """
-    if net.is_graph:
+    if engine(net) == GRAPH:
         nnz_delta, nnz_laplacian = _graph_nnz(net.graph)
     else:
         dims = net.dims

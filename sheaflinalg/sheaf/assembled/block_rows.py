@@ -1,31 +1,11 @@
 """Block rows of the coboundary of one sample, in edge order: ``[(edge, [(coordinate block, block), ...])]``.
 
-A block is a dense matrix or a 1-D diagonal.  A chain has the paper's edges (:func:`coboundary_rows`); a
-graph network one defining edge per node (:func:`node_row`, :func:`graph_rows`), the rows that do not
-depend on the pattern built once per batch (:func:`static_rows`).
+A block is a dense matrix or a 1-D diagonal.  Every network, a chain included, has one defining edge
+per node (:func:`node_row`, :func:`graph_rows`; on a chain these are the paper's edges ``e_z1, e_a1,
+..., e_y``), the rows that do not depend on the pattern built once per batch (:func:`static_rows`).
 """
 
 import numpy as np
-
-
-def coboundary_rows(net, lay, mask_row, out_jacobian, reduced):
-    """Block rows of the coboundary of one sample, in edge order (block names of the chain layout ``lay``).
-
-    Returns a list ``[(edge_name, [(coordinate_block_name, block), ...]), ...]``
-    where a block is a dense matrix or a 1-D diagonal.  ``mask_row`` holds the
-    hidden-layer masks of this sample; ``out_jacobian`` the linearised output
-    restriction map (1-D diagonal or dense), ignored when ``reduced``.
-    """
-    k = net.n_hidden
-    W, b = net.weights, net.biases
-    z, a = lay.z, lay.a
-    rows = [("e_" + z(1), [("x", -W[0]), (lay.ones(0), -b[0]), (z(1), np.ones(net.dims[1]))])]
-    for l in range(1, k + 1):
-        rows.append(("e_" + a(l), [(z(l), -mask_row[l - 1].astype(np.float64)), (a(l), np.ones(net.dims[l]))]))
-        rows.append(("e_" + z(l + 1), [(a(l), -W[l]), (lay.ones(l), -b[l]), (z(l + 1), np.ones(net.dims[l + 1]))]))
-    if not reduced:
-        rows.append(("e_y", [(z(k + 1), -out_jacobian), ("yhat", np.ones(net.dims[-1]))]))
-    return rows
 
 
 def node_row(node, graph, pattern=None):
@@ -43,7 +23,7 @@ def node_row(node, graph, pattern=None):
 
 
 def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
-    """Block rows of a graph network's coboundary for one sample, in edge order (as :func:`coboundary_rows`).
+    """Block rows of a graph network's coboundary for one sample, in edge order.
 
     ``pattern_row`` is ``{node: pattern of this sample}``; ``static`` holds the
     rows of the pattern-independent nodes (:func:`static_rows`), shared by every

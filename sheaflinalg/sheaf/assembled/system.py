@@ -13,12 +13,13 @@ import numpy as np
 from ..._common.validation import check_type
 from ...network import activations
 from ...network.model import Network, check_network
-from .block_rows import coboundary_rows, graph_rows, static_rows
+from .block_rows import graph_rows, static_rows
 from ..harmonic import graph_extension, harmonic_extension
 from ..layout import Layout
 from ..patterns import output_jacobian
 from ..skip_edges.encoding import check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
+from ...network.paths import GRAPH, engine
 
 
 def check_system(system, name="system"):
@@ -75,7 +76,7 @@ class SheafSystem:
         self.reduced = bool(reduced)
         self.skip_encoding = check_skip_encoding(skip_encoding)
         # as_graph: a chain assembled through its chain graph (the graph rows; tests compare both)
-        self.graph = net.graph if net.is_graph or as_graph else None
+        self.graph = net.graph if engine(net) == GRAPH or as_graph else None
         self.pattern = pattern
         if self.graph is None:
             self.layout = Layout.for_network(net, reduced=reduced)
@@ -95,9 +96,7 @@ class SheafSystem:
         self.linearisation_point = zs
         self._jacobians = [output_jacobian(net.output, z) for z in self.linearisation_point]
         if self.graph is None:
-            self._rows = [coboundary_rows(net, lay, [m[s] for m in pattern], self._jacobians[s], self.reduced)
-                          for s in range(self.n_samples)]
-            self._shared_rows(net)
+            self._rows = self._chain_rows(net.graph, pattern)
         else:
             static = static_rows(self.graph)
             split = split_static_rows(self.graph, static, self.skip_encoding)
@@ -113,16 +112,16 @@ class SheafSystem:
                 offset[s, lay.edge("e_y")] = Jz - phi[s]
         self.edge_offset = offset.ravel()
 
-    def _shared_rows(self, net):
-        # Weight-edge blocks do not depend on the sample: share the arrays so
-        # that Gram products of them are computed once per batch.
-        first = self._rows[0]
-        weights = {b.name for b in self.layout.edge_blocks if b.kind == "weight"}
-        shared = {name: entries for name, entries in first if name in weights}
-        for rows in self._rows[1:]:
-            for i, (name, _) in enumerate(rows):
-                if name in shared:
-                    rows[i] = (name, shared[name])
+    def _chain_rows(self, graph, pattern):
+        # A chain's rows are its graph's (the weight rows shared by every sample, their Gram products
+        # computed once per batch), the ones blocks named as in the chain layout (the paper's 1@x, 1@a<l>).
+        lay, static = self.layout, static_rows(graph)
+        if lay.paper:
+            ones = {f"1>{lay.z(l + 1)}": lay.ones(l) for l in range(len(lay.dims) - 1)}
+            static = {v: [(ones.get(u, u), block) for u, block in row] for v, row in static.items()}
+        masks = dict(zip(graph.pattern_nodes, pattern))
+        return [graph_rows(graph, {v: m[s] for v, m in masks.items()}, self._jacobians[s], self.reduced, static)
+                for s in range(self.n_samples)]
 
     def _describe(self):
         return f"graph={self.graph!r}" if self.graph is not None else f"dims={self.network.dims}"

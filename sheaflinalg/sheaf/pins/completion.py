@@ -39,6 +39,7 @@ from ..layout import Layout
 from ..patterns import graph_pattern
 from .specs import pins_or_clamp, resolve_pins
 from ..verification.verify import unit_lower_triangular_certificate
+from ...network.paths import GRAPH, engine
 
 NONUNIQUE = ("error", "minimum_norm")
 
@@ -302,17 +303,17 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
 
 def _as_list(net, pattern):
     """A pattern as a list of (n_samples, n) arrays (a graph's dict in the order of its pattern nodes)."""
-    return [pattern[name] for name in net.graph.pattern_nodes] if net.is_graph else list(pattern)
+    return [pattern[name] for name in net.graph.pattern_nodes] if engine(net) == GRAPH else list(pattern)
 
 
 def _from_list(net, pattern):
     """Inverse of :func:`_as_list`."""
-    return dict(zip(net.graph.pattern_nodes, pattern)) if net.is_graph else pattern
+    return dict(zip(net.graph.pattern_nodes, pattern)) if engine(net) == GRAPH else pattern
 
 
 def _forward_output(net, X):
     """The output node's value (``z(k+1)``) of the forward pass."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return net.evaluate(X).values[net.graph.output_node]
     return net.forward_states(X)[0][-1]
 
@@ -320,7 +321,7 @@ def _forward_output(net, X):
 def _state_pattern(net, lay, state, X, previous):
     """The pattern a completed state reads off itself (``z >= 0`` active, first maxima; a max-pool keeps its
     ``previous`` selection where it is still a maximum up to rounding), as a list."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         values = {node.name: state[:, lay.free(node.name)] for node in net.graph.nodes}
         values[INPUT] = X
         return _as_list(net, graph_pattern(net.graph, values, _from_list(net, previous)))

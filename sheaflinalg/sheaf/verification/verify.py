@@ -14,6 +14,7 @@ from ..harmonic import harmonic_extension
 from ..layout import Layout
 from ..skip_edges.encoding import check_skip_encoding
 from .verify_edges import verify_edges
+from ...network.paths import GRAPH, engine
 
 
 def unit_lower_triangular_certificate(matrix):
@@ -97,6 +98,9 @@ class VerificationReport:
         rounding bound exceeds (or is not below) its tolerance, so float64,
         not the network, may be the cause.  By structure (the exact
         certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
+    path : str
+        Which engine gave the harmonic extension: ``"chain"`` (the fused chain kernels) or ``"graph"``
+        (:func:`~sheaflinalg.network.paths.engine`).
     """
 
     dims: object
@@ -117,6 +121,7 @@ class VerificationReport:
     condition: np.ndarray = None
     inconclusive: dict = field(default_factory=dict)
     rounding_bound: dict = field(default_factory=dict)
+    path: str = None
 
     @property
     def tolerances(self):
@@ -266,7 +271,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         det_certificate=cert, certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
         self_consistent=h.self_consistent, factor_backend=resolved_backend(backend), tol=tol,
-        logdet_tol=logdet_tol, notes=notes)
+        logdet_tol=logdet_tol, notes=notes, path=engine(net))
     checks, tolerances = report.checks, report.tolerances
     # A failed check is inconclusive when rounding alone can exceed its tolerance (a NaN bound counts).
     report.inconclusive = {name: ~checks[name] & ~(b <= tolerances[name]) for name, b in bounds.items()}
@@ -275,7 +280,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
 
 def _describe(net):
     """What the report calls the network: its widths, or a graph's nodes and input shape."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         return f"graph of {len(net.graph.nodes)} nodes on input {net.input_shape}"
     return net.dims
 
@@ -283,7 +288,7 @@ def _describe(net):
 def _forward_reference(net, X):
     """The forward pass in layout order ``z1, a1, ..., z(k+1), yhat``, shape ``(n_samples, n_free)``
     (a graph network: every node's value in topological order, then ``net.forward``)."""
-    if net.is_graph:
+    if engine(net) == GRAPH:
         values = net.evaluate(X).values
         return np.concatenate([values[node.name] for node in net.graph.nodes] + [net.forward(X)], axis=1)
     zs, hidden = net.forward_states(X)

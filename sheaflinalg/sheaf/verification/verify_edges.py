@@ -12,6 +12,7 @@ from ..assembled.assembly import assemble
 from ..assembled.factor import resolved_backend
 from ..skip_edges.least_squares import solve_normal_equations
 from .rank import rank_certificate
+from ...network.paths import GRAPH, engine
 
 
 @dataclass
@@ -35,6 +36,9 @@ class EdgesVerificationReport:
         ``||delta omega||`` of the least-squares extension, relative to
         ``max(1, |forward pass|)``: the residual the compromise leaves.
     factor_backend : str
+    path : str
+        Which engine ran the forward pass: ``"chain"`` (the fused chain kernels) or ``"graph"``
+        (:func:`~sheaflinalg.network.paths.engine`).
     """
 
     network: str
@@ -44,6 +48,7 @@ class EdgesVerificationReport:
     discord: np.ndarray
     factor_backend: str
     skip_encoding: str = "edges"
+    path: str = None
 
     @property
     def passed(self):
@@ -94,7 +99,7 @@ def verify_edges(net, X, backend="auto"):
     certificates = [r[0] for r in rows]
     distance = np.array([r[1] for r in rows], dtype=np.float64)
     discord = np.array([r[2] for r in rows], dtype=np.float64)
-    description = (f"graph network of {len(net.graph.nodes)} nodes" if net.is_graph else f"network {net.dims}")
+    description = (f"graph network of {len(net.graph.nodes)} nodes" if engine(net) == GRAPH else f"network {net.dims}")
     return EdgesVerificationReport(network=f"{description}, output {net.output}", n_samples=M,
                                    certificates=certificates, forward_distance=distance, discord=discord,
-                                   factor_backend=resolved_backend(backend))
+                                   factor_backend=resolved_backend(backend), path=engine(net))

@@ -34,6 +34,7 @@ from .graph import check_graph_settings, check_graph_step_size
 from ..history import History, Recorder, Regularization
 from .stagnation import effective_spectral_gap
 from .tiled import TiledSteps
+from ...network.paths import GRAPH, engine
 
 KERNEL_LOSS = {"mse": LOSS_CODES["squared"], "l1": LOSS_CODES["l1"], "pnorm": LOSS_CODES["pnorm"],
                "huber": LOSS_CODES["huber"], "cross_entropy": LOSS_CODES["squared"]}
@@ -80,7 +81,7 @@ class EulerSettings:
         if stagnation not in ("auto", True, False):
             raise ValueError(f"stagnation must be 'auto', True or False, got {stagnation!r}")
         reg = Regularization.coerce(reg)
-        if prob.net.is_graph:
+        if engine(prob.net) == GRAPH:
             check_graph_settings(prob, reg, stagnation)
         cls.check_stability(prob.net, alpha, dt)
         threads = resolve_threads(threads)
@@ -97,7 +98,7 @@ class EulerSettings:
     def check_stability(net, alpha, dt):
         """Refuse a step ``dt`` for which forward Euler certainly diverges (a method with a stable step
         of its own overrides this)."""
-        if net.is_graph:
+        if engine(net) == GRAPH:
             check_graph_step_size(net.graph, alpha, dt)
         else:
             check_step_size(net, alpha, dt)

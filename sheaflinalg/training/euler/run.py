@@ -4,6 +4,7 @@ from ..epochs import train_epochs
 from . import stagnation as _stagnation
 from .chain import ChainJointRun, EulerSettings
 from .graph import GraphJointRun
+from ...network.paths import GRAPH, engine
 
 
 def run_euler(prob, settings, checkpoint, callback, progress):
@@ -19,7 +20,7 @@ def run_euler(prob, settings, checkpoint, callback, progress):
         As for :func:`~sheaflinalg.train`.
     """
     cfg = EulerSettings.check(prob, callback=callback, **settings)
-    family = GraphJointRun if prob.net.is_graph else ChainJointRun
+    family = GraphJointRun if engine(prob.net) == GRAPH else ChainJointRun
     run = train_epochs(lambda: family(prob, cfg), checkpoint, callback, progress)
     _stagnation.finish(run.history.stagnation, run.history.weight_displacement)
     return run.result()

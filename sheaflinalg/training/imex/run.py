@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._common.validation import check_positive
-from ...network.errors import GraphNetworkError
 from ..epochs import train_epochs
 from ..euler import stagnation as _stagnation
 from ..euler.chain import DEFAULTS as EULER_DEFAULTS
@@ -20,6 +19,7 @@ from ..euler.chain import ChainJointRun, EulerSettings
 from ..problem import TrainResult
 from .operator import ChainImplicitOperator
 from .ros2 import COUNTERS, JointField, Ros2
+from ...network.paths import require_chain
 
 #: The options of ``train(method="imex")`` and their defaults: Euler's but ``reg`` and ``threads``, and ``tol``.
 DEFAULTS = dict({k: v for k, v in EULER_DEFAULTS.items() if k not in ("reg", "threads")}, tol=1e-4)
@@ -86,7 +86,7 @@ class ImexChainRun(ChainJointRun):
     def result(self):
         res = super().result()
         counts = dict(self.ros2.counts, next_step=self.ros2.h)
-        return ImexResult(res.network, res.history, res.state, res.layout, counts)
+        return ImexResult(res.network, res.history, res.state, res.layout, integration=counts)
 
 
 def run_imex(prob, settings, checkpoint, callback, progress):
@@ -101,9 +101,7 @@ def run_imex(prob, settings, checkpoint, callback, progress):
     checkpoint, callback, progress
         As for :func:`~sheaflinalg.train`.
     """
-    if prob.net.is_graph:
-        raise GraphNetworkError("method='imex' trains chains of Linear/ReLU layers only; train graph networks "
-                                "with method='euler'")
+    require_chain(prob.net, "train(method='imex')", "train graph networks with method='euler'")
     settings = dict(settings)
     tol = check_positive(settings.pop("tol"), "tol")
     cfg = ImexSettings.check(prob, callback=callback, reg=None, threads=1, **settings)
