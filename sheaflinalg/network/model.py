@@ -210,7 +210,10 @@ class Network(NetworkFiles):
         """
         if self._graph is not None:
             return None
-        return ChainView(self._views[0], self._views[1], self.node_names)
+        view = self.__dict__.get("_chain_view")
+        if view is None:        # built once: the switch and the chain-only members read it often
+            view = self._chain_view = ChainView(self._views[0], self._views[1], self.node_names)
+        return view
 
     @property
     def is_graph(self):
@@ -255,7 +258,8 @@ class Network(NetworkFiles):
         return self.graph.n_outputs if self.is_graph else self.dims[-1]
 
     def _chain_only(self, what, instead):
-        require_chain(self, what, instead)
+        if self._views is None:         # a graph network's storage: the switch's one refusal
+            require_chain(self, what, instead)
 
     def evaluate(self, X):
         """Every node's value and the activation pattern (:class:`~sheaflinalg.network.graph.forward.GraphState`).
