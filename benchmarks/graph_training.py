@@ -29,8 +29,8 @@ from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
 from sheaflinalg.network.graph.forward import evaluate
 from sheaflinalg.sheaf.matrix_free.bound import graph_lambda_max_bound
 from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
-from sheaflinalg.training.graph_loss import loss_pull
-from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
+from sheaflinalg.training.output_edge import loss_pull
+from sheaflinalg.training.velocity import GraphParameters, ParameterVelocity
 
 STEPS = 10     # the extra steps of the longer run
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._common.validation import check_int
-from ..discord.pinned_analysis import pinned
+from ..discord.pinning.analysis import pinned
 from ..spectral.drivers import spectrum
 
 

@@ -9,7 +9,7 @@ import io
 
 import numpy as np
 
-from ..discord.pinned_analysis import pinned
+from ..discord.pinning.analysis import pinned
 from ..plotting.discord import plot_residuals, residual_limits
 from ..plotting.figure import new_figure
 from .stages import STAGES, deep_sheaf_network, paraboloid_runs

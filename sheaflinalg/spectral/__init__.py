@@ -7,7 +7,7 @@ May import ``sheaf``, ``network``, ``kernels`` and ``_common``.
 
 from .arpack import SpectrumConvergenceError
 from .drivers import DENSE_MAX, TOL, IllConditionedSpectrumError, spectrum, spectrum_of_system
-from .operators import CoboundaryOperator
+from .operators.chain import CoboundaryOperator
 from .result import SpectrumResult
 from .tracker import SpectralTracker
 

@@ -7,7 +7,7 @@ hand the GIL back and forth at every step, and on a virtual machine those
 hand-overs (a sleeping thread to wake, twice per step) cost as much as the
 steps themselves.  Here one thread drives both problems through ARPACK's
 reverse communication: each step, both ask for one operator application, and
-one call applies both (:meth:`sheaflinalg.spectral.operators.CoboundaryOperator.apply_pair`
+one call applies both (:meth:`sheaflinalg.spectral.operators.chain.CoboundaryOperator.apply_pair`
 streams the weights twice for the pair instead of three times, on two cores).
 
 The ARPACK problems are SciPy's own (``_SymmetricArpackParams``, the object

@@ -42,10 +42,10 @@ from ..sheaf.assembled.system import check_system
 from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
 from .arpack_pair import problem_ncv
-from .graph_spectrum import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
+from .operators.graph_systems import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
                              graph_lanczos, graph_ncv, graph_operators, graph_pattern,
                              graph_weights)
-from .operators import CoboundaryOperator, typed_weights
+from .operators.chain import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
 from ..network.paths import CHAIN, GRAPH, engine
 
@@ -223,7 +223,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         ``lambda_max`` (``k=1``, no ``ncv`` given) is found by the plain Lanczos recurrence instead
         (:mod:`~sheaflinalg.spectral.lanczos`: its top is often clustered, where ARPACK's
         reorthogonalisation costs more than the products), at most ``20 * maxiter`` products; smaller
-        ones use a Krylov space of :data:`~sheaflinalg.spectral.graph_spectrum.LARGEST_NCV`.
+        ones use a Krylov space of :data:`~sheaflinalg.spectral.operators.graph_systems.LARGEST_NCV`.
     dense_max : int
         Largest ``N`` the automatic choice diagonalises densely.
     threads : int, optional
@@ -366,7 +366,7 @@ def _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, to
 def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv, threads, progress,
                     layout, lanczos):
     """:func:`spectrum` of a graph network after validation: its distinct patterns, node by node
-    (``lanczos``: :func:`~sheaflinalg.spectral.graph_spectrum.graph_lanczos`)."""
+    (``lanczos``: :func:`~sheaflinalg.spectral.operators.graph_systems.graph_lanczos`)."""
     M = X.shape[0]
     pattern, jacobians = graph_pattern(net, X, pattern, reduced)
     # L depends on the sample only through its pattern (and J): diagonalise each distinct one once.

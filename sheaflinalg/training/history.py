@@ -251,7 +251,7 @@ class History:
 class Recorder:
     """Shared bookkeeping of :func:`~sheaflinalg.train` and :func:`~sheaflinalg.sgd`: losses, norms, time.
 
-    ``params`` is the :class:`~sheaflinalg.training.graph_velocity.GraphParameters` of a graph
+    ``params`` is the :class:`~sheaflinalg.training.velocity.GraphParameters` of a graph
     network (None for a chain): it turns the flat ``theta`` into a network and its norms (one per
     node with parameters).
     """

@@ -11,7 +11,7 @@ from ..kernels.structs import GDBuffers, Regularisation
 from ..kernels.training import gd_steps
 from ..sheaf.layout import Layout
 from ..sheaf.state import to_columns
-from .graph_sgd import graph_descent
+from .backpropagation import graph_descent
 from .history import History, Recorder, Regularization, TrainingInfo, stop_diverged
 from .problem import Problem, TrainResult
 from ..network.paths import GRAPH, engine
@@ -63,7 +63,7 @@ def sgd(net, X, Y, X_test=None, Y_test=None, lr=None, epochs=100_000, loss=None,
     -----
     A graph network (convolutions, pooling, batch norm, residual additions, ...)
     descends by the exact gradient computed as backward substitution in its
-    sheaf (:mod:`sheaflinalg.training.graph_sgd`), one step at a time in Python;
+    sheaf (:mod:`sheaflinalg.training.backpropagation`), one step at a time in Python;
     it takes the losses ``"mse"`` and ``"cross_entropy"`` and no ``reg``
     (GraphNetworkError otherwise).  Its ``history.weight_norms`` has one entry
     per node with parameters.

@@ -12,7 +12,7 @@ from sheaflinalg.network import activations
 from sheaflinalg.network.ops import geometry
 from sheaflinalg.network.graph.files import graph_entries
 from sheaflinalg.spectral import drivers
-from sheaflinalg.spectral.graph_spectrum import graph_pattern
+from sheaflinalg.spectral.operators.graph_systems import graph_pattern
 
 NET = sl.Network.random([2, 4, 1], seed=0)
 

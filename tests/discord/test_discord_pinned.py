@@ -181,7 +181,8 @@ def test_discord_command_and_figure(tmp_path, capsys):
 def test_sl_discord_keeps_its_names():
     """``sl.discord`` became a package beside dynamics; every name it exported stays, as the same object."""
     import sheaflinalg.discord as pkg
-    from sheaflinalg.discord import edge_residuals, edges, node_residuals, pinned_analysis
+    from sheaflinalg.discord import edge_residuals, edges, node_residuals
+    from sheaflinalg.discord.pinning import analysis as pinned_analysis
     from sheaflinalg.sheaf import edge_groups
 
     assert sl.discord is pkg

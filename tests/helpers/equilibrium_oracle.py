@@ -11,8 +11,8 @@ import numpy as np
 
 from sheaflinalg.network.model import Network
 from sheaflinalg.training.equilibrium.oracle import EquilibriumOracle, SettleReport
-from sheaflinalg.training.graph_sgd import descent_direction
-from sheaflinalg.training.graph_velocity import GraphParameters
+from sheaflinalg.training.backpropagation import descent_direction
+from sheaflinalg.training.velocity import GraphParameters
 
 
 def output_and_derivative(output, loss, z, Y):

@@ -12,7 +12,7 @@ from helpers.naive_graph import forward as naive_forward
 from sheaflinalg.network import activations
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.training.equilibrium.graph import TIES_NUDGING, GraphEquilibrium
-from sheaflinalg.training.graph_velocity import GraphParameters
+from sheaflinalg.training.velocity import GraphParameters
 
 
 def loss_gradient(output, loss, z, y):

@@ -16,9 +16,9 @@ from helpers.random_graphs import graph_networks, random_inputs, random_pattern
 import sheaflinalg as sl
 from sheaflinalg._common import memory
 from sheaflinalg.spectral.arpack import arpack_extremes, arpack_group
-from sheaflinalg.spectral.graph_spectrum import LARGEST_NCV, graph_ncv
-from sheaflinalg.spectral.graph_operators import GraphLaplacianOperator
-from sheaflinalg.spectral.operators import CoboundaryOperator
+from sheaflinalg.spectral.operators.graph_systems import LARGEST_NCV, graph_ncv
+from sheaflinalg.spectral.operators.graph import GraphLaplacianOperator
+from sheaflinalg.spectral.operators.chain import CoboundaryOperator
 
 NET = every_op_network()
 

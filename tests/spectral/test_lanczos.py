@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from helpers.random_graphs import random_graph, random_inputs
 import sheaflinalg as sl
-from sheaflinalg.spectral import graph_spectrum
+from sheaflinalg.spectral.operators import graph_systems as graph_spectrum
 from sheaflinalg.spectral.arpack_pair import largest_pairs
 from sheaflinalg.spectral.lanczos import LargestLanczos
 

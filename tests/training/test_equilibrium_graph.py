@@ -19,8 +19,8 @@ import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
-from sheaflinalg.training.graph_sgd import descent_direction
-from sheaflinalg.training.graph_velocity import GraphParameters
+from sheaflinalg.training.backpropagation import descent_direction
+from sheaflinalg.training.velocity import GraphParameters
 
 #: (output, loss) pairs graph networks train with.
 SETTINGS = [("identity", "mse"), ("softmax", "cross_entropy"), ("sigmoid", "cross_entropy"), ("tanh", "mse")]

@@ -14,7 +14,7 @@ from helpers.equilibrium_twin import check_equilibrium
 import sheaflinalg as sl
 from sheaflinalg.network.graph.forward import evaluate
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
-from sheaflinalg.training.graph_velocity import GraphParameters
+from sheaflinalg.training.velocity import GraphParameters
 
 torch = pytest.importorskip("torch")
 

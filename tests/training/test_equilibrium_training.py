@@ -16,7 +16,7 @@ from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
 from sheaflinalg.training.equilibrium import run as run_module
 from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
-from sheaflinalg.training.graph_velocity import GraphParameters
+from sheaflinalg.training.velocity import GraphParameters
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
 NET = sl.Network.random([2, 12, 4], seed=1, output="softmax")

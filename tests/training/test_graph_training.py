@@ -15,8 +15,8 @@ from helpers.random_graphs import graph_networks, random_inputs
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
-from sheaflinalg.training.graph_sgd import descent_direction
-from sheaflinalg.training.graph_velocity import GraphParameters, ParameterVelocity
+from sheaflinalg.training.backpropagation import descent_direction
+from sheaflinalg.training.velocity import GraphParameters, ParameterVelocity
 
 
 def _random_state(graph, rng, M):

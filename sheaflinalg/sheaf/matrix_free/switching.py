@@ -1,7 +1,7 @@
 """Self-consistent activation patterns of a graph network's equilibria: pattern iteration and Filippov sliding.
 
 An equilibrium problem on a graph network (the output pinned to the labels,
-:mod:`~sheaflinalg.discord.graph_pinned`; the output nudged towards them,
+:mod:`~sheaflinalg.discord.pinning.graph`; the output nudged towards them,
 :mod:`~sheaflinalg.training.equilibrium.graph`) is solved exactly for a frozen
 activation pattern by a *frozen solve*: a callable
 ``solve(X, Y, pattern, surface=(), values=None) -> (M, n_free)`` free cochains

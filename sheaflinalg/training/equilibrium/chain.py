@@ -18,7 +18,7 @@ The weight velocity at the equilibrium is ``-grad_theta E_b`` (envelope
 theorem): ``e_z_l a_(l-1)^T`` for ``W_l`` and ``e_z_l`` for ``b_l``, with the
 equilibrium's activations.  :meth:`ChainEquilibrium.gradient` returns
 ``g = scale * grad_theta E_b / b`` summed over the batch, ``scale`` as in
-:func:`~sheaflinalg.training.graph_loss.loss_gradient_scale`: backpropagation's
+:func:`~sheaflinalg.training.output_edge.loss_gradient_scale`: backpropagation's
 gradient of the batch's mean loss, with an error ``O(b)`` (``O(b^2)`` for the
 average of ``+b`` and ``-b``).
 """
@@ -31,7 +31,7 @@ from ..._common.validation import check_dims, check_int, check_real
 from ...network import activations
 from ...network.model import parameter_offsets
 from ...sheaf.layout import Layout
-from ..graph_loss import loss_gradient_scale
+from ..output_edge import loss_gradient_scale
 from ..losses import resolve_loss
 from .chain_linear import forward, unpack
 from .frozen import frozen_equilibrium

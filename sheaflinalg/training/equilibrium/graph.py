@@ -30,7 +30,7 @@ sliding where it cycles, up to a cap (at small nudging a max-pool window tied at
 the forward pass keeps the selection solved under when the solution moves it down:
 :data:`TIES_NUDGING`); then the weights' gradient is the
 parameter velocity at the equilibrium (envelope theorem,
-:class:`~sheaflinalg.training.graph_velocity.ParameterVelocity`: shared
+:class:`~sheaflinalg.training.velocity.ParameterVelocity`: shared
 convolution weights summed over positions, batch norm's folded affine),
 ``g = -scale * velocity / b``.
 """
@@ -47,8 +47,8 @@ from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
 from ...sheaf.matrix_free.switching import forward_ties, iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
-from ..graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
-from ..graph_velocity import GraphParameters, ParameterVelocity
+from ..output_edge import check_graph_loss, loss_gradient_scale, loss_pull
+from ..velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
 from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_point
 

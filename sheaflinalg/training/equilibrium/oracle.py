@@ -2,7 +2,7 @@
 
 An *equilibrium oracle* belongs to one network family (chains, graph networks).
 For weights ``theta`` (the flat parameter vector of the family: ``Network.parameters()``
-for a chain, :class:`~sheaflinalg.training.graph_velocity.GraphParameters` order
+for a chain, :class:`~sheaflinalg.training.velocity.GraphParameters` order
 for a graph) and a mini-batch ``(X, Y)`` it finds, sample by sample, the state
 ``x*`` minimising ::
 
@@ -11,7 +11,7 @@ for a graph) and a mini-batch ``(X, Y)`` it finds, sample by sample, the state
 (``b`` the nudging; the activation pattern read off ``x*`` itself, Filippov
 sliding on switching surfaces), and returns ``g = scale * grad_theta E_b(x*; theta) / b``
 summed over the batch, ``scale`` the factor of
-:func:`~sheaflinalg.training.graph_loss.loss_gradient_scale` so that ``g`` estimates the
+:func:`~sheaflinalg.training.output_edge.loss_gradient_scale` so that ``g`` estimates the
 gradient of the reported mean loss (exact as ``b -> 0``).  With symmetric nudging the
 caller averages the oracle's answers at ``+b`` and ``-b``.
 """

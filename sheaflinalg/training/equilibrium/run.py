@@ -20,7 +20,7 @@ from ...network.model import NetworkOverflowError
 from ..batches import epoch_batches
 from ..checkpoint import RunShape, network_identity
 from ..epochs import EpochRun, train_epochs
-from ..graph_velocity import GraphParameters
+from ..velocity import GraphParameters
 from ..history import History, Recorder, TrainingInfo
 from ..problem import TrainResult
 from .chain import ChainEquilibrium

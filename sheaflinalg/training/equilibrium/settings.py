@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ..._common.validation import check_bool, check_int, check_positive
 from ..batches import batches_per_epoch, check_batch_size
 from ..epochs import check_loop_settings
-from ..graph_loss import GRAPH_LOSSES
+from ..output_edge import GRAPH_LOSSES
 from ..optim import make_optimizer, make_schedule
 
 #: Options of ``train(method="equilibrium")`` and their defaults (``batch_size=None``: 100, or all samples

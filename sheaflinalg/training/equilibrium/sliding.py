@@ -14,7 +14,7 @@ those coordinates held at 0 (one more row each in the frozen solve).  So the
 coordinates that would flip back are *held*; a consistent solution is
 accepted when Filippov's condition holds at every held coordinate, and a held
 coordinate that fails it is released to the side it is pushed to (as
-:mod:`sheaflinalg.discord.pinned_analysis` does for the pinned discord, one
+:mod:`sheaflinalg.discord.pinning.analysis` does for the pinned discord, one
 sample at a time; here every sample of the batch searches at once).
 """
 

@@ -8,7 +8,7 @@ One forward-Euler step, every force from the old state and the old parameters:
    is pinned to the targets and the loss edge pulls the output node
    (:mod:`.graph_loss`);
 2. the parameter velocity ``-dE/dtheta`` from the same residuals
-   (:class:`~sheaflinalg.training.graph_velocity.ParameterVelocity`: shared
+   (:class:`~sheaflinalg.training.velocity.ParameterVelocity`: shared
    convolution weights summed over positions, batch norm's folded affine);
 3. ``w += alpha dt force``, ``theta += beta dt velocity``.
 
@@ -35,8 +35,8 @@ from ...sheaf.matrix_free.residuals import GraphSheaf
 from ...sheaf.layout import Layout
 from ..checkpoint import RunShape, network_identity
 from ..epochs import EpochRun
-from ..graph_loss import check_graph_loss, edge_discord, loss_pull
-from ..graph_velocity import GraphParameters, ParameterVelocity
+from ..output_edge import check_graph_loss, edge_discord, loss_pull
+from ..velocity import GraphParameters, ParameterVelocity
 from ..history import History, Recorder
 from . import stagnation as _stagnation
 

@@ -9,13 +9,13 @@ and ``L^{-1}`` node by node (:class:`GraphLaplacianOperator`); the dense path
 
 import numpy as np
 
-from ..network.graph.forward import evaluate
-from ..sheaf.assembled.assembly import assemble
-from ..sheaf.matrix_free.node_maps import NodeMaps
-from ..sheaf.patterns import normalise_graph_pattern, output_jacobian
-from .arpack_pair import problem_ncv
-from .graph_operators import GraphLaplacianOperator
-from .lanczos import MIN_TOL
+from ...network.graph.forward import evaluate
+from ...sheaf.assembled.assembly import assemble
+from ...sheaf.matrix_free.node_maps import NodeMaps
+from ...sheaf.patterns import normalise_graph_pattern, output_jacobian
+from ..arpack_pair import problem_ncv
+from .graph import GraphLaplacianOperator
+from ..lanczos import MIN_TOL
 
 
 def distinct_rows(keys):

@@ -15,8 +15,8 @@ from .._common.memory import FLOAT, check_batch
 from ..network.errors import GraphNetworkError
 from ..network.graph.forward import evaluate
 from ..sheaf.matrix_free.coboundary import GraphCoboundary
-from .graph_loss import check_graph_loss, loss_gradient_scale, loss_pull
-from .graph_velocity import GraphParameters, ParameterVelocity
+from .output_edge import check_graph_loss, loss_gradient_scale, loss_pull
+from .velocity import GraphParameters, ParameterVelocity
 
 #: Batch-sized arrays per node value in a descent step: the forward values, the adjoints and the
 #: substitution's buffers (an estimate for the memory check).

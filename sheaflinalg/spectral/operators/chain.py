@@ -12,9 +12,9 @@ import numba
 import numpy as np
 from numba.typed import List
 
-from .._common import threads as _threads
-from ..kernels import substitution as _sub
-from ..sheaf.layout import Layout
+from ..._common import threads as _threads
+from ...kernels import substitution as _sub
+from ...sheaf.layout import Layout
 
 
 

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._common.validation import as_float64, as_samples
-from ..network.model import check_network
-from ..sheaf.pins.completion import complete
-from .edge_residuals import EdgeResiduals, residuals
-from .graph_pinned import pinned_equilibrium
-from .node_residuals import NodeResiduals, node_table
-from ..network.paths import GRAPH, engine
+from ..._common.validation import as_float64, as_samples
+from ...network.model import check_network
+from ...sheaf.pins.completion import complete
+from ..edge_residuals import EdgeResiduals, residuals
+from .graph import pinned_equilibrium
+from ..node_residuals import NodeResiduals, node_table
+from ...network.paths import GRAPH, engine
 
 
 @dataclass

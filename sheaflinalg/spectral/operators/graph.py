@@ -21,8 +21,8 @@ import threading
 
 import numpy as np
 
-from .._common import threads as _threads
-from ..sheaf.matrix_free.coboundary import GraphCoboundary
+from ..._common import threads as _threads
+from ...sheaf.matrix_free.coboundary import GraphCoboundary
 
 
 class GraphLaplacianOperator:

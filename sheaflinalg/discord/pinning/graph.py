@@ -14,18 +14,18 @@ forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
 held coordinates ``E^T w = y``).  A nonlinear output re-linearises ``phi``
 (Gauss-Newton) in :func:`~sheaflinalg.complete`.  As for chains
-(:mod:`~sheaflinalg.discord.pinned_analysis`) a Filippov equilibrium is found by
+(:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov equilibrium is found by
 frozen-pattern solves with the sliding coordinates pinned at 0.
 """
 
 import numpy as np
 
-from ..network.graph.forward import evaluate
-from ..sheaf.pins.completion import complete
-from ..sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
-from ..sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
-from ..sheaf.layout import Layout
-from ..sheaf.matrix_free.coboundary import GraphCoboundary
+from ...network.graph.forward import evaluate
+from ...sheaf.pins.completion import complete
+from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
+from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
+from ...sheaf.layout import Layout
+from ...sheaf.matrix_free.coboundary import GraphCoboundary
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
