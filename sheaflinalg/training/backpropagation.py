@@ -1,7 +1,7 @@
 """Gradient descent on a graph network: backpropagation as backward substitution in the sheaf.
 
 The exact gradient of the reported mean loss is the parameter velocity of
-:mod:`.graph_velocity` with backpropagation's adjoints in place of the edge
+:mod:`.velocity` with backpropagation's adjoints in place of the edge
 residuals: at the forward state (pattern read on the way), the adjoints are
 ``lambda = delta_Omega^{-T} r`` (:meth:`GraphCoboundary.solve_transpose`,
 backward substitution in reverse topological order), ``r`` the loss's pull on

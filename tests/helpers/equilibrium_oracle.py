@@ -2,7 +2,7 @@
 
 It implements :class:`sheaflinalg.training.equilibrium.oracle.EquilibriumOracle` with plain numpy
 backpropagation on chains (written here from the forward pass) and the library's backward substitution
-on graph networks (``graph_sgd.descent_direction``), so that the training loop can be tested apart from
+on graph networks (``backpropagation.descent_direction``), so that the training loop can be tested apart from
 the exact equilibria: ``g`` is the gradient of the batch's mean loss, plus ``nudging * bias`` when a
 ``bias`` vector is given (an odd first-order bias that symmetric nudging must cancel).
 """

@@ -6,7 +6,7 @@ One forward-Euler step, every force from the old state and the old parameters:
    the state, and the force ``-delta_P^T e`` on every node
    (:class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf`); the output vertex
    is pinned to the targets and the loss edge pulls the output node
-   (:mod:`.graph_loss`);
+   (:mod:`..output_edge`);
 2. the parameter velocity ``-dE/dtheta`` from the same residuals
    (:class:`~sheaflinalg.training.velocity.ParameterVelocity`: shared
    convolution weights summed over positions, batch norm's folded affine);
