@@ -149,7 +149,7 @@ class Store:
         self.db = None
         try:
             self.db = self._connect()
-            self._open()
+            self._open_when_free()
         except BaseException:
             if self.db is not None:
                 self.db.close()
@@ -174,6 +174,22 @@ class Store:
             raise StoreError(_explain(self.path, exc)) from None
 
     @_sqlite_errors
+    def _open_when_free(self):
+        """:meth:`_open`, again while another driver is setting up the same new file.
+
+        SQLite answers "locked" at once, without waiting its busy timeout, where waiting could
+        deadlock (two drivers turning one new file to WAL and writing its tables together): the set-up
+        only creates what is missing, so it is tried again until the busy timeout has passed.
+        """
+        deadline = time.monotonic() + BUSY_MS / 1000
+        while True:
+            try:
+                return self._open()
+            except sqlite3.OperationalError as exc:
+                if not ("locked" in str(exc) or "busy" in str(exc)) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
     def _open(self):
         """Recognise the file (refuse any other database untouched), then set it up when writable."""
         self.db.execute(f"PRAGMA busy_timeout = {BUSY_MS}")
