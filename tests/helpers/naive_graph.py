@@ -122,6 +122,40 @@ def concat_dense(node, shapes):
     return maps
 
 
+def permute_dense(node, in_shape, out_shape):
+    """Output position ``q`` takes the parent's position ``p`` with ``p[axes[k]] = q[k]``."""
+    axes = tuple(node.attrs["axes"])
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for q in _positions(out_shape):
+        p = [0] * len(q)
+        for k, a in enumerate(axes):
+            p[a] = q[k]
+        F[_flat(q, out_shape), _flat(tuple(p), in_shape)] = 1.0
+    return F
+
+
+def mean_dense(node, in_shape, out_shape):
+    """Every parent position adds ``1 / count`` to the output position with the averaged axes dropped (or 0)."""
+    axes = {int(a) for a in np.atleast_1d(node.attrs["axes"])}
+    count = int(np.prod([in_shape[a] for a in axes]))
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for p in _positions(in_shape):
+        q = tuple(0 if a in axes else i for a, i in enumerate(p)) if node.attrs["keepdim"] else \
+            tuple(i for a, i in enumerate(p) if a not in axes)
+        F[_flat(q, out_shape), _flat(p, in_shape)] += 1.0 / count
+    return F
+
+
+def pad_dense(node, in_shape, out_shape):
+    """Parent position ``(c, p)`` goes to ``(c, p + before)``."""
+    before = tuple(node.attrs["pads"])[::2]
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for p in _positions(in_shape):
+        q = (p[0],) + tuple(i + b for i, b in zip(p[1:], before))
+        F[_flat(q, out_shape), _flat(p, in_shape)] = 1.0
+    return F
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -147,6 +181,8 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
+    elif node.op in ("permute", "mean", "pad"):
+        Fs = [{"permute": permute_dense, "mean": mean_dense, "pad": pad_dense}[node.op](node, in_shape, out_shape)]
     else:
         Fs = concat_dense(node, shapes)
     return list(zip(node.inputs, Fs)), bias

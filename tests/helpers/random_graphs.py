@@ -34,8 +34,9 @@ MODES = ("mixed", "active", "dead", "ties")
 #: The steps of a convolutional chain (residual blocks and concatenations drawn twice as often).
 CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "batchnorm", "residual", "concat",
              "residual", "concat")
-#: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node.
-EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip")
+#: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
+#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding).
+EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing")
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
@@ -136,7 +137,22 @@ class _Builder:
                                                              "shift": self.bias(shape[0])})
         if kind == "linear":
             return self.linear(name, cur, int(rng.integers(1, 5)))
+        if kind == "plumbing":
+            return self.plumbing(name, cur, shape)
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
+
+    def plumbing(self, name, cur, shape):
+        """A permutation of the axes, a mean over some of them, or (spatial maps) a zero padding."""
+        rng = self.rng
+        op = str(rng.choice(["permute", "mean", "pad"] if len(shape) > 1 else ["permute", "mean"]))
+        if op == "permute":
+            return self.add(name, op, [cur], {"axes": tuple(int(a) for a in rng.permutation(len(shape)))})
+        if op == "pad":
+            pads = tuple(int(p) for p in rng.integers(0, 3, size=2 * len(shape) - 2))
+            return self.add(name, op, [cur], {"pads": pads})
+        axes = tuple(sorted(int(a) for a in rng.choice(len(shape), size=int(rng.integers(1, len(shape) + 1)),
+                                                       replace=False)))
+        return self.add(name, op, [cur], {"axes": axes, "keepdim": len(axes) == len(shape) or bool(rng.random() < 0.5)})
 
     def pool(self, name, kind, cur, shape):
         rng = self.rng

@@ -91,6 +91,16 @@ def _draw_case(draw, op, rng):
     if op == "reshape":
         shape = _any_shape(draw)
         return Node("v", op, inputs, {"shape": (int(np.prod(shape)),) if len(shape) > 1 else (1, shape[0])}), [shape]
+    if op in ("permute", "mean"):
+        shape = _any_shape(draw)
+        if op == "permute":
+            return Node("v", op, inputs, {"axes": tuple(draw(st.permutations(range(len(shape)))))}), [shape]
+        axes = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+        return Node("v", op, inputs, {"axes": tuple(axes), "keepdim": draw(st.booleans())}), [shape]
+    if op == "pad":
+        shape = _spatial_shape(draw)
+        pads = tuple(draw(st.integers(0, 2)) for _ in range(2 * len(shape) - 2))
+        return Node("v", op, inputs, {"pads": pads}), [shape]
     return Node("v", op, inputs), [_any_shape(draw)]
 
 

@@ -25,6 +25,9 @@ op                  params            attrs                                     
 ``add``             --                --  (two or more parents)                   --
 ``concat``          --                axis  (two or more parents)                 --
 ``reshape``         --                shape                                       --
+``permute``         --                axes                                        --
+``mean``            --                axes, keepdim                               --
+``pad``             --                pads  (before, after per spatial axis)      --
 ==================  ================  ==========================================  =========
 """
 

@@ -8,12 +8,13 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 
 from types import MappingProxyType
 
-from . import adaptive_avgpool, add, avgpool, batchnorm, concat, conv, leaky_relu, linear, maxpool, relu, reshape
+from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, leaky_relu, linear, maxpool, mean, pad, permute,
+               relu, reshape)
 from .rule import MANY, MASK, SELECTION, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
 RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
-                                                        relu, leaky_relu, add, concat, reshape)})
+                                                        relu, leaky_relu, add, concat, reshape, permute, mean, pad)})
 
 
 def rule_of(op):
@@ -26,7 +27,7 @@ def rule_of(op):
     >>> rule_of("gelu")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape
+    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad
     """
     try:
         return RULES[op]

@@ -1,0 +1,65 @@
+"""``permute``: the per-sample axes in another order (``Tensor.permute``, ``transpose``, ONNX ``Transpose``)."""
+
+import numbers
+
+import numpy as np
+
+from .rule import Placement, csr
+
+
+def check_axes(node, parent):
+    """``node.attrs['axes']`` as a tuple of ints, checked to be a permutation of the parent's axes."""
+    axes = node.attrs["axes"]
+    axes = (axes,) if isinstance(axes, numbers.Integral) else tuple(axes)
+    if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in axes) or \
+            sorted(axes) != list(range(len(parent))):
+        raise ValueError(f"node {node.name!r} (permute): axes must be a permutation of the per-sample axes "
+                         f"0..{len(parent) - 1} of {parent}, got {node.attrs['axes']!r}")
+    return tuple(int(a) for a in axes)
+
+
+def sources(node, graph):
+    """For every output entry, the position of the parent entry it takes."""
+    parent = graph.shapes[node.inputs[0]]
+    return np.arange(int(np.prod(parent))).reshape(parent).transpose(check_axes(node, parent)).ravel()
+
+
+class Permute(Placement):
+    """Output axis ``k`` is the parent's axis ``axes[k]``: the restriction map is a permutation matrix.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> RULE.shape(sl.Node("t", "permute", ["x"], {"axes": (1, 0, 2)}), [(2, 3, 4)])
+    (3, 2, 4)
+    """
+
+    name = "permute"
+    attrs = ("axes",)
+
+    def shape(self, node, parent_shapes):
+        (parent,) = parent_shapes
+        return tuple(parent[a] for a in check_axes(node, parent))
+
+    def forward(self, node, graph):
+        src = sources(node, graph)
+
+        def step(inputs, out, pattern, frozen):
+            np.take(inputs[0], src, axis=1, out=out)
+        return step
+
+    def blocks(self, node, graph, pattern=None):
+        src = sources(node, graph)
+        return [csr(np.arange(src.size), src, np.ones(src.size), (src.size, src.size))]
+
+    def maps(self, node, graph):
+        src = sources(node, graph)
+
+        def transpose(i, y, p):
+            out = np.empty_like(y)
+            out[:, src] = y
+            return out
+        return (lambda i, x, p: x[:, src]), transpose
+
+
+RULE = Permute()
