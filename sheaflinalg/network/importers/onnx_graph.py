@@ -369,6 +369,60 @@ def _identity(reader, node, label, attrs, rule):
     reader.builder.elide(node.output[0], node.input[0])
 
 
+def _int_input(reader, node, label, index, what):
+    """The integers of input ``index`` (a constant, or shape arithmetic equal for every batch), or None if absent."""
+    if len(node.input) <= index or not node.input[index]:
+        return None
+    name = node.input[index]
+    if name in reader.sizes and len({tuple(v.reshape(-1)) for v in reader.sizes[name].values()}) == 1:
+        return tuple(int(a) for a in reader.sizes[name][BATCHES[0]].reshape(-1))
+    if name not in reader.constants:
+        raise refuse(label, node.op_type, f"its {what} {name!r} is computed from values, not a constant")
+    return tuple(int(a) for a in np.asarray(reader.constants[name]).reshape(-1))
+
+
+def _transpose(reader, node, label, attrs, rule):
+    rank = len(reader.builder.shape(node.input[0])) + 1
+    perm = tuple(int(a) for a in attrs.get("perm", range(rank - 1, -1, -1)))
+    if sorted(perm) != list(range(rank)) or perm[0] != 0:
+        raise refuse(label, node.op_type, f"perm={list(perm)} moves the batch axis 0 (or is not a permutation of "
+                                          f"{rank} axes); only per-sample axes may be permuted")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"axes": tuple(a - 1 for a in perm[1:])})
+
+
+def _reduce_mean(reader, node, label, attrs, rule):
+    rank = len(reader.builder.shape(node.input[0])) + 1
+    axes = attrs.get("axes", _int_input(reader, node, label, 1, "axes"))
+    if not axes and attrs.get("noop_with_empty_axes", 0):
+        return reader.builder.elide(node.output[0], node.input[0])
+    if not axes:
+        raise refuse(label, node.op_type, "without axes it averages over the batch axis too; give per-sample axes")
+    axes = tuple(sorted({_batch_axis(reader, node, label, int(a), rank) for a in axes}))
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
+                       {"axes": axes, "keepdim": bool(attrs.get("keepdims", 1))})
+
+
+def _pad(reader, node, label, attrs, rule):
+    mode = attrs.get("mode", b"constant")
+    value = attrs.get("value", 0.0)
+    if len(node.input) > 2 and node.input[2]:
+        value = float(reader.constant(node, node.input[2], label, "constant_value").reshape(-1)[0])
+    if (mode.decode() if isinstance(mode, bytes) else mode) != "constant" or value != 0:
+        raise refuse(label, node.op_type, f"mode={mode!r}, value={value!r}; only zero padding is supported")
+    shape = reader.builder.shape(node.input[0])
+    rank = len(shape) + 1
+    axes = _int_input(reader, node, label, 3, "axes") or tuple(range(rank))
+    pads = tuple(int(p) for p in attrs["pads"]) if "pads" in attrs else _int_input(reader, node, label, 1, "pads")
+    per_axis = [[0, 0] for _ in range(rank)]
+    for k, a in enumerate(axes):
+        per_axis[a % rank] = [pads[k], pads[k + len(axes)]]
+    if any(p < 0 for pair in per_axis for p in pair) or per_axis[0] != [0, 0] or per_axis[1] != [0, 0]:
+        raise refuse(label, node.op_type, f"pads={list(pads)} pad the batch or channel axis or crop (negative); "
+                                          "only padding of the spatial axes is supported")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
+                       {"pads": tuple(p for pair in per_axis[2:] for p in pair)})
+
+
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
 OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _matmul),
@@ -378,7 +432,9 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "BatchNormalization": Entry(ops.batchnorm.RULE, _batchnorm), "Concat": Entry(ops.concat.RULE, _concat),
        "Flatten": Entry(ops.reshape.RULE, _flatten), "Reshape": Entry(ops.reshape.RULE, _reshape),
        "Relu": Entry(ops.relu.RULE, _relu), "LeakyRelu": Entry(ops.leaky_relu.RULE, _leaky_relu),
-       "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant)}
+       "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant),
+       "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
+       "Pad": Entry(ops.pad.RULE, _pad)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 

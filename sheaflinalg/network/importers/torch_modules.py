@@ -245,3 +245,83 @@ def dropout_function(rule, node, name, op):
     if args["training"] and args["p"] > 0:
         raise refuse(name, op, "dropout with training=True is random; call model.eval() first")
     return Step(rule, [args["input"]])
+
+
+def _dims(name, op, dims, ndim):
+    """Tensor dimensions (ints, negative from the end) as non-negative ints of a rank-``ndim`` value."""
+    dims = [dims] if isinstance(dims, int) and not isinstance(dims, bool) else list(dims)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and -ndim <= d < ndim for d in dims):
+        raise refuse(name, op, f"dims {dims!r} are not dimensions of these rank-{ndim} values")
+    return [d % ndim for d in dims]
+
+
+def permute_function(rule, node, name, op):
+    """``Tensor.permute``/``torch.permute``, ``Tensor.transpose``/``torch.transpose``: the batch axis stays first."""
+    swap = getattr(node.target, "__name__", node.target) == "transpose"
+    rest = list(node.args[1:]) + [node.kwargs[k] for k in ("dims", "dim0", "dim1") if k in node.kwargs]
+    dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (tuple, list)) else rest
+
+    def axes(fx_node, shape):
+        ndim = len(shape(node.args[0])) + 1
+        order = _dims(name, op, dims, ndim)
+        if swap and len(order) == 2:
+            a, b = order
+            order = list(range(ndim))
+            order[a], order[b] = b, a
+        if sorted(order) != list(range(ndim)):
+            raise refuse(name, op, f"dims {dims!r} are not a permutation of the {ndim} dimensions")
+        if order[0] != 0:
+            raise refuse(name, op, f"dims {dims!r} move the batch axis 0; only per-sample axes may be permuted")
+        return {"axes": tuple(d - 1 for d in order[1:])}
+    return Step(rule, [node.args[0]], resolve=axes)
+
+
+def _mean(input, dim=None, keepdim=False, dtype=None):
+    """Stand-in signature of ``torch.mean`` and ``Tensor.mean``."""
+
+
+def mean_function(rule, node, name, op):
+    """``Tensor.mean``/``torch.mean`` over given per-sample dimensions (a mean over the batch mixes samples)."""
+    args = bind(_mean, node)
+    if args["dim"] is None or args["dim"] == () or args["dim"] == []:
+        raise refuse(name, op, "a mean without dim averages over the batch axis too; give the per-sample dims")
+
+    def axes(fx_node, shape):
+        ndim = len(shape(args["input"])) + 1
+        dims = _dims(name, op, args["dim"], ndim)
+        if 0 in dims:
+            raise refuse(name, op, f"dim={args['dim']!r} averages over the batch axis 0, mixing the samples")
+        return {"axes": tuple(sorted(d - 1 for d in set(dims))), "keepdim": bool(args["keepdim"])}
+    return Step(rule, [args["input"]], resolve=axes)
+
+
+def pad_step(rule, name, op, parent, pad, mode="constant", value=0.0):
+    """A zero padding from torch's ``pad`` (last dimension first: ``(left, right, top, bottom, ...)``)."""
+    if mode != "constant" or value not in (None, 0, 0.0):
+        raise refuse(name, op, f"mode={mode!r}, value={value!r}; only zero padding (mode 'constant', value 0) "
+                               "is a linear map without a constant")
+    pad = [pad] * 2 if isinstance(pad, int) and not isinstance(pad, bool) else list(pad)
+    if len(pad) % 2 or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in pad):
+        raise refuse(name, op, f"pad={pad!r} is not pairs of integers >= 0 (a negative pad crops)")
+
+    def pads(fx_node, shape):
+        n = len(shape(parent)) - 1
+        if len(pad) // 2 > n:
+            raise refuse(name, op, f"pad={pad!r} pads the channel or batch axis; only the {n} spatial axes")
+        pairs = [(0, 0)] * (n - len(pad) // 2) + [tuple(pad[i:i + 2]) for i in range(0, len(pad), 2)][::-1]
+        return {"pads": tuple(p for pair in pairs for p in pair)}
+    return Step(rule, [parent], resolve=pads)
+
+
+def _pad(input, pad, mode="constant", value=None):
+    """Stand-in signature of ``F.pad``."""
+
+
+def pad_function(rule, node, name, op):
+    """``F.pad`` with zeros."""
+    return pad_step(rule, name, op, *bind(_pad, node).values())         # input, pad, mode, value
+
+
+def pad_module(rule, torch, module, name, op, parent):
+    """``nn.ZeroPad1d/2d``, ``nn.ConstantPad1d/2d`` with value 0."""
+    return pad_step(rule, name, op, parent, module.padding, "constant", getattr(module, "value", 0.0))

@@ -19,7 +19,8 @@ from .. import ops
 from .builder import Entry, or_list
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
-                            linear_module, maxpool_step, plain_step, reshape_step)
+                            linear_module, maxpool_step, mean_function, pad_function, pad_module, permute_function,
+                            plain_step, reshape_step)
 
 
 def _module(step):
@@ -62,7 +63,13 @@ def _modules(nn):
             nn.LeakyReLU: Entry(ops.leaky_relu.RULE, _leaky_module),
             nn.Identity: Entry(None, _module(plain_step)),
             nn.Dropout: Entry(None, dropout_module), nn.Dropout1d: Entry(None, dropout_module),
-            nn.Dropout2d: Entry(None, dropout_module)}
+            nn.Dropout2d: Entry(None, dropout_module),
+            nn.ZeroPad1d: Entry(ops.pad.RULE, pad_module), nn.ZeroPad2d: Entry(ops.pad.RULE, pad_module),
+            nn.ConstantPad1d: Entry(ops.pad.RULE, pad_module), nn.ConstantPad2d: Entry(ops.pad.RULE, pad_module)}
+
+
+_PERMUTE = Entry(ops.permute.RULE, permute_function)
+_MEAN = Entry(ops.mean.RULE, mean_function)
 
 
 def _functions(torch, F):
@@ -79,14 +86,17 @@ def _functions(torch, F):
             F.avg_pool1d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 1)),
             F.avg_pool2d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 2)),
             F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
-            F.dropout: Entry(None, dropout_function)}
+            F.dropout: Entry(None, dropout_function),
+            torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN,
+            F.pad: Entry(ops.pad.RULE, pad_function)}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
 _RELU = Entry(ops.relu.RULE, _function(plain_step))
 #: ``{tensor method name: Entry}``.
 METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
-           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function)}
+           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function),
+           "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN}
 
 
 def _finals(torch, nn, F):
