@@ -137,8 +137,8 @@ class OpRule:
 
 class Placement(OpRule):
     """An op whose maps place every parent entry, with weight 1, into at most one output entry (the linear
-    plumbing: reshape, concatenation, addition's per-parent identity): no parameters, no constant, no
-    pattern, and every map a partial permutation, of 2-norm at most 1."""
+    plumbing: reshape, permutation of axes, zero padding, concatenation, addition's per-parent identity): no
+    parameters, no constant, no pattern, and every map a partial permutation, of 2-norm at most 1."""
 
     def prepare(self, node, pattern):
         return pattern
