@@ -336,3 +336,11 @@ def test_the_contract_catches_a_wrong_block(monkeypatch):
                         lambda self, node, graph, pattern=None: [right(self, node, graph)[0] * 0.999])
     with pytest.raises(AssertionError):
         check_linearisation(node, graph, xs)
+
+
+@given(data=st.data())
+def test_the_mean_norm_bound_is_its_exact_norm(data):
+    """A mean over disjoint groups of ``count`` entries: ``F F^T = I / count``, so the bound is ``||F||_2`` itself."""
+    node, graph, _ = data.draw(op_cases("mean"))
+    F = _dense(node.rule.blocks(node, graph)[0], graph.sizes["p0"])
+    np.testing.assert_allclose(node.rule.norm_bound(node, graph), np.linalg.norm(F, 2), rtol=1e-12)
