@@ -156,6 +156,16 @@ def pad_dense(node, in_shape, out_shape):
     return F
 
 
+def slice_dense(node, in_shape, out_shape):
+    """Output position ``q`` takes the parent's position with ``start + q[axis] * step`` on the axis."""
+    axis, start, step = node.attrs["axis"], node.attrs["start"], node.attrs["step"]
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for q in _positions(out_shape):
+        p = tuple(start + i * step if a == axis else i for a, i in enumerate(q))
+        F[_flat(q, out_shape), _flat(p, in_shape)] = 1.0
+    return F
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -181,8 +191,9 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
-    elif node.op in ("permute", "mean", "pad"):
-        Fs = [{"permute": permute_dense, "mean": mean_dense, "pad": pad_dense}[node.op](node, in_shape, out_shape)]
+    elif node.op in ("permute", "mean", "pad", "slice"):
+        Fs = [{"permute": permute_dense, "mean": mean_dense, "pad": pad_dense,
+               "slice": slice_dense}[node.op](node, in_shape, out_shape)]
     else:
         Fs = concat_dense(node, shapes)
     return list(zip(node.inputs, Fs)), bias

@@ -35,7 +35,7 @@ MODES = ("mixed", "active", "dead", "ties")
 CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "batchnorm", "residual", "concat",
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
-#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding).
+#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis).
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing")
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
@@ -142,9 +142,14 @@ class _Builder:
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
-        """A permutation of the axes, a mean over some of them, or (spatial maps) a zero padding."""
+        """A permutation of the axes, a mean over some of them, a slice of one, or (spatial maps) a zero padding."""
         rng = self.rng
-        op = str(rng.choice(["permute", "mean", "pad"] if len(shape) > 1 else ["permute", "mean"]))
+        op = str(rng.choice(["permute", "mean", "slice", "pad"] if len(shape) > 1 else ["permute", "mean", "slice"]))
+        if op == "slice":
+            axis = int(rng.integers(len(shape)))
+            start = int(rng.integers(shape[axis]))
+            return self.add(name, op, [cur], {"axis": axis, "start": start, "step": int(rng.integers(1, 3)),
+                                              "stop": int(rng.integers(start + 1, shape[axis] + 1))})
         if op == "permute":
             return self.add(name, op, [cur], {"axes": tuple(int(a) for a in rng.permutation(len(shape)))})
         if op == "pad":

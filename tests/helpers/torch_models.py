@@ -223,3 +223,24 @@ def reference(model, X):
     with torch.no_grad():
         return model(torch.from_numpy(X)).numpy().reshape(X.shape[0], -1)
 
+
+
+class AfterConv(nn.Module):
+    """``step(conv(x))`` with a 1x1 ``Conv1d`` of ``channels``: a model whose one operation under test is ``step``."""
+
+    def __init__(self, step, channels):
+        super().__init__()
+        self.step, self.conv = step, nn.Conv1d(channels, channels, 1)
+
+    def forward(self, x):
+        return self.step(self.conv(x))
+
+
+def assert_round_trip(net, X, path):
+    """The graph file at ``path`` keeps every node's attributes and the forward pass bit for bit."""
+    import sheaflinalg as sl
+
+    net.save(str(path))
+    back = sl.Network.load(str(path))
+    assert [n.attrs for n in back.graph.nodes] == [n.attrs for n in net.graph.nodes]
+    assert back.forward(X).tobytes() == net.forward(X).tobytes()

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
-from helpers.torch_models import reference  # noqa: E402
+from helpers.torch_models import AfterConv, assert_round_trip, reference  # noqa: E402
 import sheaflinalg as sl  # noqa: E402
 
 SHAPE = (4, 5, 6)
@@ -54,19 +54,7 @@ def test_torch_plumbing_matches_torch_and_round_trips(tmp_path, functional):
     ops = [node.op for node in net.graph.nodes]
     assert {"permute", "mean", "pad"} <= set(ops) and ops.count("permute") == 2
     X = _check(net, model)
-    net.save(str(tmp_path / "net.npz"))
-    back = sl.Network.load(str(tmp_path / "net.npz"))
-    assert [n.attrs for n in back.graph.nodes] == [n.attrs for n in net.graph.nodes]
-    assert back.forward(X).tobytes() == net.forward(X).tobytes()
-
-
-class _Refused(nn.Module):
-    def __init__(self, step):
-        super().__init__()
-        self.step, self.conv = step, nn.Conv1d(2, 2, 1)
-
-    def forward(self, x):
-        return self.step(self.conv(x))
+    assert_round_trip(net, X, tmp_path / "net.npz")
 
 
 @pytest.mark.parametrize("step, match", [
@@ -80,7 +68,7 @@ class _Refused(nn.Module):
     (lambda x: F.pad(x, (-1, 1)), "negative pad crops")])
 def test_torch_refuses_what_is_not_plumbing(step, match):
     with pytest.raises(sl.UnsupportedModelError, match=match):
-        sl.Network.from_torch(_Refused(step), input_shape=(2, 5))
+        sl.Network.from_torch(AfterConv(step, 2), input_shape=(2, 5))
 
 
 def test_onnx_export_of_the_shuffle_and_mean_matches_torch(tmp_path):

@@ -43,7 +43,7 @@ def test_the_tables_cover_the_importers_ops():
                for kind, entries in _tables().items()}
     assert reached["torch modules"] | reached["torch functions"] == set(RULES)
     assert reached["ONNX"] == set(RULES)
-    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean"}
+    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice"}
 
 
 def _torch_refusal():
@@ -63,7 +63,7 @@ def test_the_torch_refusal_lists_the_table():
 def test_the_torch_refusal_is_read_off_the_table(monkeypatch):
     monkeypatch.setattr(torch_table, "METHODS", {**torch_table.METHODS, "frobnicate": torch_table.METHODS["add"]})
     assert ("tensor methods view, reshape, flatten, contiguous, relu, relu_, add, permute, transpose, mean, "
-            "frobnicate;") in _torch_refusal()
+            "narrow, chunk, split, frobnicate;") in _torch_refusal()
 
 
 def _onnx_refusal(tmp_path):

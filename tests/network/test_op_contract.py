@@ -101,6 +101,13 @@ def _draw_case(draw, op, rng):
         shape = _spatial_shape(draw)
         pads = tuple(draw(st.integers(0, 2)) for _ in range(2 * len(shape) - 2))
         return Node("v", op, inputs, {"pads": pads}), [shape]
+    if op == "slice":
+        shape = _any_shape(draw)
+        axis = draw(st.integers(0, len(shape) - 1))
+        start = draw(st.integers(0, shape[axis] - 1))
+        attrs = {"axis": axis, "start": start, "stop": draw(st.integers(start + 1, shape[axis])),
+                 "step": draw(st.integers(1, 3))}
+        return Node("v", op, inputs, attrs), [shape]
     return Node("v", op, inputs), [_any_shape(draw)]
 
 

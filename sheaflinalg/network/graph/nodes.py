@@ -28,6 +28,7 @@ op                  params            attrs                                     
 ``permute``         --                axes                                        --
 ``mean``            --                axes, keepdim                               --
 ``pad``             --                pads  (before, after per spatial axis)      --
+``slice``           --                axis, start, stop, step                     --
 ==================  ================  ==========================================  =========
 """
 

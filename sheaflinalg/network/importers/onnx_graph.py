@@ -423,6 +423,52 @@ def _pad(reader, node, label, attrs, rule):
                        {"pads": tuple(p for pair in per_axis[2:] for p in pair)})
 
 
+def _add_ranges(reader, node, label, rule, key, parent, ranges):
+    """Slice nodes computing ``key`` from ``parent``: one per ``(axis, start, stop, step)`` not the whole axis."""
+    shape = reader.builder.shape(parent)
+    kept = []
+    for a, b, e, s in ranges:
+        axis = _batch_axis(reader, node, label, a, len(shape) + 1)
+        start, stop, step = slice(b, e, s).indices(shape[axis]) if s >= 1 else (b, e, s)
+        if step < 1 or stop <= start:
+            raise refuse(label, node.op_type, f"the range {b}:{e}:{s} of axis {a} is empty or steps backwards; "
+                                              "only non-empty slices with steps >= 1 are supported")
+        if (start, stop, step) != (0, shape[axis], 1):
+            kept.append((axis, start, stop, step))
+    ranges = kept
+    if not ranges:
+        return reader.builder.elide(key, parent)
+    for k, (axis, start, stop, step) in enumerate(ranges):
+        out = key if k == len(ranges) - 1 else f"{key}/axis{axis}"
+        reader.builder.add(out, label, rule.name, [parent],
+                           {"axis": axis, "start": start, "stop": stop, "step": step})
+        parent = out
+
+
+def _slice(reader, node, label, attrs, rule):
+    starts = attrs.get("starts", _int_input(reader, node, label, 1, "starts"))
+    ends = attrs.get("ends", _int_input(reader, node, label, 2, "ends"))
+    axes = attrs.get("axes", _int_input(reader, node, label, 3, "axes")) or range(len(starts))
+    steps = _int_input(reader, node, label, 4, "steps") or (1,) * len(starts)
+    _add_ranges(reader, node, label, rule, node.output[0], node.input[0],
+                [tuple(int(v) for v in r) for r in zip(axes, starts, ends, steps)])
+
+
+def _split(reader, node, label, attrs, rule):
+    shape = reader.builder.shape(node.input[0])
+    axis = int(attrs.get("axis", 0))
+    length = shape[_batch_axis(reader, node, label, axis, len(shape) + 1)]
+    sizes = attrs.get("split", _int_input(reader, node, label, 1, "split"))
+    if sizes is None:
+        part = -(-length // len(node.output))
+        sizes = [min(part, length - k * part) for k in range(len(node.output))]
+    if sum(sizes) != length or len(sizes) != len(node.output) or min(sizes) < 1:
+        raise refuse(label, node.op_type, f"split={list(sizes)} does not cut the {length} entries of axis {axis} "
+                                          f"into {len(node.output)} non-empty parts")
+    for key, start, size in zip(node.output, np.cumsum([0] + list(sizes)), sizes):
+        _add_ranges(reader, node, label, rule, key, node.input[0], [(axis, int(start), int(start + size), 1)])
+
+
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
 OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _matmul),
@@ -434,7 +480,8 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "Relu": Entry(ops.relu.RULE, _relu), "LeakyRelu": Entry(ops.leaky_relu.RULE, _leaky_relu),
        "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant),
        "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
-       "Pad": Entry(ops.pad.RULE, _pad)}
+       "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
+       "Split": Entry(ops.slice.RULE, _split)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 

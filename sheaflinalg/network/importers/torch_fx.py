@@ -22,6 +22,7 @@ from ..errors import ImportMismatchError, UnsupportedModelError
 from ..graph.nodes import INPUT
 from ..ops.permute import RULE as PERMUTE
 from ..ops.reshape import RULE as RESHAPE
+from ..ops.slice import RULE as SLICE
 from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
 from .check import check_import, random_input
 from .torch_modules import bind
@@ -145,7 +146,7 @@ def _steps(walk, final):
         except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
             raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
         walk.check_parents(step, name, op)
-        if step.rule is None or step.rule is RESHAPE or step.rule is PERMUTE:     # views of their parent
+        if step.rule in (None, RESHAPE, PERMUTE, SLICE):     # views of their parent
             walk.aliases.add(node)
         steps.append((node, name, op, step))
     return steps

@@ -9,6 +9,7 @@ Parameters are read as float64 (:func:`torch_values`).
 
 import inspect
 import numbers
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -325,3 +326,89 @@ def pad_function(rule, node, name, op):
 def pad_module(rule, torch, module, name, op, parent):
     """``nn.ZeroPad1d/2d``, ``nn.ConstantPad1d/2d`` with value 0."""
     return pad_step(rule, name, op, parent, module.padding, "constant", getattr(module, "value", 0.0))
+
+
+def _range(name, op, shape, dim, start, stop, step=1):
+    """The attributes of a slice ``start:stop:step`` (Python's clamping) of the batched dimension ``dim``."""
+    axis = _dims(name, op, dim, len(shape) + 1)[0]
+    if axis == 0:
+        raise refuse(name, op, f"dim={dim!r} slices the batch axis 0; only per-sample axes may be sliced")
+    start, stop, step = slice(start, stop, step).indices(shape[axis - 1])
+    if stop <= start:
+        raise refuse(name, op, f"the slice {start}:{stop}:{step} of dim {dim} is empty")
+    return {"axis": axis - 1, "start": start, "stop": stop, "step": step}
+
+
+def _narrow(input, dim, start, length):
+    """Stand-in signature of ``torch.narrow`` and ``Tensor.narrow``."""
+
+
+def narrow_function(rule, node, name, op):
+    """``Tensor.narrow``/``torch.narrow``: ``length`` entries of ``dim`` from ``start``."""
+    args = bind(_narrow, node)
+
+    def attrs(fx_node, shape):
+        parent = shape(args["input"])
+        start = args["start"] + (parent[args["dim"] % (len(parent) + 1) - 1] if args["start"] < 0 else 0)
+        return _range(name, op, parent, args["dim"], start, start + args["length"])
+    return Step(rule, [args["input"]], resolve=attrs)
+
+
+def _chunk(input, chunks, dim=0):
+    """Stand-in signature of ``torch.chunk`` and ``Tensor.chunk``."""
+
+
+def _split(tensor, split_size_or_sections, dim=0):
+    """Stand-in signature of ``torch.split`` and ``Tensor.split``."""
+
+
+def _split_signature(source):
+    """The stand-in signature of a ``chunk`` or ``split`` fx node, or None for another value."""
+    kind = getattr(source.target, "__name__", source.target) if getattr(source, "op", None) in (
+        "call_function", "call_method") else None
+    return {"chunk": _chunk, "split": _split}.get(kind) if isinstance(kind, str) else None
+
+
+def _pieces(source, shape):
+    """``(parent, dim, [(start, stop)])`` of a ``chunk`` or ``split`` node."""
+    args = list(bind(_split_signature(source), source).values())
+    parent, size, dim = args
+    length = shape(parent)[dim % (len(shape(parent)) + 1) - 1]
+    if _split_signature(source) is _chunk:
+        size = -(-length // size)
+    sizes = [min(size, length - k) for k in range(0, length, size)] if isinstance(size, int) else list(size)
+    ends = [sum(sizes[:k + 1]) for k in range(len(sizes))]
+    return parent, dim, list(zip([0] + ends[:-1], ends))
+
+
+def split_function(rule, node, name, op):
+    """``chunk`` and ``split`` (functions and methods): nothing of their own, each piece read is a slice."""
+    if any(u.op != "call_function" or u.target is not operator.getitem for u in node.users):
+        raise refuse(name, op, "its pieces must be read by indexing its result with a constant (a, b = x.chunk(2))")
+    return Step(None, [list(bind(_split_signature(node), node).values())[0]])
+
+
+def getitem_function(rule, node, name, op):
+    """``pieces[i]`` of a ``chunk``/``split``, or ``x[:, a:b]``: slices of one per-sample axis."""
+    source, index = node.args
+
+    def piece(fx_node, shape):
+        parent, dim, ranges = _pieces(source, shape)
+        return _range(name, op, shape(parent), dim, *ranges[index])
+    if _split_signature(source) is not None:
+        return Step(rule, [list(bind(_split_signature(source), source).values())[0]], resolve=piece)
+    index = index if isinstance(index, tuple) else (index,)
+    if not all(isinstance(i, slice) for i in index) or index[0] != slice(None) or \
+            not all(isinstance(v, (int, type(None))) and not isinstance(v, bool)
+                    for i in index for v in (i.start, i.stop, i.step)) or any((i.step or 1) < 1 for i in index):
+        raise refuse(name, op, f"index {index!r} is not slices with constant steps >= 1 of per-sample axes after "
+                               "a full batch axis (x[:, a:b]); integer, tensor and None indices are not supported")
+    axes = [k for k, i in enumerate(index) if i != slice(None)]
+    if len(axes) > 1:
+        raise refuse(name, op, f"index {index!r} slices {len(axes)} axes; slice one axis at a time")
+
+    def attrs(fx_node, shape):
+        axis = axes[0] if axes else 1
+        i = index[axis] if axes else slice(None)
+        return _range(name, op, shape(source), axis, i.start, i.stop, i.step or 1)
+    return Step(rule, [source], resolve=attrs)

@@ -19,8 +19,8 @@ from .. import ops
 from .builder import Entry, or_list
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
-                            linear_module, maxpool_step, mean_function, pad_function, pad_module, permute_function,
-                            plain_step, reshape_step)
+                            getitem_function, linear_module, maxpool_step, mean_function, narrow_function, pad_function,
+                            pad_module, permute_function, plain_step, reshape_step, split_function)
 
 
 def _module(step):
@@ -70,6 +70,8 @@ def _modules(nn):
 
 _PERMUTE = Entry(ops.permute.RULE, permute_function)
 _MEAN = Entry(ops.mean.RULE, mean_function)
+_NARROW = Entry(ops.slice.RULE, narrow_function)
+_SPLIT = Entry(ops.slice.RULE, split_function)
 
 
 def _functions(torch, F):
@@ -88,7 +90,8 @@ def _functions(torch, F):
             F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
             F.dropout: Entry(None, dropout_function),
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN,
-            F.pad: Entry(ops.pad.RULE, pad_function)}
+            F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
+            torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function)}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
@@ -96,7 +99,8 @@ _RELU = Entry(ops.relu.RULE, _function(plain_step))
 #: ``{tensor method name: Entry}``.
 METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
            "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function),
-           "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN}
+           "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
+           "split": _SPLIT}
 
 
 def _finals(torch, nn, F):

@@ -4,7 +4,7 @@ import numbers
 
 import numpy as np
 
-from .rule import Placement, csr
+from .rule import Gather
 
 
 def check_axes(node, parent):
@@ -24,7 +24,7 @@ def sources(node, graph):
     return np.arange(int(np.prod(parent))).reshape(parent).transpose(check_axes(node, parent)).ravel()
 
 
-class Permute(Placement):
+class Permute(Gather):
     """Output axis ``k`` is the parent's axis ``axes[k]``: the restriction map is a permutation matrix.
 
     Examples
@@ -41,25 +41,8 @@ class Permute(Placement):
         (parent,) = parent_shapes
         return tuple(parent[a] for a in check_axes(node, parent))
 
-    def forward(self, node, graph):
-        src = sources(node, graph)
-
-        def step(inputs, out, pattern, frozen):
-            np.take(inputs[0], src, axis=1, out=out)
-        return step
-
-    def blocks(self, node, graph, pattern=None):
-        src = sources(node, graph)
-        return [csr(np.arange(src.size), src, np.ones(src.size), (src.size, src.size))]
-
-    def maps(self, node, graph):
-        src = sources(node, graph)
-
-        def transpose(i, y, p):
-            out = np.empty_like(y)
-            out[:, src] = y
-            return out
-        return (lambda i, x, p: x[:, src]), transpose
+    def sources(self, node, graph):
+        return sources(node, graph)
 
 
 RULE = Permute()

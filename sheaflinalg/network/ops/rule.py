@@ -137,8 +137,9 @@ class OpRule:
 
 class Placement(OpRule):
     """An op whose maps place every parent entry, with weight 1, into at most one output entry (the linear
-    plumbing: reshape, permutation of axes, zero padding, concatenation, addition's per-parent identity): no
-    parameters, no constant, no pattern, and every map a partial permutation, of 2-norm at most 1."""
+    plumbing: reshape, permutation of axes, zero padding, slice, concatenation, addition's per-parent
+    identity): no parameters, no constant, no pattern, and every map a partial permutation, of 2-norm at
+    most 1."""
 
     def prepare(self, node, pattern):
         return pattern
@@ -157,6 +158,39 @@ class Placement(OpRule):
 
     def nnz(self, node, graph):
         n = sum(graph.sizes[p] for p in node.inputs)
+        return n, n
+
+
+class Gather(Placement):
+    """A placement whose every output entry takes one parent entry, given by :meth:`sources` (a permutation of
+    axes, a slice): the map is a selection of rows of the identity."""
+
+    def sources(self, node, graph):
+        """For every output entry, the position of the parent entry it takes."""
+        self._missing("sources")
+
+    def forward(self, node, graph):
+        src = self.sources(node, graph)
+
+        def step(inputs, out, pattern, frozen):
+            np.take(inputs[0], src, axis=1, out=out)
+        return step
+
+    def blocks(self, node, graph, pattern=None):
+        src = self.sources(node, graph)
+        return [csr(np.arange(src.size), src, np.ones(src.size), (src.size, graph.sizes[node.inputs[0]]))]
+
+    def maps(self, node, graph):
+        src, size = self.sources(node, graph), graph.sizes[node.inputs[0]]
+
+        def transpose(i, y, p):
+            out = np.zeros((y.shape[0], size))
+            out[:, src] = y
+            return out
+        return (lambda i, x, p: x[:, src]), transpose
+
+    def nnz(self, node, graph):
+        n = graph.sizes[node.name]
         return n, n
 
 
