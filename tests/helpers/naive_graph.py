@@ -166,6 +166,16 @@ def slice_dense(node, in_shape, out_shape):
     return F
 
 
+def upsample_dense(node, in_shape, out_shape):
+    """Output position ``(c, q)`` copies the parent's ``(c, q // scale)``."""
+    scale = tuple(node.attrs["scale"])
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for q in _positions(out_shape):
+        p = (q[0],) + tuple(i // s for i, s in zip(q[1:], scale))
+        F[_flat(q, out_shape), _flat(p, in_shape)] = 1.0
+    return F
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -191,9 +201,9 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
-    elif node.op in ("permute", "mean", "pad", "slice"):
+    elif node.op in ("permute", "mean", "pad", "slice", "upsample"):
         Fs = [{"permute": permute_dense, "mean": mean_dense, "pad": pad_dense,
-               "slice": slice_dense}[node.op](node, in_shape, out_shape)]
+               "slice": slice_dense, "upsample": upsample_dense}[node.op](node, in_shape, out_shape)]
     else:
         Fs = concat_dense(node, shapes)
     return list(zip(node.inputs, Fs)), bias

@@ -35,7 +35,8 @@ MODES = ("mixed", "active", "dead", "ties")
 CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "batchnorm", "residual", "concat",
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
-#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis).
+#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
+#: nearest upsampling).
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing")
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
@@ -144,7 +145,10 @@ class _Builder:
     def plumbing(self, name, cur, shape):
         """A permutation of the axes, a mean over some of them, a slice of one, or (spatial maps) a zero padding."""
         rng = self.rng
-        op = str(rng.choice(["permute", "mean", "slice", "pad"] if len(shape) > 1 else ["permute", "mean", "slice"]))
+        op = str(rng.choice(["permute", "mean", "slice", "pad", "upsample"] if len(shape) > 1 else
+                            ["permute", "mean", "slice"]))
+        if op == "upsample":
+            return self.add(name, op, [cur], {"scale": tuple(int(s) for s in rng.integers(1, 3, size=len(shape) - 1))})
         if op == "slice":
             axis = int(rng.integers(len(shape)))
             start = int(rng.integers(shape[axis]))

@@ -101,6 +101,9 @@ def _draw_case(draw, op, rng):
         shape = _spatial_shape(draw)
         pads = tuple(draw(st.integers(0, 2)) for _ in range(2 * len(shape) - 2))
         return Node("v", op, inputs, {"pads": pads}), [shape]
+    if op == "upsample":
+        shape = _spatial_shape(draw)
+        return Node("v", op, inputs, {"scale": tuple(draw(st.integers(1, 3)) for _ in shape[1:])}), [shape]
     if op == "slice":
         shape = _any_shape(draw)
         axis = draw(st.integers(0, len(shape) - 1))
@@ -346,8 +349,10 @@ def test_the_contract_catches_a_wrong_block(monkeypatch):
 
 
 @given(data=st.data())
-def test_the_mean_norm_bound_is_its_exact_norm(data):
-    """A mean over disjoint groups of ``count`` entries: ``F F^T = I / count``, so the bound is ``||F||_2`` itself."""
-    node, graph, _ = data.draw(op_cases("mean"))
+@pytest.mark.parametrize("op", ["mean", "upsample"])
+def test_the_mean_and_upsample_norm_bounds_are_their_exact_norms(data, op):
+    """A mean over disjoint groups of ``count`` entries: ``F F^T = I / count``; a nearest upsampling copies every
+    entry ``prod(scale)`` times: ``F^T F = prod(scale) I``.  Either bound is ``||F||_2`` itself."""
+    node, graph, _ = data.draw(op_cases(op))
     F = _dense(node.rule.blocks(node, graph)[0], graph.sizes["p0"])
     np.testing.assert_allclose(node.rule.norm_bound(node, graph), np.linalg.norm(F, 2), rtol=1e-12)

@@ -37,7 +37,8 @@ MAX_INT = 1 << 40
 ATTR_KINDS = {"stride": "ints", "padding": "ints", "dilation": "ints", "kernel_size": "ints", "output_size": "ints",
               "shape": "ints", "groups": "int", "axis": "int", "count_include_pad": "bool",
               "negative_slope": "number", "axes": "ints", "keepdim": "bool", "pads": "ints",
-              "start": "int", "stop": "int", "step": "int"}
+              "start": "int", "stop": "int", "step": "int",
+              "scale": "ints"}
 _NODE_KEYS = ("name", "op", "inputs", "attrs")
 _TOP_KEYS = ("input_shape", "output", "nodes")
 

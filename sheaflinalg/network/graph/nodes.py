@@ -29,6 +29,7 @@ op                  params            attrs                                     
 ``mean``            --                axes, keepdim                               --
 ``pad``             --                pads  (before, after per spatial axis)      --
 ``slice``           --                axis, start, stop, step                     --
+``upsample``        --                scale  (an int per spatial axis, nearest)   --
 ==================  ================  ==========================================  =========
 """
 

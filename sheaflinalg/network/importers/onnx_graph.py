@@ -469,6 +469,31 @@ def _split(reader, node, label, attrs, rule):
         _add_ranges(reader, node, label, rule, key, node.input[0], [(axis, int(start), int(start + size), 1)])
 
 
+#: Resize's coordinate transformations and nearest modes that copy entry ``q // scale`` for integer scales.
+_NEAREST = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+            ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil")}
+
+
+def _resize(reader, node, label, attrs, rule):
+    text = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    shape, old = reader.builder.shape(node.input[0]), node.op_type == "Upsample" or len(node.input) == 2
+    how = ("asymmetric", "floor") if old else (text.get("coordinate_transformation_mode", "half_pixel"),
+                                               text.get("nearest_mode", "round_prefer_floor"))
+    at = 1 if old else 2
+    scales = attrs.get("scales")
+    if scales is None and len(node.input) > at and node.input[at]:
+        scales = reader.constant(node, node.input[at], label, "scales").reshape(-1)
+    if scales is None or len(scales) == 0:
+        sizes = _int_input(reader, node, label, 3, "sizes")
+        scales = [1.0] + [o / i for o, i in zip(sizes[1:], shape)]
+    scales = [float(s) for s in scales]
+    if text.get("mode", "nearest") != "nearest" or how not in _NEAREST or scales[:2] != [1.0, 1.0] or \
+            not all(s == int(s) >= 1 for s in scales[2:]):
+        raise refuse(label, node.op_type, f"mode={text.get('mode')!r}, {how}, scales={scales}: only nearest "
+                                          "upsampling of the spatial axes by integer factors is supported")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"scale": tuple(int(s) for s in scales[2:])})
+
+
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
 OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _matmul),
@@ -481,7 +506,8 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant),
        "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
-       "Split": Entry(ops.slice.RULE, _split)}
+       "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, _resize),
+       "Upsample": Entry(ops.upsample.RULE, _resize)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 

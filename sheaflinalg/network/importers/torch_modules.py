@@ -412,3 +412,40 @@ def getitem_function(rule, node, name, op):
         i = index[axis] if axes else slice(None)
         return _range(name, op, shape(source), axis, i.start, i.stop, i.step or 1)
     return Step(rule, [source], resolve=attrs)
+
+
+def upsample_step(rule, name, op, parent, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                  recompute_scale_factor=None):
+    """A nearest upsampling by integer factors (``scale_factor``, or a ``size`` an integer multiple)."""
+    if mode != "nearest":
+        raise refuse(name, op, f"mode={mode!r}; only mode 'nearest' (a copy of each entry) is supported")
+    if (size is None) == (scale_factor is None):
+        raise refuse(name, op, "give exactly one of size and scale_factor")
+
+    def scale(fx_node, shape):
+        parent_shape, out = shape(parent), shape(fx_node)
+        n = len(parent_shape) - 1
+        factors = scale_factor if isinstance(scale_factor, (tuple, list)) else [scale_factor or 0] * n
+        by_size = [o // p if o % p == 0 else 0 for o, p in zip(out[1:], parent_shape[1:])]
+        if size is not None:
+            factors = by_size
+        if not all(float(f) == int(f) >= 1 for f in factors) or [int(f) for f in factors] != by_size:
+            raise refuse(name, op, f"scale_factor={scale_factor!r}, size={size!r}: only integer factors are supported")
+        return {"scale": tuple(int(f) for f in factors)}
+    return Step(rule, [parent], resolve=scale)
+
+
+def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None, antialias=False):
+    """Stand-in signature of ``F.interpolate``."""
+
+
+def upsample_function(rule, node, name, op):
+    """``F.interpolate`` with mode ``"nearest"`` and integer factors."""
+    args = bind(_interpolate, node)
+    return upsample_step(rule, name, op, args["input"], args["size"], args["scale_factor"], args["mode"])
+
+
+def upsample_module(rule, torch, module, name, op, parent):
+    """``nn.Upsample`` and ``nn.UpsamplingNearest2d``."""
+    return upsample_step(rule, name, op, parent, module.size, module.scale_factor, module.mode)

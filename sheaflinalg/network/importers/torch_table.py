@@ -20,7 +20,8 @@ from .builder import Entry, or_list
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
                             getitem_function, linear_module, maxpool_step, mean_function, narrow_function, pad_function,
-                            pad_module, permute_function, plain_step, reshape_step, split_function)
+                            pad_module, permute_function, plain_step, reshape_step, split_function,
+                            upsample_function, upsample_module)
 
 
 def _module(step):
@@ -65,7 +66,8 @@ def _modules(nn):
             nn.Dropout: Entry(None, dropout_module), nn.Dropout1d: Entry(None, dropout_module),
             nn.Dropout2d: Entry(None, dropout_module),
             nn.ZeroPad1d: Entry(ops.pad.RULE, pad_module), nn.ZeroPad2d: Entry(ops.pad.RULE, pad_module),
-            nn.ConstantPad1d: Entry(ops.pad.RULE, pad_module), nn.ConstantPad2d: Entry(ops.pad.RULE, pad_module)}
+            nn.ConstantPad1d: Entry(ops.pad.RULE, pad_module), nn.ConstantPad2d: Entry(ops.pad.RULE, pad_module),
+            nn.Upsample: Entry(ops.upsample.RULE, upsample_module)}
 
 
 _PERMUTE = Entry(ops.permute.RULE, permute_function)
@@ -91,7 +93,8 @@ def _functions(torch, F):
             F.dropout: Entry(None, dropout_function),
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
-            torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function)}
+            torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
+            F.interpolate: Entry(ops.upsample.RULE, upsample_function)}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
