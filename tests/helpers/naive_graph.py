@@ -138,11 +138,12 @@ def mean_dense(node, in_shape, out_shape):
     """Every parent position adds ``1 / count`` to the output position with the averaged axes dropped (or 0)."""
     axes = {int(a) for a in np.atleast_1d(node.attrs["axes"])}
     count = int(np.prod([in_shape[a] for a in axes]))
+    weight = 1.0 / count if node.op == "mean" else 1.0
     F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
     for p in _positions(in_shape):
         q = tuple(0 if a in axes else i for a, i in enumerate(p)) if node.attrs["keepdim"] else \
             tuple(i for a, i in enumerate(p) if a not in axes)
-        F[_flat(q, out_shape), _flat(p, in_shape)] += 1.0 / count
+        F[_flat(q, out_shape), _flat(p, in_shape)] += weight
     return F
 
 
@@ -201,9 +202,9 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
-    elif node.op in ("permute", "mean", "pad", "slice", "upsample"):
+    elif node.op in ("permute", "mean", "sum", "pad", "slice", "upsample"):
         Fs = [{"permute": permute_dense, "mean": mean_dense, "pad": pad_dense,
-               "slice": slice_dense, "upsample": upsample_dense}[node.op](node, in_shape, out_shape)]
+               "slice": slice_dense, "upsample": upsample_dense, "sum": mean_dense}[node.op](node, in_shape, out_shape)]
     else:
         Fs = concat_dense(node, shapes)
     return list(zip(node.inputs, Fs)), bias

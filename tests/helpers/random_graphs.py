@@ -36,7 +36,7 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest upsampling).
+#: nearest upsampling, a sum over some axes).
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing")
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
@@ -143,10 +143,11 @@ class _Builder:
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
-        """A permutation of the axes, a mean over some of them, a slice of one, or (spatial maps) a zero padding."""
+        """A permutation of the axes, a mean or sum over some of them, a slice of one, or (spatial maps) a zero
+        padding or a nearest upsampling."""
         rng = self.rng
-        op = str(rng.choice(["permute", "mean", "slice", "pad", "upsample"] if len(shape) > 1 else
-                            ["permute", "mean", "slice"]))
+        op = str(rng.choice(["permute", "mean", "sum", "slice", "pad", "upsample"] if len(shape) > 1 else
+                            ["permute", "mean", "sum", "slice"]))
         if op == "upsample":
             return self.add(name, op, [cur], {"scale": tuple(int(s) for s in rng.integers(1, 3, size=len(shape) - 1))})
         if op == "slice":

@@ -1,6 +1,6 @@
-"""Nearest upsampling (issue 32) imported from PyTorch and ONNX: a U-Net-like decoder (downsample, upsample, join
-the skip) against torch's float64 forward pass, the graph file keeping it; other modes and non-integer factors
-refused."""
+"""Nearest upsampling and sums (issue 32) imported from PyTorch and ONNX: a U-Net-like decoder (downsample,
+upsample, join the skip) and a sum over the positions against torch's float64 forward pass, the graph file keeping
+them; other modes and non-integer factors refused."""
 
 import warnings
 
@@ -108,3 +108,34 @@ def test_onnx_refuses_what_is_not_a_nearest_copy(tmp_path, options):
     onnx.save(_onnx_resize(**options), path)
     with pytest.raises(sl.UnsupportedModelError, match="only nearest upsampling"):
         sl.Network.from_onnx(path)
+
+
+class SumHead(nn.Module):
+    """Convolve, sum the positions (``Tensor.sum`` or ``torch.sum``), classify."""
+
+    def __init__(self, method):
+        super().__init__()
+        torch.manual_seed(0)
+        self.method, self.conv, self.head = method, nn.Conv2d(2, 3, 3), nn.Linear(3, 2)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.head(y.sum(dim=(2, -1)) if self.method else torch.sum(y, (2, 3), keepdim=True).flatten(1))
+
+
+@pytest.mark.parametrize("method", [True, False])
+def test_torch_and_onnx_sums_match_torch(tmp_path, method):
+    onnx = pytest.importorskip("onnx")
+    model = SumHead(method)
+    net = sl.Network.from_torch(model, input_shape=SHAPE)
+    assert [node.attrs for node in net.graph.nodes if node.op == "sum"] == [{"axes": (1, 2), "keepdim": not method}]
+    assert_round_trip(net, _check(net, model), tmp_path / "net.npz")
+    path = str(tmp_path / "m.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # the legacy exporter is deprecated
+        torch.onnx.export(model.double().eval(), (torch.zeros((2,) + SHAPE, dtype=torch.float64),), path,
+                          dynamo=False, input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}})
+    assert "sum" in {node.op for node in sl.Network.from_onnx(path).graph.nodes}
+    _check(sl.Network.from_onnx(path), model)
+    assert onnx.load(path) is not None

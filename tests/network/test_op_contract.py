@@ -91,7 +91,7 @@ def _draw_case(draw, op, rng):
     if op == "reshape":
         shape = _any_shape(draw)
         return Node("v", op, inputs, {"shape": (int(np.prod(shape)),) if len(shape) > 1 else (1, shape[0])}), [shape]
-    if op in ("permute", "mean"):
+    if op in ("permute", "mean", "sum"):
         shape = _any_shape(draw)
         if op == "permute":
             return Node("v", op, inputs, {"axes": tuple(draw(st.permutations(range(len(shape)))))}), [shape]
@@ -349,7 +349,7 @@ def test_the_contract_catches_a_wrong_block(monkeypatch):
 
 
 @given(data=st.data())
-@pytest.mark.parametrize("op", ["mean", "upsample"])
+@pytest.mark.parametrize("op", ["mean", "sum", "upsample"])
 def test_the_mean_and_upsample_norm_bounds_are_their_exact_norms(data, op):
     """A mean over disjoint groups of ``count`` entries: ``F F^T = I / count``; a nearest upsampling copies every
     entry ``prod(scale)`` times: ``F^T F = prod(scale) I``.  Either bound is ``||F||_2`` itself."""

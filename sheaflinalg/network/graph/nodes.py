@@ -30,6 +30,7 @@ op                  params            attrs                                     
 ``pad``             --                pads  (before, after per spatial axis)      --
 ``slice``           --                axis, start, stop, step                     --
 ``upsample``        --                scale  (an int per spatial axis, nearest)   --
+``sum``             --                axes, keepdim                               --
 ==================  ================  ==========================================  =========
 """
 

@@ -396,7 +396,7 @@ def _reduce_mean(reader, node, label, attrs, rule):
     if not axes and attrs.get("noop_with_empty_axes", 0):
         return reader.builder.elide(node.output[0], node.input[0])
     if not axes:
-        raise refuse(label, node.op_type, "without axes it averages over the batch axis too; give per-sample axes")
+        raise refuse(label, node.op_type, "without axes it reduces over the batch axis too; give per-sample axes")
     axes = tuple(sorted({_batch_axis(reader, node, label, int(a), rank) for a in axes}))
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
                        {"axes": axes, "keepdim": bool(attrs.get("keepdims", 1))})
@@ -505,6 +505,7 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "Relu": Entry(ops.relu.RULE, _relu), "LeakyRelu": Entry(ops.leaky_relu.RULE, _leaky_relu),
        "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant),
        "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
+       "ReduceSum": Entry(ops.sum.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
        "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, _resize),
        "Upsample": Entry(ops.upsample.RULE, _resize)}

@@ -282,16 +282,17 @@ def _mean(input, dim=None, keepdim=False, dtype=None):
 
 
 def mean_function(rule, node, name, op):
-    """``Tensor.mean``/``torch.mean`` over given per-sample dimensions (a mean over the batch mixes samples)."""
+    """``Tensor.mean``/``torch.mean``, ``Tensor.sum``/``torch.sum`` over given per-sample dimensions (a reduction
+    over the batch mixes samples)."""
     args = bind(_mean, node)
     if args["dim"] is None or args["dim"] == () or args["dim"] == []:
-        raise refuse(name, op, "a mean without dim averages over the batch axis too; give the per-sample dims")
+        raise refuse(name, op, "a reduction without dim reduces over the batch axis too; give the per-sample dims")
 
     def axes(fx_node, shape):
         ndim = len(shape(args["input"])) + 1
         dims = _dims(name, op, args["dim"], ndim)
         if 0 in dims:
-            raise refuse(name, op, f"dim={args['dim']!r} averages over the batch axis 0, mixing the samples")
+            raise refuse(name, op, f"dim={args['dim']!r} reduces over the batch axis 0, mixing the samples")
         return {"axes": tuple(sorted(d - 1 for d in set(dims))), "keepdim": bool(args["keepdim"])}
     return Step(rule, [args["input"]], resolve=axes)
 

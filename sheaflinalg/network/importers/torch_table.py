@@ -72,6 +72,7 @@ def _modules(nn):
 
 _PERMUTE = Entry(ops.permute.RULE, permute_function)
 _MEAN = Entry(ops.mean.RULE, mean_function)
+_SUM = Entry(ops.sum.RULE, mean_function)
 _NARROW = Entry(ops.slice.RULE, narrow_function)
 _SPLIT = Entry(ops.slice.RULE, split_function)
 
@@ -91,7 +92,7 @@ def _functions(torch, F):
             F.avg_pool2d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 2)),
             F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
             F.dropout: Entry(None, dropout_function),
-            torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN,
+            torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
             F.interpolate: Entry(ops.upsample.RULE, upsample_function)}
@@ -103,7 +104,7 @@ _RELU = Entry(ops.relu.RULE, _function(plain_step))
 METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
            "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function),
            "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
-           "split": _SPLIT}
+           "split": _SPLIT, "sum": _SUM}
 
 
 def _finals(torch, nn, F):

@@ -9,13 +9,13 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 from types import MappingProxyType
 
 from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, leaky_relu, linear, maxpool, mean, pad, permute,
-               relu, reshape, slice, upsample)
+               relu, reshape, slice, sum, upsample)
 from .rule import MANY, MASK, SELECTION, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
 RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
                                                         relu, leaky_relu, add, concat, reshape, permute, mean, pad,
-                                                        slice, upsample)})
+                                                        slice, upsample, sum)})
 
 
 def rule_of(op):
@@ -28,7 +28,7 @@ def rule_of(op):
     >>> rule_of("gelu")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample
+    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum
     """
     try:
         return RULES[op]
