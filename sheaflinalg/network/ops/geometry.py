@@ -112,14 +112,12 @@ def conv_geometry_of(node, graph):
     return conv_geometry(parent[0], spatial, W.shape[0], node.attrs["groups"], kernel, stride, padding, dilation)
 
 
-def pool_windows(node, graph, divisor=None):
-    """``(channels, n_in_positions, index, divisor)`` of a sliding-window pool of ``graph``.
-
-    ``divisor`` is given by the caller (an average pool's), None for a max-pool.
-    """
+def pool_windows(node, graph):
+    """``(channels, n_in_positions, index, None)`` of a sliding-window pool of ``graph`` (the last entry is
+    the divisor of the pooling kernels' signature: an average pool fills it in, a max-pool has none)."""
     parent = graph.shapes[node.inputs[0]]
     index, _ = window_table(node, pool_window(node, parent))
-    return parent[0], int(np.prod(parent[1:])), index, divisor
+    return parent[0], int(np.prod(parent[1:])), index, None
 
 
 def adaptive_pool_windows(node, graph):
