@@ -93,13 +93,25 @@ def normalise_graph_pattern(graph, pattern, n_samples):
     out = {}
     for name in names:
         node, what = graph.node(name), f"pattern[{name!r}]"
-        rows = _pattern_array(pattern[name], graph.sizes[name], n_samples, what)
+        rows = _pattern_array(pattern[name], graph.pattern_size(name), n_samples, what)
         out[name] = node.rule.check_pattern(node, graph, rows, what)
     return out
 
 
+def same_pattern(graph, new, old, n_samples):
+    """Per sample, whether two pattern dicts of ``graph`` are the same pieces (each node's rule decides:
+    equal masks and selections, linearisation points equal up to rounding); nodes missing from ``old`` are
+    not compared."""
+    same = np.ones(n_samples, dtype=bool)
+    for name in (name for name in graph.pattern_nodes if name in old):
+        node = graph.node(name)
+        same &= node.rule.same_pattern(node, new[name], old[name])
+    return same
+
+
 def graph_pattern(graph, values, previous=None, rtol=1e-12):
-    """The pattern every pattern node reads off its parent's value (``z >= 0`` active; first maximum of a window).
+    """The pattern every pattern node reads off its parents' values (``z >= 0`` active; first maximum of a
+    window; a smooth node's linearisation point: its parents' values themselves, side by side).
 
     ``values`` is ``{node: (n_samples, n) array}`` (a harmonic extension or a
     completion).  With ``previous`` (a pattern dict), a max-pool keeps its
@@ -110,6 +122,7 @@ def graph_pattern(graph, values, previous=None, rtol=1e-12):
     out = {}
     for name in graph.pattern_nodes:
         node = graph.node(name)
-        out[name] = node.rule.read_pattern(node, graph, values[node.inputs[0]],
-                                           None if previous is None else previous[name], rtol)
+        parents = [values[p] for p in node.inputs]
+        z = parents[0] if len(parents) == 1 else np.concatenate(parents, axis=1)
+        out[name] = node.rule.read_pattern(node, graph, z, None if previous is None else previous[name], rtol)
     return out

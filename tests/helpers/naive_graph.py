@@ -7,6 +7,7 @@ per node, placed at the coordinates the layout names, and ``L = delta^T delta``.
 """
 
 import itertools
+import math
 
 import numpy as np
 
@@ -97,11 +98,14 @@ def maxpool_argmax(node, in_shape, out_shape, z):
 
 def read_pattern(graph, values):
     """The pattern every pattern node reads off its parent's value in ``values`` (one sample): ``z >= 0``
-    active, the first maximum of each window."""
+    active, the first maximum of each window, a smooth node's linearisation point: its parents' values)."""
     pattern = {}
     for name in graph.pattern_nodes:
         node = graph.node(name)
         z = values[node.inputs[0]]
+        if node.rule.smooth:
+            pattern[name] = np.concatenate([values[u] for u in node.inputs])
+            continue
         pattern[name] = (maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[name], z)
                          if node.op == "maxpool" else z >= 0)
     return pattern
@@ -177,6 +181,48 @@ def upsample_dense(node, in_shape, out_shape):
     return F
 
 
+def _gelu(attrs, z):
+    if attrs["approximate"] == "tanh":
+        return 0.5 * z * (1 + math.tanh(math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)))
+    return 0.5 * z * (1 + math.erf(z / math.sqrt(2)))
+
+
+def _gelu_slope(attrs, z):
+    if attrs["approximate"] == "tanh":
+        u = math.sqrt(2 / math.pi) * (z + 0.044715 * z ** 3)
+        du = math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * z ** 2)
+        return 0.5 * (1 + math.tanh(u)) + 0.5 * z * du / math.cosh(u) ** 2
+    return 0.5 * (1 + math.erf(z / math.sqrt(2))) + z * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+
+def _logistic(z):
+    return 1 / (1 + math.exp(-z)) if z >= 0 else math.exp(z) / (1 + math.exp(z))
+
+
+def _softplus(attrs, z):
+    b = attrs["beta"]
+    return z if b * z > attrs["threshold"] else (max(b * z, 0) + math.log1p(math.exp(-abs(b * z)))) / b
+
+
+def _mish_slope(attrs, z):
+    t = math.tanh(_softplus({"beta": 1.0, "threshold": math.inf}, z))
+    return t + z * (1 - t * t) * _logistic(z)
+
+
+#: ``{op: (f(attrs, z), f'(attrs, z))}`` of the smooth elementwise ops, entry by entry from the definitions.
+SMOOTH_POINTWISE = {
+    "sigmoid": (lambda a, z: _logistic(z), lambda a, z: _logistic(z) * (1 - _logistic(z))),
+    "tanh": (lambda a, z: math.tanh(z), lambda a, z: 1 / math.cosh(z) ** 2),
+    "gelu": (_gelu, _gelu_slope),
+    "silu": (lambda a, z: z * _logistic(z), lambda a, z: _logistic(z) + z * _logistic(z) * (1 - _logistic(z))),
+    "softplus": (_softplus, lambda a, z: 1.0 if a["beta"] * z > a["threshold"] else _logistic(a["beta"] * z)),
+    "elu": (lambda a, z: z if z > 0 else a["alpha"] * math.expm1(z), lambda a, z: 1.0 if z > 0 else a["alpha"] * math.exp(z)),
+    "mish": (lambda a, z: z * math.tanh(_softplus({"beta": 1.0, "threshold": math.inf}, z)), _mish_slope),
+    "hardswish": (lambda a, z: z * min(max(z + 3, 0), 6) / 6,
+                  lambda a, z: 0.0 if z <= -3 else 1.0 if z >= 3 else (2 * z + 3) / 6),
+}
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -200,6 +246,11 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(pattern.astype(float))]
     elif node.op == "leaky_relu":
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
+    elif node.op in SMOOTH_POINTWISE:
+        value, slope = SMOOTH_POINTWISE[node.op]
+        slopes = [slope(node.attrs, float(z)) for z in pattern]
+        Fs, bias = [np.diag(slopes)], np.array([value(node.attrs, float(z)) - d * float(z)
+                                                for z, d in zip(pattern, slopes)])
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
     elif node.op in ("permute", "mean", "sum", "pad", "slice", "upsample"):
@@ -218,6 +269,8 @@ def forward(graph, x, pattern=None):
             z = values[node.inputs[0]]
             if pattern is not None:
                 used[node.name] = pattern[node.name]
+            elif node.rule.smooth:           # the tangent at the state: its parents' values, side by side
+                used[node.name] = np.concatenate([values[u] for u in node.inputs])
             elif node.op == "maxpool":
                 used[node.name] = maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[node.name], z)
             else:

@@ -36,8 +36,12 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest upsampling, a sum over some axes).
-EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing")
+#: nearest upsampling, a sum over some axes), and smooth elementwise nodes (their tangent at the state).
+EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth")
+#: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
+SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
+              ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
+              ("hardswish", {}))
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
@@ -140,6 +144,9 @@ class _Builder:
             return self.linear(name, cur, int(rng.integers(1, 5)))
         if kind == "plumbing":
             return self.plumbing(name, cur, shape)
+        if kind == "smooth":
+            op, attrs = SMOOTH_OPS[int(rng.integers(len(SMOOTH_OPS)))]
+            return self.add(name, op, [cur], attrs)
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
@@ -294,11 +301,15 @@ def random_inputs(net, seed, n_samples, mode="mixed"):
 
 
 def random_pattern(net, rng, n_samples):
-    """A frozen pattern of every kind at random: masks, and any position of every max-pool window."""
+    """A frozen pattern of every kind at random: masks, any position of every max-pool window, and random
+    linearisation points of the smooth nodes."""
     pattern = {}
     for name in net.graph.pattern_nodes:
         node = net.graph.node(name)
         n = net.graph.sizes[name]
+        if node.rule.smooth:
+            pattern[name] = rng.normal(size=(n_samples, net.graph.pattern_size(name)))
+            continue
         if node.op != "maxpool":
             pattern[name] = rng.random((n_samples, n)) < 0.5
             continue

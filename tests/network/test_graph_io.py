@@ -159,7 +159,7 @@ CRAFTED = {
     "node not an object": (_set(("nodes", 2), "relu"), r"nodes\[2\]: must be a JSON object, got a string"),
     "node unknown key": (_set(("nodes", 2, "params"), {}), r"nodes\[2\].*unknown \['params'\]"),
     "node missing key": (_set(("nodes", 2, "inputs"), _DELETE), r"missing \['inputs'\]"),
-    "op not supported": (_set(("nodes", 2, "op"), "gelu"), "unsupported operation 'gelu'"),
+    "op not supported": (_set(("nodes", 2, "op"), "fft"), "unsupported operation 'fft'"),
     "op not a string": (_set(("nodes", 2, "op"), 7), "op: must be a string, got an integer"),
     "name not a string": (_set(("nodes", 2, "name"), ["relu1"]), "name: must be a string, got a list"),
     "name reserved": (_set(("nodes", 2, "name"), "x"), "'x' is not allowed"),

@@ -39,7 +39,7 @@ def test_shapes_that_do_not_fit_are_refused_naming_the_node(input_shape, nodes, 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(name="x", op="relu", inputs=["x"]), "not allowed"),
     (dict(name="a b", op="relu", inputs=["x"]), "not allowed"),
-    (dict(name="g", op="gelu", inputs=["x"]), "unsupported operation 'gelu'"),
+    (dict(name="g", op="fft", inputs=["x"]), "unsupported operation 'fft'"),
     (dict(name="s", op="add", inputs=["x"]), "at least 2"),
     (dict(name="r", op="relu", inputs=["x"], attrs={"slope": 1}), "takes the attributes"),
     (dict(name="fc", op="linear", inputs=["x"], params={"weight": np.full((1, 2), np.nan), "bias": np.zeros(1)}),

@@ -42,13 +42,18 @@ def test_the_tables_cover_the_importers_ops():
     reached = {kind: {e.rule.name for e in entries.values() if e.rule is not None}
                for kind, entries in _tables().items()}
     assert reached["torch modules"] | reached["torch functions"] == set(RULES)
-    assert reached["ONNX"] == set(RULES)
-    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice", "sum"}
+    assert reached["ONNX"] == set(RULES) - ONNX_PENDING
+    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice", "sum", "sigmoid", "tanh"}
+
+
+#: Ops the torch importer reads and the ONNX importer does not yet (the smooth activations: their ONNX forms,
+#: such as GELU's Erf pattern and SiLU's x * Sigmoid(x), need products of two values).
+ONNX_PENDING = {"sigmoid", "tanh", "gelu", "silu", "softplus", "elu", "mish", "hardswish"}
 
 
 def _torch_refusal():
     with pytest.raises(sl.UnsupportedModelError) as info:
-        sl.Network.from_torch(nn.Sequential(nn.Linear(2, 3), nn.GELU()))
+        sl.Network.from_torch(nn.Sequential(nn.Linear(2, 3), nn.Hardshrink()))
     return str(info.value)
 
 
@@ -63,7 +68,7 @@ def test_the_torch_refusal_lists_the_table():
 def test_the_torch_refusal_is_read_off_the_table(monkeypatch):
     monkeypatch.setattr(torch_table, "METHODS", {**torch_table.METHODS, "frobnicate": torch_table.METHODS["add"]})
     assert ("tensor methods view, reshape, flatten, contiguous, relu, relu_, add, permute, transpose, mean, "
-            "narrow, chunk, split, sum, frobnicate;") in _torch_refusal()
+            "narrow, chunk, split, sum, sigmoid, tanh, frobnicate;") in _torch_refusal()
 
 
 def _onnx_refusal(tmp_path):
@@ -117,7 +122,12 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     skip_encoding = {"sheaf/assembled/assembly.py", "sheaf/assembled/system.py", "sheaf/layout.py",
                      "sheaf/skip_edges/encoding.py", "sheaf/skip_edges/least_squares.py",
                      "sheaf/verification/verify.py"}
-    other_meanings = {"mean": {"spectral/result.py"}, "sum": skip_encoding}
+    # sigmoid and tanh are also the output activations phi (and "tanh" GELU's approximation)
+    outputs = {"kernels/potentials.py", "network/activations.py", "network/importers/onnx_graph.py",
+               "network/importers/sklearn_mlp.py", "reproduce/convergence.py", "sheaf/matrix_free/residuals.py",
+               "tasks.py", "training/losses.py", "training/sgd.py"}
+    other_meanings = {"mean": {"spectral/result.py"}, "sum": skip_encoding, "sigmoid": outputs,
+                      "tanh": outputs | {"network/ops/gelu.py"}}
     for op, modules in _writers().items():
         modules = set(modules) - other_meanings.get(op, set())
         assert len(modules) <= 4, (op, modules)

@@ -100,8 +100,8 @@ def _conv1(**kw):
 
 
 REFUSED = [
-    (nn.Sequential(nn.Linear(2, 3), nn.GELU(), nn.Linear(3, 1)), None, r"node '1' \(GELU\) is not supported"),
-    (nn.Sequential(nn.Linear(2, 3), nn.Sigmoid(), nn.Linear(3, 1)), None, r"'1' \(Sigmoid\).*only as the output"),
+    (nn.Sequential(nn.Linear(2, 3), nn.Hardshrink(), nn.Linear(3, 1)), None, r"node '1' \(Hardshrink\) is not supported"),
+    (nn.Sequential(nn.Linear(2, 3), nn.Softmax(dim=1), nn.Linear(3, 1)), None, r"'1' \(Softmax\).*only as the output"),
     (nn.Sequential(_conv1(), nn.ReLU(), nn.MaxPool1d(2, ceil_mode=True)), (1, 8), r"'2' \(MaxPool1d\).*ceil_mode"),
     (nn.Sequential(_conv1(), nn.AvgPool1d(2, ceil_mode=True)), (1, 8), r"'1' \(AvgPool1d\).*ceil_mode"),
     (nn.Sequential(nn.Conv2d(1, 1, 1), nn.AvgPool2d(2, divisor_override=3)), (1, 4, 4), "divisor_override"),
@@ -121,7 +121,7 @@ REFUSED = [
     (_Wrap(lambda s, x: (s.fc(x), x), fc=nn.Linear(3, 3)), (3,), "several outputs"),
     (_Wrap(lambda s, x: s.fc(x) if x.sum() > 0 else x, fc=nn.Linear(3, 3)), (3,), "torch.fx cannot trace"),
     (_Wrap(lambda s, x: s.att(x, x, x)[0], att=nn.MultiheadAttention(4, 2)), (2, 4), r"\(MultiheadAttention\)"),
-    (_Wrap(lambda s, x: torch.sigmoid(s.fc(x)) + x, fc=nn.Linear(3, 3)), (3,), r"'sigmoid'.*only as the output"),
+    (_Wrap(lambda s, x: torch.softmax(s.fc(x), 1) + x, fc=nn.Linear(3, 3)), (3,), r"'softmax'.*only as the output"),
     (_Wrap(lambda s, x: (lambda y: F.relu(y, inplace=True) + y)(s.conv(x)), conv=_conv1()), (1, 8),
      r"modifies its input 'conv' in place, which 'add' reads"),
     (_Wrap(lambda s, x: (lambda y: y.view(-1, 6).relu_() + y)(s.conv(x)), conv=_conv1()), (1, 8),

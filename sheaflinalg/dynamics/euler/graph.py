@@ -51,7 +51,7 @@ class _Setup:
     soft_gamma: np.ndarray
     lam: float
     edge_blocks: list      # edge slices of the layout's edge blocks
-    layers: dict           # pattern node -> layer (1-based position)
+    layers: dict           # piecewise-linear pattern node -> layer (1-based position)
     output_slice: slice    # the output stalk (yhat, or the output node when reduced)
     crossings: int         # the log's size (0: no log)
 
@@ -114,6 +114,8 @@ class _Block:
         if previous is None or not self.setup.crossings:
             return
         for name, rows in pattern.items():
+            if name not in self.setup.layers:   # a smooth node: its point moves with the state, no piece to cross
+                continue
             entry, sample = np.nonzero((rows != previous[name]).T)    # (entry, sample) order
             if entry.size == 0 or self.n_logged >= self.setup.crossings:
                 self.n_logged += entry.size
@@ -148,7 +150,7 @@ def _setup(problem, settings):
                   soft_index=problem.soft.index, soft_gamma=problem.soft.gamma, lam=problem.lam,
                   edge_blocks=[lay.edge(b.name) for b in lay.edge_blocks],
                   layers={name: k + 1 for k, name in enumerate(n.name for n in graph.nodes)
-                          if name in graph.pattern_nodes},
+                          if name in graph.pattern_nodes and not graph.node(name).rule.smooth},
                   crossings=settings.max_crossings if settings.crossings else 0,
                   output_slice=lay.free(lay.output_block))
 

@@ -33,12 +33,12 @@ FORMAT = "sheaflinalg.graph/1"
 MAX_TEXT = 1 << 22
 #: Integers in the JSON are bounded (sizes, strides, axes): larger ones are crafted, and would overflow int64.
 MAX_INT = 1 << 40
-#: How each attribute of :data:`OPS` is written: an int, a bool, a finite number, or an int or list of ints.
+#: How each attribute of :data:`OPS` is written: an int, a bool, a finite number, a string, or an int or list of ints.
 ATTR_KINDS = {"stride": "ints", "padding": "ints", "dilation": "ints", "kernel_size": "ints", "output_size": "ints",
               "shape": "ints", "groups": "int", "axis": "int", "count_include_pad": "bool",
               "negative_slope": "number", "axes": "ints", "keepdim": "bool", "pads": "ints",
               "start": "int", "stop": "int", "step": "int",
-              "scale": "ints"}
+              "scale": "ints", "approximate": "text", "beta": "number", "threshold": "number", "alpha": "number"}
 _NODE_KEYS = ("name", "op", "inputs", "attrs")
 _TOP_KEYS = ("input_shape", "output", "nodes")
 
@@ -56,6 +56,8 @@ def _plain(value):
         return int(value)
     if isinstance(value, numbers.Real):
         return float(value)
+    if isinstance(value, str):
+        return value
     return [int(v) for v in value]
 
 
@@ -122,6 +124,8 @@ class _Schema:
             return self.integer(value, where)
         if kind == "int":
             return self.integer(value, where)
+        if kind == "text":
+            return self.text(value, where)
         if kind == "bool":
             if not isinstance(value, bool):
                 raise self.fail(where, f"must be true or false, got {_kind(value)}")

@@ -120,14 +120,14 @@ def evaluate(graph, X, pattern=None, threads=None):
     values.update(_node_arrays(graph, M))
     dtypes = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
     if pattern is None:
-        used = {name: np.empty((M, graph.sizes[name]), dtype=dtype) for name, dtype in dtypes.items()}
+        used = {name: np.empty((M, graph.pattern_size(name)), dtype=dtype) for name, dtype in dtypes.items()}
     else:
         # One array type for the compiled loops: a read-only or broadcast pattern is copied.
         used = {name: np.require(pattern[name], dtype=dtype, requirements=["C", "W"])
                 for name, dtype in dtypes.items()}
         for name, rows in used.items():     # the compiled loops read them unchecked
-            if np.shape(rows) != (M, graph.sizes[name]):
-                raise ValueError(f"the frozen pattern of node {name!r} must have shape {(M, graph.sizes[name])}, "
+            if np.shape(rows) != (M, graph.pattern_size(name)):
+                raise ValueError(f"the frozen pattern of node {name!r} must have shape {(M, graph.pattern_size(name))}, "
                                  f"got {np.shape(rows)}")
     consistent = np.ones(M, dtype=bool)
     bounds = sample_blocks(graph, M)

@@ -107,6 +107,17 @@ class Graph:
         """Names of the pattern-dependent nodes (relu, leaky_relu, maxpool), in order."""
         return [node.name for node in self.nodes if node.rule.pattern_dependent]
 
+    def pattern_size(self, name):
+        """Entries per sample of pattern node ``name``'s pattern rows (its rule's
+        :meth:`~sheaflinalg.network.ops.OpRule.pattern_size`)."""
+        node = self.node(name)
+        return node.rule.pattern_size(node, self)
+
+    @property
+    def smooth_nodes(self):
+        """Names of the smooth nodes (their sheaf at a state is their tangent there), in order."""
+        return [node.name for node in self.nodes if node.rule.smooth]
+
     def children(self, name):
         """Names of the nodes that read ``name``."""
         return [node.name for node in self.nodes if name in node.inputs]

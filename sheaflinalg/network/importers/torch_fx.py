@@ -133,10 +133,10 @@ def _steps(walk, final):
             walk.shape_valued.add(node)
             continue
         name, op = walk.label(node)
-        if walk.final_kind(node):
+        convert = _converter(walk, node, name, op)
+        if convert is None and walk.final_kind(node):
             raise refuse(name, op, f"{walk.final_kind(node)} is supported only as the output activation (the "
                                    "model's last operation)")
-        convert = _converter(walk, node, name, op)
         if convert is None:
             raise refuse(name, op, f"this operation has no sparse restriction map; supported: {walk.table.supported()}")
         if walk.in_place(node):

@@ -17,6 +17,7 @@ import operator
 
 from .. import ops
 from .builder import Entry, or_list
+from .torch_activations import activation_function, activation_module
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
                             getitem_function, linear_module, maxpool_step, mean_function, narrow_function, pad_function,
@@ -67,7 +68,23 @@ def _modules(nn):
             nn.Dropout2d: Entry(None, dropout_module),
             nn.ZeroPad1d: Entry(ops.pad.RULE, pad_module), nn.ZeroPad2d: Entry(ops.pad.RULE, pad_module),
             nn.ConstantPad1d: Entry(ops.pad.RULE, pad_module), nn.ConstantPad2d: Entry(ops.pad.RULE, pad_module),
-            nn.Upsample: Entry(ops.upsample.RULE, upsample_module)}
+            nn.Upsample: Entry(ops.upsample.RULE, upsample_module),
+            **{cls: Entry(rule, activation_module) for cls, rule in _activations(nn).items()}}
+
+
+def _activations(nn):
+    """``{nn.Module class: rule}`` of the smooth elementwise activations."""
+    return {nn.Sigmoid: ops.sigmoid.RULE, nn.Tanh: ops.tanh.RULE, nn.GELU: ops.gelu.RULE, nn.SiLU: ops.silu.RULE,
+            nn.Softplus: ops.softplus.RULE, nn.ELU: ops.elu.RULE, nn.Mish: ops.mish.RULE,
+            nn.Hardswish: ops.hardswish.RULE}
+
+
+def _activation_functions(torch, F):
+    """``{function: Entry}`` of the smooth elementwise activations."""
+    rules = {torch.sigmoid: ops.sigmoid.RULE, F.sigmoid: ops.sigmoid.RULE, torch.tanh: ops.tanh.RULE,
+             F.tanh: ops.tanh.RULE, F.gelu: ops.gelu.RULE, F.silu: ops.silu.RULE, F.softplus: ops.softplus.RULE,
+             F.elu: ops.elu.RULE, F.mish: ops.mish.RULE, F.hardswish: ops.hardswish.RULE}
+    return {function: Entry(rule, activation_function) for function, rule in rules.items()}
 
 
 _PERMUTE = Entry(ops.permute.RULE, permute_function)
@@ -95,7 +112,7 @@ def _functions(torch, F):
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
-            F.interpolate: Entry(ops.upsample.RULE, upsample_function)}
+            F.interpolate: Entry(ops.upsample.RULE, upsample_function), **_activation_functions(torch, F)}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
@@ -104,7 +121,8 @@ _RELU = Entry(ops.relu.RULE, _function(plain_step))
 METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
            "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function),
            "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
-           "split": _SPLIT, "sum": _SUM}
+           "split": _SPLIT, "sum": _SUM, "sigmoid": Entry(ops.sigmoid.RULE, activation_function),
+           "tanh": Entry(ops.tanh.RULE, activation_function)}
 
 
 def _finals(torch, nn, F):

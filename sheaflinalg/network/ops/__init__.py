@@ -8,14 +8,15 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 
 from types import MappingProxyType
 
-from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, leaky_relu, linear, maxpool, mean, pad, permute,
-               relu, reshape, slice, sum, upsample)
-from .rule import MANY, MASK, SELECTION, OpRule, PatternKind
+from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, elu, gelu, hardswish, leaky_relu, linear, maxpool,
+               mean, mish, pad, permute, relu, reshape, sigmoid, silu, slice, softplus, sum, tanh, upsample)
+from .rule import MANY, MASK, SELECTION, TANGENT, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
 RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
                                                         relu, leaky_relu, add, concat, reshape, permute, mean, pad,
-                                                        slice, upsample, sum)})
+                                                        slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus,
+                                                        elu, mish, hardswish)})
 
 
 def rule_of(op):
@@ -25,10 +26,10 @@ def rule_of(op):
     --------
     >>> rule_of("conv").params
     ('weight', 'bias')
-    >>> rule_of("gelu")
+    >>> rule_of("fft")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'gelu'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum
+    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish
     """
     try:
         return RULES[op]
@@ -36,4 +37,4 @@ def rule_of(op):
         raise ValueError(f"unsupported operation {op!r}; supported: {', '.join(RULES)}") from None
 
 
-__all__ = ["RULES", "rule_of", "OpRule", "PatternKind", "MASK", "SELECTION", "MANY"]
+__all__ = ["RULES", "rule_of", "OpRule", "PatternKind", "MASK", "SELECTION", "TANGENT", "MANY"]

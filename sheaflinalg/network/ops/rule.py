@@ -46,6 +46,8 @@ class PatternKind:
 MASK = PatternKind("mask", bool)
 #: Pattern of a selection (max-pool): the argmax position of every output in the parent's stalk.
 SELECTION = PatternKind("argmax", np.int64)
+#: Pattern of a smooth op (:mod:`.tangent`): the linearisation point, its parents' values side by side.
+TANGENT = PatternKind("tangent", np.float64)
 
 #: ``max_inputs`` of an op taking any number of parents.
 MANY = 1 << 30
@@ -63,7 +65,8 @@ class OpRule:
     min_inputs, max_inputs : int
         How many parents it takes.
     pattern : PatternKind or None
-        :data:`MASK`, :data:`SELECTION`, or None for an op whose map does not depend on the state.
+        :data:`MASK`, :data:`SELECTION`, :data:`TANGENT` (a smooth op, linearised at a state), or None for an
+        op whose map does not depend on the state.
     has_bias : bool
         Whether its constant term goes through a block of ones at the boundary.
     """
@@ -80,8 +83,31 @@ class OpRule:
         """Whether the op's restriction map depends on a pattern (a piecewise-linear op)."""
         return self.pattern is not None
 
+    @property
+    def smooth(self):
+        """Whether the op is smooth: its sheaf at a state is its tangent there (pattern :data:`TANGENT`)."""
+        return self.pattern is TANGENT
+
     def __repr__(self):
         return f"<op rule {self.name!r}>"
+
+    def pattern_size(self, node, graph):
+        """Entries per sample of the node's pattern rows: one per output (masks, selections), the parents'
+        sizes together for a smooth op (its linearisation point)."""
+        return graph.sizes[node.name]
+
+    def same_pattern(self, node, new, old):
+        """Per sample, whether pattern rows ``new`` and ``old`` are the same piece (a pattern iteration that
+        reads back the pattern it solved with has settled): equal rows; a smooth op's points up to rounding."""
+        return np.all(new == old, axis=1)
+
+    def constant(self, node, graph, pattern=None):
+        """The constant term at one sample's pattern (the ones block carries ``diag(c_v)``), or None.
+
+        The bias (:meth:`bias`) for every op whose constant does not depend on the state; a smooth op's
+        tangent has the constant ``f(p) - J(p) p`` of its linearisation point ``p``.
+        """
+        return self.bias(node, graph)
 
     def _missing(self, method):
         raise NotImplementedError(f"operation {self.name!r} does not define {method}: every rule writes all of "

@@ -15,7 +15,7 @@ def node_row(node, graph, pattern=None):
     diagonal; ``pattern`` is the node's own pattern for one sample (pattern nodes only).
     """
     entries = [(u, -F) for u, F in zip(node.inputs, node.rule.blocks(node, graph, pattern))]
-    bias = node.rule.bias(node, graph)
+    bias = node.rule.constant(node, graph, pattern)
     if bias is not None:
         entries.append((f"1>{node.name}", -bias))
     entries.append((node.name, np.ones(graph.sizes[node.name])))

@@ -73,7 +73,8 @@ class GraphSheaf:
             prediction = np.empty(w.shape)
             rows = None
             if node.name in self._pattern_dtype:
-                rows = pattern[node.name] = np.empty(w.shape, dtype=self._pattern_dtype[node.name])
+                rows = pattern[node.name] = np.empty((w.shape[0], self.graph.pattern_size(node.name)),
+                                                     dtype=self._pattern_dtype[node.name])
             step(inputs, prediction, rows, False)
             np.subtract(w, prediction, out=prediction)
             edges[node.name] = prediction

@@ -41,7 +41,7 @@ import numpy as np
 from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
-from ..patterns import graph_pattern
+from ..patterns import graph_pattern, same_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -74,9 +74,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
         state[todo] = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
         new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
                            None if tied is None else {name: v[todo] for name, v in tied.items()})
-        same = np.ones(todo.size, dtype=bool)
+        same = same_pattern(graph, new, rows, todo.size)
         for name in graph.pattern_nodes:
-            same &= np.all(new[name] == rows[name], axis=1)
             pattern[name][todo] = new[name]
         settled[todo[same]] = True
         for i in np.flatnonzero(~same):
@@ -125,7 +124,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
         new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
-        moved = any(np.any(new[n] != pat[n]) for n in graph.pattern_nodes if graph.node(n).rule.pattern is not MASK)
+        moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
+                                              if graph.node(n).rule.pattern is not MASK}, 1)[0]
         if not flips and not moved:
             released = _release(graph, sheaf, x, values, surface, pat)
             if not released:

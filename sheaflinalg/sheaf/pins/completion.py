@@ -36,7 +36,7 @@ from ...network.graph.nodes import INPUT
 from ..assembled.assembly import assemble, check_pattern, forward_pattern
 from ..assembled.factor import check_backend, cholesky
 from ..layout import Layout
-from ..patterns import graph_pattern
+from ..patterns import graph_pattern, same_pattern
 from .specs import pins_or_clamp, resolve_pins
 from ..verification.verify import unit_lower_triangular_certificate
 from ...network.paths import GRAPH, engine
@@ -273,9 +273,7 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
         state[:, hard.index] = hard.values
         Xc[:, fi] = omega[:, lfi < 0]
         new_pat = _state_pattern(net, lay, state, Xc, pat)
-        same = np.ones(M, dtype=bool)
-        for a, b in zip(new_pat, pat):
-            same &= np.all(a == b, axis=1)
+        same = _same(net, new_pat, pat, M)
         if nonlinear:
             znew = state[:, lay.free(zname)]
             same &= np.all(np.isclose(znew, zlin, rtol=1e-13, atol=1e-13), axis=1)
@@ -309,6 +307,16 @@ def _as_list(net, pattern):
 def _from_list(net, pattern):
     """Inverse of :func:`_as_list`."""
     return dict(zip(net.graph.pattern_nodes, pattern)) if engine(net) == GRAPH else pattern
+
+
+def _same(net, new, old, M):
+    """Per sample, whether two patterns (lists) are the same pieces (:func:`~sheaflinalg.sheaf.patterns.same_pattern`)."""
+    if engine(net) == GRAPH:
+        return same_pattern(net.graph, _from_list(net, new), _from_list(net, old), M)
+    same = np.ones(M, dtype=bool)
+    for a, b in zip(new, old):
+        same &= np.all(a == b, axis=1)
+    return same
 
 
 def _forward_output(net, X):

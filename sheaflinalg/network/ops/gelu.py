@@ -1,0 +1,52 @@
+"""``gelu``: ``z Phi(z)`` (``approximate="none"``) or its tanh form (``"tanh"``), a smooth node.
+
+Both derivatives peak just above 1.128 (at ``z`` near ``sqrt(2)``) and stay above ``-0.17``: 1.13 bounds
+their absolute value (checked on a fine grid in the tests).
+"""
+
+import numpy as np
+from scipy.special import ndtr
+
+from .pointwise import Pointwise
+
+APPROXIMATIONS = ("none", "tanh")
+_K = np.sqrt(2.0 / np.pi)
+_C = 0.044715
+
+
+class GELU(Pointwise):
+    """The Gaussian error linear unit, exact or tanh-approximated (PyTorch's ``approximate``).
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> node = sl.Node("g", "gelu", ["x"], {"approximate": "none"})
+    >>> float(RULE.value(node, np.array([1.0]))[0])     # Phi(1)
+    0.8413447460685429
+    """
+
+    name = "gelu"
+    attrs = ("approximate",)
+
+    def shape(self, node, parent_shapes):
+        if node.attrs["approximate"] not in APPROXIMATIONS:
+            raise ValueError(f"node {node.name!r} (gelu): approximate must be one of {APPROXIMATIONS}, got "
+                             f"{node.attrs['approximate']!r}")
+        return parent_shapes[0]
+
+    def value(self, node, z):
+        if node.attrs["approximate"] == "tanh":
+            return 0.5 * z * (1.0 + np.tanh(_K * (z + _C * z ** 3)))
+        return z * ndtr(z)
+
+    def derivative(self, node, z):
+        if node.attrs["approximate"] == "tanh":
+            t = np.tanh(_K * (z + _C * z ** 3))
+            return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _K * (1.0 + 3.0 * _C * z * z)
+        return ndtr(z) + z * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+
+    def slope_bound(self, node):
+        return 1.13
+
+
+RULE = GELU()

@@ -1,0 +1,59 @@
+"""Smooth elementwise operations: ``x_v = f(z)`` entry by entry, with the derivative ``f'`` as the tangent.
+
+A :class:`Pointwise` rule writes ``value(node, z)``, ``derivative(node, z)`` (numpy, on arrays) and its
+``slope_bound(node)``, ``sup |f'|`` over the real line: the sound bound on its map's 2-norm for every state.
+"""
+
+import numpy as np
+
+from .rule import same_shape
+from .tangent import Linearisation, Tangent
+
+
+class Diagonal(Linearisation):
+    """The tangent of an elementwise op: ``diag(f'(p))`` of every sample."""
+
+    def __init__(self, slopes):
+        self.slopes = slopes
+
+    def apply(self, i, x):
+        return x * self.slopes
+
+    transpose = apply
+
+    def block(self, i, s):
+        return self.slopes[s].copy()
+
+
+class Pointwise(Tangent):
+    """A smooth elementwise op of one parent."""
+
+    shape = staticmethod(same_shape)
+
+    def value(self, node, z):
+        """``f(z)`` entry by entry."""
+        self._missing("value")
+
+    def derivative(self, node, z):
+        """``f'(z)`` entry by entry."""
+        self._missing("derivative")
+
+    def slope_bound(self, node):
+        """``sup |f'|`` over the real line."""
+        self._missing("slope_bound")
+
+    def function(self, node, graph):
+        return lambda inputs: self.value(node, inputs[0])
+
+    def linearise(self, node, graph, point):
+        return Diagonal(self.derivative(node, point[0]))
+
+    def norm_bound(self, node, graph):
+        return float(self.slope_bound(node))
+
+    def nnz(self, node, graph):
+        n = graph.sizes[node.name]
+        return 2 * n, n
+
+    def work(self, node, graph):
+        return 8 * graph.sizes[node.name]
