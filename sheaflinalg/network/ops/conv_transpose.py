@@ -13,7 +13,8 @@ import numpy as np
 from ...kernels.convolution import conv_forward, conv_transpose, conv_weight_velocity
 from ...kernels.windows import window_table_bytes
 from .conv import conv_entries, conv_norm_bound
-from .geometry import check_groups, check_table, conv_transpose_geometry_of, conv_window, ints, spatial_axes, window_reach
+from .geometry import (check_groups, check_table, conv_transpose_geometry_of, conv_window, ints, spatial_axes,
+                       window_reach)
 from .rule import OpRule, csr, per_channel
 
 
