@@ -56,6 +56,27 @@ def conv_dense(node, in_shape, out_shape):
     return F
 
 
+def conv_transpose_dense(node, in_shape, out_shape):
+    """Input entry ``(c, i)`` adds ``W[c, o', q] x[c, i]`` to output ``(o, i * stride - padding + q * dilation)``
+    for every output channel ``o = group(c) * C_out/groups + o'`` and kernel offset ``q`` that lands inside."""
+    W = node.params["weight"]
+    n = W.ndim - 2
+    a = node.attrs
+    stride, padding, dilation = (_tuple(a[k], n) for k in ("stride", "padding", "dilation"))
+    cin, cout_g = W.shape[:2]
+    cin_g = cin // a["groups"]
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for c in range(cin):
+        for in_pos in _positions(in_shape[1:]):
+            col = _flat((c,) + in_pos, in_shape)
+            for o in range(cout_g):
+                og = (c // cin_g) * cout_g + o
+                for k, pos in zip(_positions(W.shape[2:]), _window(in_pos, W.shape[2:], stride, padding, dilation)):
+                    if _inside(pos, out_shape[1:]):
+                        F[_flat((og,) + pos, out_shape), col] += W[(c, o) + k]
+    return F
+
+
 def pool_dense(node, in_shape, out_shape):
     n = len(in_shape) - 1
     F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
@@ -234,6 +255,8 @@ def node_dense(node, graph, pattern):
         Fs, bias = [node.params["weight"].copy()], node.params["bias"].copy()
     elif node.op == "conv":
         Fs, bias = [conv_dense(node, in_shape, out_shape)], np.repeat(node.params["bias"], per)
+    elif node.op == "conv_transpose":
+        Fs, bias = [conv_transpose_dense(node, in_shape, out_shape)], np.repeat(node.params["bias"], per)
     elif node.op in ("avgpool", "adaptive_avgpool"):
         Fs = [pool_dense(node, in_shape, out_shape)]
     elif node.op == "maxpool":

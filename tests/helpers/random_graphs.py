@@ -36,8 +36,9 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest upsampling, a sum over some axes), and smooth elementwise nodes (their tangent at the state).
-EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth")
+#: nearest upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state) and transposed
+#: convolutions.
+EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
@@ -45,7 +46,7 @@ SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), 
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
-SPATIAL = {"conv", "maxpool", "avgpool", "adaptive", "window", "residual", "concat"}
+SPATIAL = {"conv", "conv_transpose", "maxpool", "avgpool", "adaptive", "window", "residual", "concat"}
 
 #: What :func:`graph_networks` draws: the network, the seed it was built from, and its mode.
 RandomGraph = namedtuple("RandomGraph", "net seed mode")
@@ -106,6 +107,18 @@ class _Builder:
             attrs.update(stride=1, padding=tuple(dilation * (k - 1) // 2 for k in kernel))
         return self.add(name, "conv", [parent], attrs, {"weight": W, "bias": self.bias(cout)})
 
+    def conv_transpose(self, name, parent):
+        """A transposed convolution (stride, padding, output padding, dilation, groups drawn)."""
+        rng, cin = self.rng, self.shapes[parent][0]
+        groups = int(rng.choice([g for g in (1, 2) if cin % g == 0]))
+        kernel = tuple(int(k) for k in rng.integers(1, 4, size=len(self.shapes[parent]) - 1))
+        scale = 0.2 if self.mode in ("active", "dead") else 1.0
+        W = rng.normal(0, scale, size=(cin, int(rng.integers(1, 3))) + kernel)
+        stride, dilation = int(rng.integers(1, 3)), int(rng.integers(1, 3))
+        attrs = {"stride": stride, "padding": int(rng.integers(0, 2)), "dilation": dilation, "groups": groups,
+                 "output_padding": int(rng.integers(0, max(stride, dilation)))}
+        return self.add(name, "conv_transpose", [parent], attrs, {"weight": W, "bias": self.bias(W.shape[1] * groups)})
+
     def linear(self, name, parent, n_out):
         n = int(np.prod(self.shapes[parent]))
         W = self.rng.normal(0, 1 / np.sqrt(n), size=(n_out, n))
@@ -130,6 +143,8 @@ class _Builder:
         rng = self.rng
         if kind == "conv":
             return self.conv(name, cur)
+        if kind == "conv_transpose":
+            return self.conv_transpose(name, cur)
         if kind == "relu":
             return self.add(name, "relu", [cur])
         if kind == "leaky_relu":

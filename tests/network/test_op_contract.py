@@ -74,6 +74,15 @@ def _draw_case(draw, op, rng):
                  "dilation": draw(st.integers(1, 2)), "groups": groups}
         return Node("v", op, inputs, attrs, {"weight": rng.normal(size=(out, shape[0] // groups) + kernel),
                                              "bias": rng.normal(size=out)}), [shape]
+    if op == "conv_transpose":
+        shape = _spatial_shape(draw)
+        groups = draw(st.sampled_from([1, shape[0]]))
+        kernel = tuple(draw(st.integers(1, 3)) for _ in shape[1:])
+        attrs = {"stride": draw(st.integers(1, 3)), "padding": draw(st.integers(0, 2)),
+                 "output_padding": draw(st.integers(0, 2)), "dilation": draw(st.integers(1, 3)), "groups": groups}
+        out = draw(st.integers(1, 2))
+        return Node("v", op, inputs, attrs, {"weight": rng.normal(size=(shape[0], out) + kernel),
+                                             "bias": rng.normal(size=out * groups)}), [shape]
     if op in ("avgpool", "maxpool"):
         shape = _spatial_shape(draw)
         return Node("v", op, inputs, _window_attrs(draw, op, len(shape) - 1)), [shape]

@@ -38,7 +38,8 @@ ATTR_KINDS = {"stride": "ints", "padding": "ints", "dilation": "ints", "kernel_s
               "shape": "ints", "groups": "int", "axis": "int", "count_include_pad": "bool",
               "negative_slope": "number", "axes": "ints", "keepdim": "bool", "pads": "ints",
               "start": "int", "stop": "int", "step": "int",
-              "scale": "ints", "approximate": "text", "beta": "number", "threshold": "number", "alpha": "number"}
+              "scale": "ints", "approximate": "text", "beta": "number", "threshold": "number", "alpha": "number",
+              "output_padding": "ints"}
 _NODE_KEYS = ("name", "op", "inputs", "attrs")
 _TOP_KEYS = ("input_shape", "output", "nodes")
 

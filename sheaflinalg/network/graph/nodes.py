@@ -31,6 +31,8 @@ op                  params            attrs                                     
 ``slice``           --                axis, start, stop, step                     --
 ``upsample``        --                scale  (an int per spatial axis, nearest)   --
 ``sum``             --                axes, keepdim                               --
+``conv_transpose``  weight, bias      stride, padding, output_padding,            --
+                                      dilation, groups
 ==================  ================  ==========================================  =========
 """
 

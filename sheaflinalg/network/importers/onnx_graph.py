@@ -25,6 +25,7 @@ from ..graph.nodes import INPUT
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_data import inline_external_data, run_reference, tensor_array
+from .onnx_ops import conv_transpose
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 MIN_OPSET = 7
@@ -508,7 +509,7 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "ReduceSum": Entry(ops.sum.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
        "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, _resize),
-       "Upsample": Entry(ops.upsample.RULE, _resize)}
+       "Upsample": Entry(ops.upsample.RULE, _resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 

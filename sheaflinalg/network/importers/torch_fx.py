@@ -79,6 +79,13 @@ class _Walk:
         return (node.op == "call_function" and node.target in _SHAPE_ARITHMETIC and bool(tensors)
                 and all(a in self.shape_valued for a in tensors))
 
+    def read_as_parameter(self, node):
+        """Whether ``node`` reads a parameter or buffer that only functions reading parameters take, as other
+        than their input (``F.conv_transpose2d``'s weight)."""
+        return node.op == "get_attr" and bool(node.users) and all(
+            user.op == "call_function" and user.target in self.table.parameter_readers and user.args[:1] != (node,)
+            for user in node.users)
+
     def in_place(self, node):
         module = self.module(node)
         if module is not None:
@@ -110,7 +117,8 @@ def _converter(walk, node, name, op):
     table = walk.table
     if node.op == "call_module":
         if len(node.args) != 1 or node.kwargs:
-            raise refuse(name, op, "a module must be called on one tensor, given positionally")
+            raise refuse(name, op, "a module must be called on one tensor, given positionally (other arguments, such "
+                                   "as ConvTranspose's output_size, are not supported: set the layer's output_padding)")
         module = walk.module(node)
         # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
         # layer: its weight is what the layer computes with, and the check refuses a forward of its own
@@ -131,6 +139,8 @@ def _steps(walk, final):
             continue
         if walk.is_shape(node):
             walk.shape_valued.add(node)
+            continue
+        if walk.read_as_parameter(node):     # read by the converter of the function that takes it
             continue
         name, op = walk.label(node)
         convert = _converter(walk, node, name, op)

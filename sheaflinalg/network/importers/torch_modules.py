@@ -113,12 +113,16 @@ def leaky_step(rule, name, op, parent, slope):
     return Step(rule, [parent], {"negative_slope": float(slope)})
 
 
+def weight_and_bias(torch, weight, bias, where, n_outputs=lambda W: W.shape[0]):
+    """``{"weight", "bias"}`` as float64 arrays; a missing bias (None) is ``n_outputs(W)`` zeros."""
+    W = torch_values(torch, weight, f"{where} weight")
+    b = torch_values(torch, bias, f"{where} bias") if bias is not None else np.zeros(n_outputs(W))
+    return {"weight": W, "bias": b}
+
+
 def linear_module(rule, torch, module, name, op, parent):
     """``nn.Linear`` (or a layer with a weight and an optional bias: the convolutions' parameters)."""
-    W = torch_values(torch, module.weight, f"layer {name} ({op}) weight")
-    b = (torch_values(torch, module.bias, f"layer {name} ({op}) bias") if module.bias is not None
-         else np.zeros(W.shape[0]))
-    return Step(rule, [parent], params={"weight": W, "bias": b})
+    return Step(rule, [parent], params=weight_and_bias(torch, module.weight, module.bias, f"layer {name} ({op})"))
 
 
 def _conv_padding(module, name, op, n_axes):
@@ -143,6 +147,48 @@ def conv_module(rule, torch, module, name, op, parent):
     attrs = window_attrs(name, op, n_axes, args, ("stride", "padding", "dilation"))
     step = linear_module(rule, torch, module, name, op, parent)
     return Step(rule, [parent], {**attrs, "groups": int(module.groups)}, step.params)
+
+
+def conv_transpose_step(rule, torch, name, op, parent, args, weight, bias):
+    """A transposed convolution from its torch arguments (``stride``, ``padding``, ``output_padding``,
+    ``dilation``, ``groups``) and its weight ``(C_in, C_out / groups, *kernel)`` and bias tensors."""
+    groups = args["groups"]
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1:
+        raise refuse(name, op, f"groups={groups!r} is not a positive integer")
+    attrs = window_attrs(name, op, weight.dim() - 2, args, ("stride", "padding", "output_padding", "dilation"))
+    params = weight_and_bias(torch, weight, bias, f"{name} ({op})", lambda W: W.shape[1] * int(groups))
+    return Step(rule, [parent], {**attrs, "groups": int(groups)}, params)
+
+
+def conv_transpose_module(rule, torch, module, name, op, parent):
+    """``nn.ConvTranspose1d/2d`` (called on its input alone: an ``output_size`` argument is refused where the
+    module is called)."""
+    if module.padding_mode != "zeros":
+        raise refuse(name, op, f"padding_mode={module.padding_mode!r}; only 'zeros' is supported")
+    return conv_transpose_step(rule, torch, name, op, parent, vars(module), module.weight,
+                               module.bias)
+
+
+def _conv_transpose(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Stand-in signature of ``F.conv_transpose1d/2d``."""
+
+
+def _parameter(name, op, value, what):
+    """The tensor a ``get_attr`` fx node reads off the traced model (a parameter or buffer), or a refusal."""
+    if getattr(value, "op", None) != "get_attr":
+        raise refuse(name, op, f"its {what} is {value!r}, not a parameter or buffer of the model read in forward "
+                               "(self.weight): only those are read as a layer's parameters")
+    return operator.attrgetter(value.target)(value.graph.owning_module)
+
+
+def conv_transpose_function(rule, node, name, op):
+    """``F.conv_transpose1d/2d`` with a weight (and bias) that are parameters or buffers of the model."""
+    import torch
+
+    args = bind(_conv_transpose, node)
+    bias = None if args["bias"] is None else _parameter(name, op, args["bias"], "bias")
+    return conv_transpose_step(rule, torch, name, op, args["input"], args,
+                               _parameter(name, op, args["weight"], "weight"), bias)
 
 
 def batchnorm_module(rule, torch, module, name, op, parent):

@@ -19,10 +19,11 @@ from .. import ops
 from .builder import Entry, or_list
 from .torch_activations import activation_function, activation_module
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
-                            cat_function, conv_module, dropout_function, dropout_module, leaky_function, leaky_step,
-                            getitem_function, linear_module, maxpool_step, mean_function, narrow_function, pad_function,
-                            pad_module, permute_function, plain_step, reshape_step, split_function,
-                            upsample_function, upsample_module)
+                            cat_function, conv_module, conv_transpose_function, conv_transpose_module,
+                            dropout_function, dropout_module, leaky_function, leaky_step, getitem_function,
+                            linear_module, maxpool_step, mean_function, narrow_function, pad_function, pad_module,
+                            permute_function, plain_step, reshape_step, split_function, upsample_function,
+                            upsample_module)
 
 
 def _module(step):
@@ -52,6 +53,8 @@ def _modules(nn):
     """``{nn.Module class: Entry}``."""
     return {nn.Linear: Entry(ops.linear.RULE, linear_module),
             nn.Conv1d: Entry(ops.conv.RULE, conv_module), nn.Conv2d: Entry(ops.conv.RULE, conv_module),
+            nn.ConvTranspose1d: Entry(ops.conv_transpose.RULE, conv_transpose_module),
+            nn.ConvTranspose2d: Entry(ops.conv_transpose.RULE, conv_transpose_module),
             nn.BatchNorm1d: Entry(ops.batchnorm.RULE, batchnorm_module),
             nn.BatchNorm2d: Entry(ops.batchnorm.RULE, batchnorm_module),
             nn.MaxPool1d: Entry(ops.maxpool.RULE, _pool_module(maxpool_step, 1)),
@@ -99,6 +102,7 @@ def _functions(torch, F):
     add, concat, relu = Entry(ops.add.RULE, add_function), Entry(ops.concat.RULE, cat_function), \
         Entry(ops.relu.RULE, _function(plain_step))
     adaptive = Entry(ops.adaptive_avgpool.RULE, _function(adaptive_step))
+    transposed = Entry(ops.conv_transpose.RULE, conv_transpose_function)
     return {operator.add: add, operator.iadd: add, torch.add: add, torch.cat: concat, torch.concat: concat,
             torch.flatten: Entry(ops.reshape.RULE, _function(reshape_step)),
             F.relu: relu, torch.relu: relu, torch.relu_: relu,
@@ -112,7 +116,14 @@ def _functions(torch, F):
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
-            F.interpolate: Entry(ops.upsample.RULE, upsample_function), **_activation_functions(torch, F)}
+            F.interpolate: Entry(ops.upsample.RULE, upsample_function),
+            F.conv_transpose1d: transposed, F.conv_transpose2d: transposed, **_activation_functions(torch, F)}
+
+
+def _parameter_readers(F):
+    """The functions whose weight and bias arguments are the model's parameters (``get_attr`` values), not
+    values of the network."""
+    return {F.conv_transpose1d, F.conv_transpose2d}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
@@ -139,7 +150,8 @@ def _names(keys):
 
 class TorchTable:
     """The table for the installed torch: ``modules`` and ``functions`` (``{class or function: Entry}``),
-    ``methods`` (``{name: Entry}``) and ``finals`` (``{class, function or method name: output activation}``).
+    ``methods`` (``{name: Entry}``), ``parameter_readers`` (functions reading parameters as arguments) and
+    ``finals`` (``{class, function or method name: output activation}``).
 
     Examples
     --------
@@ -156,6 +168,7 @@ class TorchTable:
         self.modules = _modules(torch.nn)
         self.functions = _functions(torch, F)
         self.methods = METHODS
+        self.parameter_readers = _parameter_readers(F)
         self.finals = _finals(torch, torch.nn, F)
 
     def entries(self):

@@ -1,13 +1,11 @@
 """``conv``: a 1-D or 2-D convolution (stride, padding, dilation, groups) with a per-channel bias."""
 
-import numbers
-
 import numpy as np
 
 from ...kernels.convolution import conv_forward, conv_transpose, conv_weight_velocity
 from ...kernels.windows import window_table_bytes
-from .geometry import (check_table, conv_geometry_of, conv_window, ints, spatial_axes, window_output, window_reach,
-                       window_table)
+from .geometry import (check_groups, check_table, conv_geometry_of, conv_window, ints, spatial_axes, window_output,
+                       window_reach, window_table)
 from .rule import OpRule, csr, per_channel
 
 #: Largest work (frequencies x C_out x C_in x min(C_out, C_in) per group) of the Fourier norm bound.
@@ -32,6 +30,45 @@ def fourier_norm(W, groups, spatial, padding, dilation):
     # real taps: the frequencies f and -f give conjugate matrices (same norm), so half the grid suffices
     hat = np.moveaxis(np.fft.rfftn(taps, axes=axes), (1, 2), (-2, -1))
     return float(np.max(np.linalg.norm(hat, ord=2, axis=(-2, -1))))
+
+
+def conv_norm_bound(W, groups, window, geom):
+    """A bound on the 2-norm of the convolution of ``geom`` (weight ``W``, ``window`` = ``(spatial, kernel, stride,
+    padding, dilation)`` on its input), and so of its adjoint: the Fourier bound, or Schur's test when too costly."""
+    spatial, _, _, padding, dilation = window
+    fourier = fourier_norm(W, groups, spatial, padding, dilation)
+    if fourier is not None:
+        return fourier
+    # sqrt(max row sum * max column sum) of |F| bounds ||F||_2 (Schur's test)
+    ones = np.ones((1, geom.in_channels * geom.n_in_positions))
+    rows = conv_forward(ones, np.abs(W), np.zeros(W.shape[0]), geom)
+    cols = conv_transpose(np.ones((1, geom.out_channels * geom.n_out_positions)), np.abs(W), geom)
+    return float(np.sqrt(rows.max() * cols.max()))
+
+
+def conv_entries(W, groups, index, n_in):
+    """``(rows, cols, vals)`` of the convolution's matrix ``(C_out * n_out, C_in * n_in)`` with weight ``W``
+    ``(C_out, C_in / groups, *kernel)`` and window table ``index`` ``(n_out, K)`` (padding left out).
+
+    Examples
+    --------
+    >>> index = np.array([[-1, 0], [0, 1]])
+    >>> [a.tolist() for a in conv_entries(np.array([[[1.0, 2.0]]]), 1, index, 2)]
+    [[0, 1, 1], [0, 0, 1], [2.0, 1.0, 2.0]]
+    """
+    n_out, K = index.shape
+    cout, cin_g = W.shape[0], W.shape[1]
+    per_group = cout // groups
+    o = np.arange(cout)[:, None, None, None]
+    p = np.arange(n_out)[None, :, None, None]
+    c = (o // per_group) * cin_g + np.arange(cin_g)[None, None, :, None]    # global input channel
+    pos = index[None, :, None, :]
+    shape4 = (cout, n_out, cin_g, K)
+    inside = np.broadcast_to(pos >= 0, shape4)
+    rows = np.broadcast_to(o * n_out + p, shape4)[inside]
+    cols = np.broadcast_to(c * n_in + pos, shape4)[inside]
+    vals = np.broadcast_to(W.reshape(cout, 1, cin_g, K), shape4)[inside]
+    return rows, cols, vals
 
 
 class Conv(OpRule):
@@ -60,10 +97,7 @@ class Conv(OpRule):
         spatial = spatial_axes(node, parent, n_axes)
         stride, padding = ints(node, "stride", n_axes, 1), ints(node, "padding", n_axes, 0)
         dilation = ints(node, "dilation", n_axes, 1)
-        groups = node.attrs["groups"]
-        if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1 or W.shape[0] % groups:
-            raise ValueError(f"node {node.name!r} (conv): groups must be a positive divisor of the "
-                             f"{W.shape[0]} output channels, got {groups!r}")
+        groups = check_groups(node, W.shape[0], "output")
         if parent[0] != W.shape[1] * groups:
             raise ValueError(f"node {node.name!r} (conv) takes {W.shape[1] * groups} input channels, got shape {parent}")
         if node.params["bias"].shape != (W.shape[0],):
@@ -90,22 +124,9 @@ class Conv(OpRule):
     def _matrix(self, node, graph):
         """The convolution as a CSR matrix ``(out_channels * n_out, in_channels * n_in)`` (no bias)."""
         parent = graph.shapes[node.inputs[0]]
-        W = node.params["weight"]
         index, _ = window_table(node, conv_window(node, parent))
-        n_out, K = index.shape
-        n_in = int(np.prod(parent[1:]))
-        cout, cin_g = W.shape[0], W.shape[1]
-        per_group = cout // node.attrs["groups"]
-        o = np.arange(cout)[:, None, None, None]
-        p = np.arange(n_out)[None, :, None, None]
-        c = (o // per_group) * cin_g + np.arange(cin_g)[None, None, :, None]    # global input channel
-        pos = index[None, :, None, :]
-        shape4 = (cout, n_out, cin_g, K)
-        inside = np.broadcast_to(pos >= 0, shape4)
-        rows = np.broadcast_to(o * n_out + p, shape4)[inside]
-        cols = np.broadcast_to(c * n_in + pos, shape4)[inside]
-        vals = np.broadcast_to(W.reshape(cout, 1, cin_g, K), shape4)[inside]
-        return csr(rows, cols, vals, (cout * n_out, parent[0] * n_in))
+        rows, cols, vals = conv_entries(node.params["weight"], node.attrs["groups"], index, int(np.prod(parent[1:])))
+        return csr(rows, cols, vals, (graph.sizes[node.name], graph.sizes[node.inputs[0]]))
 
     def maps(self, node, graph):
         W, geom = node.params["weight"], conv_geometry_of(node, graph)
@@ -119,16 +140,8 @@ class Conv(OpRule):
         return per_channel(node, graph, node.params["bias"])
 
     def norm_bound(self, node, graph):
-        W = node.params["weight"]
-        spatial, _, _, padding, dilation = conv_window(node, graph.shapes[node.inputs[0]])
-        fourier = fourier_norm(W, node.attrs["groups"], spatial, padding, dilation)
-        if fourier is not None:
-            return fourier
-        # sqrt(max row sum * max column sum) of |F| bounds ||F||_2 (Schur's test)
-        geom, ones = conv_geometry_of(node, graph), np.ones((1, graph.sizes[node.inputs[0]]))
-        rows = conv_forward(ones, np.abs(W), np.zeros(W.shape[0]), geom)
-        cols = conv_transpose(np.ones((1, graph.sizes[node.name])), np.abs(W), geom)
-        return float(np.sqrt(rows.max() * cols.max()))
+        window = conv_window(node, graph.shapes[node.inputs[0]])
+        return conv_norm_bound(node.params["weight"], node.attrs["groups"], window, conv_geometry_of(node, graph))
 
     def velocity(self, node, graph):
         geom = conv_geometry_of(node, graph)

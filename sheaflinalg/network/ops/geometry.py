@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._common.memory import BATCH_FLOOR, check_memory
 from ..._common.validation import as_int_tuple
-from ...kernels.convolution import conv_geometry
+from ...kernels.convolution import ConvGeometry, conv_geometry
 from ...kernels.windows import adaptive_table_bytes, adaptive_windows, output_size, window_indices, window_table_bytes
 
 WAY_OUT = ("use a smaller kernel, stride, padding or output size, or a smaller input (the table holds an "
@@ -51,6 +51,15 @@ def window_table(node, window):
 def ints(node, key, n_axes, minimum):
     """Attribute ``key`` of ``node`` as ``n_axes`` ints ``>= minimum`` (an int is repeated per axis)."""
     return as_int_tuple(node.attrs[key], n_axes, minimum, f"node {node.name!r} ({node.op}): {key}")
+
+
+def check_groups(node, channels, which):
+    """The node's ``groups``: a positive divisor of its ``channels`` (``which`` says of what: "output", "input")."""
+    groups = node.attrs["groups"]
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups < 1 or channels % groups:
+        raise ValueError(f"node {node.name!r} ({node.op}): groups must be a positive divisor of the "
+                         f"{channels} {which} channels, got {groups!r}")
+    return int(groups)
 
 
 def spatial_axes(node, parent, n_axes):
@@ -110,6 +119,21 @@ def conv_geometry_of(node, graph):
     check_table(node, window_table_bytes(*window))
     W = node.params["weight"]
     return conv_geometry(parent[0], spatial, W.shape[0], node.attrs["groups"], kernel, stride, padding, dilation)
+
+
+def conv_transpose_geometry_of(node, graph):
+    """The :class:`~sheaflinalg.kernels.convolution.ConvGeometry` of the convolution a ``conv_transpose`` node of
+    ``graph`` is the adjoint of: from the node's output positions to its parent's, with the node's weight,
+    stride, padding and dilation.  The windows past the parent's extent (there are some when the
+    ``output_padding`` is at least the stride) are dropped: that convolution's map restricted to them.
+    """
+    parent, out = graph.shapes[node.inputs[0]], graph.shapes[node.name]
+    index, full = window_table(node, conv_window(node, out))
+    K = index.shape[1]
+    kept = tuple(slice(0, n) for n in parent[1:])
+    index = np.ascontiguousarray(index.reshape(full + (K,))[kept].reshape(-1, K))
+    return ConvGeometry(index, out[0], parent[0], node.attrs["groups"], int(np.prod(out[1:])),
+                        int(np.prod(parent[1:])))
 
 
 def pool_windows(node, graph):
