@@ -33,7 +33,18 @@ op                  params            attrs                                     
 ``sum``             --                axes, keepdim                               --
 ``conv_transpose``  weight, bias      stride, padding, output_padding,            --
                                       dilation, groups
+``sigmoid``         --                --                                          tangent
+``tanh``            --                --                                          tangent
+``gelu``            --                approximate  (``"none"`` or ``"tanh"``)     tangent
+``silu``            --                --                                          tangent
+``softplus``        --                beta, threshold                             tangent
+``elu``             --                alpha                                       tangent
+``mish``            --                --                                          tangent
+``hardswish``       --                --                                          tangent
 ==================  ================  ==========================================  =========
+
+A ``tangent`` pattern is the linearisation point of a smooth node (its parents' values side by side):
+its sheaf at a state is the node's tangent there (``docs/graph-networks.md``, "Smooth nodes").
 """
 
 import re
