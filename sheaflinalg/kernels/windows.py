@@ -12,15 +12,25 @@ import numpy as np
 from numba import njit
 
 
-def output_size(size, kernel, stride, padding, dilation=1):
-    """Output length of a window sweep along one axis (PyTorch's rule, ``ceil_mode=False``).
+def output_size(size, kernel, stride, padding, dilation=1, ceil_mode=False):
+    """Output length of a window sweep along one axis (PyTorch's rule).
+
+    ``ceil_mode`` rounds the number of strides up, so that a last window may run past the padded end
+    (it reads only the entries it covers), but drops a last window that would start past the end of the
+    input and its left padding (PyTorch's rule: every window starts inside the input or its left padding).
 
     Examples
     --------
-    >>> output_size(40, 5, 2, 1)
-    19
+    >>> output_size(40, 5, 2, 1), output_size(6, 3, 2, 0), output_size(6, 3, 2, 0, ceil_mode=True)
+    (19, 2, 3)
+    >>> output_size(5, 2, 2, 1, ceil_mode=True)     # ceil gives 4, but window 3 would start at 6 - 1 = 5 >= 5
+    3
     """
-    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    if not ceil_mode:
+        return span // stride + 1
+    n = -(-span // stride) + 1
+    return n - 1 if (n - 1) * stride >= size + padding else n
 
 
 #: Bytes per entry of a window table while it is built: the int64 table and up to three int64
@@ -30,7 +40,7 @@ TABLE_ENTRY_BYTES = 32
 ARRAY_BYTES = 112
 
 
-def window_table_bytes(in_spatial, kernel, stride, padding, dilation):
+def window_table_bytes(in_spatial, kernel, stride, padding, dilation, ceil_mode=False):
     """Peak bytes :func:`window_indices` needs for this geometry (exact integers, nothing allocated).
 
     Callers check it against the memory available before they build the table (a kernel of
@@ -43,7 +53,7 @@ def window_table_bytes(in_spatial, kernel, stride, padding, dilation):
     """
     entries = 1
     for size, k, s, p, d in zip(in_spatial, kernel, stride, padding, dilation):
-        entries *= max(0, output_size(size, k, s, p, d)) * k
+        entries *= max(0, output_size(size, k, s, p, d, ceil_mode)) * k
     return TABLE_ENTRY_BYTES * entries
 
 
@@ -63,20 +73,22 @@ def adaptive_table_bytes(in_spatial, out_spatial):
     return per_axis + n_out * (2 * ARRAY_BYTES + TABLE_ENTRY_BYTES * widest)
 
 
-def window_indices(in_spatial, kernel, stride, padding, dilation):
+def window_indices(in_spatial, kernel, stride, padding, dilation, ceil_mode=False):
     """Flat input positions read by every output position and kernel offset.
 
     Parameters
     ----------
     in_spatial, kernel, stride, padding, dilation : tuple of int
         One entry per spatial axis (1 or 2 axes).
+    ceil_mode : bool, optional
+        PyTorch's ``ceil_mode`` (:func:`output_size`): a last window may run past the padded end.
 
     Returns
     -------
     index : ndarray of int64, shape (n_out_positions, n_kernel_offsets)
         ``index[p, q]`` is the flat input position that kernel offset ``q``
         (C order over the kernel's axes) reads for output position ``p``
-        (C order over the output's axes), or ``-1`` where it falls in the padding.
+        (C order over the output's axes), or ``-1`` where it falls in the padding (or past it, in ceil mode).
     out_spatial : tuple of int
 
     Examples
@@ -88,7 +100,7 @@ def window_indices(in_spatial, kernel, stride, padding, dilation):
     axes = []
     out_spatial = []
     for size, k, s, p, d in zip(in_spatial, kernel, stride, padding, dilation):
-        n_out = output_size(size, k, s, p, d)
+        n_out = output_size(size, k, s, p, d, ceil_mode)
         pos = np.arange(n_out)[:, None] * s - p + np.arange(k)[None, :] * d   # (n_out, k) input positions
         axes.append((pos, size))
         out_spatial.append(n_out)

@@ -22,6 +22,7 @@ import numpy as np
 from .._common.atomic import prepare_target, save_npz
 from .._common.npzfile import content_digest, read_npz
 from .history import History
+from ..network.graph.nodes import stated_attrs
 from ..network.paths import GRAPH, engine
 
 _FORMAT = "sheaflinalg.train-checkpoint/2"
@@ -58,7 +59,7 @@ def network_identity(net):
     a chain's widths and output, a graph network's nodes, input shape and output."""
     if engine(net) == GRAPH:
         graph = net.graph
-        structure = [[n.name, n.op, list(n.inputs), dict(n.attrs)] for n in graph.nodes]
+        structure = [[n.name, n.op, list(n.inputs), stated_attrs(n)] for n in graph.nodes]
         return dict(graph=structure, input_shape=list(graph.input_shape), output=graph.output)
     return dict(dims=net.dims, output=net.output)
 

@@ -77,8 +77,33 @@ def conv_transpose_dense(node, in_shape, out_shape):
     return F
 
 
+def _pool_length(L, k, s, p, d, ceil_mode):
+    """Windows along one axis, counted one by one: window ``o`` starts at ``o * s - p``; without ceil mode it
+    must end inside the padded input ``[-p, L + p)``; with it, the window one stride before it (for ``o = 0``
+    too) must end before the padded input's last entry, and the window must start inside the input or its
+    left padding."""
+    o = 0
+    while True:
+        start, end = o * s - p, o * s - p + d * (k - 1)
+        fits = end < L + p if not ceil_mode else end - s < L + p - 1 and start < L
+        if not fits:
+            return o
+        o += 1
+
+
+def pool_out_shape(node, in_shape):
+    """The output shape of an ``avgpool``/``maxpool`` node, window by window (``ceil_mode`` absent: False)."""
+    n = len(in_shape) - 1
+    a = node.attrs
+    kernel, stride, padding = (_tuple(a[k], n) for k in ("kernel_size", "stride", "padding"))
+    dilation = _tuple(a.get("dilation", 1), n)
+    return (in_shape[0],) + tuple(_pool_length(*axis, a.get("ceil_mode", False))
+                                  for axis in zip(in_shape[1:], kernel, stride, padding, dilation))
+
+
 def pool_dense(node, in_shape, out_shape):
     n = len(in_shape) - 1
+    assert node.op == "adaptive_avgpool" or pool_out_shape(node, in_shape) == tuple(out_shape)
     F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
     for c in range(in_shape[0]):
         for out_pos in _positions(out_shape[1:]):
@@ -92,7 +117,9 @@ def pool_dense(node, in_shape, out_shape):
                 kernel, stride, padding = (_tuple(a[k], n) for k in ("kernel_size", "stride", "padding"))
                 window = [p for p in _window(out_pos, kernel, stride, padding, (1,) * n)]
                 inside = [p for p in window if _inside(p, in_shape[1:])]
-                divisor = len(window) if a["count_include_pad"] else len(inside)
+                # the padded input: a ceil_mode window's positions past it count in no divisor
+                padded = [q for q in window if all(i < L + pad for i, L, pad in zip(q, in_shape[1:], padding))]
+                divisor = len(padded) if a["count_include_pad"] else len(inside)
                 window = inside
             for pos in window:
                 F[_flat((c,) + out_pos, out_shape), _flat((c,) + pos, in_shape)] += 1.0 / divisor
@@ -104,6 +131,7 @@ def maxpool_argmax(node, in_shape, out_shape, z):
     n = len(in_shape) - 1
     a = node.attrs
     kernel, stride, padding, dilation = (_tuple(a[k], n) for k in ("kernel_size", "stride", "padding", "dilation"))
+    assert pool_out_shape(node, in_shape) == tuple(out_shape)
     out = np.zeros(int(np.prod(out_shape)), dtype=np.int64)
     for c in range(in_shape[0]):
         for out_pos in _positions(out_shape[1:]):

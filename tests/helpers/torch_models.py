@@ -244,3 +244,29 @@ def assert_round_trip(net, X, path):
     back = sl.Network.load(str(path))
     assert [n.attrs for n in back.graph.nodes] == [n.attrs for n in net.graph.nodes]
     assert back.forward(X).tobytes() == net.forward(X).tobytes()
+
+
+def check_against_torch(net, model, shape, X=None):
+    """``net``'s forward pass equals the float64 eval-mode ``model``'s on ``X`` (default: a random batch of 5 of
+    per-sample ``shape``) and ``sl.verify`` passes; returns ``X``."""
+    import numpy as np
+
+    import sheaflinalg as sl
+
+    X = np.random.default_rng(1).normal(size=(5,) + tuple(shape)) if X is None else X
+    np.testing.assert_allclose(net.forward(X), reference(model.double().eval(), X), rtol=1e-12, atol=1e-12)
+    assert sl.verify(net, X).passed
+    return X
+
+
+def export_onnx(model, shape, path, opset=None):
+    """Export the float64 eval-mode ``model`` (per-sample input ``shape``) to ``path`` with torch.onnx's legacy
+    exporter, a symbolic batch axis; returns ``path`` as a string."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # the legacy exporter is deprecated
+        torch.onnx.export(model.double().eval(), (torch.zeros((2,) + tuple(shape), dtype=torch.float64),), str(path),
+                          dynamo=False, opset_version=opset, input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}})
+    return str(path)

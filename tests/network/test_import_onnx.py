@@ -124,7 +124,8 @@ W3 = np.ones((2, 2, 3))
 REFUSED = [
     (_one_node("Erf"), r"node 'n' \(Erf\) is not supported: op_type 'Erf'"),
     (_one_node("Conv", {"pads": [1, 0]}, inputs=[("W", W3)]), r"'n' \(Conv\).*padding begins \[1\] and ends \[0\]"),
-    (_one_node("MaxPool", {"kernel_shape": [2], "ceil_mode": 1}), r"'n' \(MaxPool\).*ceil_mode"),
+    (_one_node("MaxPool", {"kernel_shape": [2], "ceil_mode": 1, "auto_pad": "SAME_UPPER"}),
+     r"'n' \(MaxPool\).*ceil_mode=1 with auto_pad"),
     (_one_node("Reshape", inputs=[("s", np.array([-1], dtype=np.int64))]), r"'n' \(Reshape\).*batch axis"),
     (_one_node("Concat", {"axis": 0}), r"'n' \(Concat\).*batch axis"),
     (_one_node("Flatten", {"axis": 2}), r"'n' \(Flatten\).*axis=2"),

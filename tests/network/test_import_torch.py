@@ -102,8 +102,6 @@ def _conv1(**kw):
 REFUSED = [
     (nn.Sequential(nn.Linear(2, 3), nn.Hardshrink(), nn.Linear(3, 1)), None, r"node '1' \(Hardshrink\) is not supported"),
     (nn.Sequential(nn.Linear(2, 3), nn.Softmax(dim=1), nn.Linear(3, 1)), None, r"'1' \(Softmax\).*only as the output"),
-    (nn.Sequential(_conv1(), nn.ReLU(), nn.MaxPool1d(2, ceil_mode=True)), (1, 8), r"'2' \(MaxPool1d\).*ceil_mode"),
-    (nn.Sequential(_conv1(), nn.AvgPool1d(2, ceil_mode=True)), (1, 8), r"'1' \(AvgPool1d\).*ceil_mode"),
     (nn.Sequential(nn.Conv2d(1, 1, 1), nn.AvgPool2d(2, divisor_override=3)), (1, 4, 4), "divisor_override"),
     (_Wrap(lambda s, x: s.pool(x)[0], pool=nn.MaxPool1d(2, return_indices=True)), (1, 8), "return_indices"),
     (_Wrap(lambda s, x: F.max_pool1d(x, 2, return_indices=True)[0]), (1, 8), r"\(max_pool1d_with_indices\)"),

@@ -35,7 +35,8 @@ N_SAMPLES = 3
 def _window_attrs(draw, op, n_axes):
     k = draw(st.integers(1, 3))
     attrs = {"kernel_size": k if n_axes == 1 or draw(st.booleans()) else (k, draw(st.integers(1, 3))),
-             "stride": draw(st.integers(1, 2)), "padding": draw(st.integers(0, k // 2))}
+             "stride": draw(st.integers(1, 3)), "padding": draw(st.integers(0, k // 2)),
+             "ceil_mode": draw(st.booleans())}
     if op == "avgpool":
         attrs["count_include_pad"] = draw(st.booleans())
     else:

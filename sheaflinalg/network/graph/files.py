@@ -26,7 +26,7 @@ import numpy as np
 from ..._common.memory import InsufficientMemoryError
 from ..._common.npzfile import content_digest
 from .graph import Graph
-from .nodes import OPS, Node
+from .nodes import OPS, Node, stated_attrs
 
 FORMAT = "sheaflinalg.graph/1"
 #: Longest JSON text read (characters): thousands of nodes; a larger entry is crafted.
@@ -39,7 +39,7 @@ ATTR_KINDS = {"stride": "ints", "padding": "ints", "dilation": "ints", "kernel_s
               "negative_slope": "number", "axes": "ints", "keepdim": "bool", "pads": "ints",
               "start": "int", "stop": "int", "step": "int",
               "scale": "ints", "approximate": "text", "beta": "number", "threshold": "number", "alpha": "number",
-              "output_padding": "ints"}
+              "output_padding": "ints", "ceil_mode": "bool"}
 _NODE_KEYS = ("name", "op", "inputs", "attrs")
 _TOP_KEYS = ("input_shape", "output", "nodes")
 
@@ -74,7 +74,7 @@ def graph_entries(graph):
     """
     description = {"input_shape": list(graph.input_shape), "output": graph.output,
                    "nodes": [{"name": node.name, "op": node.op, "inputs": list(node.inputs),
-                              "attrs": {key: _plain(value) for key, value in node.attrs.items()}}
+                              "attrs": {key: _plain(value) for key, value in stated_attrs(node).items()}}
                              for node in graph.nodes]}
     text = json.dumps(description, allow_nan=False, separators=(",", ":"))
     arrays = {param_entry(i, key): np.asarray(value) for i, node in enumerate(graph.nodes)
@@ -93,10 +93,10 @@ class _Schema:
     def fail(self, where, message):
         return self.f.error(f"{where}: {message}", "graph")
 
-    def keys(self, value, wanted, where):
+    def keys(self, value, wanted, where, optional=()):
         if not isinstance(value, dict):
             raise self.fail(where, f"must be a JSON object, got {_kind(value)}")
-        missing, unknown = sorted(set(wanted) - set(value)), sorted(set(value) - set(wanted))
+        missing, unknown = sorted(set(wanted) - set(value) - set(optional)), sorted(set(value) - set(wanted))
         if missing or unknown:
             raise self.fail(where, f"must have exactly the keys {list(wanted)}" + (f"; missing {missing}" if missing
                                                                                    else "")
@@ -169,7 +169,7 @@ def _node(schema, f, index, value):
     if op not in OPS:
         raise schema.fail(f"{where}.op", f"unsupported operation {op!r}; supported: {', '.join(OPS)}")
     inputs = schema.list_of(value["inputs"], f"{where}.inputs", schema.text)
-    attrs = schema.keys(value["attrs"], OPS[op].attrs, f"{where}.attrs")
+    attrs = schema.keys(value["attrs"], OPS[op].attrs, f"{where}.attrs", OPS[op].optional)
     attrs = {key: schema.attr(v, ATTR_KINDS[key], f"{where}.attrs.{key}") for key, v in attrs.items()}
     params = {key: f.float_array(param_entry(index, key)) for key in OPS[op].params}
     try:

@@ -16,9 +16,10 @@ op                  params            attrs                                     
 ``linear``          weight, bias      --                                          --
 ``conv``            weight, bias      stride, padding, dilation, groups           --
 ``avgpool``         --                kernel_size, stride, padding,               --
-                                      count_include_pad
+                                      count_include_pad, ceil_mode (optional)
 ``adaptive_avgpool``  --              output_size                                 --
-``maxpool``         --                kernel_size, stride, padding, dilation      argmax
+``maxpool``         --                kernel_size, stride, padding, dilation,     argmax
+                                      ceil_mode (optional)
 ``batchnorm``       scale, shift      --                                          --
 ``relu``            --                --                                          mask
 ``leaky_relu``      --                negative_slope                              mask
@@ -81,7 +82,8 @@ class Node:
     inputs : sequence of str
         Parent names (``"x"`` is the network input), all defined earlier.
     attrs : dict
-        The operation's attributes (tuples of int per spatial axis, ints, floats, bools).
+        The operation's attributes (tuples of int per spatial axis, ints, floats, bools, strings); an optional
+        one it omits takes its default (``OpRule.optional``).
     params : dict
         The operation's arrays (copied to read-only float64).
 
@@ -110,7 +112,7 @@ class Node:
         if not spec.min_inputs <= len(inputs) <= spec.max_inputs or not all(isinstance(p, str) for p in inputs):
             want = spec.min_inputs if spec.max_inputs == spec.min_inputs else f"at least {spec.min_inputs}"
             raise ValueError(f"node {self.name!r} ({self.op}) takes {want} parent name(s), got {inputs!r}")
-        attrs = dict(self.attrs or {})
+        attrs = {**spec.optional, **(self.attrs or {})}          # the optional attributes a node omits
         params = dict(self.params or {})
         for kind, given, wanted in (("attribute", attrs, spec.attrs), ("parameter", params, spec.params)):
             if set(given) != set(wanted):
@@ -137,11 +139,27 @@ class Node:
         return f"Node({self.name!r}, {self.op!r}, inputs={list(self.inputs)})"
 
 
+def stated_attrs(node):
+    """``node``'s attributes less the optional ones at their defaults (:attr:`OpRule.optional`): what files and
+    checkpoints record, so that a node reads the same as before its op gained an attribute.
+
+    Examples
+    --------
+    >>> pool = Node("p", "maxpool", ["x"], {"kernel_size": 2, "stride": 2, "padding": 0, "dilation": 1})
+    >>> pool.attrs["ceil_mode"], sorted(stated_attrs(pool))
+    (False, ['dilation', 'kernel_size', 'padding', 'stride'])
+    """
+    optional = node.rule.optional
+    return {k: v for k, v in node.attrs.items()
+            if k not in optional or type(v) is not type(optional[k]) or v != optional[k]}
+
+
 def output_shape(node, parent_shapes):
     """Per-sample output shape of ``node`` given its parents' shapes; ValueError naming the node if they do not fit."""
     return node.rule.shape(node, [tuple(p) for p in parent_shapes])
 
 
 def window_geometry(node, parent_shape):
-    """``(spatial, kernel, stride, padding, dilation)`` of a sliding-window node (``conv``, ``avgpool``, ``maxpool``)."""
+    """``(spatial, kernel, stride, padding, dilation)`` of a sliding-window node (``conv``, ``avgpool``, ``maxpool``;
+    a pool's ends with its ``ceil_mode``): the arguments of :func:`~sheaflinalg.kernels.windows.window_indices`."""
     return node.rule.window(node, tuple(parent_shape))

@@ -141,8 +141,6 @@ def _window(reader, node, label, attrs, kernel):
     n_axes = len(kernel)
     stride = tuple(attrs.get("strides", [1] * n_axes))
     dilation = tuple(attrs.get("dilations", [1] * n_axes))
-    if attrs.get("ceil_mode", 0):
-        raise refuse(label, node.op_type, "ceil_mode=1 (windows past the edge) is not supported")
     in_spatial = reader.builder.shape(node.input[0])[1:]
     padding = _pads(node, label, attrs, n_axes, in_spatial, kernel, stride, dilation)
     return {"stride": stride, "padding": padding, "dilation": dilation}
@@ -209,7 +207,10 @@ def _pool_window(reader, node, label, attrs):
     """``{kernel_size, stride, padding, dilation}`` of a pooling node (whose other outputs are unused)."""
     reader.only_first_output(node, label)
     kernel = tuple(attrs["kernel_shape"])
-    return {**_window(reader, node, label, attrs, kernel), "kernel_size": kernel}
+    ceil_mode = bool(attrs.get("ceil_mode", 0))
+    if ceil_mode and attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        raise refuse(label, node.op_type, "ceil_mode=1 with auto_pad is not supported (give explicit pads)")
+    return {**_window(reader, node, label, attrs, kernel), "kernel_size": kernel, "ceil_mode": ceil_mode}
 
 
 def _maxpool(reader, node, label, attrs, rule):

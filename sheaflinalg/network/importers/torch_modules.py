@@ -70,25 +70,26 @@ def window_attrs(name, op, n_axes, args, keys):
     return attrs
 
 
-def _pool_checks(name, op, args):
-    if args.get("ceil_mode"):
-        raise refuse(name, op, "ceil_mode=True (windows past the edge) is not supported; use ceil_mode=False")
+def _pool_attrs(name, op, n_axes, args, keys):
+    """The window attributes ``keys`` of a pooling and its ``ceil_mode`` (a bool)."""
+    ceil_mode = args.get("ceil_mode", False)
+    if not isinstance(ceil_mode, (bool, int)):
+        raise refuse(name, op, f"ceil_mode={ceil_mode!r} is not a bool")
+    return {**window_attrs(name, op, n_axes, args, keys), "ceil_mode": bool(ceil_mode)}
 
 
 def maxpool_step(rule, name, op, n_axes, parent, args):
     """A max pooling from its torch arguments (module attributes or a function's bound arguments)."""
-    _pool_checks(name, op, args)
     if args.get("return_indices"):
         raise refuse(name, op, "return_indices=True is not supported (the indices are not a tensor value)")
-    return Step(rule, [parent], window_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding", "dilation")))
+    return Step(rule, [parent], _pool_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding", "dilation")))
 
 
 def avgpool_step(rule, name, op, n_axes, parent, args):
     """An average pooling from its torch arguments (module attributes or a function's bound arguments)."""
-    _pool_checks(name, op, args)
     if args.get("divisor_override") is not None:
-        raise refuse(name, op, "divisor_override is not supported")
-    attrs = window_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding"))
+        raise refuse(name, op, "divisor_override is not supported (a divisor other than the window's count)")
+    attrs = _pool_attrs(name, op, n_axes, args, ("kernel_size", "stride", "padding"))
     return Step(rule, [parent], {**attrs, "count_include_pad": bool(args["count_include_pad"])})
 
 

@@ -3,6 +3,7 @@
 import numbers
 
 from .avgpool import AveragePool
+from .rule import OpRule
 from ...kernels.windows import adaptive_table_bytes
 from .geometry import adaptive_pool_windows, check_table, ints, spatial_axes
 
@@ -19,6 +20,7 @@ class AdaptiveAveragePool(AveragePool):
 
     name = "adaptive_avgpool"
     attrs = ("output_size",)
+    optional = OpRule.optional
 
     def shape(self, node, parent_shapes):
         (parent,) = parent_shapes

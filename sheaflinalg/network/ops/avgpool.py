@@ -1,9 +1,11 @@
-"""``avgpool``: a sliding-window average (kernel, stride, padding, ``count_include_pad``) per channel."""
+"""``avgpool``: a sliding-window average (kernel, stride, padding, ``count_include_pad``, ``ceil_mode``) per channel."""
+
+from types import MappingProxyType
 
 import numpy as np
 
 from ...kernels.pooling import average_pool, average_pool_transpose
-from .geometry import pool_shape, pool_window, pool_windows, window_reach
+from .geometry import padded_window_sizes, pool_shape, pool_window, pool_windows, window_reach
 from .rule import OpRule, csr, entries_touched, parameterless
 
 
@@ -31,11 +33,16 @@ def nonnegative_norm(windows, n_in, n_out):
 class AveragePool(OpRule):
     """The mean of every window, over the window's size or (``count_include_pad`` False) its inside entries.
 
+    With ``ceil_mode`` a last window may run past the padded end (PyTorch's rule, ``kernels.windows.output_size``):
+    it averages the input entries it covers, over the part of it inside the padded input
+    (``count_include_pad``: padding counts, what lies past the padding does not) or over its inside entries.
+
     Subclasses give other windows (:meth:`windows`); the rest of the rule serves every average.
     """
 
     name = "avgpool"
-    attrs = ("kernel_size", "stride", "padding", "count_include_pad")
+    attrs = ("kernel_size", "stride", "padding", "count_include_pad", "ceil_mode")
+    optional = MappingProxyType({"ceil_mode": False})
     velocity = staticmethod(parameterless)
     work = staticmethod(entries_touched)
 
@@ -47,12 +54,12 @@ class AveragePool(OpRule):
     def windows(self, node, graph):
         """``(channels, n_in_positions, index, divisor)``: the window table and every window's divisor."""
         channels, n_in, index, _ = pool_windows(node, graph)
-        divisor = (np.full(index.shape[0], float(index.shape[1])) if node.attrs["count_include_pad"]
+        divisor = (padded_window_sizes(node, graph) if node.attrs["count_include_pad"]
                    else (index >= 0).sum(axis=1).astype(np.float64))
         return channels, n_in, index, divisor
 
     def window(self, node, parent_shape):
-        """``(spatial, kernel, stride, padding, dilation)`` of the node's windows on its parent."""
+        """``(spatial, kernel, stride, padding, dilation, ceil_mode)`` of the node's windows on its parent."""
         return pool_window(node, parent_shape)
 
     def forward(self, node, graph):

@@ -70,9 +70,10 @@ def spatial_axes(node, parent, n_axes):
     return parent[1:]
 
 
-def window_output(node, spatial, kernel, stride, padding, dilation):
+def window_output(node, spatial, kernel, stride, padding, dilation, ceil_mode=False):
     """The spatial output shape of a window sweep; ValueError naming the node if no window fits."""
-    out = tuple(output_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation))
+    out = tuple(output_size(n, k, s, p, d, ceil_mode)
+                for n, k, s, p, d in zip(spatial, kernel, stride, padding, dilation))
     if min(out) < 1:
         raise ValueError(f"node {node.name!r} ({node.op}): its window (kernel {kernel}, dilation {dilation}, "
                          f"padding {padding}) does not fit the input of spatial shape {spatial}")
@@ -87,8 +88,24 @@ def conv_window(node, parent):
             ints(node, "padding", n_axes, 0), ints(node, "dilation", n_axes, 1))
 
 
+def ceil_mode(node):
+    """The ``ceil_mode`` attribute of a pooling node (False if absent: graph files written before it); a bool."""
+    value = node.attrs.get("ceil_mode", False)
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"node {node.name!r} ({node.op}): ceil_mode must be a bool, got {value!r}")
+    return bool(value)
+
+
 def pool_window(node, parent):
-    """``(spatial, kernel, stride, padding, dilation)`` of an ``avgpool``/``maxpool`` node (checked)."""
+    """``(spatial, kernel, stride, padding, dilation, ceil_mode)`` of an ``avgpool``/``maxpool`` node (checked).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> pool_window(sl.Node("p", "maxpool", ["x"], {"kernel_size": 3, "stride": 2, "padding": 0, "dilation": 1,
+    ...                                             "ceil_mode": True}), (8, 6, 6))
+    ((6, 6), (3, 3), (2, 2), (0, 0), (1, 1), True)
+    """
     kernel = node.attrs["kernel_size"]
     n_axes = len(parent) - 1 if isinstance(kernel, numbers.Integral) else len(tuple(kernel))
     spatial = spatial_axes(node, parent, n_axes)
@@ -98,14 +115,14 @@ def pool_window(node, parent):
     dilation = ints(node, "dilation", n_axes, 1) if "dilation" in node.attrs else (1,) * n_axes
     if any(2 * p > k for p, k in zip(padding, kernel)):
         raise ValueError(f"node {node.name!r} ({node.op}): padding {padding} must be at most half the kernel {kernel}")
-    return spatial, kernel, stride, padding, dilation
+    return spatial, kernel, stride, padding, dilation, ceil_mode(node)
 
 
 def pool_shape(node, parent):
     """Output shape of an ``avgpool``/``maxpool`` node; ValueError if a window reads only padding."""
-    spatial, kernel, stride, padding, dilation = pool_window(node, parent)
-    out = window_output(node, spatial, kernel, stride, padding, dilation)
-    index, _ = window_table(node, (spatial, kernel, stride, padding, dilation))
+    window = spatial, kernel, stride, padding, dilation, _ = pool_window(node, parent)
+    out = window_output(node, *window)
+    index, _ = window_table(node, window)
     if np.any(np.all(index < 0, axis=1)):
         raise ValueError(f"node {node.name!r} ({node.op}): a window (kernel {kernel}, dilation {dilation}, padding "
                          f"{padding}) reads only padding on the input of spatial shape {spatial}")
@@ -142,6 +159,27 @@ def pool_windows(node, graph):
     parent = graph.shapes[node.inputs[0]]
     index, _ = window_table(node, pool_window(node, parent))
     return parent[0], int(np.prod(parent[1:])), index, None
+
+
+def padded_window_sizes(node, graph):
+    """Every window's number of entries inside the padded input (PyTorch's ``count_include_pad`` divisor):
+    the kernel's size, less what a ``ceil_mode`` window runs past the padded end.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> from sheaflinalg.network.graph import Graph
+    >>> pool = sl.Node("p", "avgpool", ["x"], {"kernel_size": 3, "stride": 2, "padding": 1,
+    ...                                        "count_include_pad": True, "ceil_mode": True})
+    >>> padded_window_sizes(pool, Graph((1, 4), [pool])).tolist()   # windows [-1, 2), [1, 4), [3, 5) of [-1, 5)
+    [3.0, 3.0, 2.0]
+    """
+    spatial, kernel, stride, padding, _, _ = pool_window(node, graph.shapes[node.inputs[0]])   # no dilation
+    sizes = np.ones(1)
+    for n, k, s, p, m in zip(spatial, kernel, stride, padding, graph.shapes[node.name][1:]):
+        start = np.arange(m) * s - p
+        sizes = np.outer(sizes, np.minimum(start + k, n + p) - start).ravel()
+    return sizes
 
 
 def adaptive_pool_windows(node, graph):

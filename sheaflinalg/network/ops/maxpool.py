@@ -5,6 +5,8 @@ input position), which is what PyTorch selects; a tie is a point where several
 selections agree on the value.
 """
 
+from types import MappingProxyType
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -20,10 +22,15 @@ def selection_matrix(argmax, n_in):
 
 
 class MaxPool(OpRule):
-    """A sliding-window maximum (kernel, stride, padding, dilation), one selection per output."""
+    """A sliding-window maximum (kernel, stride, padding, dilation, ``ceil_mode``), one selection per output.
+
+    With ``ceil_mode`` a last window may run past the end (PyTorch's rule, ``kernels.windows.output_size``):
+    it selects among the input entries it covers.
+    """
 
     name = "maxpool"
-    attrs = ("kernel_size", "stride", "padding", "dilation")
+    attrs = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+    optional = MappingProxyType({"ceil_mode": False})
     pattern = SELECTION
     velocity = staticmethod(parameterless)
     work = staticmethod(entries_touched)
@@ -36,7 +43,7 @@ class MaxPool(OpRule):
         return pool_windows(node, graph)
 
     def window(self, node, parent_shape):
-        """``(spatial, kernel, stride, padding, dilation)`` of the node's windows on its parent."""
+        """``(spatial, kernel, stride, padding, dilation, ceil_mode)`` of the node's windows on its parent."""
         return pool_window(node, parent_shape)
 
     def forward(self, node, graph):

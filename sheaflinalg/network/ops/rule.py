@@ -20,6 +20,8 @@ this base class implements none of them, so a rule that forgot one fails loudly
 Values are ``(n_samples, stalk size)`` float64 arrays, stalks flattened in C order.
 """
 
+from types import MappingProxyType
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -62,6 +64,9 @@ class OpRule:
         The op's name in :class:`~sheaflinalg.network.graph.Node` (``Node.op``) and in graph files.
     params, attrs : tuple of str
         Names of its parameter arrays and of its attributes.
+    optional : mapping
+        ``{attribute: default}`` of the attributes a node may omit (added to an op after graph files were
+        written without them): a node fills them in, and files and checkpoints leave them out at their default.
     min_inputs, max_inputs : int
         How many parents it takes.
     pattern : PatternKind or None
@@ -74,6 +79,7 @@ class OpRule:
     name = None
     params = ()
     attrs = ()
+    optional = MappingProxyType({})
     min_inputs = max_inputs = 1
     pattern = None
     has_bias = False
