@@ -220,13 +220,29 @@ def slice_dense(node, in_shape, out_shape):
     return F
 
 
+def _linear_taps(q, n, s, align_corners):
+    """``[(input index, weight)]`` of output index ``q`` of a linear upsampling of a length-``n`` axis by ``s``
+    (PyTorch's definition: aligned corners map ``0`` and ``m - 1`` onto ``0`` and ``n - 1``; otherwise pixel
+    centres, ``(q + 0.5) / s - 0.5``, a negative coordinate read as 0)."""
+    m = n * s
+    x = (q * (n - 1) / (m - 1) if m > 1 else 0.0) if align_corners else max((q + 0.5) / s - 0.5, 0.0)
+    lo = int(math.floor(x))
+    return [(lo, 1.0 - (x - lo)), (min(lo + 1, n - 1), x - lo)]
+
+
 def upsample_dense(node, in_shape, out_shape):
-    """Output position ``(c, q)`` copies the parent's ``(c, q // scale)``."""
+    """Output position ``(c, q)`` copies the parent's ``(c, q // scale)`` (nearest) or, linear, sums the
+    corners around its source coordinate, each weighted by the product of its per-axis weights."""
     scale = tuple(node.attrs["scale"])
     F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
     for q in _positions(out_shape):
-        p = (q[0],) + tuple(i // s for i, s in zip(q[1:], scale))
-        F[_flat(q, out_shape), _flat(p, in_shape)] = 1.0
+        if node.attrs["mode"] == "nearest":
+            taps = [[(i // s, 1.0)] for i, s in zip(q[1:], scale)]
+        else:
+            taps = [_linear_taps(i, n, s, node.attrs["align_corners"]) for i, n, s in zip(q[1:], in_shape[1:], scale)]
+        for corner in itertools.product(*taps):
+            p = (q[0],) + tuple(i for i, _ in corner)
+            F[_flat(q, out_shape), _flat(p, in_shape)] += float(np.prod([w for _, w in corner]))
     return F
 
 

@@ -36,8 +36,8 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state) and transposed
-#: convolutions.
+#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state) and
+#: transposed convolutions.
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
@@ -166,12 +166,15 @@ class _Builder:
 
     def plumbing(self, name, cur, shape):
         """A permutation of the axes, a mean or sum over some of them, a slice of one, or (spatial maps) a zero
-        padding or a nearest upsampling."""
+        padding or a nearest or linear upsampling."""
         rng = self.rng
         op = str(rng.choice(["permute", "mean", "sum", "slice", "pad", "upsample"] if len(shape) > 1 else
                             ["permute", "mean", "sum", "slice"]))
-        if op == "upsample":
-            return self.add(name, op, [cur], {"scale": tuple(int(s) for s in rng.integers(1, 3, size=len(shape) - 1))})
+        if op == "upsample":     # linear when the first factor is 2, aligned corners on 2-D maps (no draw: the seeds
+            scale = tuple(int(s) for s in rng.integers(1, 3, size=len(shape) - 1))      # keep their graphs)
+            linear = scale[0] == 2
+            return self.add(name, op, [cur], {"scale": scale, "mode": "linear" if linear else "nearest",
+                                              "align_corners": linear and len(scale) == 2})
         if op == "slice":
             axis = int(rng.integers(len(shape)))
             start = int(rng.integers(shape[axis]))

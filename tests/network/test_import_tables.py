@@ -116,8 +116,8 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     """Issue 30: an op's name is written in at most four package modules (its rule, the importers' tables and
     the graph file format).  Here: its rule, and the torch table as a tensor method's name; the file format
     reads the registry, the converters are handed their rules (sklearn's activation ``"relu"`` and the
-    reproduction's layer label ``"linear"``, a spectrum summary's statistic ``"mean"`` and the skip encoding
-    ``skip_encoding="sum"`` of the sheaf modules are not op names)."""
+    reproduction's layer label ``"linear"``, a spectrum summary's statistic ``"mean"``, the skip encoding
+    ``skip_encoding="sum"`` of the sheaf modules and the upsampling mode ``"linear"`` are not op names)."""
     not_op_names = {"network/importers/sklearn_mlp.py", "reproduce/mnist1d_cnn.py"}
     skip_encoding = {"sheaf/assembled/assembly.py", "sheaf/assembled/system.py", "sheaf/layout.py",
                      "sheaf/skip_edges/encoding.py", "sheaf/skip_edges/least_squares.py",
@@ -126,8 +126,9 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     outputs = {"kernels/potentials.py", "network/activations.py", "network/importers/onnx_graph.py",
                "network/importers/sklearn_mlp.py", "reproduce/convergence.py", "sheaf/matrix_free/residuals.py",
                "tasks.py", "training/losses.py", "training/sgd.py"}
+    upsampling_mode = {"network/ops/upsample.py", "network/importers/onnx_ops.py", "network/importers/torch_modules.py"}
     other_meanings = {"mean": {"spectral/result.py"}, "sum": skip_encoding, "sigmoid": outputs,
-                      "tanh": outputs | {"network/ops/gelu.py"}}
+                      "tanh": outputs | {"network/ops/gelu.py"}, "linear": upsampling_mode}
     for op, modules in _writers().items():
         modules = set(modules) - other_meanings.get(op, set())
         assert len(modules) <= 4, (op, modules)

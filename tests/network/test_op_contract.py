@@ -121,7 +121,9 @@ def _draw_case(draw, op, rng):
         return Node("v", op, inputs, {"pads": pads}), [shape]
     if op == "upsample":
         shape = _spatial_shape(draw)
-        return Node("v", op, inputs, {"scale": tuple(draw(st.integers(1, 3)) for _ in shape[1:])}), [shape]
+        mode = draw(st.sampled_from(["nearest", "linear"]))
+        return Node("v", op, inputs, {"scale": tuple(draw(st.integers(1, 3)) for _ in shape[1:]), "mode": mode,
+                                      "align_corners": mode == "linear" and draw(st.booleans())}), [shape]
     if op == "slice":
         shape = _any_shape(draw)
         axis = draw(st.integers(0, len(shape) - 1))
@@ -381,5 +383,15 @@ def test_the_mean_and_upsample_norm_bounds_are_their_exact_norms(data, op):
     """A mean over disjoint groups of ``count`` entries: ``F F^T = I / count``; a nearest upsampling copies every
     entry ``prod(scale)`` times: ``F^T F = prod(scale) I``.  Either bound is ``||F||_2`` itself."""
     node, graph, _ = data.draw(op_cases(op))
+    assume(node.attrs.get("mode", "nearest") == "nearest")
     F = _dense(node.rule.blocks(node, graph)[0], graph.sizes["p0"])
     np.testing.assert_allclose(node.rule.norm_bound(node, graph), np.linalg.norm(F, 2), rtol=1e-12)
+
+
+@given(data=st.data())
+def test_the_linear_upsampling_norm_bound_is_nearly_its_norm(data):
+    """``sqrt(||F||_1 ||F||_inf)`` of a (bi)linear upsampling is within 11% per spatial axis of ``||F||_2``."""
+    node, graph, _ = data.draw(op_cases("upsample"))
+    assume(node.attrs["mode"] == "linear")
+    norm = np.linalg.norm(_dense(node.rule.blocks(node, graph)[0], graph.sizes["p0"]), 2)
+    assert norm * (1 - 1e-12) <= node.rule.norm_bound(node, graph) <= norm * 1.11 ** (len(graph.shapes["p0"]) - 1)

@@ -30,7 +30,8 @@ op                  params            attrs                                     
 ``mean``            --                axes, keepdim                               --
 ``pad``             --                pads  (before, after per spatial axis)      --
 ``slice``           --                axis, start, stop, step                     --
-``upsample``        --                scale  (an int per spatial axis, nearest)   --
+``upsample``        --                scale  (an int per spatial axis), mode      --
+                                      (nearest or linear), align_corners
 ``sum``             --                axes, keepdim                               --
 ``conv_transpose``  weight, bias      stride, padding, output_padding,            --
                                       dilation, groups

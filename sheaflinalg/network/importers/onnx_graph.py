@@ -25,12 +25,10 @@ from ..graph.nodes import INPUT
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_data import inline_external_data, run_reference, tensor_array
-from .onnx_ops import conv_transpose
+from .onnx_ops import BATCHES, conv_transpose, int_input, resize
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 MIN_OPSET = 7
-#: Batch sizes at which shape arithmetic is evaluated: a reshape must keep the batch axis at both.
-BATCHES = (2, 3)
 
 
 def _import_onnx():
@@ -371,18 +369,6 @@ def _identity(reader, node, label, attrs, rule):
     reader.builder.elide(node.output[0], node.input[0])
 
 
-def _int_input(reader, node, label, index, what):
-    """The integers of input ``index`` (a constant, or shape arithmetic equal for every batch), or None if absent."""
-    if len(node.input) <= index or not node.input[index]:
-        return None
-    name = node.input[index]
-    if name in reader.sizes and len({tuple(v.reshape(-1)) for v in reader.sizes[name].values()}) == 1:
-        return tuple(int(a) for a in reader.sizes[name][BATCHES[0]].reshape(-1))
-    if name not in reader.constants:
-        raise refuse(label, node.op_type, f"its {what} {name!r} is computed from values, not a constant")
-    return tuple(int(a) for a in np.asarray(reader.constants[name]).reshape(-1))
-
-
 def _transpose(reader, node, label, attrs, rule):
     rank = len(reader.builder.shape(node.input[0])) + 1
     perm = tuple(int(a) for a in attrs.get("perm", range(rank - 1, -1, -1)))
@@ -394,7 +380,7 @@ def _transpose(reader, node, label, attrs, rule):
 
 def _reduce_mean(reader, node, label, attrs, rule):
     rank = len(reader.builder.shape(node.input[0])) + 1
-    axes = attrs.get("axes", _int_input(reader, node, label, 1, "axes"))
+    axes = attrs.get("axes", int_input(reader, node, label, 1, "axes"))
     if not axes and attrs.get("noop_with_empty_axes", 0):
         return reader.builder.elide(node.output[0], node.input[0])
     if not axes:
@@ -413,8 +399,8 @@ def _pad(reader, node, label, attrs, rule):
         raise refuse(label, node.op_type, f"mode={mode!r}, value={value!r}; only zero padding is supported")
     shape = reader.builder.shape(node.input[0])
     rank = len(shape) + 1
-    axes = _int_input(reader, node, label, 3, "axes") or tuple(range(rank))
-    pads = tuple(int(p) for p in attrs["pads"]) if "pads" in attrs else _int_input(reader, node, label, 1, "pads")
+    axes = int_input(reader, node, label, 3, "axes") or tuple(range(rank))
+    pads = tuple(int(p) for p in attrs["pads"]) if "pads" in attrs else int_input(reader, node, label, 1, "pads")
     per_axis = [[0, 0] for _ in range(rank)]
     for k, a in enumerate(axes):
         per_axis[a % rank] = [pads[k], pads[k + len(axes)]]
@@ -448,10 +434,10 @@ def _add_ranges(reader, node, label, rule, key, parent, ranges):
 
 
 def _slice(reader, node, label, attrs, rule):
-    starts = attrs.get("starts", _int_input(reader, node, label, 1, "starts"))
-    ends = attrs.get("ends", _int_input(reader, node, label, 2, "ends"))
-    axes = attrs.get("axes", _int_input(reader, node, label, 3, "axes")) or range(len(starts))
-    steps = _int_input(reader, node, label, 4, "steps") or (1,) * len(starts)
+    starts = attrs.get("starts", int_input(reader, node, label, 1, "starts"))
+    ends = attrs.get("ends", int_input(reader, node, label, 2, "ends"))
+    axes = attrs.get("axes", int_input(reader, node, label, 3, "axes")) or range(len(starts))
+    steps = int_input(reader, node, label, 4, "steps") or (1,) * len(starts)
     _add_ranges(reader, node, label, rule, node.output[0], node.input[0],
                 [tuple(int(v) for v in r) for r in zip(axes, starts, ends, steps)])
 
@@ -460,7 +446,7 @@ def _split(reader, node, label, attrs, rule):
     shape = reader.builder.shape(node.input[0])
     axis = int(attrs.get("axis", 0))
     length = shape[_batch_axis(reader, node, label, axis, len(shape) + 1)]
-    sizes = attrs.get("split", _int_input(reader, node, label, 1, "split"))
+    sizes = attrs.get("split", int_input(reader, node, label, 1, "split"))
     if sizes is None:
         part = -(-length // len(node.output))
         sizes = [min(part, length - k * part) for k in range(len(node.output))]
@@ -469,31 +455,6 @@ def _split(reader, node, label, attrs, rule):
                                           f"into {len(node.output)} non-empty parts")
     for key, start, size in zip(node.output, np.cumsum([0] + list(sizes)), sizes):
         _add_ranges(reader, node, label, rule, key, node.input[0], [(axis, int(start), int(start + size), 1)])
-
-
-#: Resize's coordinate transformations and nearest modes that copy entry ``q // scale`` for integer scales.
-_NEAREST = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
-            ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil")}
-
-
-def _resize(reader, node, label, attrs, rule):
-    text = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
-    shape, old = reader.builder.shape(node.input[0]), node.op_type == "Upsample" or len(node.input) == 2
-    how = ("asymmetric", "floor") if old else (text.get("coordinate_transformation_mode", "half_pixel"),
-                                               text.get("nearest_mode", "round_prefer_floor"))
-    at = 1 if old else 2
-    scales = attrs.get("scales")
-    if scales is None and len(node.input) > at and node.input[at]:
-        scales = reader.constant(node, node.input[at], label, "scales").reshape(-1)
-    if scales is None or len(scales) == 0:
-        sizes = _int_input(reader, node, label, 3, "sizes")
-        scales = [1.0] + [o / i for o, i in zip(sizes[1:], shape)]
-    scales = [float(s) for s in scales]
-    if text.get("mode", "nearest") != "nearest" or how not in _NEAREST or scales[:2] != [1.0, 1.0] or \
-            not all(s == int(s) >= 1 for s in scales[2:]):
-        raise refuse(label, node.op_type, f"mode={text.get('mode')!r}, {how}, scales={scales}: only nearest "
-                                          "upsampling of the spatial axes by integer factors is supported")
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"scale": tuple(int(s) for s in scales[2:])})
 
 
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
@@ -509,8 +470,8 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
        "ReduceSum": Entry(ops.sum.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
-       "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, _resize),
-       "Upsample": Entry(ops.upsample.RULE, _resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose)}
+       "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, resize),
+       "Upsample": Entry(ops.upsample.RULE, resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 

@@ -37,3 +37,61 @@ def conv_transpose(reader, node, label, attrs, rule):
               "output_padding": _ints(attrs, "output_padding", n_axes, 0),
               "dilation": _ints(attrs, "dilations", n_axes, 1), "groups": group}
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]], window, {"weight": W, "bias": bias})
+
+
+#: Batch sizes at which shape arithmetic is evaluated: a reshape must keep the batch axis at both.
+BATCHES = (2, 3)
+
+#: Resize's coordinate transformations and nearest modes that copy entry ``q // scale`` for integer scales.
+NEAREST = {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"), ("half_pixel", "round_prefer_ceil"),
+           ("pytorch_half_pixel", "round_prefer_floor"), ("pytorch_half_pixel", "round_prefer_ceil")}
+#: Resize's coordinate transformations of a linear upsampling by integer factors, by PyTorch's ``align_corners``
+#: they equal (half-pixel centres clamped at the edges, or the corners aligned).
+LINEAR = {"half_pixel": False, "pytorch_half_pixel": False, "align_corners": True}
+
+
+def int_input(reader, node, label, index, what):
+    """The integers of input ``index`` (a constant, or shape arithmetic equal for every batch), or None if absent."""
+    if len(node.input) <= index or not node.input[index]:
+        return None
+    name = node.input[index]
+    if name in reader.sizes and len({tuple(v.reshape(-1)) for v in reader.sizes[name].values()}) == 1:
+        return tuple(int(a) for a in reader.sizes[name][BATCHES[0]].reshape(-1))
+    if name not in reader.constants:
+        raise refuse(label, node.op_type, f"its {what} {name!r} is computed from values, not a constant")
+    return tuple(int(a) for a in np.asarray(reader.constants[name]).reshape(-1))
+
+
+def _scales(reader, node, label, attrs, old):
+    """Every axis' scale (batch and channels included) from the attribute, the scales input or the sizes."""
+    at = 1 if old else 2
+    scales = attrs.get("scales")
+    if scales is None and len(node.input) > at and node.input[at]:
+        scales = reader.constant(node, node.input[at], label, "scales").reshape(-1)
+    if scales is None or len(scales) == 0:
+        sizes = int_input(reader, node, label, 3, "sizes")
+        scales = [1.0] + [o / i for o, i in zip(sizes[1:], reader.builder.shape(node.input[0]))]
+    return [float(s) for s in scales]
+
+
+def resize(reader, node, label, attrs, rule):
+    """Resize (or Upsample, or Resize at opset 10: asymmetric) by integer factors of the spatial axes: nearest
+    (a copy of entry ``q // scale``) or linear (half-pixel centres, or aligned corners)."""
+    text = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+    old = node.op_type == "Upsample" or len(node.input) == 2
+    mode = text.get("mode", "nearest")
+    coordinates = "asymmetric" if old else text.get("coordinate_transformation_mode", "half_pixel")
+    rounding = "floor" if old else text.get("nearest_mode", "round_prefer_floor")
+    scales = _scales(reader, node, label, attrs, old)
+    integer = scales[:2] == [1.0, 1.0] and all(s == int(s) >= 1 for s in scales[2:])
+    if integer and mode == "nearest" and (coordinates, rounding) in NEAREST:
+        how = {"mode": "nearest", "align_corners": False}
+    elif integer and mode == "linear" and coordinates in LINEAR:
+        how = {"mode": "linear", "align_corners": LINEAR[coordinates]}
+    else:
+        raise refuse(label, node.op_type, f"mode={mode!r}, {(coordinates, rounding)}, scales={scales}: only "
+                                          "upsampling of the spatial axes by integer factors, nearest (asymmetric "
+                                          "with floor, or half-pixel rounding) or linear (half_pixel, "
+                                          "pytorch_half_pixel or align_corners), is supported")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
+                       {"scale": tuple(int(s) for s in scales[2:]), **how})

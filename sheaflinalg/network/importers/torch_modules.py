@@ -462,11 +462,23 @@ def getitem_function(rule, node, name, op):
     return Step(rule, [source], resolve=attrs)
 
 
+#: torch's interpolation modes the ``upsample`` op reads, by their mode there.
+UPSAMPLE_MODES = {"nearest": "nearest", "linear": "linear", "bilinear": "linear"}
+
+
+def _upsample_mode(name, op, mode, align_corners, antialias):
+    """``{mode, align_corners}`` of an upsampling from torch's arguments (refusal of other modes)."""
+    if mode not in UPSAMPLE_MODES or antialias:
+        raise refuse(name, op, f"mode={mode!r}, antialias={antialias!r}; only modes 'nearest', 'linear' and "
+                               "'bilinear' without antialias are supported")
+    return {"mode": UPSAMPLE_MODES[mode], "align_corners": bool(align_corners)}
+
+
 def upsample_step(rule, name, op, parent, size=None, scale_factor=None, mode="nearest", align_corners=None,
-                  recompute_scale_factor=None):
-    """A nearest upsampling by integer factors (``scale_factor``, or a ``size`` an integer multiple)."""
-    if mode != "nearest":
-        raise refuse(name, op, f"mode={mode!r}; only mode 'nearest' (a copy of each entry) is supported")
+                  recompute_scale_factor=None, antialias=False):
+    """A nearest or (bi)linear upsampling by integer factors (``scale_factor``, or a ``size`` an integer
+    multiple)."""
+    attrs = _upsample_mode(name, op, mode, align_corners, antialias)
     if (size is None) == (scale_factor is None):
         raise refuse(name, op, "give exactly one of size and scale_factor")
 
@@ -479,7 +491,7 @@ def upsample_step(rule, name, op, parent, size=None, scale_factor=None, mode="ne
             factors = by_size
         if not all(float(f) == int(f) >= 1 for f in factors) or [int(f) for f in factors] != by_size:
             raise refuse(name, op, f"scale_factor={scale_factor!r}, size={size!r}: only integer factors are supported")
-        return {"scale": tuple(int(f) for f in factors)}
+        return {"scale": tuple(int(f) for f in factors), **attrs}
     return Step(rule, [parent], resolve=scale)
 
 
@@ -489,11 +501,12 @@ def _interpolate(input, size=None, scale_factor=None, mode="nearest", align_corn
 
 
 def upsample_function(rule, node, name, op):
-    """``F.interpolate`` with mode ``"nearest"`` and integer factors."""
+    """``F.interpolate`` with mode ``"nearest"``, ``"linear"`` or ``"bilinear"`` and integer factors."""
     args = bind(_interpolate, node)
-    return upsample_step(rule, name, op, args["input"], args["size"], args["scale_factor"], args["mode"])
+    return upsample_step(rule, name, op, args["input"], args["size"], args["scale_factor"], args["mode"],
+                         args["align_corners"], antialias=args["antialias"])
 
 
 def upsample_module(rule, torch, module, name, op, parent):
-    """``nn.Upsample`` and ``nn.UpsamplingNearest2d``."""
-    return upsample_step(rule, name, op, parent, module.size, module.scale_factor, module.mode)
+    """``nn.Upsample`` (and its subclasses ``nn.UpsamplingNearest2d``, ``nn.UpsamplingBilinear2d``)."""
+    return upsample_step(rule, name, op, parent, module.size, module.scale_factor, module.mode, module.align_corners)

@@ -1,11 +1,20 @@
-"""``upsample``: nearest-neighbour upsampling by an integer factor per spatial axis (``nn.Upsample``,
-``F.interpolate`` with mode ``"nearest"``)."""
+"""``upsample``: upsampling by an integer factor per spatial axis, nearest-neighbour or (bi)linear
+(``nn.Upsample``, ``F.interpolate`` with mode ``"nearest"``, ``"linear"`` or ``"bilinear"``).
+
+Either mode is separable: the map is ``I_C (x) A_1 (x) A_2`` (channels, then each spatial axis), every
+factor ``A_i`` a sparse ``(n_i * scale_i, n_i)`` matrix with at most two entries per row, built once from
+PyTorch's source coordinates (:func:`factor`).  Products go axis by axis through the factors.
+"""
 
 import numbers
+from types import MappingProxyType
 
 import numpy as np
+import scipy.sparse as sp
 
-from .rule import OpRule, csr, entries_touched
+from .rule import OpRule, csr
+
+MODES = ("nearest", "linear")
 
 
 def check_scale(node, parent):
@@ -19,53 +28,115 @@ def check_scale(node, parent):
     return tuple(int(s) for s in scale)
 
 
-def sources(node, graph):
-    """For every output entry, the position of the parent entry it copies."""
+def check_mode(node):
+    """``(mode, align_corners)`` of the node: ``"nearest"`` (``align_corners`` False) or ``"linear"``."""
+    mode, align = node.attrs["mode"], node.attrs["align_corners"]
+    if mode not in MODES or not isinstance(align, (bool, np.bool_)) or (align and mode == "nearest"):
+        raise ValueError(f"node {node.name!r} (upsample): mode must be one of {list(MODES)} and align_corners a "
+                         f"bool (True only with mode 'linear'), got mode={mode!r}, align_corners={align!r}")
+    return mode, bool(align)
+
+
+def source_coordinates(n, scale, align_corners):
+    """PyTorch's source coordinate in ``[0, n - 1]`` of every output position of a linear upsampling of a
+    length-``n`` axis by ``scale``: ``q (n - 1) / (m - 1)`` with aligned corners, else the pixel centre
+    ``(q + 1/2) / scale - 1/2`` clamped at 0 (``m = n * scale`` outputs).
+
+    Examples
+    --------
+    >>> source_coordinates(2, 2, False).tolist(), source_coordinates(2, 2, True).tolist()
+    ([0.0, 0.25, 0.75, 1.25], [0.0, 0.3333333333333333, 0.6666666666666666, 1.0])
+    """
+    q = np.arange(n * scale, dtype=np.float64)
+    if align_corners:
+        return q * ((n - 1) / (n * scale - 1)) if n * scale > 1 else np.zeros(1)
+    return np.maximum((q + 0.5) / scale - 0.5, 0.0)
+
+
+def factor(n, scale, mode, align_corners):
+    """The ``(n * scale, n)`` CSR factor of one axis: nearest copies entry ``q // scale``; linear weighs
+    ``i0 = floor(src)`` by ``1 - (src - i0)`` and ``min(i0 + 1, n - 1)`` by ``src - i0``.
+
+    Examples
+    --------
+    >>> factor(2, 2, "linear", False).toarray().tolist()
+    [[1.0, 0.0], [0.75, 0.25], [0.25, 0.75], [0.0, 1.0]]
+    """
+    m = n * scale
+    if mode == "nearest":
+        return csr(np.arange(m), np.arange(m) // scale, np.ones(m), (m, n))
+    src = source_coordinates(n, scale, align_corners)
+    i0 = np.minimum(src.astype(np.int64), n - 1)
+    w1 = src - i0
+    rows = np.arange(m)
+    out = csr(np.concatenate([rows, rows]), np.concatenate([i0, np.minimum(i0 + 1, n - 1)]),
+              np.concatenate([1.0 - w1, w1]), (m, n))
+    out.eliminate_zeros()
+    return out
+
+
+def factors(node, graph):
+    """The factor of every spatial axis of the node's parent."""
     parent = graph.shapes[node.inputs[0]]
-    index = np.arange(int(np.prod(parent))).reshape(parent)
-    for axis, s in enumerate(check_scale(node, parent), start=1):
-        index = np.repeat(index, s, axis=axis)
-    return index.ravel()
+    mode, align = check_mode(node)
+    return [factor(n, s, mode, align) for n, s in zip(parent[1:], check_scale(node, parent))]
+
+
+def along_axes(x, shape, mats):
+    """``(I_C (x) mats[0] (x) mats[1] ...) x`` for the rows of ``x`` (``(samples, prod(shape))``, ``shape`` the
+    channels-first input shape): one sparse product per spatial axis."""
+    y = x.reshape((x.shape[0],) + tuple(shape))
+    for axis, A in enumerate(mats, start=2):
+        moved = np.moveaxis(y, axis, -1)
+        product = (A @ moved.reshape(-1, moved.shape[-1]).T).T           # (rows, A.shape[0])
+        y = np.moveaxis(product.reshape(moved.shape[:-1] + (A.shape[0],)), -1, axis)
+    return np.ascontiguousarray(y).reshape(x.shape[0], -1)
 
 
 class Upsample(OpRule):
-    """Output position ``(c, q)`` copies the parent's ``(c, q // scale)``: every column of the restriction map
-    holds ``prod(scale)`` ones, so ``F^T F = prod(scale) I`` and ``||F||_2 = sqrt(prod(scale))`` exactly.
+    """Output position ``(c, q)`` reads the parent's ``(c, q // scale)`` (nearest) or the two (four in 2-D)
+    entries around PyTorch's source coordinate of ``q`` (linear, ``align_corners`` or half-pixel centres).
+
+    Every factor has nonnegative entries and rows summing to 1, so ``sqrt(||F||_1 ||F||_inf)``, the product
+    of the factors' ``sqrt(max column sum)``, bounds ``||F||_2``; for nearest it is ``sqrt(prod(scale))``,
+    the exact norm (``F^T F = prod(scale) I``).
 
     Examples
     --------
     >>> import sheaflinalg as sl
-    >>> RULE.shape(sl.Node("u", "upsample", ["x"], {"scale": (2, 3)}), [(4, 5, 6)])
+    >>> RULE.shape(sl.Node("u", "upsample", ["x"], {"scale": (2, 3), "mode": "linear"}), [(4, 5, 6)])
     (4, 10, 18)
     """
 
     name = "upsample"
-    attrs = ("scale",)
+    attrs = ("scale", "mode", "align_corners")
+    optional = MappingProxyType({"mode": "nearest", "align_corners": False})
 
     def shape(self, node, parent_shapes):
         (parent,) = parent_shapes
+        check_mode(node)
         return (parent[0],) + tuple(n * s for n, s in zip(parent[1:], check_scale(node, parent)))
 
     def forward(self, node, graph):
-        src = sources(node, graph)
+        shape, mats = graph.shapes[node.inputs[0]], factors(node, graph)
 
         def step(inputs, out, pattern, frozen):
-            np.take(inputs[0], src, axis=1, out=out)
+            out[...] = along_axes(inputs[0], shape, mats)
         return step
 
     def blocks(self, node, graph, pattern=None):
-        src = sources(node, graph)
-        return [csr(np.arange(src.size), src, np.ones(src.size), (src.size, graph.sizes[node.inputs[0]]))]
+        channels = graph.shapes[node.inputs[0]][0]
+        F = sp.identity(channels, format="csr")
+        for A in factors(node, graph):
+            F = sp.kron(F, A, format="csr")
+        F.sort_indices()
+        return [F]
 
     def maps(self, node, graph):
-        parent = graph.shapes[node.inputs[0]]
-        scale, src = check_scale(node, parent), sources(node, graph)
-        split = (parent[0],) + tuple(v for n, s in zip(parent[1:], scale) for v in (n, s))
-        summed = tuple(range(3, 2 * len(scale) + 2, 2))         # the scale axes of each block
-
-        def transpose(i, y, p):
-            return y.reshape((y.shape[0],) + split).sum(axis=summed).reshape(y.shape[0], -1)
-        return (lambda i, x, p: x[:, src]), transpose
+        shape, mats = graph.shapes[node.inputs[0]], factors(node, graph)
+        out_shape, transposed = graph.shapes[node.name], [A.T.tocsr() for A in mats]
+        return ((lambda i, x, p: along_axes(x, shape, mats)),
+                (lambda i, y, p: along_axes(y, out_shape, transposed)))
 
     def prepare(self, node, pattern):
         return pattern
@@ -74,16 +145,20 @@ class Upsample(OpRule):
         return None
 
     def norm_bound(self, node, graph):
-        return float(np.sqrt(np.prod(check_scale(node, graph.shapes[node.inputs[0]]))))
+        # rows sum to 1 (||A||_inf = 1): sqrt(||A||_1 ||A||_inf) is sqrt of the largest column sum
+        return float(np.prod([np.sqrt(np.asarray(A.sum(axis=0)).max()) for A in factors(node, graph)]))
 
     def velocity(self, node, graph):
         return None
 
     def work(self, node, graph):
-        return entries_touched(node, graph)
+        return graph.sizes[node.inputs[0]] + self.nnz(node, graph)[0]
 
     def nnz(self, node, graph):
-        return graph.sizes[node.name], graph.sizes[node.inputs[0]]
+        channels = graph.shapes[node.inputs[0]][0]
+        mats = factors(node, graph)
+        return (channels * int(np.prod([A.nnz for A in mats])),
+                channels * int(np.prod([(A.T @ A).nnz for A in mats])))
 
 
 RULE = Upsample()
