@@ -3,7 +3,8 @@
 #   - Debian's SuiteSparse (libsuitesparse-dev) for scikit-sparse's CHOLMOD,
 #   - a virtual environment in .venv,
 #   - sheaflinalg (editable) with its extras: CHOLMOD, importers, tests, Dask (sweeps on a cluster),
-#     mnist1d (generates the MNIST-1D data of the case study offline).
+#     mnist1d (generates the MNIST-1D data of the case study offline),
+#   - the model zoo's torchvision and transformers (setup.cfg extra zoo; model definitions only).
 # A second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # build 2.13.0 is the one this kind of machine carries locally.
     pip install "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
     pip install -e ".[cholmod,import,test,dask,data]" 2>&1 | grep -v "^WARNING: Location" || true
+    # The zoo extra: torchvision 0.28.0 is the release for torch 2.13; its PyPI wheel requires the CUDA build
+    # of torch, so it is installed without dependencies (its others, numpy and pillow, are already in); its
+    # compiled operators do not load beside the CPU torch, and the models need none (tests/helpers/zoo.py).
+    # transformers requires no torch.
+    pip install --no-deps "torchvision==0.28.0" 2>&1 | grep -v "^WARNING: Location" || true
+    pip install "transformers==5.24.0" 2>&1 | grep -v "^WARNING: Location" || true
     .venv/bin/python -c "import sheaflinalg, sksparse.cholmod, numba, torch, sklearn, hypothesis, dask.distributed, mnist1d" \
         || { echo "setup: installation failed" >&2; exit 1; }
+    PYTHONPATH=tests .venv/bin/python -c "from helpers import zoo; zoo.transformers().GPT2Config; zoo.classifiers()" \
+        || { echo "setup: torchvision or transformers installation failed" >&2; exit 1; }
     echo "$want" > "$stamp"
 fi

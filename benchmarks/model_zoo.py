@@ -1,0 +1,145 @@
+"""The model zoo: every torchvision classification model and a 2-layer GPT-2, imported and checked against torch.
+
+For each model (random weights and batch-norm statistics, the smallest input it takes: tests/helpers/zoo.py),
+one at a time: build it in float64 and eval mode, import it with ``sl.Network.from_torch``, and compare the
+harmonic extension ``sl.harmonic_extension(net, X).output`` with torch's own float64 forward pass on a batch
+of ``--batch`` standard normal inputs (relative error ``max |ours - torch| / max |torch|``).  Times: the import,
+the extension and torch's forward pass.  Each model ends as
+
+* ``exact``: the relative error is at most 1e-9;
+* ``mismatch``: it imports but the extension differs by more;
+* ``refused``: the importer refuses it (the first line of its error; the table groups the refusals by the
+  operation they name);
+* ``torch fails``: the model does not run at that input; ``skipped``: more parameters than ``--max-params``.
+
+Prints one line per model and writes a markdown table (``--output``).  Run::
+
+    .venv/bin/python benchmarks/model_zoo.py [--models resnet,vgg11] [--output zoo.md] [--max-params 150e6]
+"""
+
+import argparse
+import collections
+import gc
+import os
+import re
+import sys
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+from helpers import zoo  # noqa: E402
+
+import sheaflinalg as sl  # noqa: E402
+
+RTOL = 1e-9
+GPT2 = "gpt2_2layers"
+
+
+def _models(filters):
+    """Every model name (torchvision's classifiers and :data:`GPT2`) containing one of ``filters``."""
+    names = [*zoo.classifiers(), GPT2]
+    return [name for name in names if not filters or any(f in name for f in filters)]
+
+
+def _timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def _first_line(exc):
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+
+
+def run(name, batch=2, max_params=None):
+    """One model's row: ``{"name", "params", "input", "status", "reason", "error", "import", "extension", "torch"}``."""
+    import torch
+
+    params = zoo.parameter_count(name) if name != GPT2 else None
+    row = {"name": name, "params": params, "input": None, "status": "", "reason": "", "error": None,
+           "import": None, "extension": None, "torch": None}
+    if max_params and params and params > max_params:
+        return {**row, "status": "skipped", "reason": f"{params / 1e6:.0f}M parameters > --max-params"}
+    model, shape = zoo.gpt2() if name == GPT2 else zoo.build(name)
+    model, row["input"] = model.double().eval(), shape
+    X = np.random.default_rng(1).standard_normal((batch,) + tuple(shape))
+    try:
+        with torch.no_grad():
+            expected, row["torch"] = _timed(lambda: model(torch.from_numpy(X)).numpy())
+    except Exception as exc:
+        return {**row, "status": "torch fails", "reason": _first_line(exc)}
+    try:
+        net, row["import"] = _timed(sl.Network.from_torch, model, input_shape=shape)
+    except Exception as exc:         # the importer's refusal (or a bug of it: the table shows which)
+        return {**row, "status": "refused", "reason": _first_line(exc)}
+    output, row["extension"] = _timed(lambda: sl.harmonic_extension(net, X).output)
+    expected = expected.reshape(batch, -1)
+    row["error"] = float(np.abs(output - expected).max() / np.abs(expected).max())
+    row["status"] = "exact" if row["error"] <= RTOL else "mismatch"
+    return row
+
+
+def group(reason):
+    """What a refusal is about: the operation it names (``node 'x' (GELU) is not supported`` -> ``GELU``)."""
+    found = re.search(r"node '[^']*' \(([^)]*)\) is not supported: (.*)", reason)
+    if found:
+        op, why = found.groups()
+        return op if why.startswith("this operation has no sparse restriction map") else f"{op}: {why[:70]}"
+    return reason.split(": ", 1)[-1][:90]
+
+
+def _seconds(value):
+    return "" if value is None else f"{value:.3f}"
+
+
+def table(rows):
+    """The markdown report: every model's row, then the refusals grouped by operation."""
+    lines = ["| model | params (M) | input | status | rel. error | import (s) | extension (s) | torch (s) | reason |",
+             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for r in rows:
+        params = "" if r["params"] is None else f"{r['params'] / 1e6:.1f}"
+        error = "" if r["error"] is None else f"{r['error']:.1e}"
+        reason = r["reason"].replace("|", "\\|")[:200]
+        lines.append(f"| {r['name']} | {params} | {r['input'] or ''} | {r['status']} | {error} | "
+                     f"{_seconds(r['import'])} | {_seconds(r['extension'])} | {_seconds(r['torch'])} | {reason} |")
+    groups = collections.defaultdict(list)
+    for r in rows:
+        if r["status"] == "refused":
+            groups[group(r["reason"])].append(r["name"])
+    counts = collections.Counter(r["status"] for r in rows)
+    lines += ["", "Summary: " + ", ".join(f"{n} {status}" for status, n in counts.most_common()), "",
+              "| refused at (first unsupported operation) | models |", "| --- | --- |"]
+    lines += [f"| {op} | {', '.join(names)} |" for op, names in sorted(groups.items(), key=lambda g: -len(g[1]))]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="", help="comma-separated substrings of the model names to run")
+    parser.add_argument("--output", help="write the markdown table here")
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--max-params", type=float, default=150e6,
+                        help="skip models with more parameters (float64 copies take 8 bytes each, several times; "
+                             "0: no limit)")
+    parser.add_argument("--no-progress", action="store_true")
+    args = parser.parse_args(argv)
+    names, rows = _models([f for f in args.models.split(",") if f]), []
+    bar = tqdm(names, unit="model", disable=args.no_progress)
+    for name in bar:
+        bar.set_description(name)
+        rows.append(run(name, args.batch, args.max_params))
+        gc.collect()                 # one model in memory at a time
+        r = rows[-1]
+        detail = f"rel. error {r['error']:.1e}" if r["error"] is not None else r["reason"][:160]
+        tqdm.write(f"{name:24s} {r['status']:12s} {detail}")
+    report = table(rows)
+    if args.output:
+        with open(args.output, "w") as file:
+            file.write(report)
+    print(report.split("\n\n", 1)[1])
+
+
+if __name__ == "__main__":
+    main()

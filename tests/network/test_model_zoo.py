@@ -1,0 +1,76 @@
+"""The model zoo (tests/helpers/zoo.py): a small member of every torchvision family that imports today, with
+random weights and batch-norm statistics at its smallest input, against its own float64 forward pass.
+
+The harmonic extension of the imported network (``sl.harmonic_extension(net, X).output``) must equal torch's
+forward pass to 1e-9 relative on a batch of two.  A model that newly imports is one more line of :data:`ZOO`;
+``benchmarks/model_zoo.py`` runs all of them and says which do not import yet and why.
+"""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import zoo  # noqa: E402
+from helpers.torch_models import reference  # noqa: E402
+import sheaflinalg as sl  # noqa: E402
+
+zoo.require("torchvision")
+
+RTOL = 1e-9
+slow = pytest.mark.slow
+#: One line per model: the smallest member of every family that imports exactly (``slow``: over ~3 s here).
+ZOO = [pytest.param("alexnet", marks=slow),
+       pytest.param("vgg11", marks=slow),
+       pytest.param("vgg11_bn", marks=slow),
+       "resnet18",
+       pytest.param("resnext50_32x4d", marks=slow),
+       pytest.param("wide_resnet50_2", marks=slow),
+       pytest.param("inception_v3", marks=slow),
+       "regnet_x_400mf"]
+
+
+def relative_error(ours, expected):
+    """``max |ours - expected| / max |expected|``."""
+    return float(np.abs(ours - expected).max() / np.abs(expected).max())
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_model_extension_is_its_forward_pass(name):
+    model, shape = zoo.build(name)
+    model = model.double()
+    net = sl.Network.from_torch(model, input_shape=shape)
+    X = np.random.default_rng(1).standard_normal((2,) + shape)
+    expected = reference(model, X)
+    assert relative_error(sl.harmonic_extension(net, X).output, expected) <= RTOL
+
+
+def test_zoo_lists_every_classifier_and_builds_seeded():
+    names = zoo.classifiers()
+    assert len(names) >= 75 and {"resnet18", "vit_b_16", "inception_v3", "convnext_tiny"} <= set(names)
+    assert zoo.parameter_count("resnet18") == sum(p.numel() for p in zoo.build("resnet18")[0].parameters())
+    state = torch.random.get_rng_state()
+    a, b = zoo.build("squeezenet1_1")[0], zoo.build("squeezenet1_1")[0]
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    X = torch.randn(2, *zoo.DEFAULT_INPUT, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():       # batch norms randomised: another seed, another output
+        assert not torch.allclose(a(X), zoo.build("squeezenet1_1", seed=1)[0](X))
+
+
+@pytest.mark.parametrize("name", ["inception_v3", "vit_b_16", "maxvit_t", "alexnet"])
+def test_zoo_inputs_are_ones_the_model_runs_on(name):
+    model, shape = zoo.build(name)
+    with torch.no_grad():
+        assert model(torch.zeros((1,) + shape)).shape == (1, 1000)
+
+
+def test_zoo_gpt2_is_built_small_and_refused_for_now():
+    zoo.require("transformers")
+    model, shape = zoo.gpt2()
+    with torch.no_grad():
+        assert model(torch.zeros((2,) + shape)).shape == (2, shape[0], zoo.GPT2["vocab_size"])
+    assert len(model.lm.transformer.h) == 2
+    # torch.fx cannot trace transformers' GPT-2 (control flow on the inputs): the importer says so
+    with pytest.raises(sl.UnsupportedModelError, match="torch.fx cannot trace"):
+        sl.Network.from_torch(model.double(), input_shape=shape)
