@@ -10,7 +10,7 @@ the extension and torch's forward pass.  Each model ends as
 * ``mismatch``: it imports but the extension differs by more;
 * ``refused``: the importer refuses it (the first line of its error; the table groups the refusals by the
   operation they name);
-* ``torch fails``: the model does not run at that input; ``skipped``: more parameters than ``--max-params``.
+* ``skipped``: more parameters than ``--max-params``.
 
 Prints one line per model and writes a markdown table (``--output``).  Run::
 
@@ -54,26 +54,25 @@ def _first_line(exc):
 
 
 def run(name, batch=2, max_params=None):
-    """One model's row: ``{"name", "params", "input", "status", "reason", "error", "import", "extension", "torch"}``."""
+    """One model's row: ``{"name", "params", "input", "status", "reason", "error", "import", "extension", "torch",
+    "missing"}`` (times in seconds; ``missing``: :func:`missing`)."""
     import torch
 
     params = zoo.parameter_count(name) if name != GPT2 else None
     row = {"name": name, "params": params, "input": None, "status": "", "reason": "", "error": None,
-           "import": None, "extension": None, "torch": None}
+           "import": None, "extension": None, "torch": None, "missing": None}
     if max_params and params and params > max_params:
         return {**row, "status": "skipped", "reason": f"{params / 1e6:.0f}M parameters > --max-params"}
     model, shape = zoo.gpt2() if name == GPT2 else zoo.build(name)
     model, row["input"] = model.double().eval(), shape
+    row["missing"] = missing(model)
     X = np.random.default_rng(1).standard_normal((batch,) + tuple(shape))
-    try:
-        with torch.no_grad():
-            expected, row["torch"] = _timed(lambda: model(torch.from_numpy(X)).numpy())
-    except Exception as exc:
-        return {**row, "status": "torch fails", "reason": _first_line(exc)}
     try:
         net, row["import"] = _timed(sl.Network.from_torch, model, input_shape=shape)
     except Exception as exc:         # the importer's refusal (or a bug of it: the table shows which)
         return {**row, "status": "refused", "reason": _first_line(exc)}
+    with torch.no_grad():
+        expected, row["torch"] = _timed(lambda: model(torch.from_numpy(X)).numpy())
     output, row["extension"] = _timed(lambda: sl.harmonic_extension(net, X).output)
     expected = expected.reshape(batch, -1)
     row["error"] = float(np.abs(output - expected).max() / np.abs(expected).max())
@@ -81,12 +80,41 @@ def run(name, batch=2, max_params=None):
     return row
 
 
+def missing(model):
+    """Every operation of the model's torch.fx trace that the importer's table has no entry for, by name (sorted;
+    a parameter read in ``forward`` is ``get_attr``, an activation supported only at the output counts as
+    missing), or None if torch.fx cannot trace the model.  The refusal names the first one only; options
+    (``ceil_mode``, ...) are not checked here."""
+    import torch
+
+    from sheaflinalg.network.errors import UnsupportedModelError
+    from sheaflinalg.network.importers.torch_fx import _converter, _Walk
+
+    try:
+        walk = _Walk(torch, torch.fx.symbolic_trace(model))
+    except Exception:           # the refusal says why
+        return None
+    found = set()
+    for node in walk.nodes:
+        if walk.is_shape(node):
+            walk.shape_valued.add(node)
+        elif node.op not in ("placeholder", "output"):
+            name, op = walk.label(node)
+            try:
+                known = _converter(walk, node, name, op) is not None
+            except UnsupportedModelError:
+                known = False
+            found |= set() if known else {"get_attr" if node.op == "get_attr" else op}
+    return sorted(found)
+
+
 def group(reason):
     """What a refusal is about: the operation it names (``node 'x' (GELU) is not supported`` -> ``GELU``)."""
     found = re.search(r"node '[^']*' \(([^)]*)\) is not supported: (.*)", reason)
     if found:
         op, why = found.groups()
-        return op if why.startswith("this operation has no sparse restriction map") else f"{op}: {why[:70]}"
+        unknown = why.startswith("this operation has no sparse restriction map")
+        return op if unknown else f"{op}: {why.split('; ')[0][:90]}"
     return reason.split(": ", 1)[-1][:90]
 
 
@@ -96,14 +124,16 @@ def _seconds(value):
 
 def table(rows):
     """The markdown report: every model's row, then the refusals grouped by operation."""
-    lines = ["| model | params (M) | input | status | rel. error | import (s) | extension (s) | torch (s) | reason |",
-             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| model | params (M) | input | status | rel. error | import (s) | extension (s) | torch (s) | reason | "
+             "every op missing |", "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
     for r in rows:
         params = "" if r["params"] is None else f"{r['params'] / 1e6:.1f}"
         error = "" if r["error"] is None else f"{r['error']:.1e}"
         reason = r["reason"].replace("|", "\\|")[:200]
+        absent = "(no trace)" if r["missing"] is None and r["status"] == "refused" else ", ".join(r["missing"] or ())
         lines.append(f"| {r['name']} | {params} | {r['input'] or ''} | {r['status']} | {error} | "
-                     f"{_seconds(r['import'])} | {_seconds(r['extension'])} | {_seconds(r['torch'])} | {reason} |")
+                     f"{_seconds(r['import'])} | {_seconds(r['extension'])} | {_seconds(r['torch'])} | {reason} | "
+                     f"{absent} |")
     groups = collections.defaultdict(list)
     for r in rows:
         if r["status"] == "refused":
@@ -133,7 +163,8 @@ def main(argv=None):
         gc.collect()                 # one model in memory at a time
         r = rows[-1]
         detail = f"rel. error {r['error']:.1e}" if r["error"] is not None else r["reason"][:160]
-        tqdm.write(f"{name:24s} {r['status']:12s} {detail}")
+        tqdm.write(f"{name:24s} {r['status']:12s} {detail}", file=sys.stdout)
+        sys.stdout.flush()
     report = table(rows)
     if args.output:
         with open(args.output, "w") as file:

@@ -1,0 +1,39 @@
+"""The model-zoo benchmark (benchmarks/model_zoo.py) on three cheap models: one imported exactly, one refused
+(grouped by its operation), one skipped for its size; and the list of every operation the importer lacks."""
+
+import importlib.util
+
+import pytest
+
+from helpers.paths import ROOT
+
+torch = pytest.importorskip("torch")
+
+from helpers import zoo  # noqa: E402
+
+zoo.require("torchvision")
+
+PATH = ROOT / "benchmarks" / "model_zoo.py"
+spec = importlib.util.spec_from_file_location("model_zoo", PATH)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+
+
+@pytest.mark.slow
+def test_zoo_benchmark_reports_exact_refused_and_skipped(tmp_path, capsys):
+    out = tmp_path / "zoo.md"
+    bench.main(["--models", "mnasnet0_5,squeezenet1_1,resnet18", "--max-params", "5e6", "--output", str(out),
+                "--no-progress"])
+    rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()}
+    assert " | exact | " in rows["mnasnet0_5"] and " | refused | " in rows["squeezenet1_1"]
+    assert " | skipped | " in rows["resnet18"] and "12M parameters > --max-params" in rows["resnet18"]
+    assert "| MaxPool2d: ceil_mode=True (windows past the edge) is not supported | " \
+           "squeezenet1_1 |" in out.read_text()
+    assert "Summary: " in capsys.readouterr().out
+
+
+def test_zoo_benchmark_lists_every_missing_operation():
+    assert bench.missing(zoo.build("mnasnet0_5")[0]) == []
+    assert bench.missing(zoo.build("mobilenet_v3_small")[0]) == ["Hardsigmoid", "Hardswish", "mul"]
+    assert bench.group("UnsupportedModelError: node 'f.1' (GELU) is not supported: this operation has no "
+                       "sparse restriction map; supported: ...") == "GELU"
