@@ -29,7 +29,8 @@ ZOO = [pytest.param("alexnet", marks=slow),
        pytest.param("inception_v3", marks=slow),
        "regnet_x_400mf",
        "mnasnet0_5",
-       "densenet121"]
+       "densenet121",
+       "shufflenet_v2_x0_5"]
 
 
 def relative_error(ours, expected):
