@@ -133,7 +133,7 @@ def table(rows):
     for r in rows:
         params = "" if r["params"] is None else f"{r['params'] / 1e6:.1f}"
         error = "" if r["error"] is None else f"{r['error']:.1e}"
-        reason = r["reason"].replace("|", "\\|")[:200]
+        reason = r["reason"].split("; supported: ")[0].replace("|", "\\|")[:200]    # not the importer's list
         absent = "(no trace)" if r["missing"] is None and r["status"] == "refused" else ", ".join(r["missing"] or ())
         lines.append(f"| {r['name']} | {params} | {r['input'] or ''} | {r['status']} | {error} | "
                      f"{_seconds(r['import'])} | {_seconds(r['extension'])} | {_seconds(r['torch'])} | {reason} | "
