@@ -34,6 +34,15 @@ def test_zoo_benchmark_reports_exact_refused_and_skipped(tmp_path, capsys):
 
 def test_zoo_benchmark_lists_every_missing_operation():
     assert bench.missing(zoo.build("mnasnet0_5")[0]) == []
-    assert bench.missing(zoo.build("mobilenet_v3_small")[0]) == ["Hardsigmoid", "Hardswish", "mul"]
+
+    class Cumulative(torch.nn.Module):       # cumsum and a parameter read in forward: no restriction maps
+        def __init__(self):
+            super().__init__()
+            self.conv, self.scale = torch.nn.Conv1d(2, 2, 1), torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x):
+            return torch.cumsum(self.conv(x), 1).relu() + self.scale
+
+    assert bench.missing(Cumulative()) == ["cumsum", "get_attr"]
     assert bench.group("UnsupportedModelError: node 'f.1' (GELU) is not supported: this operation has no "
                        "sparse restriction map; supported: ...") == "GELU"
