@@ -30,7 +30,9 @@ ZOO = [pytest.param("alexnet", marks=slow),
        "regnet_x_400mf",
        "mnasnet0_5",
        "densenet121",
-       "shufflenet_v2_x0_5"]
+       "shufflenet_v2_x0_5",
+       "squeezenet1_1",
+       pytest.param("googlenet", marks=slow)]
 
 
 def relative_error(ours, expected):
