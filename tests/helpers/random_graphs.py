@@ -39,10 +39,12 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
 #: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state) and
 #: transposed convolutions.
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose")
-#: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
+#: The smooth ops and their attributes, as the ``"smooth"`` step draws them: the elementwise ones, and the
+#: normalisations over the last axis or every entry (an eps near 1 keeps their norm bound, 1/sqrt(eps), near 1).
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
-              ("hardswish", {}))
+              ("hardswish", {}), ("layernorm", {"n_axes": 1, "eps": 1.0}), ("rmsnorm", {"n_axes": 1, "eps": 0.5}),
+              ("groupnorm", {"groups": 1, "eps": 1.0}))
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
