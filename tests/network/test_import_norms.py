@@ -199,3 +199,84 @@ def test_a_layer_norm_written_out_below_opset_17_is_refused_with_advice(tmp_path
     _export(TokenMLP(), TOKENS, 14, tmp_path / "m.onnx")
     with pytest.raises(sl.UnsupportedModelError, match=r"\(Sub\).*LayerNorm written out.*opset_version >= 17"):
         sl.Network.from_onnx(str(tmp_path / "m.onnx"))
+
+
+#: ONNX's epsilon attributes are float32: 1e-3, 1e-4 and the default 1e-5 as the file holds them.
+EPS3, EPS4, EPS5 = (float(np.float32(e)) for e in (1e-3, 1e-4, 1e-5))
+
+
+def _normalised(x, axes, eps, centred=True):
+    """The definition: ``(x - mean) / sqrt(mean((x - mean)^2) + eps)`` over ``axes`` (mean 0 uncentred)."""
+    m = x.mean(axis=axes, keepdims=True) if centred else 0.0
+    return (x - m) / np.sqrt(((x - m) ** 2).mean(axis=axes, keepdims=True) + eps)
+
+
+def _onnx_file(tmp_path, op, inputs, shape, opset, **attrs):
+    """A file of one ONNX normalisation of ``x`` (batch, *shape) with constant ``inputs`` (name: array)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    node = helper.make_node(op, ["x", *inputs], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", *shape])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["N", *shape])],
+                              [numpy_helper.from_array(np.asarray(v, dtype=np.float64), k) for k, v in inputs.items()])
+    path = str(tmp_path / f"{op}.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), path)
+    return path
+
+
+def _onnx_matches(path, X, expected, ops):
+    net = sl.Network.from_onnx(path)
+    assert [n.op for n in net.graph.nodes] == ops
+    np.testing.assert_allclose(net.forward(X), expected.reshape(X.shape[0], -1), rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_layer_and_rms_normalizations_match_their_definitions(tmp_path):
+    rng = np.random.default_rng(5)
+    X, flat = rng.normal(size=(3, 4, 3)), rng.normal(size=(3, 6))
+    scale, shift = rng.normal(size=6), rng.normal(size=6)
+    for axis, axes in ((-1, 2), (1, (1, 2))):          # Scale 1 and no B: no affine node
+        path = _onnx_file(tmp_path, "LayerNormalization", {"s": np.ones((4, 3)[axis:])}, (4, 3), 17, axis=axis,
+                          epsilon=1e-3)
+        _onnx_matches(path, X, _normalised(X, axes, EPS3), ["layernorm"])
+    path = _onnx_file(tmp_path, "LayerNormalization", {"s": scale, "b": shift}, (6,), 17)
+    _onnx_matches(path, flat, _normalised(flat, 1, EPS5) * scale + shift, ["layernorm", "batchnorm"])
+    path = _onnx_file(tmp_path, "RMSNormalization", {"s": scale}, (6,), 23, epsilon=1e-4)
+    _onnx_matches(path, flat, _normalised(flat, 1, EPS4, centred=False) * scale, ["rmsnorm", "batchnorm"])
+
+
+def test_onnx_group_normalization_matches_its_definition(tmp_path):
+    rng = np.random.default_rng(6)
+    X, scale, shift = rng.normal(size=(3, 4, 3)), rng.normal(size=4), rng.normal(size=4)
+    path = _onnx_file(tmp_path, "GroupNormalization", {"s": scale, "b": shift}, (4, 3), 21, num_groups=2,
+                      epsilon=1e-3)
+    expected = _normalised(X.reshape(3, 2, 6), 2, EPS3).reshape(X.shape) * scale[:, None] + shift[:, None]
+    _onnx_matches(path, X, expected, ["groupnorm", "batchnorm"])
+
+
+def test_onnx_instance_normalization_is_a_group_norm_of_one_channel_per_group(tmp_path):
+    rng = np.random.default_rng(7)
+    X, scale, shift = rng.normal(size=(3, 4, 3)), rng.normal(size=4), rng.normal(size=4)
+    path = _onnx_file(tmp_path, "InstanceNormalization", {"s": scale, "b": shift}, (4, 3), 17)
+    expected = _normalised(X, 2, EPS5) * scale[:, None] + shift[:, None]
+    net = sl.Network.from_onnx(path)
+    assert dict(net.graph.nodes[0].attrs) == {"groups": 4, "eps": EPS5}
+    np.testing.assert_allclose(net.forward(X), expected.reshape(3, -1), rtol=1e-12, atol=1e-12)
+
+
+def test_onnx_refusals(tmp_path):
+    path = _onnx_file(tmp_path, "LayerNormalization", {"s": np.ones((2, 4, 3))}, (4, 3), 17, axis=0)
+    with pytest.raises(sl.UnsupportedModelError, match="axis=0 normalises across the batch"):
+        sl.Network.from_onnx(path)
+    if AFFINE is None:
+        path = _onnx_file(tmp_path, "LayerNormalization", {"s": np.full(3, 2.0)}, (4, 3), 17)
+        with pytest.raises(sl.UnsupportedModelError, match="needs the op 'affine'"):
+            sl.Network.from_onnx(path)
+
+
+@pytest.mark.parametrize("layer, match", [
+    (lambda: nn.LayerNorm(6, eps=0.0), "eps must be a positive number"),
+    (lambda: nn.RMSNorm(4, eps=-1.0), "eps must be a positive number"),
+    (lambda: nn.LayerNorm((2, 6), elementwise_affine=False), "normalized_shape|shape")])
+def test_torch_refusals(layer, match):
+    with pytest.raises((sl.UnsupportedModelError, ValueError), match=match):
+        sl.Network.from_torch(nn.Sequential(nn.Conv1d(1, 6, 1), layer()), input_shape=(1, 4))

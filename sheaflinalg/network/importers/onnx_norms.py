@@ -1,5 +1,5 @@
 """The ONNX importer's converters of the normalisations: LayerNormalization (opset 17), RMSNormalization (23),
-GroupNormalization (18: scale and bias per group; 21: per channel) and InstanceNormalization (the form torch's
+GroupNormalization (21) and InstanceNormalization (the form torch's
 exporter writes a GroupNorm in: a reshape to ``(G, -1)``, one group per row).
 
 Each becomes the normalising node and its affine part (:mod:`.norm_affine`).  A normalisation written out in
@@ -33,6 +33,11 @@ def _add(reader, node, label, rule, attrs, scale, shift, per_channel=False):
         reader.builder.add(out, f"{label}.affine", after[0].name, [key], {}, after[1])
 
 
+def _eps(attrs):
+    """``epsilon``: a float32 attribute, its default too (1e-5 as float32)."""
+    return float(np.float32(attrs.get("epsilon", 1e-5)))
+
+
 def _trailing(reader, node, label, attrs):
     """``n_axes`` of a normalisation from ``axis`` to the last axis (refusal if that takes in the batch)."""
     rank = len(reader.builder.shape(node.input[0])) + 1
@@ -40,7 +45,7 @@ def _trailing(reader, node, label, attrs):
     if not -rank <= axis < rank or axis % rank == 0:
         raise refuse(label, node.op_type, f"axis={axis} normalises across the batch (or is out of range for rank "
                                           f"{rank}); only per-sample axes are supported")
-    return {"n_axes": rank - axis % rank, "eps": float(attrs.get("epsilon", 1e-5))}
+    return {"n_axes": rank - axis % rank, "eps": _eps(attrs)}
 
 
 def layer_normalization(reader, node, label, attrs, rule):
@@ -51,13 +56,11 @@ def layer_normalization(reader, node, label, attrs, rule):
 
 
 def group_normalization(reader, node, label, attrs, rule):
-    """GroupNormalization: scale and bias per group before opset 21 (every channel of a group takes its
-    group's), per channel from 21."""
-    groups, channels = int(attrs["num_groups"]), reader.builder.shape(node.input[0])[0]
+    """GroupNormalization (opset 21: scale and bias per channel; onnx's checker refuses opset 18's form, which
+    has them per group)."""
+    groups = int(attrs["num_groups"])
     scale, shift = (_optional(reader, node, label, i, what) for i, what in ((1, "scale"), (2, "bias")))
-    if reader.opset < 21 and groups and channels % groups == 0:
-        scale, shift = (None if v is None else np.repeat(v.reshape(-1), channels // groups) for v in (scale, shift))
-    _add(reader, node, label, rule, {"groups": groups, "eps": float(attrs.get("epsilon", 1e-5))}, scale, shift,
+    _add(reader, node, label, rule, {"groups": groups, "eps": _eps(attrs)}, scale, shift,
          per_channel=True)
 
 
@@ -65,7 +68,7 @@ def instance_normalization(reader, node, label, attrs, rule):
     """InstanceNormalization: every channel over its positions (a group norm of one channel per group)."""
     channels = reader.builder.shape(node.input[0])[0]
     scale, shift = (reader.constant(node, node.input[i], label, what) for i, what in ((1, "scale"), (2, "B")))
-    _add(reader, node, label, rule, {"groups": channels, "eps": float(attrs.get("epsilon", 1e-5))}, scale, shift,
+    _add(reader, node, label, rule, {"groups": channels, "eps": _eps(attrs)}, scale, shift,
          per_channel=True)
 
 
