@@ -36,8 +36,8 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state; drawn twice as
-#: often, there are nine), transposed convolutions and normalisations.
+#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state;
+#: drawn twice as often, there are nine), transposed convolutions and normalisations.
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose", "norm",
                           "smooth")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
