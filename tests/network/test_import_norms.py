@@ -156,6 +156,30 @@ def test_the_functional_forms_match_torch():
     _check(net, model, _inputs((2, 6)))
 
 
+class FunctionalAffine(nn.Module):
+    """The functional forms with weights and biases that are the model's parameters and buffers."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(5)
+        self.fc, self.w, self.b = nn.Linear(6, 8), nn.Parameter(torch.randn(8)), nn.Parameter(torch.randn(8))
+        self.gw = nn.Parameter(torch.randn(4))
+        self.register_buffer("gb", torch.randn(4))
+
+    def forward(self, x):
+        h = F.rms_norm(F.layer_norm(self.fc(x), (8,), self.w, self.b), (8,), self.w)
+        return F.group_norm(h.view(-1, 4, 2), 2, self.gw, self.gb).flatten(1)
+
+
+def test_the_functional_forms_read_their_weights():
+    model = FunctionalAffine()
+    net = sl.Network.from_torch(model, input_shape=(6,))
+    assert [n.op for n in net.graph.nodes if n.name.endswith(".affine")] == ["batchnorm"] * 3
+    model = model.double()
+    np.testing.assert_array_equal(net.graph.node("group_norm.affine").params["shift"], model.gb.numpy())
+    _check(net, model, _inputs((6,)))
+
+
 def test_heat_from_a_random_start_converges_to_the_forward_pass():
     """With eps = 0.5 the normalisations' norm bound is sqrt(2): the default bound gives a stable step."""
     model = TokenMLP(eps=0.5)
