@@ -98,8 +98,8 @@ def _dense_force(net, lay, X, S, reduced):
                                                     net.graph.shapes[node.name], z)
             elif node.op in ("relu", "leaky_relu"):
                 pattern[node.name] = z >= 0
-            elif node.rule.smooth:                # the tangent at the state: the gradient of the energy
-                pattern[node.name] = z
+            elif node.rule.smooth:                # the tangent at the state: its parents' values
+                pattern[node.name] = np.concatenate([X[s] if u == "x" else state[u] for u in node.inputs])
         values.update(state)
         for node in net.graph.nodes:
             maps, bias = node_dense(node, net.graph, pattern.get(node.name))

@@ -288,6 +288,33 @@ SMOOTH_POINTWISE = {
 }
 
 
+def _norm_group(node, shape, pos):
+    """The group of a position: its leading axes (layer and RMS norms), its channel's group (group norm)."""
+    if node.op == "groupnorm":
+        return pos[0] // (shape[0] // node.attrs["groups"])
+    return pos[:len(shape) - node.attrs["n_axes"]]
+
+
+def norm_dense(node, shape, p):
+    """A normalisation at the point ``p``: its value ``f(p)`` and Jacobian, entry by entry from the definition
+    ``y_i = (p_i - m) / sigma`` (``m`` the group's mean, 0 for the RMS norm; ``sigma^2`` the group's mean
+    square of ``p - m``, plus eps): ``dy_i/dp_j = ([i = j] - c/n) / sigma - (p_i - m)(p_j - m) / (n sigma^3)``."""
+    centred = 0.0 if node.op == "rmsnorm" else 1.0
+    members = {}
+    for pos in _positions(shape):
+        members.setdefault(_norm_group(node, shape, pos), []).append(_flat(pos, shape))
+    value, J = np.zeros(p.size), np.zeros((p.size, p.size))
+    for group in members.values():
+        n = len(group)
+        m = centred * sum(p[k] for k in group) / n
+        sigma = math.sqrt(sum((p[k] - m) ** 2 for k in group) / n + node.attrs["eps"])
+        for i in group:
+            value[i] = (p[i] - m) / sigma
+            for j in group:
+                J[i, j] = ((i == j) - centred / n) / sigma - (p[i] - m) * (p[j] - m) / (n * sigma ** 3)
+    return value, J
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -318,6 +345,9 @@ def node_dense(node, graph, pattern):
         slopes = [slope(node.attrs, float(z)) for z in pattern]
         Fs, bias = [np.diag(slopes)], np.array([value(node.attrs, float(z)) - d * float(z)
                                                 for z, d in zip(pattern, slopes)])
+    elif node.op in ("layernorm", "groupnorm", "rmsnorm"):
+        value, J = norm_dense(node, in_shape, np.asarray(pattern, dtype=float))
+        Fs, bias = [J], value - J @ pattern
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
     elif node.op in ("permute", "mean", "sum", "pad", "slice", "upsample"):

@@ -36,13 +36,18 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
              "residual", "concat")
 #: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
 #: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state) and
-#: transposed convolutions.
-EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose")
+#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state;
+#: drawn twice as often, there are nine), transposed convolutions and normalisations.
+EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose", "norm",
+                          "smooth")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
               ("hardswish", {}))
+#: The normalisations as the ``"norm"`` step draws them: over the last axis or every entry (an eps near 1 keeps
+#: their norm bound, 1/sqrt(eps), near 1).
+NORM_OPS = (("layernorm", {"n_axes": 1, "eps": 1.0}), ("rmsnorm", {"n_axes": 1, "eps": 0.5}),
+            ("groupnorm", {"groups": 1, "eps": 1.0}))
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
@@ -159,8 +164,9 @@ class _Builder:
             return self.linear(name, cur, int(rng.integers(1, 5)))
         if kind == "plumbing":
             return self.plumbing(name, cur, shape)
-        if kind == "smooth":
-            op, attrs = SMOOTH_OPS[int(rng.integers(len(SMOOTH_OPS)))]
+        if kind in ("smooth", "norm"):
+            table = SMOOTH_OPS if kind == "smooth" else NORM_OPS
+            op, attrs = table[int(rng.integers(len(table)))]
             return self.add(name, op, [cur], attrs)
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 

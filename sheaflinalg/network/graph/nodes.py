@@ -43,6 +43,9 @@ op                  params            attrs                                     
 ``elu``             --                alpha                                       tangent
 ``mish``            --                --                                          tangent
 ``hardswish``       --                --                                          tangent
+``layernorm``       --                n_axes, eps  (trailing axes, no affine)     tangent
+``groupnorm``       --                groups, eps  (channel groups, no affine)    tangent
+``rmsnorm``         --                n_axes, eps  (trailing axes, no weight)     tangent
 ==================  ================  ==========================================  =========
 
 A ``tangent`` pattern is the linearisation point of a smooth node (its parents' values side by side):

@@ -39,6 +39,13 @@ class Entry(NamedTuple):
     convert: object
 
 
+class Inner(NamedTuple):
+    """The key of a value an importer makes between two of the model's (a normalisation before its affine
+    part): ``name`` is no name of the model's, so the check has no reference value for it."""
+
+    name: str
+
+
 def or_list(names):
     """``names`` as a list in words: ``"a, b or c"``.
 

@@ -25,6 +25,7 @@ from ..graph.nodes import INPUT
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_data import inline_external_data, run_reference, tensor_array
+from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
 from .onnx_ops import BATCHES, conv_transpose, int_input, resize
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
@@ -471,7 +472,11 @@ OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _
        "ReduceSum": Entry(ops.sum.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
        "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, resize),
-       "Upsample": Entry(ops.upsample.RULE, resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose)}
+       "Upsample": Entry(ops.upsample.RULE, resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose),
+       "LayerNormalization": Entry(ops.layernorm.RULE, layer_normalization),
+       "RMSNormalization": Entry(ops.rmsnorm.RULE, layer_normalization),
+       "GroupNormalization": Entry(ops.groupnorm.RULE, group_normalization),
+       "InstanceNormalization": Entry(ops.groupnorm.RULE, instance_normalization)}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 
@@ -526,8 +531,8 @@ def graph_from_onnx(path):
             continue
         entry = Entry(None, _sizes) if _is_size(reader, node) else OPS.get(node.op_type)
         if entry is None:
-            raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map; supported: "
-                                              f"{supported()}")
+            raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map"
+                                              f"{decomposed_hint(model.graph, node)}; supported: {supported()}")
         try:
             entry.convert(reader, node, label, attrs, entry.rule)
         except UnsupportedModelError as exc:

@@ -23,7 +23,7 @@ from ..graph.nodes import INPUT
 from ..ops.permute import RULE as PERMUTE
 from ..ops.reshape import RULE as RESHAPE
 from ..ops.slice import RULE as SLICE
-from .builder import GraphBuilder, check_input_shape, per_sample_shape, refuse
+from .builder import GraphBuilder, Inner, check_input_shape, per_sample_shape, refuse
 from .check import check_import, random_input
 from .torch_modules import bind
 from .torch_table import TorchTable
@@ -298,7 +298,11 @@ def graph_from_torch(module, input_shape=None):
             builder.elide(node, step.parents[0])
             continue
         attrs = {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
-        builder.add(node, name, step.rule.name, step.parents, attrs, step.params)
+        after = step.then(node, shape) if step.then else None
+        key = Inner(f"{node.name}.{step.rule.name}") if after else node
+        builder.add(key, name, step.rule.name, step.parents, attrs, step.params)
+        if after:
+            builder.add(node, f"{name}.affine", after[0].name, [key], {}, after[1])
         if builder.shape(node) != shape(node):
             raise refuse(name, op, f"its per-sample shape is {builder.shape(node)} by the graph's rules but "
                                    f"{shape(node)} in torch")

@@ -22,13 +22,15 @@ class Step:
     """What one torch.fx node becomes: a node of the op ``rule`` (an :class:`~sheaflinalg.network.ops.OpRule`)
     reading ``parents`` (torch.fx nodes), or, with ``rule=None``, nothing (the value is its only parent's).
     ``resolve(node, shape)`` returns the attributes that depend on shapes (``shape(fx_node)``: the per-sample
-    shape torch computed)."""
+    shape torch computed).  ``then(node, shape)`` gives ``(rule, params)`` of a node after it computing the
+    fx node's value from the step's (a normalisation's affine part), or None."""
 
     rule: object
     parents: list
     attrs: dict = field(default_factory=dict)
     params: dict = field(default_factory=dict)
     resolve: object = None
+    then: object = None
 
 
 def torch_values(torch, tensor, name):
@@ -174,7 +176,7 @@ def _conv_transpose(input, weight, bias=None, stride=1, padding=0, output_paddin
     """Stand-in signature of ``F.conv_transpose1d/2d``."""
 
 
-def _parameter(name, op, value, what):
+def model_parameter(name, op, value, what):
     """The tensor a ``get_attr`` fx node reads off the traced model (a parameter or buffer), or a refusal."""
     if getattr(value, "op", None) != "get_attr":
         raise refuse(name, op, f"its {what} is {value!r}, not a parameter or buffer of the model read in forward "
@@ -187,9 +189,9 @@ def conv_transpose_function(rule, node, name, op):
     import torch
 
     args = bind(_conv_transpose, node)
-    bias = None if args["bias"] is None else _parameter(name, op, args["bias"], "bias")
+    bias = None if args["bias"] is None else model_parameter(name, op, args["bias"], "bias")
     return conv_transpose_step(rule, torch, name, op, args["input"], args,
-                               _parameter(name, op, args["weight"], "weight"), bias)
+                               model_parameter(name, op, args["weight"], "weight"), bias)
 
 
 def batchnorm_module(rule, torch, module, name, op, parent):

@@ -18,6 +18,7 @@ import operator
 from .. import ops
 from .builder import Entry, or_list
 from .torch_activations import activation_function, activation_module
+from .torch_norms import groupnorm_function, groupnorm_module, layernorm_function, layernorm_module, rmsnorm_function
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, conv_transpose_function, conv_transpose_module,
                             dropout_function, dropout_module, leaky_function, leaky_step, getitem_function,
@@ -72,6 +73,9 @@ def _modules(nn):
             nn.ZeroPad1d: Entry(ops.pad.RULE, pad_module), nn.ZeroPad2d: Entry(ops.pad.RULE, pad_module),
             nn.ConstantPad1d: Entry(ops.pad.RULE, pad_module), nn.ConstantPad2d: Entry(ops.pad.RULE, pad_module),
             nn.Upsample: Entry(ops.upsample.RULE, upsample_module),
+            nn.LayerNorm: Entry(ops.layernorm.RULE, layernorm_module),
+            nn.GroupNorm: Entry(ops.groupnorm.RULE, groupnorm_module),
+            nn.RMSNorm: Entry(ops.rmsnorm.RULE, layernorm_module),
             **{cls: Entry(rule, activation_module) for cls, rule in _activations(nn).items()}}
 
 
@@ -117,13 +121,16 @@ def _functions(torch, F):
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
             F.interpolate: Entry(ops.upsample.RULE, upsample_function),
-            F.conv_transpose1d: transposed, F.conv_transpose2d: transposed, **_activation_functions(torch, F)}
+            F.conv_transpose1d: transposed, F.conv_transpose2d: transposed,
+            F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
+            F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
+            F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F)}
 
 
 def _parameter_readers(F):
     """The functions whose weight and bias arguments are the model's parameters (``get_attr`` values), not
     values of the network."""
-    return {F.conv_transpose1d, F.conv_transpose2d}
+    return {F.conv_transpose1d, F.conv_transpose2d, F.layer_norm, F.group_norm, F.rms_norm}
 
 
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))

@@ -8,15 +8,17 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 
 from types import MappingProxyType
 
-from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, conv_transpose, elu, gelu, hardswish, leaky_relu,
-               linear, maxpool, mean, mish, pad, permute, relu, reshape, sigmoid, silu, slice, softplus, sum, tanh, upsample)
+from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, conv_transpose, elu, gelu, groupnorm, hardswish,
+               layernorm, leaky_relu, linear, maxpool, mean, mish, pad, permute, relu, reshape, rmsnorm, sigmoid, silu,
+               slice, softplus, sum, tanh, upsample)
 from .rule import MANY, MASK, SELECTION, TANGENT, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
 RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
                                                         relu, leaky_relu, add, concat, reshape, permute, mean, pad,
                                                         slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus,
-                                                        elu, mish, hardswish, conv_transpose)})
+                                                        elu, mish, hardswish, conv_transpose, layernorm, groupnorm,
+                                                        rmsnorm)})
 
 
 def rule_of(op):
@@ -29,7 +31,7 @@ def rule_of(op):
     >>> rule_of("fft")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose
+    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm
     """
     try:
         return RULES[op]

@@ -51,6 +51,10 @@ class Pointwise(Tangent):
     def norm_bound(self, node, graph):
         return float(self.slope_bound(node))
 
+    def norm_at(self, node, graph, rows):
+        """Per sample, ``max |f'|`` at the points ``rows``: the diagonal tangent's exact 2-norm there."""
+        return np.abs(self.derivative(node, np.atleast_2d(rows))).max(axis=1, initial=0.0)
+
     def nnz(self, node, graph):
         n = graph.sizes[node.name]
         return 2 * n, n

@@ -66,6 +66,12 @@ class Tangent(OpRule):
         """The :class:`Linearisation` at ``point`` (a list of parent rows, ``(n_samples, parent size)``)."""
         self._missing("linearise")
 
+    def norm_at(self, node, graph, rows):
+        """Per sample, a bound on ``||J_i||_2`` of every parent at the linearisation points ``rows`` (pattern
+        rows, ``(n_samples, pattern size)``): a step size can adapt to the state.  Here :meth:`OpRule.norm_bound`
+        (every state's) for every sample; a rule with a cheap bound at a point writes its own."""
+        return np.full(np.atleast_2d(rows).shape[0], float(self.norm_bound(node, graph)))
+
     def pattern_size(self, node, graph):
         return sum(graph.sizes[p] for p in node.inputs)
 
