@@ -54,7 +54,7 @@ def _layers(graph, names):
     for name in names:
         for parent in graph.node(name).inputs:
             column.setdefault(parent, 0)
-        column[name] = 1 + max(column[p] for p in graph.node(name).inputs)
+        column[name] = 1 + max((column[p] for p in graph.node(name).inputs), default=-1)
     if graph.output_node in drawn:
         column[YHAT] = column[graph.output_node] + 1
     return column
@@ -126,7 +126,7 @@ def _draw_edges(ax, graph, names, pos):
                 _arrow(ax, pos[parent], joint, head=False, shrink=(SHRINK, 0))
             ax.plot(*joint, "o", ms=5, color="0.2", zorder=3)
             _arrow(ax, joint, (x, y), shrink=(0, SHRINK))
-        else:
+        elif node.inputs:                  # a constant node has no parent: only its "1" vertex
             _arrow(ax, pos[node.inputs[0]], (x, y))
         if node.rule.has_bias:             # the one "1" vertex, drawn beside each node that reads it
             ones = (x + 0.6, y + 0.45)

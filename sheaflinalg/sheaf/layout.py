@@ -176,7 +176,8 @@ class Layout:
         biased = {}
         for node in graph.nodes:
             if node.rule.has_bias:
-                biased.setdefault(node.inputs[0], []).append(node)
+                # the ones block follows the first parent (a node without parents: the input)
+                biased.setdefault(node.inputs[0] if node.inputs else INPUT, []).append(node)
         coords = []
         for layer, (name, op) in enumerate([(INPUT, "input")] + [(n.name, n.op) for n in graph.nodes]):
             coords.append((name, graph.sizes[name], op, layer, name, name != INPUT))

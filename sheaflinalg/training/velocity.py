@@ -112,8 +112,9 @@ class ParameterVelocity:
         """
         out = {}
         for name, velocity in self._velocity.items():
-            parent = self.graph.node(name).inputs[0]
-            out[name] = velocity(X if parent == INPUT else values[parent], edges[name])
+            parents = self.graph.node(name).inputs            # none: a constant node
+            parent = values[parents[0]] if parents and parents[0] != INPUT else (X if parents else None)
+            out[name] = velocity(parent, edges[name])
         return out
 
     def flat(self, params, X, values, edges, out=None):

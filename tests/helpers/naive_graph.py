@@ -286,6 +286,42 @@ SMOOTH_POINTWISE = {
     "hardswish": (lambda a, z: z * min(max(z + 3, 0), 6) / 6,
                   lambda a, z: 0.0 if z <= -3 else 1.0 if z >= 3 else (2 * z + 3) / 6),
 }
+def linear_dense(node, in_shape, out_shape):
+    """Output ``(r, o)`` (``r`` the position on the leading axes) adds ``W[o, i]`` times the parent's ``(r, i)``."""
+    W, b = node.params["weight"], node.params["bias"]
+    F, bias = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape)))), np.zeros(int(np.prod(out_shape)))
+    for r in _positions(out_shape[:-1]):
+        for o in range(W.shape[0]):
+            bias[_flat(r + (o,), out_shape)] = b[o]
+            for i in range(W.shape[1]):
+                F[_flat(r + (o,), out_shape), _flat(r + (i,), in_shape)] = W[o, i]
+    return F, bias
+
+
+def _broadcast_entry(value, pos):
+    """The entry of ``value`` that numpy's broadcasting (aligned on the last axis) gives position ``pos``."""
+    pos = pos[len(pos) - value.ndim:]
+    return value[tuple(0 if m == 1 else p for m, p in zip(value.shape, pos))]
+
+
+def affine_dense(node, out_shape):
+    """Output ``q`` is ``scale[q] * x[q] + shift[q]`` with both broadcast entry by entry."""
+    n = int(np.prod(out_shape))
+    F, bias = np.zeros((n, n)), np.zeros(n)
+    for q in _positions(out_shape):
+        F[_flat(q, out_shape), _flat(q, out_shape)] = _broadcast_entry(node.params["scale"], q)
+        bias[_flat(q, out_shape)] = _broadcast_entry(node.params["shift"], q)
+    return F, bias
+
+
+def roll_dense(node, in_shape, out_shape):
+    """Output position ``q`` takes the parent's ``q - shift`` modulo the length on every rolled axis."""
+    by_axis = dict(zip(node.attrs["axes"], node.attrs["shifts"]))
+    F = np.zeros((int(np.prod(out_shape)), int(np.prod(in_shape))))
+    for q in _positions(out_shape):
+        p = tuple((i - by_axis.get(a, 0)) % in_shape[a] for a, i in enumerate(q))
+        F[_flat(q, out_shape), _flat(p, in_shape)] = 1.0
+    return F
 
 
 def _norm_group(node, shape, pos):
@@ -318,12 +354,21 @@ def norm_dense(node, shape, p):
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
-    in_shape, out_shape = shapes[node.inputs[0]], shapes[node.name]
+    out_shape = shapes[node.name]
+    if node.op == "constant":        # no parents: its value through the ones block
+        return [], np.array([_broadcast_entry(node.params["value"], q) for q in _positions(out_shape)])
+    in_shape = shapes[node.inputs[0]]
     n = int(np.prod(out_shape))
     per = n // out_shape[0]
     bias = None
     if node.op == "linear":
-        Fs, bias = [node.params["weight"].copy()], node.params["bias"].copy()
+        F, bias = linear_dense(node, in_shape, out_shape)
+        Fs = [F]
+    elif node.op == "affine":
+        F, bias = affine_dense(node, out_shape)
+        Fs = [F]
+    elif node.op == "roll":
+        Fs = [roll_dense(node, in_shape, out_shape)]
     elif node.op == "conv":
         Fs, bias = [conv_dense(node, in_shape, out_shape)], np.repeat(node.params["bias"], per)
     elif node.op == "conv_transpose":

@@ -34,12 +34,13 @@ MODES = ("mixed", "active", "dead", "ties")
 #: The steps of a convolutional chain (residual blocks and concatenations drawn twice as often).
 CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "batchnorm", "residual", "concat",
              "residual", "concat")
-#: Every step: the chain's, and linear layers, flattens, pools with a window per axis, skips from any node,
-#: and the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an axis, a
-#: nearest or linear upsampling, a sum over some axes), smooth elementwise nodes (their tangent at the state;
-#: drawn twice as often, there are nine), transposed convolutions and normalisations.
-EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "smooth", "conv_transpose", "norm",
-                          "smooth")
+#: Every step: the chain's, and linear layers (on the last axis), flattens, pools with a window per axis, skips
+#: from any node, the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an
+#: axis, a nearest or linear upsampling, a sum over some axes, a roll; drawn twice), smooth elementwise nodes
+#: (their tangent at the state; drawn twice as often, there are nine), transposed convolutions, normalisations,
+#: a broadcast affine map, and a constant token concatenated along the first axis (a class token).
+EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "plumbing", "smooth",
+                          "conv_transpose", "norm", "smooth", "affine", "token")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
@@ -125,7 +126,7 @@ class _Builder:
         return self.add(name, "conv_transpose", [parent], attrs, {"weight": W, "bias": self.bias(W.shape[1] * groups)})
 
     def linear(self, name, parent, n_out):
-        n = int(np.prod(self.shapes[parent]))
+        n = self.shapes[parent][-1]
         W = self.rng.normal(0, 1 / np.sqrt(n), size=(n_out, n))
         return self.add(name, "linear", [parent], params={"weight": W, "bias": self.bias(n_out)})
 
@@ -168,14 +169,24 @@ class _Builder:
             table = SMOOTH_OPS if kind == "smooth" else NORM_OPS
             op, attrs = table[int(rng.integers(len(table)))]
             return self.add(name, op, [cur], attrs)
+        if kind == "affine":          # scale and shift broadcast from trailing axes, some of length 1
+            params = {key: rng.normal(size=tuple(n if rng.random() < 0.5 else 1 for n in shape[int(rng.integers(
+                len(shape))):])) for key in ("scale", "shift")}
+            return self.add(name, "affine", [cur], params=params)
+        if kind == "token":           # a constant (a class token) joined before the first axis' entries
+            token = self.add(f"{name}.value", "constant", [], params={"value": rng.normal(size=(1,) + shape[1:])})
+            return self.add(name, "concat", [token, cur], {"axis": 0})
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
         """A permutation of the axes, a mean or sum over some of them, a slice of one, or (spatial maps) a zero
         padding or a nearest or linear upsampling."""
         rng = self.rng
-        op = str(rng.choice(["permute", "mean", "sum", "slice", "pad", "upsample"] if len(shape) > 1 else
-                            ["permute", "mean", "sum", "slice"]))
+        op = str(rng.choice(["permute", "mean", "sum", "slice", "roll", "pad", "upsample"] if len(shape) > 1 else
+                            ["permute", "mean", "sum", "slice", "roll"]))
+        if op == "roll":
+            return self.add(name, op, [cur], {"shifts": (int(rng.integers(-3, 4)),), "axes": (int(rng.integers(
+                len(shape))),)})
         if op == "upsample":     # linear when the first factor is 2, aligned corners on 2-D maps (no draw: the seeds
             scale = tuple(int(s) for s in rng.integers(1, 3, size=len(shape) - 1))      # keep their graphs)
             linear = scale[0] == 2

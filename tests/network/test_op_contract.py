@@ -67,8 +67,23 @@ def _draw_case(draw, op, rng):
     inputs = ["p0"]
     if op == "linear":
         n_in, n_out = draw(st.integers(1, 6)), draw(st.integers(1, 5))
+        lead = draw(st.sampled_from([(), (draw(st.integers(1, 3)),), (2, draw(st.integers(1, 3)))]))
         return Node("v", op, inputs, params={"weight": rng.normal(size=(n_out, n_in)),
-                                             "bias": rng.normal(size=n_out)}), [(n_in,)]
+                                             "bias": rng.normal(size=n_out)}), [lead + (n_in,)]
+    if op == "affine":
+        shape = _any_shape(draw)
+        params = {}
+        for key in ("scale", "shift"):       # broadcast: some axes kept, some 1, leading ones dropped
+            kept = shape[draw(st.integers(0, len(shape) - 1)):]
+            params[key] = rng.normal(size=tuple(n if draw(st.booleans()) else 1 for n in kept))
+        return Node("v", op, inputs, params=params), [shape]
+    if op == "constant":
+        return Node("v", op, [], params={"value": rng.normal(size=_any_shape(draw))}), []
+    if op == "roll":
+        shape = _any_shape(draw)
+        axes = draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+        return Node("v", op, inputs, {"shifts": tuple(draw(st.integers(-5, 5)) for _ in axes),
+                                      "axes": tuple(axes)}), [shape]
     if op == "conv":
         shape = _spatial_shape(draw)
         groups = draw(st.sampled_from([1, shape[0]]))
@@ -212,7 +227,7 @@ def test_every_rule_writes_every_method(op):
     methods = METHODS + (PATTERN_METHODS if rule.pattern is not None else ())
     missing = [m for m in methods if getattr(type(rule), m) is getattr(OpRule, m, None)]
     assert not missing, f"{op} inherits {missing} from OpRule"
-    assert rule.name == op and 1 <= rule.min_inputs <= rule.max_inputs
+    assert rule.name == op and (1 <= rule.min_inputs <= rule.max_inputs or rule.max_inputs == 0 == rule.min_inputs)
 
 
 def test_an_unknown_op_is_refused_at_construction_naming_it():
@@ -227,7 +242,7 @@ def check_linearisation(node, graph, xs):
     values, rows, _ = _run(node, graph, xs)
     for s in range(N_SAMPLES):
         bias = node.rule.constant(node, graph, None if rows is None else rows[s])
-        pattern = _naive_pattern(node, graph, np.concatenate([x[s] for x in xs]))
+        pattern = _naive_pattern(node, graph, np.concatenate([x[s] for x in xs]) if xs else None)
         if pattern is not None:
             assert np.array_equal(rows[s], pattern)
         maps, naive_bias = node_dense(node, graph, pattern)
@@ -343,7 +358,7 @@ def test_velocity_is_minus_the_energy_gradient(op, data):
         moved = Node(node.name, node.op, node.inputs, dict(node.attrs), params)
         return 0.5 * np.sum((w - _run(moved, graph, xs)[0]) ** 2)
 
-    velocity = node.rule.velocity(node, graph)(xs[0], w - _run(node, graph, xs)[0])
+    velocity = node.rule.velocity(node, graph)(xs[0] if xs else None, w - _run(node, graph, xs)[0])
     assert set(velocity) == set(node.params)
     h = 1e-6
     for key, value in node.params.items():

@@ -13,7 +13,7 @@ Operations (``Node.op``), their parameters and attributes:
 ==================  ================  ==========================================  =========
 op                  params            attrs                                       pattern
 ==================  ================  ==========================================  =========
-``linear``          weight, bias      --                                          --
+``linear``          weight, bias      --  (maps the last axis: ``(..., in)``)     --
 ``conv``            weight, bias      stride, padding, dilation, groups           --
 ``avgpool``         --                kernel_size, stride, padding,               --
                                       count_include_pad, ceil_mode (optional)
@@ -46,6 +46,9 @@ op                  params            attrs                                     
 ``layernorm``       --                n_axes, eps  (trailing axes, no affine)     tangent
 ``groupnorm``       --                groups, eps  (channel groups, no affine)    tangent
 ``rmsnorm``         --                n_axes, eps  (trailing axes, no weight)     tangent
+``affine``          scale, shift      --  (broadcast to the node's shape)         --
+``constant``        value             --  (no parents)                            --
+``roll``            --                shifts, axes                                --
 ==================  ================  ==========================================  =========
 
 A ``tangent`` pattern is the linearisation point of a smooth node (its parents' values side by side):

@@ -86,7 +86,7 @@ def check_import(graph, X, reference, output, source, causes):
     values = evaluate(graph, np.ascontiguousarray(X.reshape(X.shape[0], -1), dtype=np.float64), threads=1).values
     seen = {INPUT: float(np.abs(values[INPUT]).max(initial=0.0))}
     for node in graph.nodes:
-        seen[node.name] = max(float(np.abs(values[node.name]).max(initial=0.0)), *(seen[p] for p in node.inputs))
+        seen[node.name] = max([float(np.abs(values[node.name]).max(initial=0.0))] + [seen[p] for p in node.inputs])
         if node.name in reference:
             difference, scale = _difference(values[node.name], reference[node.name])
             if not difference <= RTOL * max(seen[node.name], scale):

@@ -17,6 +17,8 @@ import copy
 import math
 import operator
 
+import numpy as np
+
 from ..._common.memory import FLOAT, check_memory
 from ..errors import ImportMismatchError, UnsupportedModelError
 from ..graph.nodes import INPUT
@@ -25,12 +27,14 @@ from ..ops.reshape import RULE as RESHAPE
 from ..ops.slice import RULE as SLICE
 from .builder import GraphBuilder, Inner, check_input_shape, per_sample_shape, refuse
 from .check import check_import, random_input
+from .torch_affine import is_constant, mark_constant
 from .torch_modules import bind
 from .torch_table import TorchTable
 
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
 BATCH = 2
-_SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub)
+_SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub, operator.truediv,
+                     operator.pow)
 
 
 def import_torch():
@@ -51,6 +55,7 @@ class _Walk:
         self.order = {node: i for i, node in enumerate(self.nodes)}
         self.shape_valued = set()
         self.aliases = set()        # nodes whose value may share memory with their parent (reshapes, elided)
+        self.materialized = set()   # constant values that are nodes of their own (a class token)
         self.table = TorchTable(torch)
 
     def module(self, node):
@@ -85,6 +90,14 @@ class _Walk:
         return node.op == "get_attr" and bool(node.users) and all(
             user.op == "call_function" and user.target in self.table.parameter_readers and user.args[:1] != (node,)
             for user in node.users)
+    def is_constant(self, node):
+        """Whether ``node``'s value is not computed from the input: a parameter or buffer read in ``forward``, or
+        a computation on such values and sizes only."""
+        if node.op == "get_attr":
+            return True
+        inputs = node.all_input_nodes
+        return (node.op in ("call_function", "call_method") and any(is_constant(a) for a in inputs)
+                and all(is_constant(a) or a in self.shape_valued for a in inputs))
 
     def in_place(self, node):
         module = self.module(node)
@@ -97,7 +110,8 @@ class _Walk:
     def check_parents(self, step, name, op):
         """Every value a step reads is a tensor computed from the input (not a constant or a size)."""
         for value in step.parents:
-            if not hasattr(value, "op") or value in self.shape_valued or value.op == "get_attr":
+            if not hasattr(value, "op") or value in self.shape_valued or (is_constant(value)
+                                                                           and value not in self.materialized):
                 raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
                                        "tensors computed from the input are supported")
 
@@ -110,6 +124,17 @@ class _Walk:
                 raise refuse(name, op, f"it modifies its input {value.name!r} in place, which {later[0].name!r} "
                                        "reads afterwards; use the out-of-place form (inplace=False)")
             value = value.args[0] if value in self.aliases else None
+
+
+def _entry(walk, node):
+    """The table's entry of a function or tensor method call, or None."""
+    if node.op not in ("call_method", "call_function"):
+        return None
+    table = walk.table
+    if node.op == "call_method":
+        return table.methods.get(node.target)
+    return table.functions.get(node.target) or table.named.get(
+        f"{getattr(node.target, '__module__', '')}.{getattr(node.target, '__name__', '')}")
 
 
 def _converter(walk, node, name, op):
@@ -125,7 +150,7 @@ def _converter(walk, node, name, op):
         entry = next((table.modules[cls] for cls in type(module).__mro__ if cls in table.modules), None)
         return entry and (lambda node: entry.convert(entry.rule, walk.torch, module, name, op, node.args[0]))
     if node.op in ("call_method", "call_function"):
-        entry = (table.methods if node.op == "call_method" else table.functions).get(node.target)
+        entry = _entry(walk, node)
         return entry and (lambda node: entry.convert(entry.rule, node, name, op))
     raise refuse(name, node.op, "reading a parameter or buffer directly in forward is not supported; "
                                "use a module (nn.Linear, nn.Conv2d, ...)")
@@ -143,6 +168,12 @@ def _steps(walk, final):
         if walk.read_as_parameter(node):     # read by the converter of the function that takes it
             continue
         name, op = walk.label(node)
+        constant = walk.is_constant(node)
+        if constant:
+            mark_constant(node)
+            if node.op == "get_attr" or getattr(_entry(walk, node), "rule", None) is None or \
+                    _entry(walk, node).rule.max_inputs:
+                continue        # read by the steps that combine it with values (a node only if it has no parents)
         convert = _converter(walk, node, name, op)
         if convert is None and walk.final_kind(node):
             raise refuse(name, op, f"{walk.final_kind(node)} is supported only as the output activation (the "
@@ -155,6 +186,8 @@ def _steps(walk, final):
             step = convert(node)
         except (IndexError, KeyError) as exc:      # arguments by keyword where the input is expected first
             raise refuse(name, op, f"its arguments {node.args} {node.kwargs} are not understood ({exc})") from None
+        if constant:
+            walk.materialized.add(node)
         walk.check_parents(step, name, op)
         if step.rule in (None, RESHAPE, PERMUTE, SLICE):     # views of their parent
             walk.aliases.add(node)
@@ -292,15 +325,22 @@ def graph_from_torch(module, input_shape=None):
             raise refuse(name, op, "its result is not a single tensor")
         return per_sample_shape(name, op, values[node.name].shape, BATCH)
 
+    def value(key):
+        return values[key.name].numpy() if hasattr(key, "op") else np.asarray(key, dtype=np.float64)
+
     builder = GraphBuilder(input_shape, x)
     for node, name, op, step in steps:
         if step.rule is None:
+            if isinstance(values.get(node.name), torch.Tensor) and shape(node) != builder.shape(step.parents[0]):
+                raise refuse(name, op, f"it changes the shape {builder.shape(step.parents[0])} to {shape(node)}; "
+                                       "only a value of the same shape is an identity")
             builder.elide(node, step.parents[0])
             continue
         attrs = {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
+        params = {**step.params, **(step.constants(node, shape, value) if step.constants else {})}
         after = step.then(node, shape) if step.then else None
         key = Inner(f"{node.name}.{step.rule.name}") if after else node
-        builder.add(key, name, step.rule.name, step.parents, attrs, step.params)
+        builder.add(key, name, step.rule.name, step.parents, attrs, params)
         if after:
             builder.add(node, f"{name}.affine", after[0].name, [key], {}, after[1])
         if builder.shape(node) != shape(node):

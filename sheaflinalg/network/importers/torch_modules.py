@@ -22,7 +22,9 @@ class Step:
     """What one torch.fx node becomes: a node of the op ``rule`` (an :class:`~sheaflinalg.network.ops.OpRule`)
     reading ``parents`` (torch.fx nodes), or, with ``rule=None``, nothing (the value is its only parent's).
     ``resolve(node, shape)`` returns the attributes that depend on shapes (``shape(fx_node)``: the per-sample
-    shape torch computed).  ``then(node, shape)`` gives ``(rule, params)`` of a node after it computing the
+    shape torch computed); ``constants(node, shape, value)`` the parameters read off constant values
+    (``value(fx_node)``: the float64 array the model's run gave a value not computed from the input).
+    ``then(node, shape)`` gives ``(rule, params)`` of a node after it computing the
     fx node's value from the step's (a normalisation's affine part), or None."""
 
     rule: object
@@ -31,6 +33,7 @@ class Step:
     params: dict = field(default_factory=dict)
     resolve: object = None
     then: object = None
+    constants: object = None
 
 
 def torch_values(torch, tensor, name):

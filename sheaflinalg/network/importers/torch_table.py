@@ -19,6 +19,8 @@ from .. import ops
 from .builder import Entry, or_list
 from .torch_activations import activation_function, activation_module
 from .torch_norms import groupnorm_function, groupnorm_module, layernorm_function, layernorm_module, rmsnorm_function
+from .torch_affine import (affine_function, expand_function, has_constant_operand, linear_function, matmul_function,
+                           roll_function, stochastic_depth_function)
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, conv_transpose_function, conv_transpose_module,
                             dropout_function, dropout_module, leaky_function, leaky_step, getitem_function,
@@ -44,6 +46,15 @@ def _pool_module(step, n_axes):
 def _pool_function(step, n_axes):
     signature = POOL_SIGNATURES[step]
     return lambda rule, node, name, op: step(rule, name, op, n_axes, node.args[0], bind(signature, node))
+
+
+def _or_affine(convert):
+    """A sum's converter that reads a constant operand (``x + c``) as the affine map of the other operand."""
+    def run(rule, node, name, op):
+        if has_constant_operand(node):
+            return affine_function(ops.affine.RULE, node, name, op)
+        return convert(rule, node, name, op)
+    return run
 
 
 def _leaky_module(rule, torch, module, name, op, parent):
@@ -99,11 +110,17 @@ _MEAN = Entry(ops.mean.RULE, mean_function)
 _SUM = Entry(ops.sum.RULE, mean_function)
 _NARROW = Entry(ops.slice.RULE, narrow_function)
 _SPLIT = Entry(ops.slice.RULE, split_function)
+_AFFINE = Entry(ops.affine.RULE, affine_function)
+_LINEAR = Entry(ops.linear.RULE, linear_function)
+_MATMUL = Entry(ops.linear.RULE, matmul_function)
+_ROLL = Entry(ops.roll.RULE, roll_function)
+_IDENTITY = Entry(None, _function(plain_step))
+_DROPOUT = Entry(None, dropout_function)
 
 
 def _functions(torch, F):
     """``{function: Entry}`` (``operator.add``: the ``+`` torch.fx records)."""
-    add, concat, relu = Entry(ops.add.RULE, add_function), Entry(ops.concat.RULE, cat_function), \
+    add, concat, relu = Entry(ops.add.RULE, _or_affine(add_function)), Entry(ops.concat.RULE, cat_function), \
         Entry(ops.relu.RULE, _function(plain_step))
     adaptive = Entry(ops.adaptive_avgpool.RULE, _function(adaptive_step))
     transposed = Entry(ops.conv_transpose.RULE, conv_transpose_function)
@@ -116,7 +133,7 @@ def _functions(torch, F):
             F.avg_pool1d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 1)),
             F.avg_pool2d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 2)),
             F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
-            F.dropout: Entry(None, dropout_function),
+            F.dropout: _DROPOUT, F.dropout1d: _DROPOUT, F.dropout2d: _DROPOUT,
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
@@ -124,7 +141,11 @@ def _functions(torch, F):
             F.conv_transpose1d: transposed, F.conv_transpose2d: transposed,
             F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
             F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
-            F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F)}
+            F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F),
+            operator.sub: _AFFINE, operator.isub: _AFFINE, operator.mul: _AFFINE, operator.imul: _AFFINE,
+            operator.truediv: _AFFINE, operator.itruediv: _AFFINE, torch.sub: _AFFINE, torch.mul: _AFFINE,
+            torch.div: _AFFINE, F.linear: _LINEAR, torch.matmul: _MATMUL, operator.matmul: _MATMUL,
+            torch.roll: _ROLL, torch.clone: _IDENTITY}
 
 
 def _parameter_readers(F):
@@ -133,14 +154,24 @@ def _parameter_readers(F):
     return {F.conv_transpose1d, F.conv_transpose2d, F.layer_norm, F.group_norm, F.rms_norm}
 
 
+#: ``{module.name of a function: Entry}`` of functions of packages not imported (torchvision's, which torch.fx
+#: records as calls, its modules being traced through).
+NAMED = {"torchvision.ops.stochastic_depth.stochastic_depth": Entry(None, stochastic_depth_function)}
+
+
 _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
 _RELU = Entry(ops.relu.RULE, _function(plain_step))
 #: ``{tensor method name: Entry}``.
-METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": Entry(None, _function(plain_step)),
-           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, add_function),
+METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": _IDENTITY,
+           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, _or_affine(add_function)),
            "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
            "split": _SPLIT, "sum": _SUM, "sigmoid": Entry(ops.sigmoid.RULE, activation_function),
-           "tanh": Entry(ops.tanh.RULE, activation_function)}
+           "tanh": Entry(ops.tanh.RULE, activation_function),
+           "add_": Entry(ops.add.RULE, _or_affine(add_function)), "sub": _AFFINE,
+           "sub_": _AFFINE, "mul": _AFFINE, "mul_": _AFFINE, "div": _AFFINE, "div_": _AFFINE,
+           "matmul": _MATMUL, "roll": _ROLL, "expand": Entry(ops.constant.RULE, expand_function),
+           "expand_as": Entry(ops.constant.RULE, expand_function), "clone": _IDENTITY, "type_as": _IDENTITY}
+
 
 
 def _finals(torch, nn, F):
@@ -176,15 +207,17 @@ class TorchTable:
         self.functions = _functions(torch, F)
         self.methods = METHODS
         self.parameter_readers = _parameter_readers(F)
+        self.named = NAMED
         self.finals = _finals(torch, torch.nn, F)
 
     def entries(self):
         """Every :class:`Entry` of the table."""
-        return [*self.modules.values(), *self.functions.values(), *self.methods.values()]
+        return [*self.modules.values(), *self.functions.values(), *self.methods.values(), *self.named.values()]
 
     def supported(self):
         """What the importer supports, as the refusal of an unsupported operation lists it."""
         finals = [name for name in _names(self.finals) if name[0].isupper()]
-        return (f"layers {', '.join(_names(self.modules))}; functions {', '.join(_names(self.functions))}; "
+        functions = _names(self.functions) + [key.rsplit(".", 1)[1] for key in self.named]
+        return (f"layers {', '.join(_names(self.modules))}; functions {', '.join(functions)}; "
                 f"tensor methods {', '.join(_names(self.methods))}; and a final {or_list(finals)} "
                 "(BatchNorm and Dropout in eval mode; docs/guide.md, Importing CNNs and ResNets)")

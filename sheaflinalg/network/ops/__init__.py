@@ -8,9 +8,9 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 
 from types import MappingProxyType
 
-from . import (adaptive_avgpool, add, avgpool, batchnorm, concat, conv, conv_transpose, elu, gelu, groupnorm, hardswish,
-               layernorm, leaky_relu, linear, maxpool, mean, mish, pad, permute, relu, reshape, rmsnorm, sigmoid, silu,
-               slice, softplus, sum, tanh, upsample)
+from . import (adaptive_avgpool, add, affine, avgpool, batchnorm, concat, constant, conv, conv_transpose, elu, gelu,
+               groupnorm, hardswish, layernorm, leaky_relu, linear, maxpool, mean, mish, pad, permute, relu, reshape,
+               rmsnorm, roll, sigmoid, silu, slice, softplus, sum, tanh, upsample)
 from .rule import MANY, MASK, SELECTION, TANGENT, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
@@ -18,7 +18,7 @@ RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, a
                                                         relu, leaky_relu, add, concat, reshape, permute, mean, pad,
                                                         slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus,
                                                         elu, mish, hardswish, conv_transpose, layernorm, groupnorm,
-                                                        rmsnorm)})
+                                                        rmsnorm, affine, constant, roll)})
 
 
 def rule_of(op):
@@ -31,7 +31,7 @@ def rule_of(op):
     >>> rule_of("fft")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm
+    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm, affine, constant, roll
     """
     try:
         return RULES[op]
