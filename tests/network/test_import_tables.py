@@ -41,9 +41,10 @@ def test_the_tables_cover_the_importers_ops():
     """What each importer supported before its table (a name dropped from a table fails here)."""
     reached = {kind: {e.rule.name for e in entries.values() if e.rule is not None}
                for kind, entries in _tables().items()}
-    assert reached["torch modules"] | reached["torch functions"] == set(RULES)
-    assert reached["ONNX"] == set(RULES) - ONNX_PENDING
-    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice", "sum", "sigmoid", "tanh"}
+    assert reached["torch modules"] | reached["torch functions"] | reached["tensor methods"] == set(RULES)
+    assert reached["ONNX"] == set(RULES) - ONNX_PENDING - {"roll"}     # torch.roll is exported as slices and a concat
+    assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice", "sum", "sigmoid", "tanh",
+                                         "affine", "linear", "roll", "constant"}
 
 
 #: Ops the torch importer reads and the ONNX importer does not yet (the smooth activations: their ONNX forms,
@@ -68,7 +69,8 @@ def test_the_torch_refusal_lists_the_table():
 def test_the_torch_refusal_is_read_off_the_table(monkeypatch):
     monkeypatch.setattr(torch_table, "METHODS", {**torch_table.METHODS, "frobnicate": torch_table.METHODS["add"]})
     assert ("tensor methods view, reshape, flatten, contiguous, relu, relu_, add, permute, transpose, mean, "
-            "narrow, chunk, split, sum, sigmoid, tanh, frobnicate;") in _torch_refusal()
+            "narrow, chunk, split, sum, sigmoid, tanh, add_, sub, sub_, mul, mul_, div, div_, matmul, roll, expand, "
+            "expand_as, clone, type_as, frobnicate;") in _torch_refusal()
 
 
 def _onnx_refusal(tmp_path):
@@ -117,7 +119,8 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     the graph file format).  Here: its rule, and the torch table as a tensor method's name; the file format
     reads the registry, the converters are handed their rules (sklearn's activation ``"relu"`` and the
     reproduction's layer label ``"linear"``, a spectrum summary's statistic ``"mean"``, the skip encoding
-    ``skip_encoding="sum"`` of the sheaf modules and the upsampling mode ``"linear"`` are not op names)."""
+    ``skip_encoding="sum"`` of the sheaf modules, the padding mode ``"constant"`` of the importers and the
+    learning-rate schedule ``"constant"`` and the upsampling mode ``"linear"`` are not op names)."""
     not_op_names = {"network/importers/sklearn_mlp.py", "reproduce/mnist1d_cnn.py"}
     skip_encoding = {"sheaf/assembled/assembly.py", "sheaf/assembled/system.py", "sheaf/layout.py",
                      "sheaf/skip_edges/encoding.py", "sheaf/skip_edges/least_squares.py",
@@ -131,7 +134,9 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     # it is always registered, norm_affine.py should read ops.affine.RULE and this entry go
     other_meanings = {"mean": {"spectral/result.py"}, "sum": skip_encoding, "sigmoid": outputs,
                       "tanh": outputs | {"network/ops/gelu.py"}, "linear": upsampling_mode,
-                      "affine": {"network/importers/norm_affine.py"}}
+                      "affine": {"network/importers/norm_affine.py"},
+                      "constant": {"network/importers/onnx_graph.py", "network/importers/torch_modules.py",
+                                   "training/optim/choose.py", "training/optim/schedules.py"}}
     for op, modules in _writers().items():
         modules = set(modules) - other_meanings.get(op, set())
         assert len(modules) <= 4, (op, modules)

@@ -191,3 +191,45 @@ def per_sample_shape(name, op, shape, batch):
     if math.prod(shape) == 0:
         raise refuse(name, op, f"its value is empty (shape {shape})")
     return shape[1:]
+
+
+def per_sample(name, op, value, ndim):
+    """A constant operand as an array broadcasting against per-sample values of ``ndim`` axes: a number as
+    ``(1,)``, a leading batch axis of length 1 (or of equal rows) dropped; refusal if it varies over the batch.
+
+    Examples
+    --------
+    >>> per_sample("s", "Mul", np.ones((1, 3, 4)), 2).shape, per_sample("s", "Mul", 2.0, 2)
+    ((3, 4), array([2.]))
+    """
+    value = np.asarray(value, dtype=np.float64)
+    if value.ndim == 0:
+        return value.reshape(1)
+    if value.ndim <= ndim:
+        return value
+    if value.ndim > ndim + 1 or (value.shape[0] != 1 and np.ptp(value, axis=0).max(initial=0.0) != 0.0):
+        raise refuse(name, op, f"its constant of shape {value.shape} does not broadcast over the batch of values "
+                               f"with {ndim} per-sample axes the same way for every sample")
+    return value[0]
+
+
+def affine_params(name, op, kind, constant, constant_first, alpha=1.0):
+    """``{scale, shift}`` of ``x + a c``, ``x - a c``, ``c + a x``, ``c - a x``, ``x * c``, ``c * x`` or ``x / c``
+    (``kind``: ``"add"``, ``"sub"``, ``"mul"``, ``"div"``; ``a`` is ``alpha``) for the per-sample constant ``c``.
+
+    Examples
+    --------
+    >>> affine_params("s", "Sub", "sub", np.array([2.0]), True)
+    {'scale': array([-1.]), 'shift': array([2.])}
+    """
+    one, zero = np.ones(1), np.zeros(1)
+    if kind == "mul":
+        return {"scale": constant, "shift": zero}
+    if kind == "div":
+        if constant_first or not np.all(constant != 0):
+            raise refuse(name, op, "only the division of a value by a constant without zeros is an affine map")
+        return {"scale": 1.0 / constant, "shift": zero}
+    sign = -1.0 if kind == "sub" else 1.0
+    if constant_first:
+        return {"scale": sign * alpha * one, "shift": constant}
+    return {"scale": one, "shift": sign * alpha * constant}

@@ -22,6 +22,7 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
+from . import onnx_affine
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_data import inline_external_data, run_reference, tensor_array
@@ -145,50 +146,6 @@ def _window(reader, node, label, attrs, kernel):
     return {"stride": stride, "padding": padding, "dilation": dilation}
 
 
-def _linear(reader, node, label, rule, weight, bias):
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], params={"weight": weight, "bias": bias})
-
-
-def _gemm(reader, node, label, attrs, rule):
-    if attrs.get("transA", 0):
-        raise refuse(label, node.op_type, "transA=1 (the input transposed) is not supported")
-    B = reader.constant(node, node.input[1], label, "matrix B")
-    W = (B if attrs.get("transB", 0) else B.T) * float(attrs.get("alpha", 1.0))
-    bias = np.zeros(W.shape[0])
-    if len(node.input) > 2 and node.input[2]:
-        C = reader.constant(node, node.input[2], label, "bias C") * float(attrs.get("beta", 1.0))
-        try:
-            bias = np.broadcast_to(C.reshape(-1) if C.size == W.shape[0] else C, (W.shape[0],)).copy()
-        except ValueError:
-            raise refuse(label, node.op_type, f"its bias C of shape {C.shape} is not one value per output") from None
-    _linear(reader, node, label, rule, W, bias)
-
-
-def _matmul(reader, node, label, attrs, rule):
-    B = reader.constant(node, node.input[1], label, "matrix B")
-    if B.ndim != 2:
-        raise refuse(label, node.op_type, f"its matrix B has shape {B.shape}; expected 2-D")
-    _linear(reader, node, label, rule, B.T, np.zeros(B.shape[1]))
-    reader.matmuls.add(node.output[0])
-
-
-def _add(reader, node, label, attrs, rule):
-    a, b = node.input
-    if a in reader.constants or b in reader.constants:
-        value, const = (b, a) if a in reader.constants else (a, b)
-        if value not in reader.matmuls or reader.consumers.get(value) != 1:
-            raise refuse(label, node.op_type, "it adds a constant to a value that is not a MatMul's output")
-        width = reader.builder.shape(value)[0]
-        bias = reader.constant(node, const, label, "bias")
-        if bias.size != width:
-            raise refuse(label, node.op_type, f"its bias has {bias.size} entries for {width} features")
-        reader.matmuls.discard(value)
-        reader.builder.replace_params(value, {"bias": bias.reshape(-1)})
-        reader.builder.elide(node.output[0], value)
-        return
-    reader.builder.add(node.output[0], label, rule.name, [a, b])
-
-
 def _conv(reader, node, label, attrs, rule):
     W = reader.constant(node, node.input[1], label, "weight")
     bias = (reader.constant(node, node.input[2], label, "bias") if len(node.input) > 2 and node.input[2]
@@ -307,7 +264,9 @@ def _size_values(reader, node, attrs, batch):
     def value(name):
         return reader.sizes[name][batch] if name in reader.sizes else np.asarray(reader.constants[name])
     if node.op_type == "Shape":
-        full = np.array((batch,) + reader.builder.shape(node.input[0]), dtype=np.int64)
+        source = node.input[0]
+        full = np.array(value(source).shape if source in reader.sizes else (batch,) + reader.builder.shape(source),
+                        dtype=np.int64)
         return full[attrs.get("start", 0):attrs.get("end", len(full))]
     args = [value(name) for name in node.input if name]
     if node.op_type == "Gather":
@@ -318,11 +277,16 @@ def _size_values(reader, node, attrs, batch):
         return np.squeeze(args[0], _axes_argument(reader, node, attrs))
     if node.op_type == "Concat":
         return np.concatenate([np.atleast_1d(a) for a in args], axis=attrs["axis"])
+    if node.op_type == "ConstantOfShape":     # a tensor of sizes (torch's expand(n, -1, -1) resolving its -1s)
+        fill = tensor_array(reader.onnx, reader.helper, attrs["value"]) if "value" in attrs else np.zeros(1)
+        return np.full(tuple(args[0]), fill.reshape(-1)[0])
     return {"Cast": lambda a: a, "Identity": lambda a: a, "Mul": np.multiply, "Div": np.floor_divide,
-            "Add": np.add, "Sub": np.subtract}[node.op_type](*args).astype(np.int64)
+            "Add": np.add, "Sub": np.subtract, "Equal": np.equal, "Where": np.where,
+            "Reshape": lambda a, s: a.reshape(tuple(s))}[node.op_type](*args).astype(np.int64)
 
 
-_SIZE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add", "Sub")
+_SIZE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add", "Sub",
+             "ConstantOfShape", "Equal", "Where", "Reshape")
 
 
 def _is_size(reader, node):
@@ -460,8 +424,11 @@ def _split(reader, node, label, attrs, rule):
 
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
-OPS = {"Gemm": Entry(ops.linear.RULE, _gemm), "MatMul": Entry(ops.linear.RULE, _matmul),
-       "Add": Entry(ops.add.RULE, _add), "Conv": Entry(ops.conv.RULE, _conv),
+OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.linear.RULE, onnx_affine.matmul),
+       "Add": Entry(ops.add.RULE, onnx_affine.add(ops.affine.RULE)), "Sub": Entry(ops.affine.RULE, onnx_affine.affine),
+       "Mul": Entry(ops.affine.RULE, onnx_affine.affine), "Div": Entry(ops.affine.RULE, onnx_affine.affine),
+       "Expand": Entry(ops.constant.RULE, onnx_affine.expand), "Tile": Entry(ops.constant.RULE, onnx_affine.tile),
+       "Conv": Entry(ops.conv.RULE, _conv),
        "MaxPool": Entry(ops.maxpool.RULE, _maxpool), "AveragePool": Entry(ops.avgpool.RULE, _avgpool),
        "GlobalAveragePool": Entry(ops.adaptive_avgpool.RULE, _global_pool),
        "BatchNormalization": Entry(ops.batchnorm.RULE, _batchnorm), "Concat": Entry(ops.concat.RULE, _concat),

@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from .builder import refuse
+from .builder import affine_params, per_sample, refuse
 from .torch_modules import Step, _dims, bind
 
 #: The key of ``fx_node.meta`` that marks a value not computed from the network's input.
@@ -32,27 +32,8 @@ def is_constant(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def per_sample(name, op, value, ndim):
-    """A constant operand as an array broadcasting against per-sample values of ``ndim`` axes: a number as
-    ``(1,)``, a leading batch axis of length 1 dropped; refusal if it varies over the batch."""
-    value = np.asarray(value, dtype=np.float64)
-    if value.ndim == 0:
-        return value.reshape(1)
-    if value.ndim <= ndim:
-        return value
-    if value.ndim > ndim + 1 or (value.shape[0] != 1 and np.ptp(value, axis=0).max(initial=0.0) != 0.0):
-        raise refuse(name, op, f"its constant of shape {value.shape} does not broadcast over the batch of values "
-                               f"with {ndim} per-sample axes the same way for every sample")
-    return value[0]
-
-
 def _binary(input, other, *, alpha=1, rounding_mode=None, out=None):
     """Stand-in signature of ``operator``'s, ``torch``'s and ``Tensor``'s add, sub, mul and div."""
-
-
-#: ``{target name: kind}`` of the binary operations read as affine maps.
-KINDS = {"add": "add", "iadd": "add", "sub": "sub", "isub": "sub", "mul": "mul", "imul": "mul", "multiply": "mul",
-         "truediv": "div", "itruediv": "div", "div": "div", "divide": "div", "true_divide": "div"}
 
 
 def has_constant_operand(node):
@@ -60,33 +41,27 @@ def has_constant_operand(node):
     return any(is_constant(a) for a in list(node.args[:2]) + [node.kwargs.get("other")])
 
 
-def affine_function(rule, node, name, op):
-    """``x + c``, ``c + x``, ``x - c``, ``c - x``, ``x * c``, ``c * x``, ``x / c`` (``alpha`` of add and sub read):
-    an elementwise affine map of the value ``x`` with a constant ``c`` broadcast to it."""
-    kind = KINDS[getattr(node.target, "__name__", node.target).strip("_")]
+def affine_function(kind):
+    """The converter of ``x + c``, ``c + x``, ``x - c``, ``c - x``, ``x * c``, ``c * x`` or ``x / c`` (``kind``, as
+    :func:`~.builder.affine_params` reads it; ``alpha`` of a sum or difference read): an elementwise affine map of
+    the value ``x`` with a constant ``c`` broadcast to it."""
+    return lambda rule, node, name, op: _affine(kind, rule, node, name, op)
+
+
+def _affine(kind, rule, node, name, op):
     args = bind(_binary, node)
     first, second, alpha = args["input"], args["other"], args["alpha"]
     if is_constant(first) == is_constant(second):
         raise refuse(name, op, "it combines two values computed from the input; only a value with a constant "
                                "(a parameter or a number) is an affine map")
-    if args["rounding_mode"] is not None or (kind == "div" and is_constant(first)):
+    if args["rounding_mode"] is not None:
         raise refuse(name, op, "only the true division of a value by a constant is an affine map")
     if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool) or (alpha != 1 and kind in ("mul", "div")):
         raise refuse(name, op, f"alpha={alpha!r} is not a number")
     x, c = (second, first) if is_constant(first) else (first, second)
-    sign = -1.0 if kind == "sub" else 1.0
 
     def params(fx_node, shape, value):
-        v, one = per_sample(name, op, value(c), len(shape(x))), np.ones(1)
-        if kind == "mul":
-            return {"scale": v, "shift": np.zeros(1)}
-        if kind == "div":
-            if not np.all(v != 0):
-                raise refuse(name, op, "it divides by a constant holding zeros")
-            return {"scale": 1.0 / v, "shift": np.zeros(1)}
-        if x is first:                            # x + alpha c, x - alpha c
-            return {"scale": one, "shift": sign * alpha * v}
-        return {"scale": sign * alpha * one, "shift": v}          # c + alpha x, c - alpha x
+        return affine_params(name, op, kind, per_sample(name, op, value(c), len(shape(x))), x is second, float(alpha))
     return Step(rule, [x], constants=params)
 
 
@@ -120,9 +95,9 @@ def matmul_function(rule, node, name, op):
     """``x @ W``, ``torch.matmul(x, W)`` with a 2-D parameter ``W`` of shape ``(in, out)``: ``linear`` with
     weight ``W.T``."""
     args = bind(_matmul, node)
-    weight = _constant_operand(name, op, args["other"], "right operand")
     if is_constant(args["input"]):
         raise refuse(name, op, "a constant times a value (W @ x) is not supported; only x @ W maps the last axis")
+    weight = _constant_operand(name, op, args["other"], "right operand")
 
     def params(fx_node, shape, value):
         W = value(weight)

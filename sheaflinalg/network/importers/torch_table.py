@@ -50,9 +50,11 @@ def _pool_function(step, n_axes):
 
 def _or_affine(convert):
     """A sum's converter that reads a constant operand (``x + c``) as the affine map of the other operand."""
+    shift = affine_function("add")
+
     def run(rule, node, name, op):
         if has_constant_operand(node):
-            return affine_function(ops.affine.RULE, node, name, op)
+            return shift(ops.affine.RULE, node, name, op)
         return convert(rule, node, name, op)
     return run
 
@@ -107,10 +109,11 @@ def _activation_functions(torch, F):
 
 _PERMUTE = Entry(ops.permute.RULE, permute_function)
 _MEAN = Entry(ops.mean.RULE, mean_function)
-_SUM = Entry(ops.sum.RULE, mean_function)
+_SUM_OVER = Entry(ops.sum.RULE, mean_function)
 _NARROW = Entry(ops.slice.RULE, narrow_function)
 _SPLIT = Entry(ops.slice.RULE, split_function)
-_AFFINE = Entry(ops.affine.RULE, affine_function)
+_SUM = Entry(ops.add.RULE, _or_affine(add_function))
+_MINUS, _TIMES, _OVER = (Entry(ops.affine.RULE, affine_function(kind)) for kind in ("sub", "mul", "div"))
 _LINEAR = Entry(ops.linear.RULE, linear_function)
 _MATMUL = Entry(ops.linear.RULE, matmul_function)
 _ROLL = Entry(ops.roll.RULE, roll_function)
@@ -120,8 +123,7 @@ _DROPOUT = Entry(None, dropout_function)
 
 def _functions(torch, F):
     """``{function: Entry}`` (``operator.add``: the ``+`` torch.fx records)."""
-    add, concat, relu = Entry(ops.add.RULE, _or_affine(add_function)), Entry(ops.concat.RULE, cat_function), \
-        Entry(ops.relu.RULE, _function(plain_step))
+    add, concat, relu = _SUM, Entry(ops.concat.RULE, cat_function), Entry(ops.relu.RULE, _function(plain_step))
     adaptive = Entry(ops.adaptive_avgpool.RULE, _function(adaptive_step))
     transposed = Entry(ops.conv_transpose.RULE, conv_transpose_function)
     return {operator.add: add, operator.iadd: add, torch.add: add, torch.cat: concat, torch.concat: concat,
@@ -134,7 +136,7 @@ def _functions(torch, F):
             F.avg_pool2d: Entry(ops.avgpool.RULE, _pool_function(avgpool_step, 2)),
             F.adaptive_avg_pool1d: adaptive, F.adaptive_avg_pool2d: adaptive,
             F.dropout: _DROPOUT, F.dropout1d: _DROPOUT, F.dropout2d: _DROPOUT,
-            torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM,
+            torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM_OVER,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
             F.interpolate: Entry(ops.upsample.RULE, upsample_function),
@@ -142,9 +144,9 @@ def _functions(torch, F):
             F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
             F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
             F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F),
-            operator.sub: _AFFINE, operator.isub: _AFFINE, operator.mul: _AFFINE, operator.imul: _AFFINE,
-            operator.truediv: _AFFINE, operator.itruediv: _AFFINE, torch.sub: _AFFINE, torch.mul: _AFFINE,
-            torch.div: _AFFINE, F.linear: _LINEAR, torch.matmul: _MATMUL, operator.matmul: _MATMUL,
+            operator.sub: _MINUS, operator.isub: _MINUS, operator.mul: _TIMES, operator.imul: _TIMES,
+            operator.truediv: _OVER, operator.itruediv: _OVER, torch.sub: _MINUS, torch.mul: _TIMES,
+            torch.div: _OVER, F.linear: _LINEAR, torch.matmul: _MATMUL, operator.matmul: _MATMUL,
             torch.roll: _ROLL, torch.clone: _IDENTITY}
 
 
@@ -163,12 +165,11 @@ _RESHAPE = Entry(ops.reshape.RULE, _function(reshape_step))
 _RELU = Entry(ops.relu.RULE, _function(plain_step))
 #: ``{tensor method name: Entry}``.
 METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguous": _IDENTITY,
-           "relu": _RELU, "relu_": _RELU, "add": Entry(ops.add.RULE, _or_affine(add_function)),
+           "relu": _RELU, "relu_": _RELU, "add": _SUM,
            "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
-           "split": _SPLIT, "sum": _SUM, "sigmoid": Entry(ops.sigmoid.RULE, activation_function),
-           "tanh": Entry(ops.tanh.RULE, activation_function),
-           "add_": Entry(ops.add.RULE, _or_affine(add_function)), "sub": _AFFINE,
-           "sub_": _AFFINE, "mul": _AFFINE, "mul_": _AFFINE, "div": _AFFINE, "div_": _AFFINE,
+           "split": _SPLIT, "sum": _SUM_OVER, "sigmoid": Entry(ops.sigmoid.RULE, activation_function),
+           "tanh": Entry(ops.tanh.RULE, activation_function), "add_": _SUM, "sub": _MINUS, "sub_": _MINUS,
+           "mul": _TIMES, "mul_": _TIMES, "div": _OVER, "div_": _OVER,
            "matmul": _MATMUL, "roll": _ROLL, "expand": Entry(ops.constant.RULE, expand_function),
            "expand_as": Entry(ops.constant.RULE, expand_function), "clone": _IDENTITY, "type_as": _IDENTITY}
 
