@@ -22,7 +22,7 @@ CASES = [
     ((2, 2), [conv("c", "x", 2, 4)], "'c' \\(conv\\): its window .* does not fit"),
     ((2, 6), [conv("c", "x", 2, 3, groups=2)], "groups must be a positive divisor"),
     ((2, 6), [sl.Node("fc", "linear", ["x"], params={"weight": np.ones((1, 12)), "bias": np.zeros(1)})],
-     "flatten first"),
+     r"'fc' \(linear\) maps the last axis of 12 features, got shape \(2, 6\)"),
     ((4,), [sl.Node("a", "relu", ["x"]), sl.Node("s", "add", ["a", "y"])], "reads \\['y'\\]"),
     ((4,), [sl.Node("r", "reshape", ["x"], {"shape": (3,)})], "cannot reshape"),
     ((2, 3), [sl.Node("a", "relu", ["x"]), sl.Node("c", "concat", ["x", "a"], {"axis": 2})], "axis must be"),
