@@ -136,6 +136,13 @@ def test_eval_mode_identities_are_elided(tmp_path):
     assert_round_trip(net, _check(net, model, (T, D)), tmp_path / "net.npz")
 
 
+def test_a_constant_expanded_but_only_added_is_no_node():
+    model = _Wrap(lambda s, x: s.fc(x + s.w[:T].expand(1, -1, -1)), fc=nn.Linear(D, 2))
+    net = sl.Network.from_torch(model, input_shape=(T, D))
+    assert [node.op for node in net.graph.nodes] == ["affine", "linear"]
+    _check(net, model, (T, D))
+
+
 class _Wrap(nn.Module):
     def __init__(self, fn, **modules):
         super().__init__()

@@ -329,7 +329,10 @@ def graph_from_torch(module, input_shape=None):
         return values[key.name].numpy() if hasattr(key, "op") else np.asarray(key, dtype=np.float64)
 
     builder = GraphBuilder(input_shape, x)
+    read = {parent for _, _, _, step in steps for parent in step.parents}
     for node, name, op, step in steps:
+        if step.rule is not None and not step.parents and node not in read:
+            continue        # a constant only arithmetic reads (x + pos.expand(1, -1, -1)): no node
         if step.rule is None:
             if isinstance(values.get(node.name), torch.Tensor) and shape(node) != builder.shape(step.parents[0]):
                 raise refuse(name, op, f"it changes the shape {builder.shape(step.parents[0])} to {shape(node)}; "
