@@ -502,8 +502,8 @@ def graph_from_onnx(path):
                                               f"{decomposed_hint(model.graph, node)}; supported: {supported()}")
         try:
             entry.convert(reader, node, label, attrs, entry.rule)
-        except UnsupportedModelError as exc:
-            raise UnsupportedModelError(f"{path}: {exc}") from None
+        except UnsupportedModelError as exc:      # (a Sub of two values: perhaps a LayerNorm written out)
+            raise UnsupportedModelError(f"{path}: {exc}{decomposed_hint(model.graph, node)}") from None
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}) is not supported: {exc}") from None
     try:
