@@ -130,11 +130,8 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
                "network/importers/sklearn_mlp.py", "reproduce/convergence.py", "sheaf/matrix_free/residuals.py",
                "tasks.py", "training/losses.py", "training/sgd.py"}
     upsampling_mode = {"network/ops/upsample.py", "network/importers/onnx_ops.py", "network/importers/torch_modules.py"}
-    # the normalisations' importers look the affine op up by name (RULES.get) while a version may lack it: once
-    # it is always registered, norm_affine.py should read ops.affine.RULE and this entry go
     other_meanings = {"mean": {"spectral/result.py"}, "sum": skip_encoding, "sigmoid": outputs,
                       "tanh": outputs | {"network/ops/gelu.py"}, "linear": upsampling_mode,
-                      "affine": {"network/importers/norm_affine.py"},
                       "constant": {"network/importers/onnx_graph.py", "network/importers/torch_modules.py",
                                    "training/optim/choose.py", "training/optim/schedules.py"}}
     for op, modules in _writers().items():

@@ -4,17 +4,12 @@ PyTorch's LayerNorm, GroupNorm and RMSNorm (and ONNX's LayerNormalization, Group
 shift the normalised value; the graph writes ``layernorm`` / ``groupnorm`` / ``rmsnorm`` without it and then
 this part: a ``batchnorm`` node (a per-channel scale and shift) where the parameters are per channel of a
 channel-first value (GroupNorm's), or where the value is flat (one channel per feature), and otherwise the
-``affine`` op (parameters broadcast to the per-sample shape), looked up by name: an installation without it
-refuses such a model, saying so.  An exact identity (scale 1, shift 0) adds no node.
+``affine`` op (parameters broadcast to the per-sample shape).  An exact identity (scale 1, shift 0) adds no node.
 """
 
 import numpy as np
 
 from .. import ops
-from .builder import refuse
-
-#: The op of a scale and shift broadcast to the value's shape (None where this version has none).
-AFFINE = ops.RULES.get("affine")
 
 
 def affine_part(name, op, shape, scale, shift, per_channel=False):
@@ -48,9 +43,4 @@ def affine_part(name, op, shape, scale, shift, per_channel=False):
         return None
     if per_channel or (len(shape) == 1 and scale.size == shift.size == shape[0]):
         return ops.batchnorm.RULE, {"scale": scale.reshape(-1), "shift": shift.reshape(-1)}
-    if AFFINE is None:
-        raise refuse(name, op, f"its elementwise affine (weight {scale.shape}, bias {shift.shape}) over values of "
-                               f"shape {shape} needs the op 'affine' (a scale and shift broadcast to the value), "
-                               "which this version does not have; use elementwise_affine=False, or normalise flat "
-                               "or channel-first values")
-    return AFFINE, {"scale": scale, "shift": shift}
+    return ops.affine.RULE, {"scale": scale, "shift": shift}
