@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from helpers.graph_examples import every_op_network
 from helpers.naive import phi, phi_jacobian
-from helpers.naive_graph import maxpool_argmax, node_dense
+from helpers.naive_graph import node_dense, read_pattern
 from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.ops import conv as conv_rule
@@ -90,17 +90,8 @@ def _dense_force(net, lay, X, S, reduced):
     F = np.zeros_like(S)
     for s in range(S.shape[0]):
         state = {name: S[s, lay.free(name)] for name in [n.name for n in net.graph.nodes]}
-        values, pattern = {"x": X[s]}, {}
-        for node in net.graph.nodes:              # the pattern of the state: read off each node's parent
-            z = X[s] if node.inputs[0] == "x" else state[node.inputs[0]]
-            if node.op == "maxpool":
-                pattern[node.name] = maxpool_argmax(node, net.graph.shapes[node.inputs[0]],
-                                                    net.graph.shapes[node.name], z)
-            elif node.op in ("relu", "leaky_relu"):
-                pattern[node.name] = z >= 0
-            elif node.rule.smooth:                # the tangent at the state: its parents' values
-                pattern[node.name] = np.concatenate([X[s] if u == "x" else state[u] for u in node.inputs])
-        values.update(state)
+        values = {"x": X[s], **state}
+        pattern = read_pattern(net.graph, values)     # the pattern of the state: read off each node's parents
         for node in net.graph.nodes:
             maps, bias = node_dense(node, net.graph, pattern.get(node.name))
             e = state[node.name] - sum(Fm @ values[u] for u, Fm in maps) - (bias if bias is not None else 0.0)

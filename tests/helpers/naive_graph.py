@@ -147,17 +147,21 @@ def maxpool_argmax(node, in_shape, out_shape, z):
 
 def read_pattern(graph, values):
     """The pattern every pattern node reads off its parent's value in ``values`` (one sample): ``z >= 0``
-    active, the first maximum of each window, a smooth node's linearisation point: its parents' values)."""
-    pattern = {}
-    for name in graph.pattern_nodes:
-        node = graph.node(name)
-        z = values[node.inputs[0]]
-        if node.rule.smooth:
-            pattern[name] = np.concatenate([values[u] for u in node.inputs])
-            continue
-        pattern[name] = (maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[name], z)
-                         if node.op == "maxpool" else z >= 0)
-    return pattern
+    active, the first maximum of each window, a clamp's pieces, a smooth node's linearisation point: its
+    parents' values)."""
+    return {name: node_pattern(graph.node(name), graph, values) for name in graph.pattern_nodes}
+
+
+def node_pattern(node, graph, values):
+    """The pattern pattern node ``node`` reads off its parents' values in ``values`` (one sample)."""
+    z = values[node.inputs[0]]
+    if node.rule.smooth:
+        return np.concatenate([values[u] for u in node.inputs])
+    if node.op == "maxpool":
+        return maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[node.name], z)
+    if node.op == "clamp":
+        return clamp_pieces(node.attrs, z)
+    return z >= 0
 
 
 def concat_dense(node, shapes):
@@ -351,6 +355,31 @@ def norm_dense(node, shape, p):
     return value, J
 
 
+def clamp_pieces(attrs, z):
+    """The piece of every entry of ``z`` under a clamp: -1 below ``min``, 1 above ``max``, 0 between (ties)."""
+    pieces = []
+    for value in z:
+        u = attrs["slope"] * float(value) + attrs["offset"]
+        pieces.append(-1 if u < attrs["min"] else 1 if u > attrs["max"] else 0)
+    return np.array(pieces, dtype=np.int8)
+
+
+def clamp_pieces_agree(attrs, z, pieces):
+    """Whether the pieces of a clamp agree with its parent's values ``z`` (any shape): the pieces read off ``z``,
+    or a neighbouring piece at a tie (``slope * z + offset`` exactly at ``min`` or ``max``)."""
+    u = attrs["slope"] * z + attrs["offset"]
+    return (((pieces == -1) & (u <= attrs["min"])) | ((pieces == 1) & (u >= attrs["max"]))
+            | ((pieces == 0) & (u >= attrs["min"]) & (u <= attrs["max"])))
+
+
+def _clamp_dense(attrs, pieces):
+    """The map and constant of a clamp on its pieces: ``slope`` and ``offset`` in the middle, 0 and the bound
+    on a saturated piece."""
+    slopes = [attrs["slope"] if p == 0 else 0.0 for p in pieces]
+    constant = [attrs["offset"] if p == 0 else attrs["min"] if p < 0 else attrs["max"] for p in pieces]
+    return [np.diag(slopes)], np.array(constant, dtype=float)
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -385,6 +414,8 @@ def node_dense(node, graph, pattern):
         Fs = [np.diag(pattern.astype(float))]
     elif node.op == "leaky_relu":
         Fs = [np.diag(np.where(pattern, 1.0, node.attrs["negative_slope"]))]
+    elif node.op == "clamp":
+        Fs, bias = _clamp_dense(node.attrs, pattern)
     elif node.op in SMOOTH_POINTWISE:
         value, slope = SMOOTH_POINTWISE[node.op]
         slopes = [slope(node.attrs, float(z)) for z in pattern]
@@ -407,16 +438,8 @@ def forward(graph, x, pattern=None):
     """Values of every node for one sample (the pattern's own when ``pattern`` is None) and the pattern used."""
     values, used = {"x": x}, {}
     for node in graph.nodes:
-        if node.rule.pattern_dependent:
-            z = values[node.inputs[0]]
-            if pattern is not None:
-                used[node.name] = pattern[node.name]
-            elif node.rule.smooth:           # the tangent at the state: its parents' values, side by side
-                used[node.name] = np.concatenate([values[u] for u in node.inputs])
-            elif node.op == "maxpool":
-                used[node.name] = maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[node.name], z)
-            else:
-                used[node.name] = z >= 0
+        if node.rule.pattern_dependent:      # a smooth node's tangent at the state: its parents' values
+            used[node.name] = pattern[node.name] if pattern is not None else node_pattern(node, graph, values)
         maps, bias = node_dense(node, graph, used.get(node.name))
         v = sum(F @ values[u] for u, F in maps)
         values[node.name] = v + (bias if bias is not None else 0.0)

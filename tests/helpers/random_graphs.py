@@ -38,9 +38,10 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
 #: from any node, the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an
 #: axis, a nearest or linear upsampling, a sum over some axes, a roll; drawn twice), smooth elementwise nodes
 #: (their tangent at the state; drawn twice as often, there are nine), transposed convolutions, normalisations,
-#: a broadcast affine map, and a constant token concatenated along the first axis (a class token).
+#: a broadcast affine map, a constant token concatenated along the first axis (a class token) and clamps (three
+#: pieces: ReLU6, Hardtanh, Hardsigmoid).
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "plumbing", "smooth",
-                          "conv_transpose", "norm", "smooth", "affine", "token")
+                          "conv_transpose", "norm", "smooth", "affine", "token", "clamp")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
@@ -49,6 +50,9 @@ SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), 
 #: their norm bound, 1/sqrt(eps), near 1).
 NORM_OPS = (("layernorm", {"n_axes": 1, "eps": 1.0}), ("rmsnorm", {"n_axes": 1, "eps": 0.5}),
             ("groupnorm", {"groups": 1, "eps": 1.0}))
+#: The clamps the ``"clamp"`` step draws: ReLU6, Hardtanh and Hardsigmoid (bounds the "ties" inputs reach).
+CLAMPS = ({"min": 0.0, "max": 6.0, "slope": 1.0, "offset": 0.0}, {"min": -1.0, "max": 1.0, "slope": 1.0, "offset": 0.0},
+          {"min": 0.0, "max": 1.0, "slope": 1 / 6, "offset": 0.5})
 #: The steps of dense networks with skips (flat inputs, ``axes=(0,)``): skips drawn four times as often.
 DENSE_STEPS = ("linear", "relu", "leaky_relu", "skip", "skip", "skip", "skip")
 #: Steps that need spatial axes (skipped on flat feature maps).
@@ -176,6 +180,8 @@ class _Builder:
         if kind == "token":           # a constant (a class token) joined before the first axis' entries
             token = self.add(f"{name}.value", "constant", [], params={"value": rng.normal(size=(1,) + shape[1:])})
             return self.add(name, "concat", [token, cur], {"axis": 0})
+        if kind == "clamp":
+            return self.add(name, "clamp", [cur], dict(CLAMPS[int(rng.integers(len(CLAMPS)))]))
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
@@ -337,7 +343,7 @@ def random_inputs(net, seed, n_samples, mode="mixed"):
 
 
 def random_pattern(net, rng, n_samples):
-    """A frozen pattern of every kind at random: masks, any position of every max-pool window, and random
+    """A frozen pattern of every kind at random: masks, clamp pieces, any position of every max-pool window, and random
     linearisation points of the smooth nodes."""
     pattern = {}
     for name in net.graph.pattern_nodes:
@@ -345,6 +351,9 @@ def random_pattern(net, rng, n_samples):
         n = net.graph.sizes[name]
         if node.rule.smooth:
             pattern[name] = rng.normal(size=(n_samples, net.graph.pattern_size(name)))
+            continue
+        if node.op == "clamp":
+            pattern[name] = rng.integers(-1, 2, size=(n_samples, n)).astype(np.int8)
             continue
         if node.op != "maxpool":
             pattern[name] = rng.random((n_samples, n)) < 0.5

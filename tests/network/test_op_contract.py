@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from helpers.naive_graph import maxpool_argmax, node_dense
+from helpers.naive_graph import clamp_pieces, maxpool_argmax, node_dense
 from sheaflinalg.network.graph import Node
 from sheaflinalg.network.ops import RULES, OpRule, rule_of
 
@@ -120,6 +120,10 @@ def _draw_case(draw, op, rng):
         return Node("v", op, inputs, {"groups": draw(st.sampled_from([1, shape[0]])), "eps": draw(NORM_EPS)}), [shape]
     if op in SMOOTH_ATTRS:
         return Node("v", op, inputs, {k: draw(v) for k, v in SMOOTH_ATTRS[op].items()}), [_any_shape(draw)]
+    if op == "clamp":       # bounds and affine maps that put grid states exactly at min or max
+        attrs = {"min": draw(st.sampled_from([-1.0, -0.5, 0.0])), "max": draw(st.sampled_from([0.5, 1.0, 6.0])),
+                 "slope": draw(st.sampled_from([1.0, 0.5, -2.0, 1 / 6])), "offset": draw(st.sampled_from([0.0, 0.5]))}
+        return Node("v", op, inputs, attrs), [_any_shape(draw)]
     if op == "leaky_relu":
         return Node("v", op, inputs, {"negative_slope": draw(st.floats(-2, 2, allow_nan=False))}), [_any_shape(draw)]
     if op in ("add", "concat"):
@@ -215,6 +219,8 @@ def _naive_pattern(node, graph, z):
         return z
     if node.rule.pattern.name == "argmax":
         return maxpool_argmax(node, graph.shapes[node.inputs[0]], graph.shapes[node.name], z)
+    if node.rule.pattern.name == "piece":
+        return clamp_pieces(node.attrs, z)
     return z >= 0
 
 
@@ -337,6 +343,8 @@ def test_norm_bound_and_nonzero_estimates_hold_for_every_pattern(op, data):
     patterns = [None] if node.rule.pattern is None else [_random_pattern(node, graph, rng) for _ in range(4)]
     if node.rule.pattern is not None and node.rule.pattern.name == "mask":
         patterns += [np.ones(graph.sizes[node.name], bool), np.zeros(graph.sizes[node.name], bool)]
+    if node.rule.pattern is not None and node.rule.pattern.name == "piece":
+        patterns += [np.full(graph.sizes[node.name], piece, np.int8) for piece in (-1, 0, 1)]
     for pattern in patterns:
         blocks = [_dense(F, x.shape[1]) for F, x in zip(node.rule.blocks(node, graph, pattern), xs)]
         for F in blocks:

@@ -49,6 +49,7 @@ op                  params            attrs                                     
 ``affine``          scale, shift      --  (broadcast to the node's shape)         --
 ``constant``        value             --  (no parents)                            --
 ``roll``            --                shifts, axes                                --
+``clamp``           --                min, max, slope, offset                     piece
 ==================  ================  ==========================================  =========
 
 A ``tangent`` pattern is the linearisation point of a smooth node (its parents' values side by side):

@@ -25,9 +25,11 @@ from ..graph.nodes import INPUT
 from . import onnx_affine
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
+from .onnx_activations import OPS as ACTIVATIONS
 from .onnx_data import inline_external_data, run_reference, tensor_array
 from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
 from .onnx_ops import BATCHES, conv_transpose, int_input, resize
+from .onnx_patterns import fuse
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 MIN_OPSET = 7
@@ -443,7 +445,8 @@ OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.lin
        "LayerNormalization": Entry(ops.layernorm.RULE, layer_normalization),
        "RMSNormalization": Entry(ops.rmsnorm.RULE, layer_normalization),
        "GroupNormalization": Entry(ops.groupnorm.RULE, group_normalization),
-       "InstanceNormalization": Entry(ops.groupnorm.RULE, instance_normalization)}
+       "InstanceNormalization": Entry(ops.groupnorm.RULE, instance_normalization),
+       **ACTIVATIONS}
 #: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 
@@ -454,7 +457,7 @@ def supported():
     Examples
     --------
     >>> supported()[:40]
-    'Add, AveragePool, BatchNormalization, Co'
+    'Add, AveragePool, BatchNormalization, Cl'
     """
     return f"{', '.join(sorted(OPS))} and a final {or_list(FINALS)}"
 
@@ -465,6 +468,8 @@ def _final(reader, node, label, attrs):
     if kind is None:
         return None
     if node.output[0] != reader.output_name:
+        if node.op_type in OPS:         # an interior Sigmoid or Tanh is a node
+            return None
         raise refuse(label, node.op_type, f"{kind} is supported only as the output activation (the last node)")
     if kind == "softmax":
         rank = len(reader.builder.shape(node.input[0])) + 1
@@ -482,7 +487,7 @@ def graph_from_onnx(path):
     model, opset = _load(onnx, path)
     reader = _Reader(onnx, numpy_helper, path, model, opset)
     output, result = "identity", reader.output_name
-    for i, node in enumerate(model.graph.node):
+    for i, node in enumerate(fuse(reader, model.graph.node)):      # an activation's subgraph as one node
         label = (node.name or (node.output[0] if node.output else "") or f"{node.op_type}_{i}").strip("/")
         label = label.replace("/", ".")       # torch.onnx names nodes after module paths: /layer1/conv/Conv
         if node.domain not in ("", "ai.onnx"):

@@ -17,7 +17,8 @@ import operator
 
 from .. import ops
 from .builder import Entry, or_list
-from .torch_activations import activation_function, activation_module
+from .torch_activations import (activation_function, activation_module, clamp_function, hardsigmoid_function,
+                                hardsigmoid_module, hardtanh_function, hardtanh_module, relu6_function)
 from .torch_norms import groupnorm_function, groupnorm_module, layernorm_function, layernorm_module, rmsnorm_function
 from .torch_affine import (affine_function, expand_function, has_constant_operand, linear_function, matmul_function,
                            roll_function, stochastic_depth_function)
@@ -89,6 +90,8 @@ def _modules(nn):
             nn.LayerNorm: Entry(ops.layernorm.RULE, layernorm_module),
             nn.GroupNorm: Entry(ops.groupnorm.RULE, groupnorm_module),
             nn.RMSNorm: Entry(ops.rmsnorm.RULE, layernorm_module),
+            nn.ReLU6: Entry(ops.clamp.RULE, hardtanh_module), nn.Hardtanh: Entry(ops.clamp.RULE, hardtanh_module),
+            nn.Hardsigmoid: Entry(ops.clamp.RULE, hardsigmoid_module),
             **{cls: Entry(rule, activation_module) for cls, rule in _activations(nn).items()}}
 
 
@@ -119,6 +122,7 @@ _MATMUL = Entry(ops.linear.RULE, matmul_function)
 _ROLL = Entry(ops.roll.RULE, roll_function)
 _IDENTITY = Entry(None, _function(plain_step))
 _DROPOUT = Entry(None, dropout_function)
+_CLAMP = Entry(ops.clamp.RULE, clamp_function)
 
 
 def _functions(torch, F):
@@ -139,7 +143,9 @@ def _functions(torch, F):
             torch.permute: _PERMUTE, torch.transpose: _PERMUTE, torch.mean: _MEAN, torch.sum: _SUM_OVER,
             F.pad: Entry(ops.pad.RULE, pad_function), torch.narrow: _NARROW, torch.chunk: _SPLIT,
             torch.split: _SPLIT, operator.getitem: Entry(ops.slice.RULE, getitem_function),
-            F.interpolate: Entry(ops.upsample.RULE, upsample_function),
+            F.interpolate: Entry(ops.upsample.RULE, upsample_function), torch.clamp: _CLAMP, torch.clip: _CLAMP,
+            F.relu6: Entry(ops.clamp.RULE, relu6_function), F.hardtanh: Entry(ops.clamp.RULE, hardtanh_function),
+            F.hardsigmoid: Entry(ops.clamp.RULE, hardsigmoid_function),
             F.conv_transpose1d: transposed, F.conv_transpose2d: transposed,
             F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
             F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
@@ -171,7 +177,8 @@ METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguo
            "tanh": Entry(ops.tanh.RULE, activation_function), "add_": _SUM, "sub": _MINUS, "sub_": _MINUS,
            "mul": _TIMES, "mul_": _TIMES, "div": _OVER, "div_": _OVER,
            "matmul": _MATMUL, "roll": _ROLL, "expand": Entry(ops.constant.RULE, expand_function),
-           "expand_as": Entry(ops.constant.RULE, expand_function), "clone": _IDENTITY, "type_as": _IDENTITY}
+           "expand_as": Entry(ops.constant.RULE, expand_function), "clone": _IDENTITY, "type_as": _IDENTITY,
+           "clamp": _CLAMP, "clip": _CLAMP}
 
 
 

@@ -8,17 +8,17 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 
 from types import MappingProxyType
 
-from . import (adaptive_avgpool, add, affine, avgpool, batchnorm, concat, constant, conv, conv_transpose, elu, gelu,
-               groupnorm, hardswish, layernorm, leaky_relu, linear, maxpool, mean, mish, pad, permute, relu, reshape,
-               rmsnorm, roll, sigmoid, silu, slice, softplus, sum, tanh, upsample)
-from .rule import MANY, MASK, SELECTION, TANGENT, OpRule, PatternKind
+from . import (adaptive_avgpool, add, affine, avgpool, batchnorm, clamp, concat, constant, conv, conv_transpose, elu,
+               gelu, groupnorm, hardswish, layernorm, leaky_relu, linear, maxpool, mean, mish, pad, permute, relu,
+               reshape, rmsnorm, roll, sigmoid, silu, slice, softplus, sum, tanh, upsample)
+from .rule import MANY, MASK, PIECE, SELECTION, TANGENT, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
 RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm,
                                                         relu, leaky_relu, add, concat, reshape, permute, mean, pad,
                                                         slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus,
                                                         elu, mish, hardswish, conv_transpose, layernorm, groupnorm,
-                                                        rmsnorm, affine, constant, roll)})
+                                                        rmsnorm, affine, constant, roll, clamp)})
 
 
 def rule_of(op):
@@ -31,7 +31,7 @@ def rule_of(op):
     >>> rule_of("fft")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm, affine, constant, roll
+    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm, affine, constant, roll, clamp
     """
     try:
         return RULES[op]
@@ -39,4 +39,4 @@ def rule_of(op):
         raise ValueError(f"unsupported operation {op!r}; supported: {', '.join(RULES)}") from None
 
 
-__all__ = ["RULES", "rule_of", "OpRule", "PatternKind", "MASK", "SELECTION", "TANGENT", "MANY"]
+__all__ = ["RULES", "rule_of", "OpRule", "PatternKind", "MASK", "PIECE", "SELECTION", "TANGENT", "MANY"]

@@ -10,14 +10,40 @@ from ...kernels.elementwise import rectify
 from .rule import MASK, OpRule, entries_touched, parameterless, same_shape
 
 
-class Rectifier(OpRule):
+class Elementwise(OpRule):
+    """An elementwise piecewise-linear op of one parent: a diagonal map on every piece, read off its pattern rows
+    by :meth:`diagonal` (written by the subclass), and no parameters."""
+
+    shape = staticmethod(same_shape)
+    velocity = staticmethod(parameterless)
+    work = staticmethod(entries_touched)
+
+    def diagonal(self, node, rows):
+        """The map's diagonal for pattern rows (float64 rows are taken as it, already prepared)."""
+        self._missing("diagonal")
+
+    def blocks(self, node, graph, pattern=None):
+        return [self.diagonal(node, np.asarray(pattern, dtype=self.pattern.dtype))]
+
+    def maps(self, node, graph):
+        return ((lambda i, x, p: x * self.diagonal(node, p)), (lambda i, y, p: y * self.diagonal(node, p)))
+
+    def prepare(self, node, pattern):
+        return None if pattern is None else self.diagonal(node, pattern)
+
+    def bias(self, node, graph):
+        return None
+
+    def split_edge(self, node):
+        """The edge whose residuals the pattern splits: the node's own (the pieces of its coordinates)."""
+        return node.name
+
+
+class Rectifier(Elementwise):
     """An elementwise piecewise-linear map with pieces ``z`` (``z >= 0``) and ``slope(node) * z``."""
 
     name = "relu"
     pattern = MASK
-    shape = staticmethod(same_shape)
-    velocity = staticmethod(parameterless)
-    work = staticmethod(entries_touched)
 
     def slope(self, node):
         """The slope of the inactive piece."""
@@ -37,18 +63,6 @@ class Rectifier(OpRule):
         if mask.dtype == np.float64:
             return mask
         return np.where(mask, 1.0, self.slope(node))
-
-    def blocks(self, node, graph, pattern=None):
-        return [self.diagonal(node, np.asarray(pattern, dtype=bool))]
-
-    def maps(self, node, graph):
-        return ((lambda i, x, p: x * self.diagonal(node, p)), (lambda i, y, p: y * self.diagonal(node, p)))
-
-    def prepare(self, node, pattern):
-        return None if pattern is None else self.diagonal(node, pattern)
-
-    def bias(self, node, graph):
-        return None
 
     def norm_bound(self, node, graph):
         return max(1.0, abs(self.slope(node)))
@@ -72,10 +86,6 @@ class Rectifier(OpRule):
     def selected(self, node, graph, rows):
         """The active coordinates (the node's own, which are its parent's), ``(n_samples, size)`` bool."""
         return rows.copy()
-
-    def split_edge(self, node):
-        """The edge whose residuals the mask splits: the node's own (active, inactive)."""
-        return node.name
 
 
 RULE = Rectifier()

@@ -6,7 +6,7 @@ A node ``v`` of a graph network has one defining edge with the residual
 - what it takes: parameters, attributes, the number of parents (:meth:`OpRule.shape`
   validates them and gives the output shape);
 - its forward pass (:meth:`OpRule.forward`), with the pattern it reads
-  (``pattern``: ``None``, :data:`MASK` or :data:`SELECTION`);
+  (``pattern``: ``None``, :data:`MASK`, :data:`PIECE`, :data:`SELECTION` or :data:`TANGENT`);
 - its restriction maps ``F_(u->v)``: as sparse or dense blocks per sample
   (:meth:`OpRule.blocks`) and matrix-free with their transposes (:meth:`OpRule.maps`);
 - its constant term, the block of ones at the boundary (:meth:`OpRule.bias`);
@@ -32,8 +32,9 @@ class PatternKind:
     Attributes
     ----------
     name : str
-        ``"mask"`` (one bool per coordinate: ``True`` = the active piece, ``z >= 0``) or ``"argmax"``
-        (one int64 per output: the selected position in the parent's stalk).
+        ``"mask"`` (one bool per coordinate: ``True`` = the active piece, ``z >= 0``), ``"piece"`` (one int8
+        per coordinate: -1, 0 or 1, the piece of a clamp: below, middle or above), ``"argmax"`` (one int64 per
+        output: the selected position in the parent's stalk) or ``"tangent"`` (a smooth op's point).
     dtype : numpy dtype
     """
 
@@ -46,6 +47,9 @@ class PatternKind:
 
 #: Pattern of an elementwise piecewise-linear op (ReLU, LeakyReLU): a bool per coordinate.
 MASK = PatternKind("mask", bool)
+#: Pattern of a clamp (:mod:`.clamp`): the piece of every coordinate, -1 below (the minimum), 0 in the middle
+#: (the affine piece), 1 above (the maximum).
+PIECE = PatternKind("piece", np.int8)
 #: Pattern of a selection (max-pool): the argmax position of every output in the parent's stalk.
 SELECTION = PatternKind("argmax", np.int64)
 #: Pattern of a smooth op (:mod:`.tangent`): the linearisation point, its parents' values side by side.
@@ -70,8 +74,8 @@ class OpRule:
     min_inputs, max_inputs : int
         How many parents it takes.
     pattern : PatternKind or None
-        :data:`MASK`, :data:`SELECTION`, :data:`TANGENT` (a smooth op, linearised at a state), or None for an
-        op whose map does not depend on the state.
+        :data:`MASK`, :data:`PIECE`, :data:`SELECTION`, :data:`TANGENT` (a smooth op, linearised at a state),
+        or None for an op whose map does not depend on the state.
     has_bias : bool
         Whether its constant term goes through a block of ones at the boundary.
     """
