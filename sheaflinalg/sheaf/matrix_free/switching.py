@@ -25,6 +25,8 @@ carried along).  This module makes the pattern agree with the solution:
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
   window entries) is not searched: the sample is reported as not settled,
   unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`);
+  a cycle of clamp pieces (a surface ``slope * z + offset = min`` or ``max``) is
+  treated the same way, the clamp's rule keeping a piece at a tie up to rounding;
 - :func:`check_surfaces`: a solution may leave a mask coordinate at exactly
   ``z = 0`` under the inactive pattern (its parent's edge alone pulls it to a
   zero prediction) while the pattern read off the state, ``z >= 0`` active,
