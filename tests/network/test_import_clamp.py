@@ -127,7 +127,7 @@ def test_an_inverted_residual_block_matches_torch_and_round_trips(tmp_path):
 
 
 @pytest.mark.parametrize("opset", [11, 13, 17])
-def test_the_export_onnx_of_the_block_matches_torch(tmp_path, opset):
+def test_the_onnx_export_of_the_block_matches_torch(tmp_path, opset):
     pytest.importorskip("onnx")
     model, path = InvertedResidual().double().eval(), str(tmp_path / "m.onnx")
     export_onnx(model, SHAPE, path, opset)
