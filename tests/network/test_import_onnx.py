@@ -122,15 +122,16 @@ def _one_node(op, attrs=None, shape=(1, 2, 6), inputs=(), opset=17, out_shape=No
 
 W3 = np.ones((2, 2, 3))
 REFUSED = [
-    (_one_node("Erf"), r"node 'n' \(Erf\) is not supported: op_type 'Erf'"),
+    (_one_node("Erf"), r"node 'n' \(Erf\) is not supported: an Erf is supported only inside GELU's pattern"),
+    (_one_node("Sin"), r"node 'n' \(Sin\) is not supported: op_type 'Sin'"),
     (_one_node("Conv", {"pads": [1, 0]}, inputs=[("W", W3)]), r"'n' \(Conv\).*padding begins \[1\] and ends \[0\]"),
     (_one_node("MaxPool", {"kernel_shape": [2], "ceil_mode": 1, "auto_pad": "SAME_UPPER"}),
      r"'n' \(MaxPool\).*ceil_mode=1 with auto_pad"),
     (_one_node("Reshape", inputs=[("s", np.array([-1], dtype=np.int64))]), r"'n' \(Reshape\).*batch axis"),
     (_one_node("Concat", {"axis": 0}), r"'n' \(Concat\).*batch axis"),
     (_one_node("Flatten", {"axis": 2}), r"'n' \(Flatten\).*axis=2"),
-    (_model([helper.make_node("Sigmoid", ["x"], ["s"], name="sig"), helper.make_node("Relu", ["s"], ["y"])],
-            [_value("x", [1, 3])], [_value("y", None)]), r"'sig' \(Sigmoid\).*only as the output activation"),
+    (_model([helper.make_node("Softmax", ["x"], ["s"], name="sm"), helper.make_node("Relu", ["s"], ["y"])],
+            [_value("x", [1, 3])], [_value("y", None)]), r"'sm' \(Softmax\).*only as the output activation"),
     (_model([helper.make_node("Gelu", ["x"], ["y"], name="g", domain="com.example")], [_value("x", [1, 3])],
             [_value("y", None)]), r"'g' \(com.example.Gelu\)"),
 ]
