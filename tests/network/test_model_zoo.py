@@ -32,7 +32,9 @@ ZOO = [pytest.param("alexnet", marks=slow),
        "densenet121",
        "shufflenet_v2_x0_5",
        "squeezenet1_1",
-       pytest.param("googlenet", marks=slow)]
+       pytest.param("googlenet", marks=slow),
+       "mobilenet_v2",
+       pytest.param("convnext_tiny", marks=slow)]
 
 
 def relative_error(ours, expected):
