@@ -41,7 +41,8 @@ class Entry(NamedTuple):
 
 class Inner(NamedTuple):
     """The key of a value an importer makes between two of the model's (a normalisation before its affine
-    part): ``name`` is no name of the model's, so the check has no reference value for it."""
+    part, attention's scores before its output): ``name`` is no name of the model's, so the check has no
+    reference value for it."""
 
     name: str
 
