@@ -156,3 +156,49 @@ def test_the_tangent_sheaf_responds_to_an_input_perturbation_as_torchs_jvp(which
     free[lay.free_index] = w
     _, jvp = torch.func.jvp(model, (torch.from_numpy(x[None]),), (torch.from_numpy(du[None]),))
     np.testing.assert_allclose(free[lay.full(net.graph.output_node)], jvp.detach().numpy().ravel(), rtol=1e-10, atol=1e-12)
+
+
+class _Wrap(nn.Module):
+    """``step(self, conv(x))`` with a 1x1 ``Conv1d`` on ``TOKENS``, and a parameter ``p``."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step, self.conv, self.p = step, nn.Conv1d(3, 3, 1), nn.Parameter(torch.ones(3, 1))
+
+    def forward(self, x):
+        return self.step(self, self.conv(x))
+
+
+@pytest.mark.parametrize("step, match", [
+    (lambda s, y: y * s.p, r"node 'p' \(get_attr\).*reading a parameter"),
+    (lambda s, y: y * 2.0, r"one operand, 2.0, is a constant"),
+    (lambda s, y: torch.matmul(y, torch.ones(3, 3)), r"\(get_attr\).*reading a parameter or buffer"),
+    (lambda s, y: y[:, :2] * y.sum(1), "must have the same rank"),     # torch aligns the batch with an axis
+    (lambda s, y: F.softmax(y, 0) + y, "dim=0 is not a per-sample axis"),
+    (lambda s, y: y.softmax(-1, dtype=torch.float64) + y, "dtype"),
+    (lambda s, y: F.scaled_dot_product_attention(y, y, y, attn_mask=y), "without attn_mask"),
+    (lambda s, y: F.scaled_dot_product_attention(y, y, y, dropout_p=0.5), "without attn_mask, dropout_p")])
+def test_what_is_not_a_product_of_two_values_is_refused(step, match):
+    with pytest.raises(sl.UnsupportedModelError, match=match):
+        sl.Network.from_torch(_Wrap(step), input_shape=TOKENS)
+
+
+def test_multihead_attention_is_refused_naming_it():
+    """torch.fx does not trace into nn.MultiheadAttention (it calls F.multi_head_attention_forward)."""
+    class MHA(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.att = nn.MultiheadAttention(4, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.att(x, x, x, need_weights=False)[0]
+    with pytest.raises(sl.UnsupportedModelError, match=r"\(MultiheadAttention\)"):
+        sl.Network.from_torch(MHA(), input_shape=(3, 4))
+
+
+def test_a_final_softmax_stays_the_output_activation_and_an_interior_one_is_a_node():
+    model = nn.Sequential(nn.Linear(3, 4), nn.Softmax(dim=1), nn.Linear(4, 2), nn.Softmax(dim=-1)).double()
+    net = sl.Network.from_torch(model)
+    assert net.output == "softmax" and [n.op for n in net.graph.nodes] == ["linear", "softmax", "linear"]
+    X = _inputs((3,))
+    np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-12, atol=1e-12)
