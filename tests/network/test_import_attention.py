@@ -202,3 +202,39 @@ def test_a_final_softmax_stays_the_output_activation_and_an_interior_one_is_a_no
     assert net.output == "softmax" and [n.op for n in net.graph.nodes] == ["linear", "softmax", "linear"]
     X = _inputs((3,))
     np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-12, atol=1e-12)
+
+
+class ScaledScores(nn.Module):
+    """Attention written out for export: ``softmax(q @ k^T / 2) @ v`` (ONNX MatMul, Div, Softmax, MatMul)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(3)
+        self.q, self.k, self.v = (nn.Conv1d(TOKENS[0], 4, 1) for _ in range(3))
+
+    def forward(self, x):
+        q, k, v = (layer(x).transpose(1, 2) for layer in (self.q, self.k, self.v))
+        return torch.softmax(q @ k.transpose(1, 2) / 2.0, dim=-1).matmul(v).flatten(1)
+
+
+def _export(model, shape, path, opset):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # the legacy exporter is deprecated
+        torch.onnx.export(model, (torch.zeros((2,) + shape, dtype=torch.float64),), path, dynamo=False,
+                          opset_version=opset, input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": {0: "batch"}})
+
+
+@pytest.mark.parametrize("make, shape, opset", [(Excite, IMAGE, 13), (Gates, TOKENS, 11), (ScaledScores, TOKENS, 11),
+                                                (ScaledScores, TOKENS, 17)])
+def test_onnx_exports_of_gates_and_attention_match_torch(tmp_path, make, shape, opset):
+    pytest.importorskip("onnx")
+    model, path = make().double().eval(), str(tmp_path / "m.onnx")
+    _export(model, shape, path, opset)
+    net = sl.Network.from_onnx(path)
+    X = _inputs(shape)
+    np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-12, atol=1e-12)
+    assert sl.verify(net, X).passed
+    if make is ScaledScores:
+        assert [(n.op, dict(n.attrs)) for n in net.graph.nodes if n.op in ("matmul", "softmax")] == \
+            [("matmul", {"alpha": 0.5}), ("softmax", {"axis": 1, "causal": False}), ("matmul", {"alpha": 1.0})]
