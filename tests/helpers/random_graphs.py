@@ -217,7 +217,7 @@ class _Builder:
         return self.add(name, op, [cur], {"axes": axes, "keepdim": len(axes) == len(shape) or bool(rng.random() < 0.5)})
 
     def product(self, name, cur, shape):
-        """A gate ``cur * s(g)`` (``s`` a smooth activation, ``g`` the node or its mean over the spatial axes), a
+        """A gate ``cur * s(g)`` (``s`` a sigmoid or tanh, ``g`` the node or its mean over the spatial axes), a
         softmax over an axis (causal on the last of two or more), or the scores ``cur @ cur^T / sqrt(d)`` of the
         last two axes."""
         rng = self.rng
@@ -233,8 +233,7 @@ class _Builder:
         gate = cur
         if len(shape) > 1 and rng.random() < 0.5:
             gate = self.add(f"{name}.pool", "mean", [cur], {"axes": tuple(range(1, len(shape))), "keepdim": True})
-        smooth, attrs = SMOOTH_OPS[int(rng.integers(len(SMOOTH_OPS)))]
-        gate = self.add(f"{name}.gate", smooth, [gate], attrs)
+        gate = self.add(f"{name}.gate", str(rng.choice(["sigmoid", "tanh"])), [gate])
         return self.add(name, op, [cur, gate][::int(rng.choice([1, -1]))])
 
     def pool(self, name, kind, cur, shape):
