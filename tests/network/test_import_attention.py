@@ -159,20 +159,19 @@ def test_the_tangent_sheaf_responds_to_an_input_perturbation_as_torchs_jvp(which
 
 
 class _Wrap(nn.Module):
-    """``step(self, conv(x))`` with a 1x1 ``Conv1d`` on ``TOKENS``, and a parameter ``p``."""
+    """``step(self, conv(x))`` with a 1x1 ``Conv1d`` on ``TOKENS``, parameters ``p`` (a column) and ``w``."""
 
     def __init__(self, step):
         super().__init__()
-        self.step, self.conv, self.p = step, nn.Conv1d(3, 3, 1), nn.Parameter(torch.ones(3, 1))
+        torch.manual_seed(4)
+        self.step, self.conv = step, nn.Conv1d(3, 3, 1)
+        self.p, self.w = nn.Parameter(torch.randn(3, 1)), nn.Parameter(torch.randn(5, 2))
 
     def forward(self, x):
         return self.step(self, self.conv(x))
 
 
 @pytest.mark.parametrize("step, match", [
-    (lambda s, y: y * s.p, r"node 'p' \(get_attr\).*reading a parameter"),
-    (lambda s, y: y * 2.0, r"one operand, 2.0, is a constant"),
-    (lambda s, y: torch.matmul(y, torch.ones(3, 3)), r"\(get_attr\).*reading a parameter or buffer"),
     (lambda s, y: y[:, :2] * y.sum(1), "must have the same rank"),     # torch aligns the batch with an axis
     (lambda s, y: F.softmax(y, 0) + y, "dim=0 is not a per-sample axis"),
     (lambda s, y: y.softmax(-1, dtype=torch.float64) + y, "dtype"),
@@ -181,6 +180,16 @@ class _Wrap(nn.Module):
 def test_what_is_not_a_product_of_two_values_is_refused(step, match):
     with pytest.raises(sl.UnsupportedModelError, match=match):
         sl.Network.from_torch(_Wrap(step), input_shape=TOKENS)
+
+
+@pytest.mark.parametrize("step, op", [(lambda s, y: y * s.p, "affine"), (lambda s, y: 2.0 * y, "affine"),
+                                      (lambda s, y: y.mul(s.p), "affine"), (lambda s, y: y @ s.w, "linear")])
+def test_a_product_with_a_constant_is_an_affine_or_linear_map_not_a_product(step, op):
+    model = _Wrap(step).double()
+    net = sl.Network.from_torch(model, input_shape=TOKENS)
+    assert [node.op for node in net.graph.nodes] == ["conv", op]
+    X = _inputs(TOKENS)
+    np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-12, atol=1e-12)
 
 
 def test_multihead_attention_is_refused_naming_it():

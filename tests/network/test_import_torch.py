@@ -114,7 +114,7 @@ REFUSED = [
     (_Wrap(lambda s, x: torch.cat([x, x], 0)), (3,), r"dim=0 concatenates along the batch axis"),
     (_Wrap(lambda s, x: x.view(-1)), (3,), "mixes the samples"),
     (_Wrap(lambda s, x: 1.0 / x), (3,), "only the division of a value by a constant"),
-    (_Wrap(lambda s, x: x * s.fc(x), fc=nn.Linear(3, 3)), (3,), "combines two values computed from the input"),
+    (_Wrap(lambda s, x: x / s.fc(x), fc=nn.Linear(3, 3)), (3,), "combines two values computed from the input"),
     (_Wrap(lambda s, x: torch.add(x, x, alpha=2)), (3,), "alpha=2"),
     (_Wrap(lambda s, x: s.fc(x) @ s.scale, fc=nn.Linear(3, 3)), (3,), r"right operand has shape \(3,\)"),
     (_Wrap(lambda s, x: torch.matmul(s.fc.weight, s.fc(x)), fc=nn.Linear(3, 3)), (3,), r"W @ x"),

@@ -6,7 +6,8 @@
 ``nn.Softmax``) a ``softmax`` node over one per-sample axis (a final one stays the output activation);
 ``F.scaled_dot_product_attention`` (no mask, or ``is_causal=True``) the nodes ``K^T``, the scaled scores
 ``Q K^T * scale`` (one ``matmul`` with ``alpha``), their softmax (``causal``) and ``P V``.  A product with
-a constant or a parameter is refused here (an elementwise scale is another op).
+a constant operand is handed to the affine converters by the table (``x * c`` an ``affine`` node, ``x @ W`` a
+``linear`` one); an operand these converters see that is not computed from the input is refused.
 """
 
 import math
