@@ -13,7 +13,8 @@ from .._common.threads import resolve_threads
 from .._common.validation import check_bool, check_optional_int, check_positive, check_seed, check_tol
 from ..network.model import check_network
 from ..sheaf.pins import specs as _pins
-from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm
+from ..network.graph.forward import evaluate
+from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm, unbounded_nodes
 from ..sheaf.layout import Layout
 from ..sheaf.state import initial_state
 from ..network.paths import GRAPH, engine
@@ -28,7 +29,7 @@ def spectral_norm(W):
     return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
 
 
-def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
+def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None):
     """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
 
     ``delta_Omega = I - N`` where ``N`` holds one block per block row and per
@@ -46,7 +47,9 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     On a graph network (:attr:`Network.is_graph`) the bound is
     ``||I + (n_vu)||_2^2 + max gamma + lambda`` with ``n_vu`` a bound on the
     norm of every restriction map over every pattern
-    (:func:`sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`).
+    (:func:`sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`).  A product of two values
+    (``mul``, ``matmul``) has no bound over every state: it is read at ``state`` (``{node: rows}``,
+    the input ``x`` included), and without one the bound is ``inf``.
 
     Examples
     --------
@@ -58,7 +61,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0):
     check_network(net, graphs=True)
     gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
     if engine(net) == GRAPH:
-        return graph_lambda_max_bound(net.graph, gamma_max, reluctance)
+        return graph_lambda_max_bound(net.graph, gamma_max, reluctance, state)
     m = 1.0
     for W in net.weights[1:]:
         m = max(m, spectral_norm(W))
@@ -100,8 +103,12 @@ class HeatProblem:
     S0 : ndarray, shape (n_free, n_samples)
         Initial free cochain, samples in columns, hard pins set.
     bound : float
-        :func:`lambda_max_bound` of the network with its soft pins and reluctance.
+        :func:`lambda_max_bound` of the network with its soft pins and reluctance; with products of two
+        values (``unbounded``), at the initial state and the forward pass (:func:`start_states`).
     settings : SharedSettings
+    unbounded : tuple of str
+        The nodes without a bound over every state (products of two values), whose bound is read at
+        those states: ``bound`` holds there, not over the whole run.
     """
 
     net: object
@@ -114,6 +121,7 @@ class HeatProblem:
     S0: np.ndarray
     bound: float
     settings: SharedSettings
+    unbounded: tuple = ()
 
     @property
     def n_samples(self):
@@ -134,13 +142,23 @@ def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
     net.forward(X)          # refuses a network whose forward pass overflows, naming the node (a chain: the layer)
-    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam)
-    if not np.isfinite(bound):
-        raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
-                         f"({bound}); no dt is stable")
     # Copy: for one free row or one sample the columns view can alias the caller's init array.
     S0 = np.array(initial_state(net, X, lay, settings.init, settings.seed), dtype=np.float64, order="C", copy=True)
     S0[hard.index] = hard.values.T
+    unbounded = tuple(unbounded_nodes(net.graph)) if engine(net) == GRAPH else ()
+    state = start_states(net, X, lay, S0) if unbounded else None
+    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam, state)
+    if not np.isfinite(bound):
+        raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
+                         f"({bound}); no dt is stable")
     return HeatProblem(net=net, X=X, layout=lay, hard=hard, soft=soft, lam=lam, anchor=anchor, S0=S0, bound=bound,
-                       settings=settings)
+                       settings=settings, unbounded=unbounded)
+
+
+def start_states(net, X, lay, S0):
+    """Every node's rows at the initial state ``S0`` and at the forward pass, samples stacked: where the maps of
+    the products of two values are bounded (a bound there, not over a run that leaves them)."""
+    forward = evaluate(net.graph, X).values
+    start = {b.name: S0[b.slice].T for b in lay.free_blocks if b.name != "yhat"}
+    return {name: np.concatenate([start.get(name, rows), rows]) for name, rows in forward.items()}
 

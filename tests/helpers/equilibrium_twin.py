@@ -70,7 +70,10 @@ def check_equilibrium(net, X, Y, loss, nudging):
         for name in graph.pattern_nodes:       # self-consistent: the pattern solved under is the one read off
             node = graph.node(name)
             z = w[lay.free(node.inputs[0])] if node.inputs[0] != "x" else X[s]
-            if node.op == "maxpool":           # ties: any maximum of the window is the same value
+            if node.rule.smooth:               # its point: all its parents' values, settled to rounding
+                point = np.concatenate([w[lay.free(u)] if u != "x" else X[s] for u in node.inputs])
+                assert node.rule.same_pattern(node, eq.pattern[name][s][None], point[None]).all()
+            elif node.op == "maxpool":         # ties: any maximum of the window is the same value
                 np.testing.assert_allclose(z[eq.pattern[name][s]], z[pattern[name]], rtol=0, atol=1e-12 * scale)
             elif node.rule.smooth:             # a tangent's point: the state's values, to the iteration's rounding
                 np.testing.assert_allclose(eq.pattern[name][s], pattern[name], rtol=0, atol=1e-10 * scale)

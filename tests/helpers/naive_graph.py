@@ -380,6 +380,61 @@ def _clamp_dense(attrs, pieces):
     return [np.diag(slopes)], np.array(constant, dtype=float)
 
 
+def _broadcast_from(q, out_shape, shape):
+    """The position of a parent of shape ``shape`` that output position ``q`` reads (numpy broadcasting)."""
+    q = q[len(out_shape) - len(shape):]
+    return tuple(i if n > 1 else 0 for i, n in zip(q, shape))
+
+
+def mul_dense(node, shapes, point):
+    """``F_a[q, a(q)] = b[b(q)]``, ``F_b[q, b(q)] = a[a(q)]``, constant ``-a b``, position by position."""
+    out = shapes[node.name]
+    sa, sb = (shapes[p] for p in node.inputs)
+    a, b = point[:int(np.prod(sa))], point[int(np.prod(sa)):]
+    Fa, Fb = np.zeros((int(np.prod(out)), a.size)), np.zeros((int(np.prod(out)), b.size))
+    bias = np.zeros(int(np.prod(out)))
+    for q in _positions(out):
+        i, ja, jb = _flat(q, out), _flat(_broadcast_from(q, out, sa), sa), _flat(_broadcast_from(q, out, sb), sb)
+        Fa[i, ja], Fb[i, jb], bias[i] = b[jb], a[ja], -a[ja] * b[jb]
+    return [Fa, Fb], bias
+
+
+def softmax_dense(node, shape, z):
+    """``F[q, q'] = y_q (1[q = q'] - y_q')`` within each slice along the axis, masked entries 0; ``y - F z``."""
+    axis, n = node.attrs["axis"], int(np.prod(shape))
+    F, y = np.zeros((n, n)), np.zeros(n)
+    for q in _positions(shape):
+        line = [q[:axis] + (j,) + q[axis + 1:] for j in range(shape[axis])]
+        if node.attrs["causal"]:
+            line = [p for p in line if p[-1] <= p[-2]]
+        top = max(z[_flat(p, shape)] for p in line)
+        total = sum(math.exp(z[_flat(p, shape)] - top) for p in line)
+        if q in line:
+            y[_flat(q, shape)] = math.exp(z[_flat(q, shape)] - top) / total
+    for q in _positions(shape):
+        for j in range(shape[axis]):
+            p = q[:axis] + (j,) + q[axis + 1:]
+            F[_flat(q, shape), _flat(p, shape)] = y[_flat(q, shape)] * ((p == q) - y[_flat(p, shape)])
+    return [F], y - F @ z
+
+
+def matmul_dense(node, shapes, point):
+    """``F_A[(h, r, c), (h, r, l)] = alpha B[h, l, c]``, ``F_B[(h, r, c), (h, l, c)] = alpha A[h, r, l]``, the
+    constant ``-alpha A B``, entry by entry."""
+    (sa, sb), out = (shapes[p] for p in node.inputs), shapes[node.name]
+    A, B = point[:int(np.prod(sa))].reshape(sa), point[int(np.prod(sa)):].reshape(sb)
+    alpha = node.attrs["alpha"]
+    FA, FB = np.zeros((int(np.prod(out)), A.size)), np.zeros((int(np.prod(out)), B.size))
+    bias = np.zeros(int(np.prod(out)))
+    for q in _positions(out):
+        h, r, c = q[:-2], q[-2], q[-1]
+        for l in range(sa[-1]):
+            FA[_flat(q, out), _flat(h + (r, l), sa)] = alpha * B[h + (l, c)]
+            FB[_flat(q, out), _flat(h + (l, c), sb)] = alpha * A[h + (r, l)]
+            bias[_flat(q, out)] -= alpha * A[h + (r, l)] * B[h + (l, c)]
+    return [FA, FB], bias
+
+
 def node_dense(node, graph, pattern):
     """``[(parent, dense F)]`` and the bias vector (or None) of one node, one sample's ``pattern``."""
     shapes = graph.shapes
@@ -424,6 +479,12 @@ def node_dense(node, graph, pattern):
     elif node.op in ("layernorm", "groupnorm", "rmsnorm"):
         value, J = norm_dense(node, in_shape, np.asarray(pattern, dtype=float))
         Fs, bias = [J], value - J @ pattern
+    elif node.op == "mul":
+        Fs, bias = mul_dense(node, shapes, pattern)
+    elif node.op == "softmax":
+        Fs, bias = softmax_dense(node, out_shape, pattern)
+    elif node.op == "matmul":
+        Fs, bias = matmul_dense(node, shapes, pattern)
     elif node.op in ("add", "reshape"):
         Fs = [np.eye(n) for _ in node.inputs]
     elif node.op in ("permute", "mean", "sum", "pad", "slice", "upsample"):

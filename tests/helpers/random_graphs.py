@@ -38,10 +38,12 @@ CNN_STEPS = ("conv", "relu", "leaky_relu", "maxpool", "avgpool", "adaptive", "ba
 #: from any node, the plumbing (a permutation of the axes, a mean over some axes, a zero padding, a slice of an
 #: axis, a nearest or linear upsampling, a sum over some axes, a roll; drawn twice), smooth elementwise nodes
 #: (their tangent at the state; drawn twice as often, there are nine), transposed convolutions, normalisations,
-#: a broadcast affine map, a constant token concatenated along the first axis (a class token) and clamps (three
-#: pieces: ReLU6, Hardtanh, Hardsigmoid).
+#: a broadcast affine map, a constant token concatenated along the first axis (a class token), clamps (three
+#: pieces: ReLU6, Hardtanh, Hardsigmoid), and products (a gate ``x * s(g)`` with a sigmoid or tanh ``s``,
+#: broadcast from a mean when spatial; a softmax over an axis, causal or not; attention's scores
+#: ``x @ x^T / sqrt(d)`` over the last two axes).
 EVERY_STEP = CNN_STEPS + ("linear", "flatten", "window", "skip", "skip", "plumbing", "plumbing", "smooth",
-                          "conv_transpose", "norm", "smooth", "affine", "token", "clamp")
+                          "conv_transpose", "norm", "smooth", "affine", "token", "clamp", "product")
 #: The smooth elementwise ops and their attributes, as the ``"smooth"`` step draws them.
 SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
               ("silu", {}), ("softplus", {"beta": 2.0, "threshold": 1.0}), ("elu", {"alpha": 0.5}), ("mish", {}),
@@ -182,6 +184,8 @@ class _Builder:
             return self.add(name, "concat", [token, cur], {"axis": 0})
         if kind == "clamp":
             return self.add(name, "clamp", [cur], dict(CLAMPS[int(rng.integers(len(CLAMPS)))]))
+        if kind == "product":
+            return self.product(name, cur, shape)
         return self.add(name, "reshape", [cur], {"shape": (int(np.prod(shape)),)})       # flatten
 
     def plumbing(self, name, cur, shape):
@@ -211,6 +215,26 @@ class _Builder:
         axes = tuple(sorted(int(a) for a in rng.choice(len(shape), size=int(rng.integers(1, len(shape) + 1)),
                                                        replace=False)))
         return self.add(name, op, [cur], {"axes": axes, "keepdim": len(axes) == len(shape) or bool(rng.random() < 0.5)})
+
+    def product(self, name, cur, shape):
+        """A gate ``cur * s(g)`` (``s`` a sigmoid or tanh, ``g`` the node or its mean over the spatial axes), a
+        softmax over an axis (causal on the last of two or more), or the scores ``cur @ cur^T / sqrt(d)`` of the
+        last two axes."""
+        rng = self.rng
+        op = str(rng.choice(["mul", "softmax", "matmul"] if len(shape) > 1 else ["mul", "softmax"]))
+        if op == "softmax":
+            axis = int(rng.integers(len(shape)))
+            causal = axis == len(shape) - 1 and len(shape) > 1 and bool(rng.random() < 0.5)
+            return self.add(name, op, [cur], {"axis": axis, "causal": causal})
+        if op == "matmul":
+            axes = tuple(range(len(shape) - 2)) + (len(shape) - 1, len(shape) - 2)
+            other = self.add(f"{name}.t", "permute", [cur], {"axes": axes})
+            return self.add(name, op, [cur, other], {"alpha": float(1 / np.sqrt(shape[-1]))})
+        gate = cur
+        if len(shape) > 1 and rng.random() < 0.5:
+            gate = self.add(f"{name}.pool", "mean", [cur], {"axes": tuple(range(1, len(shape))), "keepdim": True})
+        gate = self.add(f"{name}.gate", str(rng.choice(["sigmoid", "tanh"])), [gate])
+        return self.add(name, op, [cur, gate][::int(rng.choice([1, -1]))])
 
     def pool(self, name, kind, cur, shape):
         rng = self.rng

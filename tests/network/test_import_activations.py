@@ -116,8 +116,8 @@ def test_gelu_patterns_match_in_any_grouping(tmp_path, div, scale):
      [("s", np.sqrt(2)), ("one", 1.0), ("half", 0.5)], "Erf.*only inside GELU"),
     (_gelu_nodes()[:5] + [helper.make_node("Relu", ["g"], ["y"])], [("s", 1.5), ("one", 1.0), ("half", 0.5)],
      "Erf.*only inside GELU"),                                                   # not sqrt 2
-    ([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["m"]),
-      helper.make_node("Add", ["m", "s"], ["y"])], [], "node 'm' \\(Mul\\).*combines two values"),
+    ([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Div", ["x", "s"], ["m"]),
+      helper.make_node("Add", ["m", "s"], ["y"])], [], "node 'm' \\(Div\\).*combines two values"),
     ([helper.make_node("Swish", ["x"], ["y"], alpha=2.0)], [], "only x \\* sigmoid\\(x\\)"),
     ([helper.make_node("Clip", ["x", "lo"], ["y"])], [("lo", 0.0)], "only a clip with both bounds"),
 ])

@@ -130,8 +130,11 @@ REFUSED = [
     (_one_node("Reshape", inputs=[("s", np.array([-1], dtype=np.int64))]), r"'n' \(Reshape\).*batch axis"),
     (_one_node("Concat", {"axis": 0}), r"'n' \(Concat\).*batch axis"),
     (_one_node("Flatten", {"axis": 2}), r"'n' \(Flatten\).*axis=2"),
-    (_model([helper.make_node("Softmax", ["x"], ["s"], name="sm"), helper.make_node("Relu", ["s"], ["y"])],
-            [_value("x", [1, 3])], [_value("y", None)]), r"'sm' \(Softmax\).*only as the output activation"),
+    (_model([helper.make_node("Softmax", ["x"], ["s"], name="sm", axis=0), helper.make_node("Relu", ["s"], ["y"])],
+            [_value("x", [1, 3])], [_value("y", None)]), r"'sm' \(Softmax\).*axis=0 is the batch axis"),
+    (_model([helper.make_node("ReduceMean", ["x"], ["m"], axes=[1], keepdims=0),
+             helper.make_node("Mul", ["x", "m"], ["y"], name="n")], [_value("x", [1, 2, 3])], [_value("y", None)]),
+     r"'n' \(Mul\).*ranks \[3, 2\]"),
     (_model([helper.make_node("Gelu", ["x"], ["y"], name="g", domain="com.example")], [_value("x", [1, 3])],
             [_value("y", None)]), r"'g' \(com.example.Gelu\)"),
 ]

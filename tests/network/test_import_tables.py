@@ -43,8 +43,9 @@ def test_the_tables_cover_the_importers_ops():
                for kind, entries in _tables().items()}
     assert reached["torch modules"] | reached["torch functions"] | reached["tensor methods"] == set(RULES)
     assert reached["ONNX"] == set(RULES) - {"roll"}     # torch.roll is exported as slices and a concat
+    # x.matmul(W) with a parameter W is a linear layer, reached through matmul's entry
     assert reached["tensor methods"] == {"reshape", "relu", "add", "permute", "mean", "slice", "sum", "sigmoid", "tanh",
-                                         "affine", "linear", "roll", "constant", "clamp"}
+                                         "affine", "roll", "constant", "clamp", "mul", "matmul", "softmax"}
 
 
 def _torch_refusal():
@@ -65,7 +66,7 @@ def test_the_torch_refusal_is_read_off_the_table(monkeypatch):
     monkeypatch.setattr(torch_table, "METHODS", {**torch_table.METHODS, "frobnicate": torch_table.METHODS["add"]})
     assert ("tensor methods view, reshape, flatten, contiguous, relu, relu_, add, permute, transpose, mean, "
             "narrow, chunk, split, sum, sigmoid, tanh, add_, sub, sub_, mul, mul_, div, div_, matmul, roll, expand, "
-            "expand_as, clone, type_as, clamp, clip, frobnicate;") in _torch_refusal()
+            "expand_as, clone, type_as, clamp, clip, bmm, softmax, frobnicate;") in _torch_refusal()
 
 
 def _onnx_refusal(tmp_path):
@@ -120,7 +121,7 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
     skip_encoding = {"sheaf/assembled/assembly.py", "sheaf/assembled/system.py", "sheaf/layout.py",
                      "sheaf/skip_edges/encoding.py", "sheaf/skip_edges/least_squares.py",
                      "sheaf/verification/verify.py"}
-    # sigmoid and tanh are also the output activations phi (and "tanh" GELU's approximation)
+    # sigmoid, tanh and softmax are also the output activations phi (and "tanh" GELU's approximation)
     outputs = {"kernels/potentials.py", "network/activations.py", "network/importers/onnx_graph.py",
                "network/importers/sklearn_mlp.py", "reproduce/convergence.py", "sheaf/matrix_free/residuals.py",
                "tasks.py", "training/losses.py", "training/sgd.py"}
@@ -129,7 +130,11 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
                       "tanh": outputs | {"network/ops/gelu.py", "network/importers/onnx_patterns.py"},
                       "linear": upsampling_mode,
                       "constant": {"network/importers/onnx_graph.py", "network/importers/torch_modules.py",
-                                   "training/optim/choose.py", "training/optim/schedules.py"}}
+                                   "training/optim/choose.py", "training/optim/schedules.py"},
+                      "mul": {"network/importers/builder.py", "network/importers/torch_affine.py"},   # affine kinds
+                      "softmax": outputs | {"discord/pinning/analysis.py", "network/graph/graph.py", "network/model.py",
+                                            "network/importers/torch_fx.py", "sheaf/patterns.py", "spectral/drivers.py",
+                                            "spectral/operators/graph_systems.py"}}
     for op, modules in _writers().items():
         modules = set(modules) - other_meanings.get(op, set())
         assert len(modules) <= 4, (op, modules)

@@ -101,7 +101,7 @@ def _conv1(**kw):
 
 REFUSED = [
     (nn.Sequential(nn.Linear(2, 3), nn.Hardshrink(), nn.Linear(3, 1)), None, r"node '1' \(Hardshrink\) is not supported"),
-    (nn.Sequential(nn.Linear(2, 3), nn.Softmax(dim=1), nn.Linear(3, 1)), None, r"'1' \(Softmax\).*only as the output"),
+    (nn.Sequential(nn.Linear(2, 3), nn.Softmax(dim=0), nn.Linear(3, 1)), None, r"'1' \(Softmax\).*dim=0 is not a per"),
     (nn.Sequential(nn.Conv2d(1, 1, 1), nn.AvgPool2d(2, divisor_override=3)), (1, 4, 4), "divisor_override"),
     (_Wrap(lambda s, x: s.pool(x)[0], pool=nn.MaxPool1d(2, return_indices=True)), (1, 8), "return_indices"),
     (_Wrap(lambda s, x: F.max_pool1d(x, 2, return_indices=True)[0]), (1, 8), r"\(max_pool1d_with_indices\)"),
@@ -114,7 +114,7 @@ REFUSED = [
     (_Wrap(lambda s, x: torch.cat([x, x], 0)), (3,), r"dim=0 concatenates along the batch axis"),
     (_Wrap(lambda s, x: x.view(-1)), (3,), "mixes the samples"),
     (_Wrap(lambda s, x: 1.0 / x), (3,), "only the division of a value by a constant"),
-    (_Wrap(lambda s, x: x * s.fc(x), fc=nn.Linear(3, 3)), (3,), "combines two values computed from the input"),
+    (_Wrap(lambda s, x: x / s.fc(x), fc=nn.Linear(3, 3)), (3,), "combines two values computed from the input"),
     (_Wrap(lambda s, x: torch.add(x, x, alpha=2)), (3,), "alpha=2"),
     (_Wrap(lambda s, x: s.fc(x) @ s.scale, fc=nn.Linear(3, 3)), (3,), r"right operand has shape \(3,\)"),
     (_Wrap(lambda s, x: torch.matmul(s.fc.weight, s.fc(x)), fc=nn.Linear(3, 3)), (3,), r"W @ x"),
@@ -122,7 +122,7 @@ REFUSED = [
     (_Wrap(lambda s, x: (s.fc(x), x), fc=nn.Linear(3, 3)), (3,), "several outputs"),
     (_Wrap(lambda s, x: s.fc(x) if x.sum() > 0 else x, fc=nn.Linear(3, 3)), (3,), "torch.fx cannot trace"),
     (_Wrap(lambda s, x: s.att(x, x, x)[0], att=nn.MultiheadAttention(4, 2)), (2, 4), r"\(MultiheadAttention\)"),
-    (_Wrap(lambda s, x: torch.softmax(s.fc(x), 1) + x, fc=nn.Linear(3, 3)), (3,), r"'softmax'.*only as the output"),
+    (_Wrap(lambda s, x: F.softmax(s.fc(x)) + x, fc=nn.Linear(3, 3)), (3,), r"'softmax'.*without dim"),
     (_Wrap(lambda s, x: (lambda y: F.relu(y, inplace=True) + y)(s.conv(x)), conv=_conv1()), (1, 8),
      r"modifies its input 'conv' in place, which 'add' reads"),
     (_Wrap(lambda s, x: (lambda y: y.view(-1, 6).relu_() + y)(s.conv(x)), conv=_conv1()), (1, 8),

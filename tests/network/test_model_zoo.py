@@ -28,6 +28,7 @@ ZOO = [pytest.param("alexnet", marks=slow),
        pytest.param("wide_resnet50_2", marks=slow),
        pytest.param("inception_v3", marks=slow),
        "regnet_x_400mf",
+       "regnet_y_400mf",           # squeeze-and-excitation: mul of a value and its sigmoid gate
        "mnasnet0_5",
        "densenet121",
        "shufflenet_v2_x0_5",

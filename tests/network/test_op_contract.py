@@ -62,6 +62,24 @@ SMOOTH_ATTRS = {"gelu": {"approximate": st.sampled_from(["none", "tanh"])},
 NORM_EPS = st.sampled_from([1e-5, 0.1, 1.0])
 
 
+def _product_case(draw, op):
+    """A product of two values (shapes broadcasting, or matrices over the last two axes), or a softmax."""
+    if op == "softmax":
+        shape = _any_shape(draw)
+        axis = draw(st.integers(0, len(shape) - 1))
+        causal = len(shape) > 1 and axis == len(shape) - 1 and draw(st.booleans())
+        return Node("v", op, ["p0"], {"axis": axis, "causal": causal}), [shape]
+    if op == "matmul":
+        lead = tuple(draw(st.integers(1, 2)) for _ in range(draw(st.integers(0, 1))))
+        n, k, m = (draw(st.integers(1, 3)) for _ in range(3))
+        alpha = draw(st.sampled_from([1.0, 0.5, -2.0]))
+        return Node("v", op, ["p0", "p1"], {"alpha": alpha}), [lead + (n, k), lead + (k, m)]
+    shape = _any_shape(draw)
+    shapes = [tuple(n if draw(st.booleans()) else 1 for n in shape) for _ in range(2)]
+    shapes[1] = shapes[1][draw(st.integers(0, len(shape) - 1)):]      # fewer axes: aligned on the right
+    return Node("v", op, ["p0", "p1"]), shapes[::draw(st.sampled_from([1, -1]))]
+
+
 def _draw_case(draw, op, rng):
     """``(node, parent shapes)`` of a random node of operation ``op`` (may not fit: the caller assumes)."""
     inputs = ["p0"]
@@ -124,6 +142,8 @@ def _draw_case(draw, op, rng):
         attrs = {"min": draw(st.sampled_from([-1.0, -0.5, 0.0])), "max": draw(st.sampled_from([0.5, 1.0, 6.0])),
                  "slope": draw(st.sampled_from([1.0, 0.5, -2.0, 1 / 6])), "offset": draw(st.sampled_from([0.0, 0.5]))}
         return Node("v", op, inputs, attrs), [_any_shape(draw)]
+    if op in ("mul", "softmax", "matmul"):
+        return _product_case(draw, op)
     if op == "leaky_relu":
         return Node("v", op, inputs, {"negative_slope": draw(st.floats(-2, 2, allow_nan=False))}), [_any_shape(draw)]
     if op in ("add", "concat"):
@@ -439,7 +459,8 @@ def test_the_linear_upsampling_norm_bound_is_nearly_its_norm(data):
 @given(data=st.data())
 def test_the_norm_at_a_state_bounds_the_tangent_there(op, data):
     """``norm_at`` bounds every sample's ``||J||_2`` at its point and lies within the bound of every state; a
-    normalisation's is exact where every group has three entries or more (``1 / min sigma``)."""
+    normalisation's is exact where every group has three entries or more (``1 / min sigma``); a softmax's is
+    its bound 1/2 at every state."""
     node, graph, xs = data.draw(op_cases(op))
     _, rows, _ = _run(node, graph, xs)
     at = node.rule.norm_at(node, graph, rows)
@@ -448,5 +469,38 @@ def test_the_norm_at_a_state_bounds_the_tangent_there(op, data):
         norm = max(np.linalg.norm(_dense(F, x.shape[1]), 2) for F, x in zip(node.rule.blocks(node, graph, rows[s]), xs))
         assert norm <= at[s] * (1 + 1e-12) + 1e-12 and at[s] <= node.rule.norm_bound(node, graph) * (1 + 1e-12)
         grouped = hasattr(node.rule, "group_size")      # else elementwise: max |f'|, the diagonal's norm
-        if not grouped or node.rule.group_size(node, graph.shapes["p0"]) >= 3:
+        if op != "softmax" and (not grouped or node.rule.group_size(node, graph.shapes["p0"]) >= 3):
             np.testing.assert_allclose(norm, at[s], rtol=1e-9)
+
+
+@given(data=st.data())
+@pytest.mark.parametrize("op", ["mul", "matmul"])
+def test_a_products_norm_at_far_points_is_the_other_factors_norm(data, op):
+    """A product's ``norm_at`` is exact at points far out too (the other factor's norm); it has no bound over
+    every state (``math.inf``)."""
+    node, graph, xs = data.draw(op_cases(op))
+    rng = np.random.default_rng(4)
+    rows = np.concatenate(xs, axis=1) * rng.choice([1.0, 10.0])
+    at = node.rule.norm_at(node, graph, rows)
+    assert at.shape == (N_SAMPLES,)
+    for s in range(N_SAMPLES):
+        norms = [np.linalg.norm(_dense(F, x.shape[1]), 2) for F, x in zip(node.rule.blocks(node, graph, rows[s]), xs)]
+        np.testing.assert_allclose(at[s], max(norms), rtol=1e-12, atol=1e-12)
+    assert node.rule.norm_bound(node, graph) == np.inf
+
+
+def test_the_softmax_tangent_has_norm_at_most_one_half():
+    """``||diag(y) - y y^T||_2 <= 1/2``, reached as two entries share the mass: checked on random and extreme
+    slices (a near one-hot, two equal entries, many equal entries)."""
+    node = Node("v", "softmax", ["p0"], {"axis": 0, "causal": False})
+    rng = np.random.default_rng(5)
+    worst = 0.0
+    for n in (2, 3, 7):
+        graph = _Shapes(node, [(n,)])
+        points = [rng.normal(size=n) * scale for scale in (0.1, 1.0, 5.0, 50.0) for _ in range(20)]
+        points += [np.r_[0.0, 0.0, np.full(n - 2, -1e3)], np.zeros(n), np.r_[40.0, np.zeros(n - 1)]]
+        for z in points:
+            norm = np.linalg.norm(_dense(node.rule.blocks(node, graph, z)[0], n), 2)
+            assert norm <= 0.5 + 1e-15
+            worst = max(worst, norm)
+    assert worst == pytest.approx(0.5, abs=1e-12)

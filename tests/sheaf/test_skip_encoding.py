@@ -36,14 +36,19 @@ dense_networks = graph_networks(outputs=OUTPUTS, steps=DENSE_STEPS, axes=(0,))
 NO_SKIPS = tuple(s for s in EVERY_STEP if s not in ("residual", "concat", "skip"))
 
 
+def _skip(node):
+    """Whether ``node`` is a skip connection (``add``, ``concat``; a product of two values is not)."""
+    return len(node.inputs) > 1 and node.rule.pattern is None
+
+
 def _has_skips(net):
-    return any(len(node.inputs) > 1 for node in net.graph.nodes)
+    return any(_skip(node) for node in net.graph.nodes)
 
 
 def naive_edges_coboundary(graph, layout, sum_layout, x, pattern, reduced):
     """Dense delta of the edges encoding of one sample, built edge by edge from the definition.
 
-    Nodes with one parent and the output edge keep the default encoding's rows (the dense twin
+    Nodes with one parent, products of two values and the output edge keep the default encoding's rows (the dense twin
     tests/helpers/naive_graph.py); a node v with several parents gets, for each parent u_i with dense map
     F_i, the edge restricted to the rows R_i that u_i feeds: ``I[R_i] x_v - F_i[R_i] x_(u_i)``."""
     summed, u_full, sum_offset = naive_graph.coboundary(graph, sum_layout, x, pattern, reduced)
@@ -54,7 +59,7 @@ def naive_edges_coboundary(graph, layout, sum_layout, x, pattern, reduced):
         delta[layout.edge(name)] = summed[sum_layout.edge(name)]
         offset[layout.edge(name)] = sum_offset[sum_layout.edge(name)]
     for node in graph.nodes:
-        if len(node.inputs) < 2:
+        if not _skip(node):
             continue
         maps, bias = naive_graph.node_dense(node, graph, None)
         for i, (u, F) in enumerate(maps):

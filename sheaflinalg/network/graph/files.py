@@ -41,7 +41,7 @@ ATTR_KINDS = {"stride": "ints", "padding": "ints", "dilation": "ints", "kernel_s
               "scale": "ints", "approximate": "text", "beta": "number", "threshold": "number", "alpha": "number",
               "output_padding": "ints", "ceil_mode": "bool", "mode": "text", "align_corners": "bool", "n_axes": "int",
               "eps": "number", "shifts": "ints", "min": "number", "max": "number", "slope": "number",
-              "offset": "number"}
+              "offset": "number", "causal": "bool"}
 _NODE_KEYS = ("name", "op", "inputs", "attrs")
 _TOP_KEYS = ("input_shape", "output", "nodes")
 

@@ -50,6 +50,9 @@ op                  params            attrs                                     
 ``constant``        value             --  (no parents)                            --
 ``roll``            --                shifts, axes                                --
 ``clamp``           --                min, max, slope, offset                     piece
+``mul``             --                --  (two parents, broadcast)                tangent
+``softmax``         --                axis, causal                                tangent
+``matmul``          --                alpha  (two parents)                        tangent
 ==================  ================  ==========================================  =========
 
 A ``tangent`` pattern is the linearisation point of a smooth node (its parents' values side by side):

@@ -41,7 +41,8 @@ class Entry(NamedTuple):
 
 class Inner(NamedTuple):
     """The key of a value an importer makes between two of the model's (a normalisation before its affine
-    part): ``name`` is no name of the model's, so the check has no reference value for it."""
+    part, attention's scores before its output): ``name`` is no name of the model's, so the check has no
+    reference value for it."""
 
     name: str
 
@@ -154,11 +155,13 @@ class GraphBuilder:
         self._names[key] = node.name
         self.sources[node.name] = key
 
-    def replace_params(self, key, params):
-        """Give the node computing ``key`` new parameters (e.g. a bias added after a matrix product)."""
+    def replace_params(self, key, params=None, attrs=None):
+        """Give the node computing ``key`` new parameters or attributes (a bias added after a matrix product, the
+        scale of a product of two values)."""
         i = next(i for i, node in enumerate(self.nodes) if node.name == self._names[key])
         node = self.nodes[i]
-        self.nodes[i] = Node(node.name, node.op, node.inputs, dict(node.attrs), {**node.params, **params})
+        self.nodes[i] = Node(node.name, node.op, node.inputs, {**node.attrs, **(attrs or {})},
+                             {**node.params, **(params or {})})
 
     def users(self, key):
         """Names of the nodes reading the value ``key``."""

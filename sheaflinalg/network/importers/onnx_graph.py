@@ -30,6 +30,7 @@ from .onnx_data import inline_external_data, run_reference, tensor_array
 from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
 from .onnx_ops import BATCHES, conv_transpose, int_input, resize
 from .onnx_patterns import fuse
+from .onnx_products import matmul, scale, softmax
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 MIN_OPSET = 7
@@ -101,6 +102,7 @@ class _Reader:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
         self.consumers[self.output_name] = self.consumers.get(self.output_name, 0) + 1
         self.matmuls = set()       # MatMul outputs still without a bias
+        self.products = {}         # {output: alpha} of MatMuls of two values (a scalar after them scales them)
 
     def attrs(self, node):
         return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -426,9 +428,9 @@ def _split(reader, node, label, attrs, rule):
 
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
-OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.linear.RULE, onnx_affine.matmul),
+OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.matmul.RULE, matmul),
        "Add": Entry(ops.add.RULE, onnx_affine.add(ops.affine.RULE)), "Sub": Entry(ops.affine.RULE, onnx_affine.affine),
-       "Mul": Entry(ops.affine.RULE, onnx_affine.affine), "Div": Entry(ops.affine.RULE, onnx_affine.affine),
+       "Mul": Entry(ops.mul.RULE, scale), "Div": Entry(ops.affine.RULE, scale),
        "Expand": Entry(ops.constant.RULE, onnx_affine.expand), "Tile": Entry(ops.constant.RULE, onnx_affine.tile),
        "Conv": Entry(ops.conv.RULE, _conv),
        "MaxPool": Entry(ops.maxpool.RULE, _maxpool), "AveragePool": Entry(ops.avgpool.RULE, _avgpool),
@@ -446,8 +448,8 @@ OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.lin
        "RMSNormalization": Entry(ops.rmsnorm.RULE, layer_normalization),
        "GroupNormalization": Entry(ops.groupnorm.RULE, group_normalization),
        "InstanceNormalization": Entry(ops.groupnorm.RULE, instance_normalization),
-       **ACTIVATIONS}
-#: ``{op_type: output activation}`` of the activations supported on the output (the last node) only.
+       "Softmax": Entry(ops.softmax.RULE, softmax), **ACTIVATIONS}
+#: ``{op_type: output activation}`` of the activations read as the output activation at the end (inside: nodes).
 FINALS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Softmax": "softmax"}
 
 
@@ -468,7 +470,7 @@ def _final(reader, node, label, attrs):
     if kind is None:
         return None
     if node.output[0] != reader.output_name:
-        if node.op_type in OPS:         # an interior Sigmoid or Tanh is a node
+        if node.op_type in OPS:         # an interior Sigmoid, Tanh or Softmax is a node
             return None
         raise refuse(label, node.op_type, f"{kind} is supported only as the output activation (the last node)")
     if kind == "softmax":

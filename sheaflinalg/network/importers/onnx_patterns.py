@@ -14,7 +14,7 @@ alpha 1, Mish, HardSwish, Softplus with a ``beta`` attribute), which the convert
 matches only when each of its inner values is read by the pattern alone (its nodes are then dropped) and
 every constant is the pattern's up to float32 rounding (files are mostly exported in float32: the file's
 sqrt 2 is 1.4142135381698608).  An Erf outside GELU's pattern is refused; another product of two values
-is refused by Mul's converter (which reads a product by a constant only).
+is Mul's converter's: a ``mul`` node (:mod:`.onnx_products`).
 """
 
 import math

@@ -109,7 +109,7 @@ class _Walk:
 
     def check_parents(self, step, name, op):
         """Every value a step reads is a tensor computed from the input (not a constant or a size)."""
-        for value in step.parents:
+        for value in step.reads():
             if not hasattr(value, "op") or value in self.shape_valued or (is_constant(value)
                                                                            and value not in self.materialized):
                 raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
@@ -305,6 +305,11 @@ def _trace(torch, nn, module):
                                     f"or an operation it cannot record): {type(exc).__name__}: {exc}") from None
 
 
+def _attrs(step, node, shape):
+    """A step's attributes, those that depend on shapes resolved (``shape(fx node)``: torch's per-sample shape)."""
+    return {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
+
+
 def graph_from_torch(module, input_shape=None):
     """The :class:`~sheaflinalg.network.graph.Graph` of a PyTorch model (see ``Network.from_torch``)."""
     torch, nn = import_torch()
@@ -339,7 +344,9 @@ def graph_from_torch(module, input_shape=None):
                                        "only a value of the same shape is an identity")
             builder.elide(node, step.parents[0])
             continue
-        attrs = {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
+        for key, suffix, inner in step.inner:
+            builder.add(key, f"{name}.{suffix}", inner.rule.name, inner.parents, _attrs(inner, node, shape))
+        attrs = _attrs(step, node, shape)
         params = {**step.params, **(step.constants(node, shape, value) if step.constants else {})}
         after = step.then(node, shape) if step.then else None
         key = Inner(f"{node.name}.{step.rule.name}") if after else node

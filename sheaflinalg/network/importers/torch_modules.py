@@ -25,7 +25,9 @@ class Step:
     shape torch computed); ``constants(node, shape, value)`` the parameters read off constant values
     (``value(fx_node)``: the float64 array the model's run gave a value not computed from the input).
     ``then(node, shape)`` gives ``(rule, params)`` of a node after it computing the
-    fx node's value from the step's (a normalisation's affine part), or None."""
+    fx node's value from the step's (a normalisation's affine part), or None.  ``inner``: ``[(key, suffix,
+    Step)]`` of nodes made first, in order (an fx node that expands into several: attention), which later
+    parents read by their ``key``."""
 
     rule: object
     parents: list
@@ -34,6 +36,13 @@ class Step:
     resolve: object = None
     then: object = None
     constants: object = None
+    inner: list = field(default_factory=list)
+
+    def reads(self):
+        """The values the step reads that it does not make itself."""
+        made = [key for key, _, _ in self.inner]
+        steps = [step for _, _, step in self.inner] + [self]
+        return [p for step in steps for p in step.parents if not any(p is key for key in made)]
 
 
 def torch_values(torch, tensor, name):

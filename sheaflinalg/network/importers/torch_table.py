@@ -8,7 +8,8 @@ None for a value elided into its parent: Identity, Dropout in eval mode,
 that rule and writes no op name: ``convert(rule, torch, module, name, op,
 parent)`` for a module class, ``convert(rule, fx_node, name, op)`` for a
 function or tensor method, returning a ``Step``.  The output activations (Sigmoid, Tanh,
-Softmax), which are not graph operations, are listed here too.  Adding a name
+Softmax), which are graph operations inside the network and the output activation at its end, are
+listed here too.  Adding a name
 is one line here; the refusal of an unsupported operation lists the names read
 off this table (:meth:`TorchTable.supported`).
 """
@@ -22,6 +23,8 @@ from .torch_activations import (activation_function, activation_module, clamp_fu
 from .torch_norms import groupnorm_function, groupnorm_module, layernorm_function, layernorm_module, rmsnorm_function
 from .torch_affine import (affine_function, expand_function, has_constant_operand, linear_function, matmul_function,
                            roll_function, stochastic_depth_function)
+from .torch_products import attention_function, mul_function, softmax_function, softmax_module
+from .torch_products import matmul_function as product_matmul
 from .torch_modules import (POOL_SIGNATURES, adaptive_step, add_function, avgpool_step, batchnorm_module, bind,
                             cat_function, conv_module, conv_transpose_function, conv_transpose_module,
                             dropout_function, dropout_module, leaky_function, leaky_step, getitem_function,
@@ -49,15 +52,19 @@ def _pool_function(step, n_axes):
     return lambda rule, node, name, op: step(rule, name, op, n_axes, node.args[0], bind(signature, node))
 
 
-def _or_affine(convert):
-    """A sum's converter that reads a constant operand (``x + c``) as the affine map of the other operand."""
-    shift = affine_function("add")
-
+def _or_constant(convert, constant):
+    """A binary operation's converter: the entry ``constant``'s where an operand is a constant (``x + c``,
+    ``x * c``: the affine map of the other operand; ``x @ W``: a linear one), else ``convert``'s (two values)."""
     def run(rule, node, name, op):
         if has_constant_operand(node):
-            return shift(ops.affine.RULE, node, name, op)
+            return constant.convert(constant.rule, node, name, op)
         return convert(rule, node, name, op)
     return run
+
+
+def _or_affine(convert):
+    """A sum's converter that reads a constant operand (``x + c``) as the affine map of the other operand."""
+    return _or_constant(convert, Entry(ops.affine.RULE, affine_function("add")))
 
 
 def _leaky_module(rule, torch, module, name, op, parent):
@@ -92,6 +99,7 @@ def _modules(nn):
             nn.RMSNorm: Entry(ops.rmsnorm.RULE, layernorm_module),
             nn.ReLU6: Entry(ops.clamp.RULE, hardtanh_module), nn.Hardtanh: Entry(ops.clamp.RULE, hardtanh_module),
             nn.Hardsigmoid: Entry(ops.clamp.RULE, hardsigmoid_module),
+            nn.Softmax: Entry(ops.softmax.RULE, softmax_module),
             **{cls: Entry(rule, activation_module) for cls, rule in _activations(nn).items()}}
 
 
@@ -118,11 +126,13 @@ _SPLIT = Entry(ops.slice.RULE, split_function)
 _SUM = Entry(ops.add.RULE, _or_affine(add_function))
 _MINUS, _TIMES, _OVER = (Entry(ops.affine.RULE, affine_function(kind)) for kind in ("sub", "mul", "div"))
 _LINEAR = Entry(ops.linear.RULE, linear_function)
-_MATMUL = Entry(ops.linear.RULE, matmul_function)
 _ROLL = Entry(ops.roll.RULE, roll_function)
 _IDENTITY = Entry(None, _function(plain_step))
 _DROPOUT = Entry(None, dropout_function)
 _CLAMP = Entry(ops.clamp.RULE, clamp_function)
+_MUL = Entry(ops.mul.RULE, _or_constant(mul_function, _TIMES))
+_MATMUL = Entry(ops.matmul.RULE, _or_constant(product_matmul, Entry(ops.linear.RULE, matmul_function)))
+_SOFTMAX = Entry(ops.softmax.RULE, softmax_function)
 
 
 def _functions(torch, F):
@@ -150,10 +160,11 @@ def _functions(torch, F):
             F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
             F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
             F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F),
-            operator.sub: _MINUS, operator.isub: _MINUS, operator.mul: _TIMES, operator.imul: _TIMES,
-            operator.truediv: _OVER, operator.itruediv: _OVER, torch.sub: _MINUS, torch.mul: _TIMES,
+            operator.sub: _MINUS, operator.isub: _MINUS, operator.mul: _MUL, operator.imul: _MUL,
+            operator.truediv: _OVER, operator.itruediv: _OVER, torch.sub: _MINUS, torch.mul: _MUL,
             torch.div: _OVER, F.linear: _LINEAR, torch.matmul: _MATMUL, operator.matmul: _MATMUL,
-            torch.roll: _ROLL, torch.clone: _IDENTITY}
+            torch.roll: _ROLL, torch.clone: _IDENTITY, torch.bmm: _MATMUL, torch.softmax: _SOFTMAX, F.softmax: _SOFTMAX,
+            F.scaled_dot_product_attention: Entry(ops.matmul.RULE, attention_function)}
 
 
 def _parameter_readers(F):
@@ -175,10 +186,10 @@ METHODS = {"view": _RESHAPE, "reshape": _RESHAPE, "flatten": _RESHAPE, "contiguo
            "permute": _PERMUTE, "transpose": _PERMUTE, "mean": _MEAN, "narrow": _NARROW, "chunk": _SPLIT,
            "split": _SPLIT, "sum": _SUM_OVER, "sigmoid": Entry(ops.sigmoid.RULE, activation_function),
            "tanh": Entry(ops.tanh.RULE, activation_function), "add_": _SUM, "sub": _MINUS, "sub_": _MINUS,
-           "mul": _TIMES, "mul_": _TIMES, "div": _OVER, "div_": _OVER,
+           "mul": _MUL, "mul_": _MUL, "div": _OVER, "div_": _OVER,
            "matmul": _MATMUL, "roll": _ROLL, "expand": Entry(ops.constant.RULE, expand_function),
            "expand_as": Entry(ops.constant.RULE, expand_function), "clone": _IDENTITY, "type_as": _IDENTITY,
-           "clamp": _CLAMP, "clip": _CLAMP}
+           "clamp": _CLAMP, "clip": _CLAMP, "bmm": _MATMUL, "softmax": _SOFTMAX}
 
 
 

@@ -15,6 +15,11 @@ state where the parents' values are the point itself.
 A subclass writes :meth:`Tangent.function` (the batched ``f``), :meth:`Tangent.linearise` (a
 :class:`Linearisation` of a batch of points) and :meth:`OpRule.norm_bound`, with its shape rule;
 the rest is written here once.
+
+A product of two values (``mul``, ``matmul``) has no bound over every state: its Jacobian from one factor
+is the other factor, which grows without limit.  Its :meth:`OpRule.norm_bound` is ``math.inf``, and
+:meth:`Tangent.norm_at` gives the bound at given linearisation points instead (the step-size bounds of
+heat and training read it at the states they start from: :mod:`sheaflinalg.sheaf.matrix_free.bound`).
 """
 
 import numpy as np

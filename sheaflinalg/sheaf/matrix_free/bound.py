@@ -16,28 +16,48 @@ selection); the output Jacobian's is 1 (identity, sigmoid, tanh, softmax).
 Hard pins take principal submatrices (only lowering ``lambda_max``); the reduced
 system drops the output edge and ``yhat`` (a submatrix again), so one bound
 serves both.
+
+A product of two values (``mul``, ``matmul``) has no bound over every state: its map from one factor is
+the other factor (:meth:`~sheaflinalg.network.ops.tangent.Tangent.norm_at`).  Without a ``state`` its
+``n_vu`` is ``inf`` (and so is the bound); given a state (every node's rows, samples of several states
+stacked), its ``n_vu`` is the largest norm at those states' points: a bound there, not over a run whose
+state leaves them (:func:`unbounded_nodes` names such nodes; heat and training read it at the states
+they start from and say so).
 """
+
+import math
 
 import numpy as np
 
 from ...network.graph.nodes import INPUT
 from ...network.ops.linear import spectral_norm
 
-__all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound"]
+__all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound", "unbounded_nodes"]
 
 
-def map_norm_bound(node, graph):
-    """An upper bound on ``||F_(u->v)||_2`` of node ``v`` = ``node`` from each of its parents, for every pattern."""
-    return node.rule.norm_bound(node, graph)
+def unbounded_nodes(graph):
+    """Names of the nodes whose maps have no bound over every state (products of two values), in order."""
+    return [node.name for node in graph.nodes if math.isinf(node.rule.norm_bound(node, graph))]
 
 
-def block_norms(graph):
+def map_norm_bound(node, graph, state=None):
+    """An upper bound on ``||F_(u->v)||_2`` of node ``v`` = ``node`` from each of its parents, for every pattern;
+    for a node without one (``inf``) and a ``state`` (``{name: rows}``, the input ``x`` included), the largest
+    over the state's samples of its bound there."""
+    bound = node.rule.norm_bound(node, graph)
+    if math.isinf(bound) and state is not None:
+        rows = np.concatenate([state[p] for p in node.inputs], axis=1)
+        bound = float(node.rule.norm_at(node, graph, rows).max(initial=0.0))
+    return bound
+
+
+def block_norms(graph, state=None):
     """``I + (n_vu)``: one row and column per node in topological order, then ``yhat`` (see the module)."""
     names = [node.name for node in graph.nodes]
     at = {name: i for i, name in enumerate(names)}
     M = np.eye(len(names) + 1)
     for node in graph.nodes:
-        n = map_norm_bound(node, graph)
+        n = map_norm_bound(node, graph, state)
         for parent in node.inputs:
             if parent != INPUT:
                 M[at[node.name], at[parent]] += n
@@ -45,7 +65,7 @@ def block_norms(graph):
     return M
 
 
-def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0):
+def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None):
     """``||I + (n_vu)||_2^2 + gamma_max + reluctance``: a bound on ``lambda_max`` for every pattern.
 
     Parameters
@@ -55,6 +75,9 @@ def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0):
         Largest soft-pin strength (added on the diagonal).
     reluctance : float
         Reluctance strength (added on the diagonal).
+    state : dict, optional
+        ``{name: (n_samples, size)}`` of every node and the input: where the maps of the products of two
+        values are bounded (:func:`unbounded_nodes`); without it their bound, and this one, is ``inf``.
 
     Examples
     --------
@@ -68,4 +91,7 @@ def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0):
     >>> round(graph_lambda_max_bound(net.graph), 6)
     3.24698
     """
-    return float(np.linalg.norm(block_norms(graph), 2)) ** 2 + float(gamma_max) + float(reluctance)
+    M = block_norms(graph, state)
+    if not np.all(np.isfinite(M)):
+        return math.inf
+    return float(np.linalg.norm(M, 2)) ** 2 + float(gamma_max) + float(reluctance)

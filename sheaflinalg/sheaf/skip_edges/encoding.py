@@ -17,7 +17,8 @@ keeps full column rank (every node still has a row block with the identity on
 its own coordinates and nothing to their right: :mod:`sheaflinalg.sheaf.verification.rank`
 certifies it), and its harmonic extension is the least-squares solution of
 ``delta_Omega w = -delta_U u``, a compromise between the parents, not the
-forward pass.  Nodes with one parent, and the output edge, are unchanged, so
+forward pass.  Nodes with one parent, products of two values (``mul``, ``matmul``: their tangent
+reads both parents together), and the output edge are unchanged, so
 on a network without ``add``/``concat`` both encodings give the same matrices.
 """
 
@@ -46,8 +47,9 @@ def check_skip_encoding(value):
 
 
 def is_split(node, skip_encoding):
-    """Whether ``node``'s defining edge is split into one edge per parent under ``skip_encoding``."""
-    return skip_encoding == "edges" and len(node.inputs) > 1
+    """Whether ``node``'s defining edge is split into one edge per parent under ``skip_encoding``: a skip
+    connection (``add``, ``concat``), not a product of two values (its tangent reads both together)."""
+    return skip_encoding == "edges" and len(node.inputs) > 1 and node.rule.pattern is None
 
 
 def split_edge_names(node):

@@ -83,7 +83,7 @@ class EulerSettings:
         reg = Regularization.coerce(reg)
         if engine(prob.net) == GRAPH:
             check_graph_settings(prob, reg, stagnation)
-        cls.check_stability(prob.net, alpha, dt)
+        cls.check_stability(prob.net, alpha, dt, prob.X)
         threads = resolve_threads(threads)
         if not isinstance(warm_start, (bool, np.bool_)):
             raise TypeError(f"warm_start must be True or False, got {warm_start!r}")
@@ -95,11 +95,11 @@ class EulerSettings:
                    callback_every, stagnation, blas_threads, checkpoint_every, threads)
 
     @staticmethod
-    def check_stability(net, alpha, dt):
+    def check_stability(net, alpha, dt, X=None):
         """Refuse a step ``dt`` for which forward Euler certainly diverges (a method with a stable step
-        of its own overrides this)."""
+        of its own overrides this); ``X``: the inputs (where products of two values are bounded)."""
         if engine(net) == GRAPH:
-            check_graph_step_size(net.graph, alpha, dt)
+            check_graph_step_size(net.graph, alpha, dt, X)
         else:
             check_step_size(net, alpha, dt)
 

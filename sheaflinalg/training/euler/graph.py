@@ -30,7 +30,7 @@ from ..._common.rounds import Rounds
 from ...network.errors import GraphNetworkError
 from ...network.graph.forward import evaluate
 from ...network.model import NetworkOverflowError
-from ...sheaf.matrix_free.bound import graph_lambda_max_bound
+from ...sheaf.matrix_free.bound import graph_lambda_max_bound, unbounded_nodes
 from ...sheaf.matrix_free.residuals import GraphSheaf
 from ...sheaf.layout import Layout
 from ..checkpoint import RunShape, network_identity
@@ -60,17 +60,26 @@ def check_graph_settings(prob, reg, stagnation):
     check_batch(prob.X.shape[0], STEP_COPIES * FLOAT * sum(graph.sizes.values()), "training a graph network")
 
 
-def check_graph_step_size(graph, alpha, dt):
+def check_graph_step_size(graph, alpha, dt, X=None):
     """Refuse ``alpha dt lambda_max_bound >= 2`` (forward Euler of the state may diverge), naming the largest dt.
 
     The bound (:func:`~sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`) holds for every pattern;
     the targets pin ``yhat`` (a principal submatrix: only lower), and the loss edge's pull on the
-    output node has a Jacobian of norm at most 1 (``J^T J`` for mse, ``J_phi`` for cross-entropy).
+    output node has a Jacobian of norm at most 1 (``J^T J`` for mse, ``J_phi`` for cross-entropy).  A
+    product of two values (``mul``, ``matmul``) has no bound over every state: its bound is read at the
+    forward pass of the inputs ``X`` (the state the equilibrium starts from; not a bound over the run).
     """
-    bound = graph_lambda_max_bound(graph)
+    unbounded = unbounded_nodes(graph)
+    if unbounded and X is None:
+        raise ValueError(f"no step size is stable for every state: node(s) {', '.join(map(repr, unbounded))} "
+                         "multiply two values; give the inputs to bound them at the forward pass")
+    state = evaluate(graph, X).values if unbounded else None
+    bound = graph_lambda_max_bound(graph, state=state)
+    where = (f" at the forward pass (node(s) {', '.join(map(repr, unbounded))} multiply two values: no bound "
+             "holds for every state)") if unbounded else " from the graph's maps"
     if alpha * dt * bound >= 2.0:
         raise ValueError(f"unstable step size: alpha * dt * lambda_max_bound = {alpha * dt * bound:.3g} >= 2 "
-                         f"(lambda_max_bound = {bound:.4g} from the graph's maps); use dt < {2.0 / (alpha * bound):.3g}")
+                         f"(lambda_max_bound = {bound:.4g}{where}); use dt < {2.0 / (alpha * bound):.3g}")
 
 
 class GraphJointRun(EpochRun):

@@ -32,7 +32,7 @@ class ImexSettings(EulerSettings):
     tol: float = 1e-4
 
     @staticmethod
-    def check_stability(net, alpha, dt):
+    def check_stability(net, alpha, dt, X=None):
         """The implicit state step has no step-size limit of forward Euler's kind."""
 
 
