@@ -29,6 +29,8 @@ ZOO = [pytest.param("alexnet", marks=slow),
        pytest.param("inception_v3", marks=slow),
        "regnet_x_400mf",
        "regnet_y_400mf",           # squeeze-and-excitation: mul of a value and its sigmoid gate
+       pytest.param("mobilenet_v3_small", marks=slow),     # squeeze-and-excitation, a hard-sigmoid gate (clamp)
+       pytest.param("efficientnet_b0", marks=slow),    # SiLU, squeeze-and-excitation, stochastic depth elided
        "mnasnet0_5",
        "densenet121",
        "shufflenet_v2_x0_5",
