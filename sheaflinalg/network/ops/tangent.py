@@ -38,14 +38,18 @@ class Linearisation:
     (one sample's ``J_i``: a 1-D diagonal, a dense matrix or a CSR matrix).
     """
 
+    def _missing(self, method):
+        raise NotImplementedError(f"{type(self).__name__} does not define {method}: a linearisation writes apply, "
+                                  "transpose and block (docs/design.md, 'Adding an op')")
+
     def apply(self, i, x):
-        raise NotImplementedError
+        self._missing("apply")
 
     def transpose(self, i, y):
-        raise NotImplementedError
+        self._missing("transpose")
 
     def block(self, i, s):
-        raise NotImplementedError
+        self._missing("block")
 
 
 class Pending:
