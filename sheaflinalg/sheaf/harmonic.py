@@ -7,8 +7,6 @@ a mask (activation edge).  For the forward-pass pattern this *is* the forward
 pass (the paper's Proposition "Forward pass as harmonic extension").
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .._common.blocks import block_bounds, map_blocks
@@ -24,7 +22,6 @@ from .patterns import normalise_graph_pattern, normalise_pattern
 from ..network.paths import GRAPH, engine
 
 
-@dataclass
 class HarmonicExtension:
     """Result of :func:`harmonic_extension`.
 
@@ -32,7 +29,8 @@ class HarmonicExtension:
     ----------
     free : ndarray, shape (n_samples, n_free)
         Free cochain in the layout's order ``z1, a1, ..., z(k+1), yhat`` (a graph
-        network: its nodes in topological order, then ``yhat``).
+        network: its nodes in topological order, then ``yhat``; laid out from
+        ``values`` when first read, so that the extension itself copies nothing).
     output : ndarray, shape (n_samples, n_out)
         ``yhat`` (equal to ``phi(z(k+1))``).
     pattern : list of ndarray or dict
@@ -42,16 +40,32 @@ class HarmonicExtension:
         Whether the pattern agrees with the signs of the computed
         pre-activations (a pre-activation exactly 0 agrees with either label).
     layout : Layout
+    values : dict or None
+        A graph network's node values ``{node: (n_samples, size)}`` as the
+        forward substitution computed them (None for a chain).
     """
 
-    free: np.ndarray
-    output: np.ndarray
-    pattern: list
-    self_consistent: np.ndarray
-    layout: Layout
+    def __init__(self, free, output, pattern, self_consistent, layout, values=None):
+        if free is None and values is None:
+            raise ValueError("HarmonicExtension needs the free cochain or the node values")
+        self._free, self.output, self.pattern = free, output, pattern
+        self.self_consistent, self.layout, self.values = self_consistent, layout, values
+
+    @property
+    def free(self):
+        if self._free is None:
+            parts = [self.values[block.name] for block in self.layout.free_blocks if block.name != "yhat"]
+            self._free = np.concatenate(parts + [self.output], axis=1)
+        return self._free
+
+    def __repr__(self):
+        return (f"HarmonicExtension({self.output.shape[0]} samples, {self.layout.n_free} free coordinates, "
+                f"output {self.output.shape[1]})")
 
     def node(self, name):
         """The values of free block ``name`` (a node of a graph network, ``"z1"``, ``"yhat"``...), (n_samples, size)."""
+        if self.values is not None and name in self.values:
+            return self.values[name]
         return self.free[:, self.layout.free(name)]
 
     @property
@@ -80,11 +94,11 @@ def graph_extension(graph, X, pattern=None, threads=None):
     """
     lay = Layout.from_graph(graph)
     state = evaluate(graph, X, pattern, threads=threads)
-    out = state.values[graph.output_node]
-    free = np.concatenate([state.values[node.name] for node in graph.nodes]
-                          + [activations.apply(graph.output, out)], axis=1)
-    return HarmonicExtension(free=free, output=free[:, lay.free("yhat")], pattern=state.pattern,
-                             self_consistent=state.self_consistent, layout=lay)
+    values = {node.name: state.values[node.name] for node in graph.nodes}
+    output = activations.apply(graph.output, state.values[graph.output_node])
+    return HarmonicExtension(free=None, output=output, pattern=state.pattern,
+                             self_consistent=state.self_consistent, layout=lay, values=values)
+
 
 
 # A big batch is cut into sample blocks by its size and the network alone

@@ -62,3 +62,16 @@ def test_zero_preactivations_accept_either_label():
         h = sl.harmonic_extension(net, x, pattern=[mask])
         assert h.self_consistent[0]
         np.testing.assert_array_equal(h.output, net.forward(x[None, :]))
+
+
+def test_a_graph_extensions_free_cochain_is_its_node_values_in_layout_order():
+    from helpers.random_graphs import random_graph, random_inputs
+
+    net = random_graph(3)
+    X = random_inputs(net, 4, 5)
+    h = sl.harmonic_extension(net, X)
+    assert h._free is None            # laid out only when read
+    for block in h.layout.free_blocks:
+        expected = h.output if block.name == "yhat" else h.values[block.name]
+        np.testing.assert_array_equal(h.free[:, h.layout.free(block.name)], expected)
+        np.testing.assert_array_equal(h.node(block.name), expected)

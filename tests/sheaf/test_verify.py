@@ -1,6 +1,5 @@
 """Certificates, the Cholesky backends and the ``sheaflinalg verify`` command."""
 
-import dataclasses
 import importlib
 
 import numpy as np
@@ -155,7 +154,7 @@ def _corrupting(monkeypatch, index, relative):
         free = h.free.copy()
         j = index % free.shape[1]      # wrong by more than tol relative to the sample's largest value
         free[0, j] += relative * max(1.0, np.abs(free[0]).max())
-        return dataclasses.replace(h, free=free)
+        return sl.HarmonicExtension(free, h.output, h.pattern, h.self_consistent, h.layout)
 
     monkeypatch.setattr(verify_module, "harmonic_extension", corrupted)
 
