@@ -139,6 +139,11 @@ class GraphBuilder:
         self._names[key] = self._names[parent]
         self.sources[self._names[key]] = key
 
+    def alias(self, key, parent):
+        """``key`` is read as its parent's node but is not its value, so the import is not checked against it
+        (attention's scores with the causal mask added: the softmax reading them applies the mask)."""
+        self._names[key] = self._names[parent]
+
     def add(self, key, label, op, parents, attrs=None, params=None):
         """Append a node called after ``label`` computing ``key`` from the values ``parents``."""
         unknown = [p for p in parents if p not in self._names]

@@ -71,8 +71,12 @@ def _clip(reader, node, label, attrs, rule):
 
 
 def _hard_sigmoid(reader, node, label, attrs, rule):
-    """HardSigmoid: ``max(0, min(1, alpha z + beta))``, ONNX's defaults ``alpha = 0.2``, ``beta = 0.5``."""
-    _clamp(reader, node, label, rule, 0.0, 1.0, float(attrs.get("alpha", 0.2)), float(attrs.get("beta", 0.5)))
+    """HardSigmoid: ``max(0, min(1, alpha z + beta))``, ONNX's defaults ``alpha = 0.2``, ``beta = 0.5``.  An alpha
+    that is float32's rounding of 1/6 (torch's Hardsigmoid, ``relu6(z + 3) / 6``: float32 attributes cannot hold
+    1/6) is read as 1/6."""
+    alpha = float(attrs.get("alpha", 0.2))
+    alpha = 1.0 / 6.0 if alpha == float(np.float32(1.0 / 6.0)) else alpha
+    _clamp(reader, node, label, rule, 0.0, 1.0, alpha, float(attrs.get("beta", 0.5)))
 
 
 #: ``{op_type: Entry(rule, convert)}`` of the activations, merged into the importer's table.

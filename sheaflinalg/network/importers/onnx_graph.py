@@ -22,7 +22,7 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from . import onnx_affine
+from . import onnx_affine, onnx_sizes
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
@@ -30,7 +30,7 @@ from .onnx_data import inline_external_data, run_reference, tensor_array
 from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
 from .onnx_ops import BATCHES, conv_transpose, int_input, resize
 from .onnx_patterns import fuse
-from .onnx_products import matmul, scale, softmax
+from .onnx_products import add, matmul, scale, softmax
 
 _FLOATS = (1, 10, 11, 16)            # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 MIN_OPSET = 7
@@ -93,16 +93,18 @@ class _Reader:
         graph = model.graph
         self.constants = {t.name: tensor_array(onnx, numpy_helper, t) for t in graph.initializer}
         self.input_name, input_shape, self.batch = _input_shape(onnx, path, graph, self.constants)
-        self.sizes = {}            # shape arithmetic: {tensor name: {batch: int64 array}}
+        self.sizes = {}            # shape arithmetic: {tensor name: {batch: array}} (onnx_sizes)
         self.builder = GraphBuilder(input_shape, self.input_name)
         self.output_name = graph.output[0].name
-        self.consumers = {}
+        self.consumers, self.readers = {}, {}      # {value: how many nodes read it}, {value: their op_types}
         for node in graph.node:
             for name in node.input:
                 self.consumers[name] = self.consumers.get(name, 0) + 1
+                self.readers.setdefault(name, []).append(node.op_type)
         self.consumers[self.output_name] = self.consumers.get(self.output_name, 0) + 1
         self.matmuls = set()       # MatMul outputs still without a bias
         self.products = {}         # {output: alpha} of MatMuls of two values (a scalar after them scales them)
+        self.causal = set()        # scores with attention's causal mask added: their Softmax's causal
 
     def attrs(self, node):
         return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -255,61 +257,6 @@ def _reshape(reader, node, label, attrs, rule):
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": per})
 
 
-def _axes_argument(reader, node, attrs):
-    if "axes" in attrs:
-        return tuple(int(a) for a in attrs["axes"])
-    if len(node.input) > 1 and node.input[1]:
-        return tuple(int(a) for a in np.asarray(reader.constants[node.input[1]]).reshape(-1))
-    return None
-
-
-def _size_values(reader, node, attrs, batch):
-    """One shape-arithmetic node evaluated for a batch of ``batch`` samples (int64 arrays)."""
-    def value(name):
-        return reader.sizes[name][batch] if name in reader.sizes else np.asarray(reader.constants[name])
-    if node.op_type == "Shape":
-        source = node.input[0]
-        full = np.array(value(source).shape if source in reader.sizes else (batch,) + reader.builder.shape(source),
-                        dtype=np.int64)
-        return full[attrs.get("start", 0):attrs.get("end", len(full))]
-    args = [value(name) for name in node.input if name]
-    if node.op_type == "Gather":
-        return np.take(args[0], args[1], axis=attrs.get("axis", 0))
-    if node.op_type == "Unsqueeze":
-        return np.expand_dims(args[0], _axes_argument(reader, node, attrs))
-    if node.op_type == "Squeeze":
-        return np.squeeze(args[0], _axes_argument(reader, node, attrs))
-    if node.op_type == "Concat":
-        return np.concatenate([np.atleast_1d(a) for a in args], axis=attrs["axis"])
-    if node.op_type == "ConstantOfShape":     # a tensor of sizes (torch's expand(n, -1, -1) resolving its -1s)
-        fill = tensor_array(reader.onnx, reader.helper, attrs["value"]) if "value" in attrs else np.zeros(1)
-        return np.full(tuple(args[0]), fill.reshape(-1)[0])
-    return {"Cast": lambda a: a, "Identity": lambda a: a, "Mul": np.multiply, "Div": np.floor_divide,
-            "Add": np.add, "Sub": np.subtract, "Equal": np.equal, "Where": np.where,
-            "Reshape": lambda a, s: a.reshape(tuple(s))}[node.op_type](*args).astype(np.int64)
-
-
-_SIZE_OPS = ("Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add", "Sub",
-             "ConstantOfShape", "Equal", "Where", "Reshape")
-
-
-def _is_size(reader, node):
-    """Whether ``node`` computes sizes (``x.size(0)`` exported as Shape, Gather, Unsqueeze, Concat, ...)."""
-    if node.op_type == "Shape":
-        return True
-    names = [name for name in node.input if name]
-    return (node.op_type in _SIZE_OPS and any(name in reader.sizes for name in names)
-            and all(name in reader.sizes or name in reader.constants for name in names))
-
-
-def _sizes(reader, node, label, attrs, rule):
-    try:
-        reader.sizes[node.output[0]] = {b: np.asarray(_size_values(reader, node, attrs, b), dtype=np.int64)
-                                        for b in BATCHES}
-    except (ValueError, IndexError, TypeError, KeyError, np.exceptions.AxisError) as exc:
-        raise refuse(label, node.op_type, f"its size arithmetic cannot be evaluated ({exc})") from None
-
-
 def _dropout(reader, node, label, attrs, rule):
     reader.only_first_output(node, label)
     if len(node.input) > 2 and node.input[2]:
@@ -335,6 +282,10 @@ def _leaky_relu(reader, node, label, attrs, rule):
 
 
 def _identity(reader, node, label, attrs, rule):
+    """A value passed on, or a constant under a second name (torch.onnx writes equal parameters once)."""
+    if node.input[0] in reader.constants:
+        reader.constants[node.output[0]] = reader.constants[node.input[0]]
+        return
     reader.builder.elide(node.output[0], node.input[0])
 
 
@@ -429,7 +380,7 @@ def _split(reader, node, label, attrs, rule):
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
 OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.matmul.RULE, matmul),
-       "Add": Entry(ops.add.RULE, onnx_affine.add(ops.affine.RULE)), "Sub": Entry(ops.affine.RULE, onnx_affine.affine),
+       "Add": Entry(ops.add.RULE, add), "Sub": Entry(ops.affine.RULE, onnx_affine.affine),
        "Mul": Entry(ops.mul.RULE, scale), "Div": Entry(ops.affine.RULE, scale),
        "Expand": Entry(ops.constant.RULE, onnx_affine.expand), "Tile": Entry(ops.constant.RULE, onnx_affine.tile),
        "Conv": Entry(ops.conv.RULE, _conv),
@@ -503,7 +454,7 @@ def graph_from_onnx(path):
         if kind is not None:
             output, result = kind, node.input[0]
             continue
-        entry = Entry(None, _sizes) if _is_size(reader, node) else OPS.get(node.op_type)
+        entry = Entry(None, onnx_sizes.evaluate) if onnx_sizes.is_size(reader, node) else OPS.get(node.op_type)
         if entry is None:
             raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map"
                                               f"{decomposed_hint(model.graph, node)}; supported: {supported()}")

@@ -5,7 +5,12 @@
 ``Mul`` or ``Div`` right after such a ``MatMul``, read by nothing else, its scale ``alpha`` (attention's
 ``Q K^T / sqrt(d)`` stays one node).  A ``Softmax`` (``axis``; before opset 13 only over the last axis,
 where the old flattening semantics agree) inside the network is a node; at its end the output activation.
+Attention's causal mask added to the scores right before such a Softmax (torch.onnx writes
+``F.scaled_dot_product_attention(..., is_causal=True)`` so: a constant of shape arithmetic, 0 on and below the
+diagonal and ``-inf`` above) is that softmax's ``causal``.
 """
+
+import numpy as np
 
 from .. import ops
 from . import onnx_affine
@@ -61,8 +66,42 @@ def scale(reader, node, label, attrs, rule):
         onnx_affine.affine(reader, node, label, attrs, ops.affine.RULE)
 
 
+def is_causal_mask(mask, shape):
+    """Whether the constant ``mask`` added to values of per-sample ``shape`` is attention's causal mask: over the
+    last two axes (square) 0 on and below the diagonal and ``-inf`` above, the same for every other index.
+
+    Examples
+    --------
+    >>> is_causal_mask(np.triu(np.full((3, 3), -np.inf), 1), (2, 3, 3))
+    True
+    >>> is_causal_mask(np.zeros((3, 3)), (3, 3))
+    False
+    """
+    mask = np.asarray(mask, dtype=np.float64)
+    if len(shape) < 2 or shape[-1] != shape[-2] or mask.ndim < 2 or mask.ndim > len(shape) + 1 or \
+            mask.shape[-2:] != tuple(shape[-2:]) or any(n != 1 for n in mask.shape[:-2]):
+        return False
+    return np.array_equal(mask.reshape(shape[-2:]), np.triu(np.full(shape[-2:], -np.inf), 1))
+
+
+def add(reader, node, label, attrs, rule):
+    """``Add``: attention's causal mask added to scores a Softmax alone reads (the mask is that softmax's), else a
+    sum of two values, a bias or an affine map (:func:`.onnx_affine.add`)."""
+    a, b = node.input
+    value, mask = (b, a) if a in reader.constants else (a, b)
+    if value not in reader.constants and mask in reader.constants and \
+            is_causal_mask(reader.constants[mask], reader.builder.shape(value)):
+        if reader.readers.get(node.output[0]) != ["Softmax"]:
+            raise refuse(label, node.op_type, "it adds a causal mask to values not read by a Softmax alone; a mask "
+                                              "is supported only right before attention's softmax")
+        reader.builder.alias(node.output[0], value)
+        reader.causal.add(node.output[0])
+        return None
+    return onnx_affine.add(ops.affine.RULE)(reader, node, label, attrs, rule)
+
+
 def softmax(reader, node, label, attrs, rule):
-    """An interior ``Softmax`` over one per-sample axis."""
+    """An interior ``Softmax`` over one per-sample axis, causal where a causal mask was added to its input."""
     rank = _rank(reader, node.input[0])
     axis = int(attrs.get("axis", 1 if reader.opset < 13 else -1))
     if not -rank <= axis < rank or axis % rank == 0:
@@ -70,5 +109,8 @@ def softmax(reader, node, label, attrs, rule):
     if reader.opset < 13 and axis % rank != rank - 1:
         raise refuse(label, node.op_type, f"before opset 13 a softmax over axis {axis} of a rank-{rank} value "
                                           "normalises every later axis together; only the last axis is supported")
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"axis": axis % rank - 1, "causal": False})
+    causal = node.input[0] in reader.causal
+    if causal and axis % rank != rank - 1:
+        raise refuse(label, node.op_type, f"axis={axis}: a causal mask is supported on the last axis only")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"axis": axis % rank - 1, "causal": causal})
 
