@@ -137,6 +137,8 @@ REFUSED = [
      r"'n' \(Mul\).*ranks \[3, 2\]"),
     (_model([helper.make_node("Gelu", ["x"], ["y"], name="g", domain="com.example")], [_value("x", [1, 3])],
             [_value("y", None)]), r"'g' \(com.example.Gelu\)"),
+    (_one_node("Add", shape=(1, 3, 3), inputs=[("mask", np.triu(np.full((3, 3), -np.inf), 1))]),
+     r"'n' \(Add\).*causal mask to values not read by a Softmax alone"),
 ]
 
 
@@ -174,3 +176,39 @@ def test_bad_files_are_refused_naming_the_file(tmp_path):
         with pytest.raises(ValueError, match=match) as info:
             sl.Network.from_onnx(path)
         assert os.path.basename(path) in str(info.value)
+
+
+def test_shape_arithmetic_constants_a_causal_mask_and_float32_attributes_are_read_exactly(tmp_path):
+    """Attention's scale from the shape (Shape, Slice, Cast, Sqrt, Div) and its causal mask (Expand, Trilu,
+    Equal, Where) as torch.onnx writes them; an Identity of an initializer; HardSigmoid's alpha float32(1/6)."""
+    ints, one = (lambda *v: np.array(v, dtype=np.int64)), np.ones(1)
+    nodes = [helper.make_node("Identity", ["w"], ["w2"]),
+             helper.make_node("Mul", ["x", "w2"], ["h"]),
+             helper.make_node("HardSigmoid", ["h"], ["g"], alpha=float(np.float32(1 / 6))),
+             helper.make_node("Shape", ["g"], ["s"]),
+             helper.make_node("Slice", ["s", "minus1", "big"], ["d"]),
+             helper.make_node("Cast", ["d"], ["df"], to=TensorProto.DOUBLE),
+             helper.make_node("Sqrt", ["df"], ["r"]),
+             helper.make_node("Div", ["one", "r"], ["scale"]),
+             helper.make_node("Slice", ["s", "minus2", "minus1"], ["t"]),
+             helper.make_node("Concat", ["t", "t"], ["tt"], axis=0),
+             helper.make_node("Expand", ["one", "tt"], ["ones"]),
+             helper.make_node("Trilu", ["ones"], ["low"], upper=0),
+             helper.make_node("Equal", ["low", "zero"], ["above"]),
+             helper.make_node("Where", ["above", "inf", "zero"], ["mask"]),
+             helper.make_node("Mul", ["g", "scale"], ["z"]),
+             helper.make_node("Add", ["z", "mask"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+             helper.make_node("Flatten", ["p"], ["y"], axis=1)]
+    consts = [_tensor("w", np.full((4, 4), 3.0)), _tensor("one", one), _tensor("zero", 0 * one),
+              _tensor("inf", -np.inf * one), _tensor("minus1", ints(-1)), _tensor("minus2", ints(-2)),
+              _tensor("big", ints(2 ** 62))]
+    net = sl.Network.from_onnx(_save(_model(nodes, [_value("x", ["n", 4, 4])], [_value("y", ["n", 16])], consts),
+                                     tmp_path))
+    assert [n.attrs for n in net.graph.nodes if n.op in ("clamp", "softmax")] == [
+        {"min": 0.0, "max": 1.0, "slope": 1 / 6, "offset": 0.5}, {"axis": 1, "causal": True}]
+    X = np.random.default_rng(0).normal(size=(3, 4, 4))
+    z = np.clip(3 * X / 6 + 0.5, 0, 1) / 2.0
+    z = np.where(np.triu(np.ones((4, 4)), 1) > 0, -np.inf, z)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    np.testing.assert_allclose(net.forward(X), (p / p.sum(axis=-1, keepdims=True)).reshape(3, -1), rtol=1e-14)
