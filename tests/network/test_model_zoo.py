@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers import zoo  # noqa: E402
-from helpers.torch_models import reference  # noqa: E402
+from helpers.torch_models import export_onnx, reference  # noqa: E402
 import sheaflinalg as sl  # noqa: E402
 
 zoo.require("torchvision")
@@ -40,6 +40,11 @@ ZOO = [pytest.param("alexnet", marks=slow),
        pytest.param("convnext_tiny", marks=slow)]
 
 
+#: The members whose ONNX export (torch.onnx, opset 17) imports in a few seconds; the other families' members
+#: import exactly too but take 25 to 60 s here (export and the reference evaluator's check), so are not run.
+ZOO_ONNX = ["squeezenet1_1", pytest.param("resnet18", marks=slow), pytest.param("densenet121", marks=slow)]
+
+
 def relative_error(ours, expected):
     """``max |ours - expected| / max |expected|``."""
     return float(np.abs(ours - expected).max() / np.abs(expected).max())
@@ -53,6 +58,16 @@ def test_zoo_model_extension_is_its_forward_pass(name):
     X = np.random.default_rng(1).standard_normal((2,) + shape)
     expected = reference(model, X)
     assert relative_error(sl.harmonic_extension(net, X).output, expected) <= RTOL
+
+
+@pytest.mark.parametrize("name", ZOO_ONNX)
+def test_zoo_model_onnx_export_extension_is_its_forward_pass(tmp_path, name):
+    pytest.importorskip("onnx")
+    model, shape = zoo.build(name)
+    model = model.double()
+    net = sl.Network.from_onnx(export_onnx(model, shape, tmp_path / f"{name}.onnx", 17))
+    X = np.random.default_rng(1).standard_normal((2,) + shape)
+    assert relative_error(sl.harmonic_extension(net, X).output, reference(model, X)) <= RTOL
 
 
 def test_zoo_lists_every_classifier_and_builds_seeded():
