@@ -30,7 +30,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
          pins=None, soft_pins=None, reluctance=None, record_every=_E["record_every"],
          record_states=_E["record_states"], output_force=_E["output_force"], reduced=None,
          crossings=_E["crossings"], max_crossings=_E["max_crossings"], sliding_window=_E["sliding_window"],
-         sliding_min_flips=_E["sliding_min_flips"], check_stability=_E["check_stability"], progress=True,
+         sliding_min_flips=_E["sliding_min_flips"], check_stability=_E["check_stability"],
+         adaptive=_E["adaptive"], progress=True,
          threads=None, method="euler", t_max=_X["t_max"], max_events=_X["max_events"]):
     """Run the restricted sheaf heat equation by forward Euler (or exactly) until it settles.
 
@@ -93,6 +94,12 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     check_stability : bool
         Euler: refuse an unstable ``dt`` (default).  A NaN/Inf mid-run always raises
         :class:`NonFiniteStateError` naming the step.
+    adaptive : bool, optional
+        Euler on a graph network with state-dependent nodes (products of two values, normalisations):
+        the step bound is read at every step's state (:mod:`sheaflinalg.dynamics.euler.adaptive`) and an
+        unstable ``dt`` is halved until it is stable there (True, the default there; the steps taken are the
+        result's ``dts``), or refused naming the nodes (False).  No effect on other networks (their bound
+        holds for every state: ``dt`` is checked once).
     progress : bool
         tqdm progress bar: Euler runs of more than 20000 steps, exact flows of 1000 samples or more.
     threads : int, optional
@@ -134,7 +141,8 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     own = method_options("heat", method, METHODS, dict(
         dt=dt, max_steps=max_steps, record_every=record_every, record_states=record_states,
         output_force=output_force, crossings=crossings, max_crossings=max_crossings, sliding_window=sliding_window,
-        sliding_min_flips=sliding_min_flips, check_stability=check_stability, t_max=t_max, max_events=max_events))
+        sliding_min_flips=sliding_min_flips, check_stability=check_stability, adaptive=adaptive, t_max=t_max,
+        max_events=max_events))
     if method == "exact":
         require_chain(net, "heat(method='exact')", "use method='euler'")
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)

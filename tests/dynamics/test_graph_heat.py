@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.graph_examples import every_op_network
-from helpers.naive import phi, phi_jacobian
-from helpers.naive_graph import node_dense, read_pattern
+from helpers.naive_graph import dense_force, node_dense
 from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.ops import conv as conv_rule
@@ -85,28 +84,6 @@ def _random_pins(net, lay, rng, M):
     return pins, soft, lam
 
 
-def _dense_force(net, lay, X, S, reduced):
-    """``-delta_P^T e`` of each sample from the naive dense maps, the pattern read off the state ``S``."""
-    F = np.zeros_like(S)
-    for s in range(S.shape[0]):
-        state = {name: S[s, lay.free(name)] for name in [n.name for n in net.graph.nodes]}
-        values = {"x": X[s], **state}
-        pattern = read_pattern(net.graph, values)     # the pattern of the state: read off each node's parents
-        for node in net.graph.nodes:
-            maps, bias = node_dense(node, net.graph, pattern.get(node.name))
-            e = state[node.name] - sum(Fm @ values[u] for u, Fm in maps) - (bias if bias is not None else 0.0)
-            F[s, lay.free(node.name)] -= e
-            for u, Fm in maps:
-                if u != "x":
-                    F[s, lay.free(u)] += Fm.T @ e
-        if not reduced:
-            z = state[net.graph.output_node]
-            e_y = S[s, lay.free("yhat")] - phi(net.output, z)
-            F[s, lay.free("yhat")] -= e_y
-            F[s, lay.free(net.graph.output_node)] += phi_jacobian(net.output, z).T @ e_y
-    return F
-
-
 @settings(max_examples=15, deadline=None)
 @given(case=graph_networks(outputs=("identity", "sigmoid", "softmax"), max_layers=3), reduced=st.booleans())
 def test_one_euler_step_equals_the_dense_step(case, reduced):
@@ -125,7 +102,7 @@ def test_one_euler_step_equals_the_dense_step(case, reduced):
                   reduced=reduced, progress=False, check_stability=bool(np.isfinite(bound)))
     resolved = resolve_pins(net, X, lay, pins, soft, lam)
     S0[:, resolved.hard.index] = resolved.hard.values
-    F = _dense_force(net, lay, X, S0, reduced)
+    F = dense_force(net, lay, X, S0, reduced)
     if resolved.soft.size:
         F[:, resolved.soft.index] += resolved.soft.gamma * (resolved.soft.values - S0[:, resolved.soft.index])
     if lam:

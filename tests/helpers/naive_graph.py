@@ -531,3 +531,25 @@ def coboundary(graph, layout, x, pattern, reduced=False):
         delta[rows, layout.full("yhat")] += np.eye(z.size)
         offset[rows] = J @ z - phi(graph.output, z)
     return delta, u_full, offset
+
+
+def dense_force(net, lay, X, S, reduced):
+    """``-delta_P^T e`` of each sample from the naive dense maps, the pattern read off the state ``S``."""
+    F = np.zeros_like(S)
+    for s in range(S.shape[0]):
+        state = {name: S[s, lay.free(name)] for name in [n.name for n in net.graph.nodes]}
+        values = {"x": X[s], **state}
+        pattern = read_pattern(net.graph, values)     # the pattern of the state: read off each node's parents
+        for node in net.graph.nodes:
+            maps, bias = node_dense(node, net.graph, pattern.get(node.name))
+            e = state[node.name] - sum(Fm @ values[u] for u, Fm in maps) - (bias if bias is not None else 0.0)
+            F[s, lay.free(node.name)] -= e
+            for u, Fm in maps:
+                if u != "x":
+                    F[s, lay.free(u)] += Fm.T @ e
+        if not reduced:
+            z = state[net.graph.output_node]
+            e_y = S[s, lay.free("yhat")] - phi(net.output, z)
+            F[s, lay.free("yhat")] -= e_y
+            F[s, lay.free(net.graph.output_node)] += phi_jacobian(net.output, z).T @ e_y
+    return F

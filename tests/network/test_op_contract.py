@@ -17,15 +17,18 @@ max-pool windows):
 A new op is done when it passes this contract (docs/design.md, "Adding an op").
 """
 
+import math
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from helpers.naive_graph import clamp_pieces, maxpool_argmax, node_dense
 from sheaflinalg.network.graph import Node
 from sheaflinalg.network.ops import RULES, OpRule, rule_of
+from sheaflinalg.network.ops.tangent import Tangent
 
 METHODS = ("shape", "forward", "blocks", "maps", "prepare", "bias", "norm_bound", "velocity", "work", "nnz")
 PATTERN_METHODS = ("read_pattern", "check_pattern", "selected", "split_edge")
@@ -487,6 +490,20 @@ def test_a_products_norm_at_far_points_is_the_other_factors_norm(data, op):
         norms = [np.linalg.norm(_dense(F, x.shape[1]), 2) for F, x in zip(node.rule.blocks(node, graph, rows[s]), xs)]
         np.testing.assert_allclose(at[s], max(norms), rtol=1e-12, atol=1e-12)
     assert node.rule.norm_bound(node, graph) == np.inf
+
+
+@pytest.mark.parametrize("op", OPS)
+@settings(max_examples=5)
+@given(data=st.data())
+def test_a_rule_without_a_bound_over_every_state_reads_it_at_the_state(op, data):
+    """Heat adapts its step to the nodes of ``state_bound`` rules (dynamics/euler/adaptive.py): every rule whose
+    ``norm_bound`` is infinite is one, and each writes its own ``norm_at`` (not the every-state default)."""
+    node, graph, _ = data.draw(op_cases(op))
+    rule = node.rule
+    if math.isinf(rule.norm_bound(node, graph)):
+        assert rule.state_bound
+    if rule.state_bound:
+        assert rule.smooth and type(rule).norm_at is not Tangent.norm_at
 
 
 def test_the_softmax_tangent_has_norm_at_most_one_half():

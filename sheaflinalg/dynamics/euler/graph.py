@@ -32,6 +32,7 @@ from ..._common.progress import progress_bar
 from ..._common.threads import blas_limit
 from ...network.graph.forward import sample_blocks
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
+from .adaptive import step_control
 from .result import HeatHistory, HeatResult
 from .run import check_stable, nonfinite_error
 
@@ -95,18 +96,28 @@ class _Block:
 
     def advance(self, step, recording):
         """One Euler step from step ``step``; returns whether the new state is finite."""
-        with np.errstate(over="ignore", invalid="ignore"):     # a non-finite state is reported by the caller
-            return self._advance(step, recording)
+        self.measure(step, recording)
+        return self.move()
 
-    def _advance(self, step, recording):
-        F, E, pattern = self.forces(edges=recording)
-        self.log_crossings(step, pattern)
-        if recording:
-            self.record(step, E)
-        change = np.multiply(F, self.setup.scale, out=F)
-        self.change = max(float(change.max()), -float(change.min()))     # NaN propagates
-        self.S += change
-        return np.isfinite(self.change) and (np.isfinite(np.sum(self.S)) or bool(np.all(np.isfinite(self.S))))
+    def measure(self, step, recording, control=None):
+        """The forces of the current state (kept for :meth:`move`), its crossings and record; the norms of
+        ``control``'s state-dependent nodes there (:class:`~.adaptive.StepControl`) or None."""
+        with np.errstate(over="ignore", invalid="ignore"):     # a non-finite state is reported by the caller
+            self.F, E, pattern = self.forces(edges=recording)
+            self.log_crossings(step, pattern)
+            if recording:
+                self.record(step, E)
+            return None if control is None else control.norms(pattern)
+
+    def move(self, factor=1.0):
+        """``S += factor alpha dt F`` of the measured forces; returns whether the new state is finite."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            change = np.multiply(self.F, self.setup.scale, out=self.F)
+            if factor != 1.0:
+                change *= factor
+            self.change = max(float(change.max()), -float(change.min()))     # NaN propagates
+            self.S += change
+            return np.isfinite(self.change) and (np.isfinite(np.sum(self.S)) or bool(np.all(np.isfinite(self.S))))
 
     def log_crossings(self, step, pattern):
         """Log the entries whose pattern differs from the previous state's (that state's step ``step``)."""
@@ -157,8 +168,11 @@ def _setup(problem, settings):
 
 def run_graph_euler(problem, settings):
     """Forward Euler on a graph network from ``problem`` (:class:`~sheaflinalg.dynamics.problem.HeatProblem`)
-    with ``settings`` (:class:`~.settings.EulerSettings`); see :func:`sheaflinalg.heat`."""
-    check_stable(problem, settings)
+    with ``settings`` (:class:`~.settings.EulerSettings`); see :func:`sheaflinalg.heat`.  With state-dependent
+    nodes the step follows the state (:mod:`.adaptive`)."""
+    control = step_control(problem, settings)
+    if control is None:
+        check_stable(problem, settings)
     setup = _setup(problem, settings)
     S = np.ascontiguousarray(problem.S0.T)
     bounds = sample_blocks(problem.net.graph, problem.n_samples)
@@ -170,10 +184,14 @@ def run_graph_euler(problem, settings):
             progress_bar(max_steps, show, "heat", unit="step") as bar:
         while step < max_steps and not converged:
             recording = every > 0 and step % every == 0
-            finite = runner.map(lambda b: b.advance(step, recording), blocks)
+            if control is None:
+                finite = runner.map(lambda b: b.advance(step, recording), blocks)
+            else:
+                finite = _adaptive_step(runner, blocks, step, recording, control)
             step += 1
             if not all(finite):
-                raise nonfinite_error(step, settings.dt, problem.settings.alpha, problem.bound)
+                dt = settings.dt if control is None else control.dts[-1]
+                raise nonfinite_error(step, dt, problem.settings.alpha, problem.bound)
             converged = max(b.change for b in blocks) < tol
             if show and step % 1000 == 0:
                 bar.update(1000)
@@ -184,7 +202,14 @@ def run_graph_euler(problem, settings):
             b.record(step, E)
     final_change = max(b.change for b in blocks) if step else float("inf")
     return _result(problem, settings, setup, S, np.concatenate([E for _, E, _ in final]), blocks, step, converged,
-                   final_change)
+                   final_change, control)
+
+
+def _adaptive_step(runner, blocks, step, recording, control):
+    """One step of :mod:`.adaptive`: every block's forces and norms, then ``dt_k`` for all, then the move."""
+    norms = runner.map(lambda b: b.measure(step, recording, control), blocks)
+    factor = control.factor(step, np.max(norms, axis=0))
+    return runner.map(lambda b: b.move(factor), blocks)
 
 
 def _recorded(blocks, k):
@@ -216,7 +241,7 @@ def _final_discord(problem, setup, S, E):
     return disc
 
 
-def _result(problem, settings, setup, S, E, blocks, steps, converged, final_change):
+def _result(problem, settings, setup, S, E, blocks, steps, converged, final_change, control):
     logs = [row for b in blocks for row in b.log]
     log = np.concatenate(logs) if logs else np.zeros((0, 5), dtype=np.int64)
     log = log[np.lexsort((log[:, 1], log[:, 3], log[:, 2], log[:, 0]))][:setup.crossings]
@@ -225,4 +250,6 @@ def _result(problem, settings, setup, S, E, blocks, steps, converged, final_chan
         final_change=final_change, discord=_final_discord(problem, setup, S, E), edge_discrepancy=E,
         history=_history(problem, settings, blocks), crossings=log, crossings_total=sum(b.n_logged for b in blocks),
         sliding=None, sliding_total=None, layout=problem.layout, pinned=list(problem.hard.labels),
-        lambda_max_bound=problem.bound, dt=settings.dt, alpha=problem.settings.alpha)
+        lambda_max_bound=problem.bound, dt=settings.dt, alpha=problem.settings.alpha,
+        dts=None if control is None else np.array(control.dts),
+        state_bounds=None if control is None else np.array(control.bounds))

@@ -95,6 +95,11 @@ class HeatResult(FlowResult):
         Number of sliding episodes (more than ``len(sliding)`` if the buffer filled).
     lambda_max_bound : float
     dt : float
+    dts : ndarray of float, shape (steps,), or None
+        A graph network with state-dependent nodes (:mod:`sheaflinalg.dynamics.euler.adaptive`): the step
+        taken at every Euler step (``dt`` halved where the state needed it); None where ``dt`` is fixed.
+    state_bounds : ndarray of float, shape (steps,), or None
+        Those runs' bound on ``lambda_max`` at every step's state (``alpha * dts * state_bounds < 2``).
     """
 
     method = "euler"
@@ -108,6 +113,8 @@ class HeatResult(FlowResult):
     sliding_total: int = 0
     lambda_max_bound: float = float("nan")
     dt: float = float("nan")
+    dts: np.ndarray = None
+    state_bounds: np.ndarray = None
 
     def __repr__(self):
         return (f"HeatResult(steps={self.steps}, converged={self.converged}, "

@@ -20,16 +20,10 @@ from ...network.paths import GRAPH, engine
 
 
 def check_stable(problem, settings):
-    """Refuse an unstable ``dt`` (unless ``check_stability=False``), with the largest stable one."""
+    """Refuse an unstable ``dt`` (unless ``check_stability=False``), with the largest stable one.  (A graph with
+    state-dependent nodes checks every step's state instead: :mod:`.adaptive`.)"""
     alpha, dt, bound = problem.settings.alpha, settings.dt, problem.bound
     rule = "||I + (||F_(u->v)||)||_2^2" if engine(problem.net) == GRAPH else "(1 + max(1, ||W_l||_2))^2"
-    if settings.check_stability and alpha * dt * bound >= 2.0 and problem.unbounded:
-        raise ValueError(
-            f"dt={dt:g} may be unstable for explicit Euler, and no step is stable for every state: node(s) "
-            f"{', '.join(map(repr, problem.unbounded))} multiply two values, so their maps grow with the state. "
-            f"At the initial state and the forward pass lambda_max(L[Omega,Omega]) <= {bound:.6g}; pass a dt "
-            f"below {2.0 / (alpha * bound):.6g} (a bound there, not over the run: a smaller dt is safer), or "
-            f"check_stability=False to run anyway")
     if settings.check_stability and alpha * dt * bound >= 2.0:
         raise ValueError(
             f"dt={dt:g} is unstable for explicit Euler: alpha*dt*lambda_max must be < 2, and "

@@ -10,7 +10,7 @@ OUTPUT_FORCES = ("adjoint", "discrepancy")
 #: The options only forward Euler uses, with their defaults (see :func:`sheaflinalg.heat`).
 DEFAULTS = dict(dt=0.01, max_steps=100_000, record_every=0, record_states=None, output_force="adjoint",
                 crossings=True, max_crossings=100_000, sliding_window=5, sliding_min_flips=3,
-                check_stability=True)
+                check_stability=True, adaptive=None)
 
 
 @dataclass(frozen=True)
@@ -27,12 +27,18 @@ class EulerSettings:
     sliding_window: int
     sliding_min_flips: int
     check_stability: bool
+    adaptive: object = None
 
     @classmethod
     def validated(cls, n_samples, dt, max_steps, record_every, record_states, output_force, crossings,
-                  max_crossings, sliding_window, sliding_min_flips, check_stability):
+                  max_crossings, sliding_window, sliding_min_flips, check_stability, adaptive=None):
         """Check every option (``record_states`` against the batch of ``n_samples``)."""
         record_every = check_int(record_every, "record_every", 0)
+        check_stability = check_bool(check_stability, "check_stability")
+        adaptive = None if adaptive is None else check_bool(adaptive, "adaptive")
+        if adaptive and not check_stability:
+            raise ValueError("adaptive=True halves an unstable dt, check_stability=False runs dt unchecked: "
+                             "pass one of them")
         return cls(dt=check_positive(dt, "dt"), max_steps=check_int(max_steps, "max_steps", 0),
                    record_every=record_every,
                    record_states=_recorded_samples(record_states, n_samples, record_every),
@@ -40,7 +46,7 @@ class EulerSettings:
                    crossings=check_bool(crossings, "crossings"), max_crossings=check_int(max_crossings, "max_crossings", 0),
                    sliding_window=check_int(sliding_window, "sliding_window", 1),
                    sliding_min_flips=check_int(sliding_min_flips, "sliding_min_flips", 2),
-                   check_stability=check_bool(check_stability, "check_stability"))
+                   check_stability=check_stability, adaptive=adaptive)
 
 
 def _recorded_samples(record_states, M, record_every):

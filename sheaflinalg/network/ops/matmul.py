@@ -82,6 +82,7 @@ class MatMul(Tangent):
     name = "matmul"
     attrs = ("alpha",)
     min_inputs = max_inputs = 2
+    state_bound = True
 
     def shape(self, node, parent_shapes):
         return product_shape(node, parent_shapes)

@@ -76,6 +76,7 @@ class Mul(Tangent):
 
     name = "mul"
     min_inputs = max_inputs = 2
+    state_bound = True
 
     def shape(self, node, parent_shapes):
         return broadcast_shape(node, parent_shapes)
@@ -93,7 +94,10 @@ class Mul(Tangent):
         return math.inf
 
     def norm_at(self, node, graph, rows):
-        tangent = self.linearise(node, graph, self.split(node, graph, np.atleast_2d(rows)))
+        a, b = self.split(node, graph, np.atleast_2d(rows))
+        if a.shape[1] == b.shape[1] == graph.sizes[node.name]:         # no broadcasting: diag(b), diag(a)
+            return np.maximum(np.abs(a).max(axis=1, initial=0.0), np.abs(b).max(axis=1, initial=0.0))
+        tangent = self.linearise(node, graph, [a, b])
         return np.max([tangent.column_norms(i).max(axis=1, initial=0.0) for i in range(2)], axis=0)
 
     def nnz(self, node, graph):

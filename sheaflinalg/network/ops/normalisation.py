@@ -90,6 +90,7 @@ class Normalisation(Tangent):
 
     attrs = ("eps",)
     centred = True
+    state_bound = True
 
     def group_size(self, node, shape):
         """Entries per group of a parent of per-sample ``shape`` (attributes checked)."""
@@ -101,13 +102,17 @@ class Normalisation(Tangent):
         self.group_size(node, parent)
         return parent
 
-    def statistics(self, node, graph, x):
-        """``(y, sigma)`` of rows ``x``: ``(M, G, n)`` and ``(M, G)``."""
+    def spread(self, node, graph, x):
+        """``(x - m, sigma)`` of rows ``x`` by group: ``(M, G, n)`` and ``(M, G)``."""
         n = self.group_size(node, graph.shapes[node.inputs[0]])
         x = x.reshape(x.shape[0], -1, n)
         if self.centred:
             x = x - x.mean(axis=2, keepdims=True)
-        sigma = np.sqrt(np.mean(x * x, axis=2) + check_eps(node))
+        return x, np.sqrt(np.mean(x * x, axis=2) + check_eps(node))
+
+    def statistics(self, node, graph, x):
+        """``(y, sigma)`` of rows ``x``: ``(M, G, n)`` and ``(M, G)``."""
+        x, sigma = self.spread(node, graph, x)
         return x / sigma[..., None], sigma
 
     def function(self, node, graph):
@@ -122,7 +127,7 @@ class Normalisation(Tangent):
 
     def norm_at(self, node, graph, rows):
         """Per sample, ``max_g 1/sigma_g`` at the linearisation points ``rows``: a bound on ``||J||_2`` there."""
-        return 1.0 / self.statistics(node, graph, np.atleast_2d(rows))[1].min(axis=1)
+        return 1.0 / self.spread(node, graph, np.atleast_2d(rows))[1].min(axis=1)
 
     def nnz(self, node, graph):
         size = graph.sizes[node.name]

@@ -78,6 +78,10 @@ class OpRule:
         or None for an op whose map does not depend on the state.
     has_bias : bool
         Whether its constant term goes through a block of ones at the boundary.
+    state_bound : bool
+        Whether the norm of its map depends on the state so much that a heat step follows it: no bound holds
+        over every state (a product of two values) or the bound of every state is far above the typical one
+        (a normalisation, ``1/sigma``).  Such a rule writes ``norm_at`` (:mod:`.tangent`).
     """
 
     name = None
@@ -87,6 +91,7 @@ class OpRule:
     min_inputs = max_inputs = 1
     pattern = None
     has_bias = False
+    state_bound = False
 
     @property
     def pattern_dependent(self):

@@ -22,7 +22,9 @@ the other factor (:meth:`~sheaflinalg.network.ops.tangent.Tangent.norm_at`).  Wi
 ``n_vu`` is ``inf`` (and so is the bound); given a state (every node's rows, samples of several states
 stacked), its ``n_vu`` is the largest norm at those states' points: a bound there, not over a run whose
 state leaves them (:func:`unbounded_nodes` names such nodes; heat and training read it at the states
-they start from and say so).
+they start from and say so).  A heat run on a graph with such nodes, or with normalisations (whose bound over
+every state, ``1/sqrt(eps)``, is far above their bound at a typical state), reads their norms at every
+step's state instead (:func:`state_dependent_nodes`, :mod:`sheaflinalg.dynamics.euler.adaptive`).
 """
 
 import math
@@ -32,12 +34,19 @@ import numpy as np
 from ...network.graph.nodes import INPUT
 from ...network.ops.linear import spectral_norm
 
-__all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound", "unbounded_nodes"]
+__all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound", "unbounded_nodes",
+           "state_dependent_nodes"]
 
 
 def unbounded_nodes(graph):
     """Names of the nodes whose maps have no bound over every state (products of two values), in order."""
     return [node.name for node in graph.nodes if math.isinf(node.rule.norm_bound(node, graph))]
+
+
+def state_dependent_nodes(graph):
+    """Names of the nodes whose map's norm a heat step reads at the state (their rule's ``state_bound``: products
+    of two values, normalisations), in topological order."""
+    return [node.name for node in graph.nodes if node.rule.state_bound]
 
 
 def map_norm_bound(node, graph, state=None):
@@ -51,13 +60,14 @@ def map_norm_bound(node, graph, state=None):
     return bound
 
 
-def block_norms(graph, state=None):
-    """``I + (n_vu)``: one row and column per node in topological order, then ``yhat`` (see the module)."""
+def block_norms(graph, state=None, norms=None):
+    """``I + (n_vu)``: one row and column per node in topological order, then ``yhat`` (see the module);
+    ``norms`` (``{name: n}``) replaces the bound of the nodes it names."""
     names = [node.name for node in graph.nodes]
     at = {name: i for i, name in enumerate(names)}
     M = np.eye(len(names) + 1)
     for node in graph.nodes:
-        n = map_norm_bound(node, graph, state)
+        n = norms[node.name] if norms and node.name in norms else map_norm_bound(node, graph, state)
         for parent in node.inputs:
             if parent != INPUT:
                 M[at[node.name], at[parent]] += n
