@@ -29,3 +29,28 @@ def every_op_network(seed=0, output="identity"):
         Node("fc", "linear", ["flat"], params={"weight": rng.normal(size=(3, 16)), "bias": rng.normal(size=3)}),
     ]
     return sl.Network.from_nodes((2, 6, 6), nodes, output)
+
+
+def attention_block(T, heads, d_head, seed=0):
+    """A transformer-like block on ``(T, D)`` tokens, ``D = heads * d_head``: multi-head self-attention
+    (``softmax(Q K^T / sqrt(d)) V`` per head: a scores ``matmul``, a ``softmax``, a ``matmul``) with a
+    residual ``add`` and a ``layernorm``, then a linear map; the attention values are ``(heads, T, .)``."""
+    rng = np.random.default_rng(seed)
+    D = heads * d_head
+
+    def linear(name, src):
+        return Node(name, "linear", [src], params={"weight": rng.normal(size=(D, D)) / np.sqrt(D),
+                                                   "bias": 0.1 * rng.normal(size=D)})
+
+    def heads_first(name, src, axes):
+        return [Node(f"{name}.split", "reshape", [src], {"shape": (T, heads, d_head)}),
+                Node(name, "permute", [f"{name}.split"], {"axes": axes})]
+    nodes = [linear("q", "x"), linear("k", "x"), linear("v", "x"), *heads_first("qh", "q", (1, 0, 2)),
+             *heads_first("kt", "k", (1, 2, 0)), *heads_first("vh", "v", (1, 0, 2)),
+             Node("scores", "matmul", ["qh", "kt"], {"alpha": 1.0 / np.sqrt(d_head)}),
+             Node("weights", "softmax", ["scores"], {"axis": 2, "causal": False}),
+             Node("mixed", "matmul", ["weights", "vh"], {"alpha": 1.0}),
+             Node("tokens", "permute", ["mixed"], {"axes": (1, 0, 2)}),
+             Node("merged", "reshape", ["tokens"], {"shape": (T, D)}), Node("res", "add", ["merged", "x"]),
+             Node("ln", "layernorm", ["res"], {"n_axes": 1, "eps": 1e-5}), linear("out", "ln")]
+    return sl.Network.from_nodes((T, D), nodes)

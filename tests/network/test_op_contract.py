@@ -372,7 +372,9 @@ def test_norm_bound_and_nonzero_estimates_hold_for_every_pattern(op, data):
         blocks = [_dense(F, x.shape[1]) for F, x in zip(node.rule.blocks(node, graph, pattern), xs)]
         for F in blocks:
             assert np.linalg.norm(F, 2) <= bound * (1 + 1e-12) + 1e-12
-            assert np.count_nonzero(F.T @ F) <= gram
+        if blocks:
+            G = np.hstack(blocks)           # every parent: the whole Gram block, pairs of parents included
+            assert np.count_nonzero(np.abs(G).T @ np.abs(G)) <= gram
         bias = node.rule.constant(node, graph, pattern)
         assert sum(np.count_nonzero(F) for F in blocks) + (0 if bias is None else bias.size) <= nnz
     assert node.rule.work(node, graph) >= 1

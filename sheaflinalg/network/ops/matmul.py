@@ -116,7 +116,8 @@ class MatMul(Tangent):
 
     def nnz(self, node, graph):
         n, k = graph.sizes[node.name], graph.shapes[node.inputs[0]][-1]
-        return 2 * n * k + n, k * sum(graph.sizes[p] for p in node.inputs)
+        # J_A^T J_A and J_B^T J_B: k entries of A (B) share their row i (column j); J_A^T J_B: k^2 pairs a row
+        return 2 * n * k + n, k * sum(graph.sizes[p] for p in node.inputs) + 2 * n * k * k
 
     def work(self, node, graph):
         return 3 * graph.sizes[node.name] * graph.shapes[node.inputs[0]][-1]

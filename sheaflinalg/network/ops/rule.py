@@ -172,7 +172,8 @@ class OpRule:
 
     def nnz(self, node, graph):
         """``(nnz, gram)``: stored entries of the restriction maps (bias included) and a bound on the entries
-        of their Gram blocks ``F^T F``."""
+        of their whole Gram block ``[F_u1 ... F_uk]^T [F_u1 ... F_uk]`` (every pair of parents): the
+        assembly's memory estimate, an upper bound (``sheaf/assembled/assembly.py``)."""
         self._missing("nnz")
 
 
@@ -199,7 +200,7 @@ class Placement(OpRule):
 
     def nnz(self, node, graph):
         n = sum(graph.sizes[p] for p in node.inputs)
-        return n, n
+        return n, len(node.inputs) * n      # an output entry takes at most one entry of each parent
 
 
 class Gather(Placement):

@@ -139,7 +139,7 @@ class Tangent(OpRule):
 
     def nnz(self, node, graph):
         n = graph.sizes[node.name]
-        return n * len(node.inputs) + n, sum(graph.sizes[p] ** 2 for p in node.inputs)
+        return n * len(node.inputs) + n, sum(graph.sizes[p] for p in node.inputs) ** 2
 
     def same_pattern(self, node, new, old):
         scale = SAME_POINT * np.maximum(1.0, np.abs(old).max(axis=1, initial=0.0))

@@ -5,7 +5,7 @@ with pins, soft pins, reluctance or freed inputs).
 
 import numpy as np
 
-from ..._common.memory import check_memory
+from ..._common.memory import check_memory, format_bytes
 from ..._common.validation import as_float64, as_samples, check_bool
 from ...network.model import check_network
 from .augmented import AugmentedSheafSystem
@@ -31,14 +31,16 @@ def forward_pattern(net, X):
     return [z >= 0 for z in net.forward_states(X)[0][:-1]]
 
 
+#: What works without assembling, named when an assembly is refused.
+MATRIX_FREE = ("harmonic_extension, heat and spectrum(method='arpack') without pins work matrix-free and "
+               "need none of it")
+
+
 def system_bytes(net, n_samples):
     """Estimate of the memory of an assembled batch: ``delta`` (with the temporaries of its
     construction) and ``L[Omega, Omega]``, whose blocks ``W_l^T W_l`` are dense, in CSR (16 bytes an entry).
 
-    For a graph network ``delta`` has the restriction maps' nonzeros and the
-    Laplacian at most their Gram blocks' bound
-    (each op rule's :meth:`~sheaflinalg.network.ops.OpRule.nnz`) plus the products
-    with the other entries of each row.
+    For a graph network the sum over the edges of :func:`edge_nnz` (an upper bound on the nonzeros).
 
     Examples
     --------
@@ -47,27 +49,68 @@ def system_bytes(net, n_samples):
     True
     """
     if engine(net) == GRAPH:
-        nnz_delta, nnz_laplacian = _graph_nnz(net.graph)
-    else:
-        dims = net.dims
-        n_free = 2 * sum(dims[1:-1]) + 2 * dims[-1]
-        nnz_delta = net.n_parameters + 2 * n_free
-        nnz_laplacian = sum(n * n for n in dims[:-1]) + 2 * net.n_parameters + 3 * n_free
+        return sum(edge_bytes(net.graph, n_samples).values())
+    dims = net.dims
+    n_free = 2 * sum(dims[1:-1]) + 2 * dims[-1]
+    nnz_delta = net.n_parameters + 2 * n_free
+    nnz_laplacian = sum(n * n for n in dims[:-1]) + 2 * net.n_parameters + 3 * n_free
     return 16 * n_samples * (3 * nnz_delta + nnz_laplacian)
 
 
-def _graph_nnz(graph):
-    """Nonzeros of one sample's ``delta`` and a bound on those of its Laplacian."""
-    nnz_delta = nnz_laplacian = 0
+def edge_nnz(graph):
+    """``{edge: (nnz of delta, bound on the nnz of L)}`` of one sample: the defining edge of every node
+    (named by its node) and the output edge ``"e_y"``, an upper bound on what assembly stores.
+
+    Edge ``v``'s block row is ``[I, -F_u..., -diag(b)]``: its entries are the identity's ``n`` and the maps'
+    (bias included: :meth:`~sheaflinalg.network.ops.OpRule.nnz`), and its share of ``L`` the pairs of its
+    blocks: the maps' Gram block (the rule's bound, every pair of parents), each map against the identity
+    and the bias diagonal, the diagonals against each other.  The output edge ``[I, -J]`` (``J`` dense for
+    softmax, else diagonal) has ``n + nnz(J)`` entries and at most ``n + 3 nnz(J)`` pairs.
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> fc = sl.Node("fc", "linear", ["x"], params={"weight": np.ones((3, 2)), "bias": np.zeros(3)})
+    >>> edge_nnz(sl.Network.from_nodes((2,), [fc]).graph)
+    {'fc': (12, 52), 'e_y': (6, 12)}
+    """
+    out = {}
     for node in graph.nodes:
         n = graph.sizes[node.name]
         maps, gram = node.rule.nnz(node, graph)
-        entries = len(node.inputs) + (2 if node.rule.has_bias else 1)
-        nnz_delta += maps + n
-        # the maps' Gram blocks, their products with the other entries of the row, the diagonal ones
-        nnz_laplacian += len(node.inputs) * gram + 2 * entries * maps + entries * entries * n
+        diagonals = 2 if node.rule.has_bias else 1            # the identity, the ones block's diag(b)
+        out[node.name] = (maps + n, gram + 2 * diagonals * maps + diagonals * diagonals * n)
     n_out = graph.n_outputs
-    return nnz_delta + 2 * n_out, nnz_laplacian + 4 * n_out * n_out
+    jacobian = n_out * n_out if graph.output == "softmax" else n_out        # else diagonal
+    out["e_y"] = (n_out + jacobian, n_out + 3 * jacobian)
+    return out
+
+
+def edge_bytes(graph, n_samples):
+    """``{edge: bytes}`` of an assembled batch, edge by edge (:func:`edge_nnz`; see :func:`system_bytes`)."""
+    return {edge: 16 * n_samples * (3 * d + lap) for edge, (d, lap) in edge_nnz(graph).items()}
+
+
+def check_system_memory(net, n_samples):
+    """Refuse an assembly of ``n_samples`` whose estimate exceeds the memory available; on a graph network the
+    message names the nodes of the largest shares (dense blocks: normalisation groups, softmax slices,
+    attention's products) with their estimates, and the matrix-free paths.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> check_system_memory(sl.Network.random([2, 3, 1], seed=0), 10)    # small: nothing to refuse
+    """
+    what = f"the sparse sheaf system of {n_samples} samples"
+    way_out = "assemble fewer samples at a time (samples are independent blocks)"
+    if engine(net) == GRAPH:
+        graph, per = net.graph, edge_bytes(net.graph, n_samples)
+        largest = sorted(per, key=per.get, reverse=True)[:3]
+        what += " (largest: " + ", ".join(
+            f"node {name!r} ({graph.node(name).op}) {format_bytes(per[name])}" if name != "e_y"
+            else f"the output edge {format_bytes(per[name])}" for name in largest) + ")"
+        way_out = f"{MATRIX_FREE}; or {way_out}"
+    check_memory(system_bytes(net, n_samples), what, way_out)
 
 
 def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, reluctance=None,
@@ -148,8 +191,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
             raise ValueError(f"linearise_at must have shape ({M}, {n_out}) or ({n_out},), got {linearise_at.shape}")
         linearise_at = np.ascontiguousarray(np.broadcast_to(linearise_at, (M, n_out)))
     pattern = None if pattern is None else check_pattern(net, pattern, M)
-    check_memory(system_bytes(net, M), f"the sparse sheaf system of {M} samples",
-                 "assemble fewer samples at a time (samples are independent blocks)")
+    check_system_memory(net, M)
     if pattern is None:
         pattern = forward_pattern(net, X)
     if not augmented:
