@@ -7,7 +7,8 @@ any network, its output pinned to the labels
 (:mod:`~sheaflinalg.discord.pinning.analysis`).  Graph networks get their
 residuals per node, per channel and split by every pattern node
 (:mod:`~sheaflinalg.discord.node_residuals`) and their pinned equilibrium with
-Filippov sliding on ReLU surfaces (:mod:`~sheaflinalg.discord.pinning.graph`).
+Filippov sliding on ReLU surfaces (:mod:`~sheaflinalg.discord.pinning.graph`); attention blocks their
+discord per head (:mod:`~sheaflinalg.discord.heads`).
 Available as ``sl.discord``.
 
 Beside ``dynamics``, ``training`` and ``spectral``: may import ``sheaf``,
@@ -17,8 +18,10 @@ Beside ``dynamics``, ``training`` and ``spectral``: may import ``sheaf``,
 from ..sheaf.edge_groups import edge_kind, edge_layer, group
 from .edge_residuals import EdgeResiduals, residuals
 from .edges import discord_by_block, edge_discrepancies, group_history
+from .heads import AttentionBlock, HeadDiscord, attention_blocks
 from .node_residuals import NodeResiduals
 from .pinning.analysis import PinnedDiscord, pinned
 
 __all__ = ["edge_discrepancies", "discord_by_block", "group", "group_history", "edge_kind", "edge_layer",
-           "residuals", "EdgeResiduals", "NodeResiduals", "pinned", "PinnedDiscord"]
+           "residuals", "EdgeResiduals", "NodeResiduals", "pinned", "PinnedDiscord", "attention_blocks",
+           "AttentionBlock", "HeadDiscord"]

@@ -28,6 +28,7 @@ import numpy as np
 from .._common.validation import did_you_mean
 from ..sheaf.matrix_free.residuals import GraphSheaf, output_residual
 from ..sheaf.layout import Layout
+from .heads import head_discord
 
 #: Name of the output edge (``yhat - phi(z_out)``) in :attr:`NodeResiduals.edge_names`.
 OUTPUT_EDGE = "yhat"
@@ -100,10 +101,44 @@ class NodeResiduals:
         The channel axis is the first of the node's shape (``(C, L)`` or ``(C, H, W)``); a flat node's
         channels are its coordinates.
         """
-        r = self[name]
+        return self.by_axis(name, 0)
+
+    def by_axis(self, name, axis):
+        """Discord of node ``name``'s edge per sample and index along ``axis`` of the node's value shape,
+        ``(n_samples, shape[axis])``: ``1/2`` the sum of the squared residuals over the other axes.
+
+        Examples
+        --------
+        >>> import numpy as np, sheaflinalg as sl
+        >>> net = sl.Network.from_nodes((2, 3), [sl.Node("t", "tanh", ["x"])])
+        >>> X = np.zeros((1, 6))
+        >>> state = sl.harmonic_extension(net, X).free
+        >>> state[0, [0, 1, 5]] += 1.0            # t[0, 0], t[0, 1], t[1, 2]
+        >>> res = sl.discord.residuals(net, X, state)
+        >>> res.by_axis("t", 0).tolist(), res.by_axis("t", -1).tolist()
+        ([[1.0, 0.5]], [[0.5, 0.5, 0.5]])
+        """
         shape = self.shape(name)
-        per_channel = r.reshape(r.shape[0], shape[0], -1)
-        return 0.5 * np.einsum("mcp,mcp->mc", per_channel, per_channel)
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool) or not -len(shape) <= axis < len(shape):
+            raise ValueError(f"axis must be an integer in {-len(shape)}..{len(shape) - 1} (node {name!r} has shape "
+                             f"{shape}), got {axis!r}")
+        r = np.moveaxis(self[name].reshape((-1,) + tuple(shape)), int(axis) % len(shape) + 1, 1)
+        return self._grouped(r, shape[axis])
+
+    def by_groups(self, name, n_groups):
+        """Discord of node ``name``'s edge per sample and group of ``size / n_groups`` consecutive entries
+        (C order: the groups of the leading axes, e.g. the heads of an attention value), ``(n_samples, n_groups)``."""
+        return self._grouped(self[name], n_groups)
+
+    def per_head(self):
+        """Discord of every attention block per head (:class:`~sheaflinalg.discord.heads.HeadDiscord`;
+        :mod:`sheaflinalg.discord.heads`): ``res.per_head().table()`` prints block, head, discord."""
+        return head_discord(self)
+
+    @staticmethod
+    def _grouped(r, n_groups):
+        per = r.reshape(r.shape[0], n_groups, -1)
+        return 0.5 * np.einsum("mcp,mcp->mc", per, per)
 
     def selected(self, name):
         """The coordinates pattern node ``name`` selects, ``(n_samples, size)`` bool.

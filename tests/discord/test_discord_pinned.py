@@ -181,7 +181,7 @@ def test_discord_command_and_figure(tmp_path, capsys):
 def test_sl_discord_keeps_its_names():
     """``sl.discord`` became a package beside dynamics; every name it exported stays, as the same object."""
     import sheaflinalg.discord as pkg
-    from sheaflinalg.discord import edge_residuals, edges, node_residuals
+    from sheaflinalg.discord import edge_residuals, edges, heads, node_residuals
     from sheaflinalg.discord.pinning import analysis as pinned_analysis
     from sheaflinalg.sheaf import edge_groups
 
@@ -191,7 +191,9 @@ def test_sl_discord_keeps_its_names():
                 "pinned": pinned_analysis.pinned, "PinnedDiscord": pinned_analysis.PinnedDiscord,
                 "edge_discrepancies": edges.edge_discrepancies, "discord_by_block": edges.discord_by_block,
                 "group_history": edges.group_history, "group": edge_groups.group,
-                "edge_kind": edge_groups.edge_kind, "edge_layer": edge_groups.edge_layer}
+                "edge_kind": edge_groups.edge_kind, "edge_layer": edge_groups.edge_layer,
+                "attention_blocks": heads.attention_blocks, "AttentionBlock": heads.AttentionBlock,
+                "HeadDiscord": heads.HeadDiscord}
     for name, obj in expected.items():
         assert getattr(sl.discord, name) is obj, name
     assert set(pkg.__all__) == set(expected)
