@@ -57,9 +57,9 @@ def batch_norm(rule, program, node, name, op):
 def layer_norm(rule, program, node, name, op):
     """``native_layer_norm(x, normalized_shape, weight, bias, eps)`` (``rms_norm(x, shape, weight, eps)``):
     over trailing per-sample axes, its affine part a node after it."""
-    x, shape = node.args[:2]
-    rms = op.startswith("aten.rms_norm")
-    weight, bias, eps = (node.args[2], None, node.args[3]) if rms else node.args[2:5]
+    args = list(node.args) + [None] * (5 - len(node.args))
+    x, shape = args[:2]
+    weight, bias, eps = (args[2], None, args[3]) if op.startswith("aten.rms_norm") else args[2:5]
     ndim = len(program.aten_shape(x))
     if program.layout(x).dim >= ndim - len(shape):
         raise refuse(name, op, "its normalized dims hold the samples of the batch")

@@ -21,7 +21,7 @@ from .torch_modules import avgpool_step, leaky_function, maxpool_step, plain_ste
 #: ATen ops (by name) that the export keeps whole instead of decomposing them.
 KEPT = ("linear", "matmul", "scaled_dot_product_attention", "silu", "hardswish", "hardsigmoid", "mish", "softplus",
         "relu6", "rms_norm", "upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d",
-        "adaptive_avg_pool1d", "adaptive_avg_pool2d", "roll")
+        "adaptive_avg_pool1d", "adaptive_avg_pool2d", "roll", "max_pool1d", "max_pool2d", "avg_pool1d")
 #: ``{ATen op: output activation}`` of the final activations.
 FINALS = {"sigmoid": "sigmoid", "tanh": "tanh", "_softmax": "softmax"}
 
@@ -71,7 +71,7 @@ ATEN = {**{name: _VIEW for name in ("view", "_unsafe_view", "reshape", "squeeze"
         "_native_batch_norm_legit_no_training": Entry(ops.batchnorm.RULE, batch_norm),
         "native_layer_norm": Entry(ops.layernorm.RULE, layer_norm), "rms_norm": Entry(ops.rmsnorm.RULE, layer_norm),
         "native_group_norm": Entry(ops.groupnorm.RULE, group_norm),
-        "max_pool2d_with_indices": _POOL_MAX, "avg_pool1d": _POOL_AVG, "avg_pool2d": _POOL_AVG,
+        "max_pool2d_with_indices": _POOL_MAX, "max_pool1d": _POOL_MAX, "max_pool2d": _POOL_MAX, "avg_pool1d": _POOL_AVG, "avg_pool2d": _POOL_AVG,
         "adaptive_avg_pool1d": _ADAPTIVE, "adaptive_avg_pool2d": _ADAPTIVE, "_adaptive_avg_pool2d": _ADAPTIVE,
         "constant_pad_nd": Entry(ops.pad.RULE, pad), **{name: _UPSAMPLE for name in ("upsample_nearest1d",
                                                                                      "upsample_nearest2d",

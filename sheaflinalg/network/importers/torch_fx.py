@@ -151,8 +151,9 @@ def _converter(walk, node, name, op):
     table = walk.table
     if node.op == "call_module":
         if len(node.args) != 1 or node.kwargs:
-            raise refuse(name, op, "a module must be called on one tensor, given positionally (other arguments, such "
-                                   "as ConvTranspose's output_size, are not supported: set the layer's output_padding)")
+            raise TraceLimit(refuse(name, op, "a module must be called on one tensor, given positionally (other "
+                                              "arguments, such as ConvTranspose's output_size, are not supported: "
+                                              "set the layer's output_padding)").args[0])
         module = walk.module(node)
         # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
         # layer: its weight is what the layer computes with, and the check refuses a forward of its own
