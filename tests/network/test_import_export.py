@@ -102,6 +102,11 @@ def _layers(m, x):
     return F.adaptive_avg_pool2d(torch.roll(h, 1, dims=-1), 2).flatten(1)
 
 
+def _channels_last(m, x):
+    """Padding ``(H, W, C)`` values on H and W (Swin's windows), and a padding by nothing."""
+    return F.pad(F.pad(x.permute(0, 2, 3, 1), (0, 0, 1, 2, 0, 1)), (0, 0, 0, 0)) * m.scale
+
+
 def _activations(m, x):
     y = m.fc(x)
     return (F.gelu(y) + F.gelu(y, approximate="tanh") + F.silu(y) + torch.tanh(y) + F.hardswish(y)
@@ -125,6 +130,7 @@ MODELS = {"linear": (nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3)),
           "positions and norms": (Lambda(_positions, wpe=nn.Embedding(8, 4), ln=nn.LayerNorm(4), rms=nn.RMSNorm(4),
                                          gn=nn.GroupNorm(2, 4)), (6, 4)),
           "layers": (Lambda(_layers, conv=nn.Conv2d(2, 3, 3), bn=nn.BatchNorm2d(3)), (2, 7, 6)),
+          "channels-last pads": (Lambda(_channels_last, scale=nn.Parameter(torch.randn(2))), (2, 3, 4)),
           "activations": (Lambda(_activations, fc=nn.Linear(4, 5)), (4,)),
           "final softmax": (nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=-1)), (4,))}
 

@@ -10,7 +10,7 @@ over trailing axes and attention need only that the samples are not in the axes 
 import numpy as np
 
 from .. import ops
-from .builder import fold_batchnorm, refuse
+from .builder import Inner, fold_batchnorm, refuse
 from .torch_affine import roll_function
 from .torch_modules import (POOL_SIGNATURES, Step, adaptive_step, avgpool_step, bind, conv_transpose_step,
                             maxpool_step, pad_step, upsample_step, weight_and_bias, window_attrs)
@@ -101,9 +101,27 @@ def adaptive(rule, program, node, name, op):
 
 
 def pad(rule, program, node, name, op):
-    """``constant_pad_nd(x, pad, value)`` with zeros."""
-    program.standard(node.args[0], name, op)
-    return pad_step(rule, name, op, *node.args[:2], "constant", node.args[2] if len(node.args) > 2 else 0.0)
+    """``constant_pad_nd(x, pad, value)`` with zeros: elided where it pads nothing; where it pads the first
+    per-sample axis (channels-last values: Swin's windows), an unpadded axis is moved first around it."""
+    x, pads = node.args[:2]
+    program.standard(x, name, op)
+    pad_step(rule, name, op, x, pads, "constant", node.args[2] if len(node.args) > 2 else 0.0)    # checks
+    n = len(program.shape(x))
+    pairs = [(0, 0)] * (n - len(pads) // 2) + [tuple(pads[i:i + 2]) for i in range(0, len(pads), 2)][::-1]
+    if len(pairs) > n:
+        raise refuse(name, op, f"pad={list(pads)!r} pads the batch axis")
+    if not any(p for pair in pairs for p in pair):
+        return Step(None, [x])
+    free = [k for k, pair in enumerate(pairs) if pair == (0, 0)]
+    if pairs[0] == (0, 0):
+        return pad_step(rule, name, op, x, pads[:2 * (n - 1)], "constant", 0.0)
+    if not free:
+        raise refuse(name, op, f"pad={list(pads)!r} pads every per-sample axis; one (the channels) must stay")
+    order = (free[-1],) + tuple(k for k in range(n) if k != free[-1])
+    moved, padded = Inner(f"{node.name}.moved"), Inner(f"{node.name}.padded")
+    inner = [(moved, "moved", Step(ops.permute.RULE, [x], {"axes": order})),
+             (padded, "padded", Step(rule, [moved], {"pads": tuple(p for k in order[1:] for p in pairs[k])}))]
+    return Step(ops.permute.RULE, [padded], {"axes": tuple(int(a) for a in np.argsort(order))}, inner=inner)
 
 
 #: torch's interpolation modes by the ATen upsampling op.
