@@ -12,8 +12,8 @@ import numpy as np
 from .. import ops
 from .builder import Inner, fold_batchnorm, refuse
 from .torch_affine import roll_function
-from .torch_modules import (POOL_SIGNATURES, Step, adaptive_step, avgpool_step, bind, conv_transpose_step,
-                            maxpool_step, pad_step, upsample_step, weight_and_bias, window_attrs)
+from .torch_modules import (POOL_SIGNATURES, Step, adaptive_step, bind, conv_transpose_step, pad_step, upsample_step,
+                            weight_and_bias, window_attrs)
 from .torch_norms import norm_eps, norm_step
 from .torch_products import attention_step, softmax_step
 
@@ -82,15 +82,6 @@ def pool(step):
         x = node.args[0]
         program.standard(x, name, op)
         return step(rule, name, op, len(program.shape(x)) - 1, x, bind(POOL_SIGNATURES[step], node))
-    return convert
-
-
-def standard(step):
-    """A converter of a fx importer's function converter ``step(rule, node, name, op)`` reading ATen's
-    arguments alike, on a value with the batch first."""
-    def convert(rule, program, node, name, op):
-        program.standard(node.args[0], name, op)
-        return step(rule, node, name, op)
     return convert
 
 

@@ -18,9 +18,8 @@ import numpy as np
 
 from .. import ops
 from .aten_layout import Layout, permuted
-from .builder import Inner, affine_params, refuse
+from .builder import Inner, refuse
 from .torch_modules import Step, reshape_step, slice_range
-from .torch_products import matmul_function as product_matmul
 
 
 def _integer(name, op, value, what):

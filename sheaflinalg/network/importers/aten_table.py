@@ -10,7 +10,7 @@ attention, the smooth activations and upsampling.
 
 from .. import ops
 from .aten_layers import (adaptive, attention, batch_norm, convolution, group_norm, layer_norm, pad, pool, roll,
-                          softmax, standard, upsample)
+                          softmax, upsample)
 from .aten_ops import cat, getitem, permute, reduction, select, slice_tensor, split, view
 from .aten_products import addmm, binary, linear, power, product, where
 from .builder import Entry
