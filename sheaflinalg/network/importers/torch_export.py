@@ -316,6 +316,8 @@ def graph_from_torch_by(module, input_shape=None, method="auto"):
     try:
         return graph_from_torch(module, input_shape)
     except TraceLimit as fx_refusal:
+        if input_shape is None:
+            raise TraceLimit(f"{fx_refusal} (pass input_shape to read the model through torch.export)") from None
         LOG.debug("torch.fx does not read %s (%s); reading it through torch.export", type(module).__name__,
                   fx_refusal)
         try:
