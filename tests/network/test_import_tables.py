@@ -132,12 +132,14 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
                       "tanh": outputs | {"network/ops/gelu.py", "network/importers/onnx_patterns.py"},
                       "linear": upsampling_mode,
                       "constant": {"network/importers/onnx_graph.py", "network/importers/torch_modules.py",
+                                   "network/importers/aten_layers.py",
                                    "training/optim/choose.py", "training/optim/schedules.py"},
                       "mul": {"network/importers/builder.py", "network/importers/torch_affine.py",   # affine kinds
                               "network/importers/aten_products.py"},
                       "add": {"network/importers/aten_products.py"},     # the kind of an ATen add
                       "softmax": outputs | {"discord/pinning/analysis.py", "network/graph/graph.py", "network/model.py",
-                                            "network/importers/torch_fx.py", "sheaf/patterns.py", "spectral/drivers.py",
+                                            "network/importers/torch_fx.py", "network/importers/torch_export.py",
+                                            "sheaf/patterns.py", "spectral/drivers.py",
                                             "spectral/operators/graph_systems.py"}}
     for op, modules in _writers().items():
         modules = set(modules) - other_meanings.get(op, set())

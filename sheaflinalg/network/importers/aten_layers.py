@@ -46,7 +46,7 @@ def batch_norm(rule, program, node, name, op):
     """``_native_batch_norm_legit_no_training(x, weight, bias, mean, var, momentum, eps)``: per-channel affine."""
     x, weight, bias, mean, var, _, eps = node.args
     program.standard(x, name, op)
-    mean, var = _constant(program, name, op, mean, "mean"), _constant(program, name, op, var, "var")
+    mean, var = _constant(program, name, op, mean, "running mean"), _constant(program, name, op, var, "running var")
     gamma = _constant(program, name, op, weight, "weight")
     beta = _constant(program, name, op, bias, "bias")
     scale, shift = fold_batchnorm(name, op, np.ones_like(mean) if gamma is None else gamma,

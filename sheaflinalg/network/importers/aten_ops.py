@@ -73,8 +73,8 @@ def select(rule, program, node, name, op):
     axis = program.axis(parent, dim, name, op)
     index = _integer(name, op, index, "index") % shape[axis]
     program.layouts[node] = _without(program.layout(parent), [dim], ndim)
-    piece = Inner(f"{node.name}.slice")
-    inner = [(piece, "slice", Step(ops.slice.RULE, [parent], slice_range(name, op, shape, axis + 1, index,
+    piece = Inner(f"{node.name}.entry")
+    inner = [(piece, "entry", Step(ops.slice.RULE, [parent], slice_range(name, op, shape, axis + 1, index,
                                                                          index + 1)))]
     return Step(ops.reshape.RULE, [piece], resolve=lambda fx, shape: {"shape": shape(node)}, inner=inner)
 
@@ -133,9 +133,9 @@ def cat(rule, program, node, name, op):
         if program.is_value(t):
             parents.append(t)
             continue
-        key = Inner(f"{node.name}.constant{k}")
+        key = Inner(f"{node.name}.fixed{k}")
         sample = program.sample(name, op, t, node, program.aten_shape(t))
-        inner.append((key, f"constant{k}", Step(ops.constant.RULE, [], params={"value": sample})))
+        inner.append((key, f"fixed{k}", Step(ops.constant.RULE, [], params={"value": sample})))
         parents.append(key)
     return Step(rule, parents, {"axis": axis}, inner=inner)
 
