@@ -9,7 +9,7 @@ import json
 import os
 
 from .graph.chain import chain_names
-from .importers import graph_from_onnx, graph_from_torch, network_arrays_from_sklearn
+from .importers import graph_from_onnx, graph_from_torch_by, network_arrays_from_sklearn
 from .io import read_file, write_graph, write_network
 
 
@@ -90,8 +90,9 @@ class NetworkFiles:
         return cls(*network_arrays_from_sklearn(model))
 
     @classmethod
-    def from_torch(cls, module, input_shape=None):
-        """Import a PyTorch model: an ``nn.Sequential`` or a module torch.fx can trace (CNNs, ResNets).
+    def from_torch(cls, module, input_shape=None, method="auto"):
+        """Import a PyTorch model: an ``nn.Sequential``, a module torch.fx can trace (CNNs, ResNets), or,
+        through ``torch.export``, one it cannot (GPT-2, vision transformers).
 
         The nodes are named after the modules' qualified names (e.g.
         ``"layer1.0.conv1"``, ``"0"`` in an ``nn.Sequential``); a chain of
@@ -111,7 +112,18 @@ class NetworkFiles:
         input_shape : tuple of int, optional
             Per-sample input shape without the batch axis, e.g. ``(1, 40)`` or
             ``(3, 32, 32)``; required unless the first layer is ``Linear``
-            (then ``(in_features,)``).
+            (then ``(in_features,)``) and the model is read through torch.fx.
+        method : {"auto", "fx", "export"}
+            ``"fx"`` traces the model with ``torch.fx.symbolic_trace``;
+            ``"export"`` exports it with ``torch.export`` (on a batch of two
+            random inputs, float64, eval mode) and reads its core ATen graph
+            (docs/graph-networks.md, *Importing through torch.export*): data-dependent
+            control flow, random operations, buffers mutated in forward and
+            values mixing the samples of a batch are refused there;
+            ``"auto"`` (default) uses torch.fx and, where torch.fx cannot trace
+            the model or keeps a part of it whole that it cannot read (a
+            layer such as ``nn.MultiheadAttention``, a wrapped function), reads
+            it through ``torch.export`` instead (logged at debug level).
 
         Raises
         ------
@@ -124,7 +136,7 @@ class NetworkFiles:
             torch.fx lost), checked on one random input; it names the first
             node that differs.
         ValueError, TypeError
-            ``input_shape`` missing or not fitting the model; parameters on the
+            An unknown ``method``; ``input_shape`` missing or not fitting the model; parameters on the
             meta device (ValueError), or complex, integer, boolean or quantized
             (TypeError).  Real floating-point parameters on any device are
             copied to the CPU as float64.
@@ -143,8 +155,11 @@ class NetworkFiles:
         >>> X = torch.randn(3, 1, 10, dtype=torch.float64)
         >>> bool(np.allclose(net.forward(X.numpy()), cnn(X).detach().numpy(), rtol=1e-12))
         True
+        >>> exported = Network.from_torch(cnn, input_shape=(1, 10), method="export")
+        >>> [node.op for node in exported.graph.nodes] == [node.op for node in net.graph.nodes]
+        True
         """
-        return cls.from_graph(graph_from_torch(module, input_shape))
+        return cls.from_graph(graph_from_torch_by(module, input_shape, method))
 
     @classmethod
     def from_onnx(cls, path):

@@ -99,7 +99,8 @@ def build(name, seed=0):
     """``(model, input shape)``: the torchvision classifier ``name`` with seeded random weights, float32, eval mode.
 
     Batch norms get random running statistics and affine parameters (fresh ones are close to the identity),
-    so that they are seen by a comparison.
+    and weight matrices initialised to zeros (ViT's classification head) seeded random entries, so that they
+    are seen by a comparison.
     """
     import torch
 
@@ -109,7 +110,19 @@ def build(name, seed=0):
     with torch.random.fork_rng(devices=[]):        # the caller's random state is left as it was
         torch.manual_seed(seed)
         model = torchvision().models.get_model(name, weights=None, **keywords)
-    return randomize_batch_norms(model, seed).eval(), shape
+    return _randomize_zero_weights(randomize_batch_norms(model, seed), seed).eval(), shape
+
+
+def _randomize_zero_weights(model, seed):
+    """Weights of two or more axes that are all zeros (a head initialised to zeros) drawn N(0, 0.05^2)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for weight in model.parameters():
+            if weight.dim() >= 2 and not weight.any():
+                weight.copy_(0.05 * torch.randn(weight.shape, generator=generator))
+    return model
 
 
 def gpt2(seed=0):

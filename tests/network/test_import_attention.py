@@ -193,8 +193,9 @@ def test_a_product_with_a_constant_is_an_affine_or_linear_map_not_a_product(step
     np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-12, atol=1e-12)
 
 
-def test_multihead_attention_is_refused_naming_it():
-    """torch.fx does not trace into nn.MultiheadAttention (it calls F.multi_head_attention_forward)."""
+def test_multihead_attention_is_refused_by_fx_naming_it():
+    """torch.fx does not trace into nn.MultiheadAttention (it calls F.multi_head_attention_forward); the default
+    method reads it through torch.export (tests/network/test_import_export.py)."""
     class MHA(nn.Module):
         def __init__(self):
             super().__init__()
@@ -203,7 +204,7 @@ def test_multihead_attention_is_refused_naming_it():
         def forward(self, x):
             return self.att(x, x, x, need_weights=False)[0]
     with pytest.raises(sl.UnsupportedModelError, match=r"\(MultiheadAttention\)"):
-        sl.Network.from_torch(MHA(), input_shape=(3, 4))
+        sl.Network.from_torch(MHA(), input_shape=(3, 4), method="fx")
 
 
 def test_a_final_softmax_stays_the_output_activation_and_an_interior_one_is_a_node():

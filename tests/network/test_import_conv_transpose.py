@@ -114,7 +114,7 @@ class InputWeight(nn.Module):
     (InputWeight(), "its weight is x, not a parameter or buffer")])
 def test_torch_refuses_what_it_cannot_map(model, match):
     with pytest.raises(sl.UnsupportedModelError, match=match):
-        sl.Network.from_torch(model, input_shape=(2, 5))
+        sl.Network.from_torch(model, input_shape=(2, 5), method="fx")
 
 
 class Plain(nn.Module):

@@ -161,4 +161,4 @@ def test_graph_files_without_ceil_mode_still_load_and_false_is_not_written(tmp_p
     (lambda x: F.max_pool1d(x, 2, ceil_mode=True, return_indices=True)[0], "return_indices|with_indices")])
 def test_torch_refusals_of_ceil_mode_pools(step, match):
     with pytest.raises(sl.UnsupportedModelError, match=match):
-        sl.Network.from_torch(AfterConv(step, 2), input_shape=(2, 5))
+        sl.Network.from_torch(AfterConv(step, 2), input_shape=(2, 5), method="fx")

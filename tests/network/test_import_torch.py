@@ -136,7 +136,7 @@ def test_unsupported_models_are_refused_naming_the_node(model, input_shape, matc
     if isinstance(model, _Wrap) and model.fn.__code__.co_names.count("scale"):
         model.scale = nn.Parameter(torch.ones(3))
     with pytest.raises(sl.UnsupportedModelError, match=match):
-        sl.Network.from_torch(model, input_shape=input_shape)
+        sl.Network.from_torch(model, input_shape=input_shape, method="fx")
 
 
 def test_bad_input_shapes_are_refused():
@@ -178,7 +178,7 @@ def test_arguments_by_keyword_or_of_another_kind_are_refused():
              (_Wrap(lambda s, x: F.max_pool1d(x, x.size(2))), r"kernel_size=size is not 1 integer")]
     for model, match in cases:
         with pytest.raises(sl.UnsupportedModelError, match=match):
-            sl.Network.from_torch(model, input_shape=(1, 3))
+            sl.Network.from_torch(model, input_shape=(1, 3), method="fx")
 
 
 def test_parameters_that_hold_no_network_are_refused_before_running():

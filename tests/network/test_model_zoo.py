@@ -37,7 +37,8 @@ ZOO = [pytest.param("alexnet", marks=slow),
        "squeezenet1_1",
        pytest.param("googlenet", marks=slow),
        "mobilenet_v2",
-       pytest.param("convnext_tiny", marks=slow)]
+       pytest.param("convnext_tiny", marks=slow),
+       pytest.param("vit_b_16", marks=slow)]    # through torch.export: nn.MultiheadAttention, the class token, GELU
 
 
 #: The members whose ONNX export (torch.onnx, opset 17) imports in a few seconds; the other families' members
@@ -90,13 +91,29 @@ def test_zoo_inputs_are_ones_the_model_runs_on(name):
         assert model(torch.zeros((1,) + shape)).shape == (1, 1000)
 
 
-@slow
-def test_zoo_gpt2_is_built_small_and_refused_for_now():
+def test_zoo_small_vit_imports_through_export_and_is_its_forward_pass():
+    torch.manual_seed(0)
+    model = zoo.torchvision().models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                        hidden_dim=32, mlp_dim=64).double().eval()
+    with torch.no_grad():
+        model.heads.head.weight.normal_()           # initialised to zeros
+    net = sl.Network.from_torch(model, input_shape=(3, 32, 32))
+    X = np.random.default_rng(1).standard_normal((3, 3, 32, 32))
+    assert relative_error(sl.harmonic_extension(net, X).output, reference(model, X)) <= 1e-12
+
+
+def test_zoo_gpt2_imports_through_export_and_is_its_forward_pass():
     zoo.require("transformers")
     model, shape = zoo.gpt2()
     with torch.no_grad():
         assert model(torch.zeros((2,) + shape)).shape == (2, shape[0], zoo.GPT2["vocab_size"])
     assert len(model.lm.transformer.h) == 2
-    # torch.fx cannot trace transformers' GPT-2 (control flow on the inputs): the importer says so
+    model = model.double()
+    # torch.fx cannot trace transformers' GPT-2 (control flow on the inputs); "auto" reads it through torch.export
     with pytest.raises(sl.UnsupportedModelError, match="torch.fx cannot trace"):
-        sl.Network.from_torch(model.double(), input_shape=shape)
+        sl.Network.from_torch(model, input_shape=shape, method="fx")
+    net = sl.Network.from_torch(model, input_shape=shape)
+    X = np.random.default_rng(1).standard_normal((3,) + shape)
+    assert relative_error(sl.harmonic_extension(net, X).output, reference(model, X)) <= 1e-12
+    softmax = [node for node in net.graph.nodes if node.op == "softmax"]
+    assert len(softmax) == 2 and all(node.attrs["causal"] for node in softmax)

@@ -33,6 +33,15 @@ from .torch_table import TorchTable
 
 #: Batch of the shape-propagation pass: a value whose first axis is not this mixes samples.
 BATCH = 2
+
+
+class TraceLimit(UnsupportedModelError):
+    """A refusal of what torch.fx's trace does not give as supported operations: a model it cannot trace, a
+    layer it keeps whole (a leaf such as ``nn.MultiheadAttention``) or a call it records without entering it
+    (a function wrapped by torch.fx, a shape check).  ``Network.from_torch(method="auto")`` then reads the
+    model through ``torch.export`` instead."""
+
+
 _SHAPE_ARITHMETIC = (operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub, operator.truediv,
                      operator.pow)
 
@@ -142,8 +151,9 @@ def _converter(walk, node, name, op):
     table = walk.table
     if node.op == "call_module":
         if len(node.args) != 1 or node.kwargs:
-            raise refuse(name, op, "a module must be called on one tensor, given positionally (other arguments, such "
-                                   "as ConvTranspose's output_size, are not supported: set the layer's output_padding)")
+            raise TraceLimit(refuse(name, op, "a module must be called on one tensor, given positionally (other "
+                                              "arguments, such as ConvTranspose's output_size, are not supported: "
+                                              "set the layer's output_padding)").args[0])
         module = walk.module(node)
         # a subclass of a supported layer (torch.nn.utils.parametrize's ParametrizedLinear, ...) is read as that
         # layer: its weight is what the layer computes with, and the check refuses a forward of its own
@@ -179,7 +189,8 @@ def _steps(walk, final):
             raise refuse(name, op, f"{walk.final_kind(node)} is supported only as the output activation (the "
                                    "model's last operation)")
         if convert is None:
-            raise refuse(name, op, f"this operation has no sparse restriction map; supported: {walk.table.supported()}")
+            raise TraceLimit(refuse(name, op, "this operation has no sparse restriction map; supported: "
+                                              f"{walk.table.supported()}").args[0])
         if walk.in_place(node):
             walk.check_in_place(node, name, op)
         try:
@@ -231,17 +242,18 @@ def _input_shape(walk, input_shape):
                      "(3, 32, 32)")
 
 
-def _float64_copies(torch, module, traced):
-    """Deep copies of the model and of its trace (sharing their layers) on the CPU, in float64 and eval mode.
+def float64_copies(torch, *modules):
+    """Deep copies of the modules (the model and its trace, sharing their layers) on the CPU, in float64 and eval
+    mode.
 
     A tensor attribute computed from parameters is not a leaf and cannot be deep-copied (old-style
     ``weight_norm`` keeps ``weight = g * v / ||v||``): it is copied detached, and the model's own pre-hook
     recomputes it when the copy runs.
     """
-    memo = {id(value): value.detach().clone() for layer in module.modules() for value in vars(layer).values()
+    memo = {id(value): value.detach().clone() for layer in modules[0].modules() for value in vars(layer).values()
             if isinstance(value, torch.Tensor) and not value.is_leaf}
     try:
-        copies = copy.deepcopy((module, traced), memo)
+        copies = copy.deepcopy(modules, memo)
     except Exception as exc:     # a layer holding something that cannot be copied (a lock, a file, ...)
         raise UnsupportedModelError(f"the model cannot be copied to run it once in float64 ({type(exc).__name__}: "
                                     f"{exc})") from None
@@ -279,7 +291,7 @@ def _run(torch, walk, module, input_shape):
     the copy, after its run, holds the parameters the model used (those a pre-hook sets included)."""
     n_values = BATCH * math.prod(input_shape) * 4 + sum(p.numel() for p in module.parameters())
     check_memory(FLOAT * n_values, f"the shape pass on inputs of shape {input_shape}", "check input_shape")
-    module64, traced64 = _float64_copies(torch, module, walk.traced)
+    module64, traced64 = float64_copies(torch, module, walk.traced)
     X = random_input(BATCH, input_shape)
     with torch.no_grad():
         values = _run_trace(torch, walk, traced64, X)
@@ -301,13 +313,34 @@ def _trace(torch, nn, module):
     try:
         return torch.fx.symbolic_trace(module)
     except Exception as exc:     # TraceError and the errors of control flow on traced values
-        raise UnsupportedModelError(f"torch.fx cannot trace {type(module).__name__} (data-dependent control flow "
-                                    f"or an operation it cannot record): {type(exc).__name__}: {exc}") from None
+        raise TraceLimit(f"torch.fx cannot trace {type(module).__name__} (data-dependent control flow or an "
+                         f"operation it cannot record): {type(exc).__name__}: {exc}") from None
 
 
 def _attrs(step, node, shape):
     """A step's attributes, those that depend on shapes resolved (``shape(fx node)``: torch's per-sample shape)."""
     return {**step.attrs, **(step.resolve(node, shape) if step.resolve else {})}
+
+
+def emit(builder, node, name, op, step, shape, value):
+    """Add the nodes of a converted ``step`` computing the value ``node`` (its inner nodes first, then its own
+    and its affine part) to ``builder``; a refusal where the graph's shape is not the framework's.
+
+    ``shape(node)`` is the per-sample shape the framework computed, ``value(node)`` a constant's float64
+    array.  Shared by the torch.fx and the torch.export importers.
+    """
+    for key, suffix, inner in step.inner:
+        builder.add(key, f"{name}.{suffix}", inner.rule.name, inner.parents, _attrs(inner, node, shape), inner.params)
+    attrs = _attrs(step, node, shape)
+    params = {**step.params, **(step.constants(node, shape, value) if step.constants else {})}
+    after = step.then(node, shape) if step.then else None
+    key = Inner(f"{node.name}.{step.rule.name}") if after else node
+    builder.add(key, name, step.rule.name, step.parents, attrs, params)
+    if after:
+        builder.add(node, f"{name}.affine", after[0].name, [key], {}, after[1])
+    if builder.shape(node) != shape(node):
+        raise refuse(name, op, f"its per-sample shape is {builder.shape(node)} by the graph's rules but "
+                               f"{shape(node)} in torch")
 
 
 def graph_from_torch(module, input_shape=None):
@@ -344,18 +377,7 @@ def graph_from_torch(module, input_shape=None):
                                        "only a value of the same shape is an identity")
             builder.elide(node, step.parents[0])
             continue
-        for key, suffix, inner in step.inner:
-            builder.add(key, f"{name}.{suffix}", inner.rule.name, inner.parents, _attrs(inner, node, shape))
-        attrs = _attrs(step, node, shape)
-        params = {**step.params, **(step.constants(node, shape, value) if step.constants else {})}
-        after = step.then(node, shape) if step.then else None
-        key = Inner(f"{node.name}.{step.rule.name}") if after else node
-        builder.add(key, name, step.rule.name, step.parents, attrs, params)
-        if after:
-            builder.add(node, f"{name}.affine", after[0].name, [key], {}, after[1])
-        if builder.shape(node) != shape(node):
-            raise refuse(name, op, f"its per-sample shape is {builder.shape(node)} by the graph's rules but "
-                                   f"{shape(node)} in torch")
+        emit(builder, node, name, op, step, shape, value)
     if output == "softmax" and len(shape(result)) != 1:
         raise UnsupportedModelError(f"the softmax output acts on values of shape {shape(result)}; flatten first")
     graph = builder.graph(result, output)

@@ -390,7 +390,7 @@ def pad_module(rule, torch, module, name, op, parent):
     return pad_step(rule, name, op, parent, module.padding, "constant", getattr(module, "value", 0.0))
 
 
-def _range(name, op, shape, dim, start, stop, step=1):
+def slice_range(name, op, shape, dim, start, stop, step=1):
     """The attributes of a slice ``start:stop:step`` (Python's clamping) of the batched dimension ``dim``."""
     axis = _dims(name, op, dim, len(shape) + 1)[0]
     if axis == 0:
@@ -412,7 +412,7 @@ def narrow_function(rule, node, name, op):
     def attrs(fx_node, shape):
         parent = shape(args["input"])
         start = args["start"] + (parent[args["dim"] % (len(parent) + 1) - 1] if args["start"] < 0 else 0)
-        return _range(name, op, parent, args["dim"], start, start + args["length"])
+        return slice_range(name, op, parent, args["dim"], start, start + args["length"])
     return Step(rule, [args["input"]], resolve=attrs)
 
 
@@ -456,7 +456,7 @@ def getitem_function(rule, node, name, op):
 
     def piece(fx_node, shape):
         parent, dim, ranges = _pieces(source, shape)
-        return _range(name, op, shape(parent), dim, *ranges[index])
+        return slice_range(name, op, shape(parent), dim, *ranges[index])
     if _split_signature(source) is not None:
         return Step(rule, [list(bind(_split_signature(source), source).values())[0]], resolve=piece)
     index = index if isinstance(index, tuple) else (index,)
@@ -472,7 +472,7 @@ def getitem_function(rule, node, name, op):
     def attrs(fx_node, shape):
         axis = axes[0] if axes else 1
         i = index[axis] if axes else slice(None)
-        return _range(name, op, shape(source), axis, i.start, i.stop, i.step or 1)
+        return slice_range(name, op, shape(source), axis, i.start, i.stop, i.step or 1)
     return Step(rule, [source], resolve=attrs)
 
 

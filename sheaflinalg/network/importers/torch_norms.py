@@ -16,7 +16,7 @@ from .norm_affine import affine_part
 from .torch_modules import Step, bind, model_parameter, torch_values
 
 
-def _eps(name, op, eps):
+def norm_eps(name, op, eps):
     if eps is None:
         return float(np.finfo(np.float64).eps)
     if not isinstance(eps, numbers.Real) or isinstance(eps, bool) or not eps > 0:
@@ -31,7 +31,7 @@ def _normalized_shape(name, op, value):
     return shape
 
 
-def _step(rule, name, op, parent, attrs, scale, shift, per_channel=False):
+def norm_step(rule, name, op, parent, attrs, scale, shift, per_channel=False):
     """The normalising node of ``rule`` and its affine part (resolved once the parent's shape is known)."""
     def then(node, shape):
         return affine_part(name, op, shape(parent), scale, shift, per_channel)
@@ -45,14 +45,14 @@ def _read(torch, module, name, op, key):
 
 def layernorm_module(rule, torch, module, name, op, parent):
     """``nn.LayerNorm`` (``rule``: layernorm) and ``nn.RMSNorm`` (rmsnorm, no bias)."""
-    attrs = {"n_axes": len(_normalized_shape(name, op, module.normalized_shape)), "eps": _eps(name, op, module.eps)}
-    return _step(rule, name, op, parent, attrs, _read(torch, module, name, op, "weight"),
+    attrs = {"n_axes": len(_normalized_shape(name, op, module.normalized_shape)), "eps": norm_eps(name, op, module.eps)}
+    return norm_step(rule, name, op, parent, attrs, _read(torch, module, name, op, "weight"),
                  _read(torch, module, name, op, "bias"))
 
 
 def groupnorm_module(rule, torch, module, name, op, parent):
     """``nn.GroupNorm``: its affine is per channel (a ``batchnorm`` node)."""
-    return _step(rule, name, op, parent, {"groups": int(module.num_groups), "eps": _eps(name, op, module.eps)},
+    return norm_step(rule, name, op, parent, {"groups": int(module.num_groups), "eps": norm_eps(name, op, module.eps)},
                  _read(torch, module, name, op, "weight"), _read(torch, module, name, op, "bias"), per_channel=True)
 
 
@@ -79,8 +79,8 @@ def _rms_norm(input, normalized_shape, weight=None, eps=None):
 
 def _trailing(rule, node, name, op, signature):
     args = bind(signature, node)
-    attrs = {"n_axes": len(_normalized_shape(name, op, args["normalized_shape"])), "eps": _eps(name, op, args["eps"])}
-    return _step(rule, name, op, args["input"], attrs, _constant(node, args["weight"], name, op, "weight"),
+    attrs = {"n_axes": len(_normalized_shape(name, op, args["normalized_shape"])), "eps": norm_eps(name, op, args["eps"])}
+    return norm_step(rule, name, op, args["input"], attrs, _constant(node, args["weight"], name, op, "weight"),
                  _constant(node, args.get("bias"), name, op, "bias"))
 
 
@@ -100,6 +100,6 @@ def groupnorm_function(rule, node, name, op):
     groups = args["num_groups"]
     if not isinstance(groups, numbers.Integral) or isinstance(groups, bool):
         raise refuse(name, op, f"num_groups must be an integer, got {groups!r}")
-    return _step(rule, name, op, args["input"], {"groups": int(groups), "eps": _eps(name, op, args["eps"])},
+    return norm_step(rule, name, op, args["input"], {"groups": int(groups), "eps": norm_eps(name, op, args["eps"])},
                  _constant(node, args["weight"], name, op, "weight"), _constant(node, args["bias"], name, op, "bias"),
                  per_channel=True)

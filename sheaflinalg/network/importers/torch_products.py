@@ -12,6 +12,8 @@ a constant operand is handed to the affine converters by the table (``x * c`` an
 
 import math
 
+import numpy as np
+
 from .. import ops
 from .builder import Inner, refuse
 from .torch_modules import Step, bind
@@ -107,21 +109,31 @@ def attention_function(rule, node, name, op):
     if args["attn_mask"] is not None or args["dropout_p"] != 0.0 or args["enable_gqa"]:
         raise refuse(name, op, "only attention without attn_mask, dropout_p or enable_gqa is supported (a causal "
                                "mask: is_causal=True)")
-    ranks = _same_rank(name, op, [q, k, v], at_least=2)
-    keys, scores, weights = (Inner(f"{node.name}.{part}") for part in ("keys", "scores", "weights"))
+    return attention_step(rule, node.name, q, k, v, args["scale"], bool(args["is_causal"]),
+                          _same_rank(name, op, [q, k, v], at_least=2))
+
+
+def attention_step(rule, key, q, k, v, scale, causal, check, mask=None):
+    """``softmax(q k^T * scale [+ mask]) v`` (``rule``: matmul) as the nodes ``K^T``, the scaled scores, the
+    constant additive ``mask`` (an ``affine`` node, if given: one sample's array), their softmax (``causal``)
+    and the product with ``v``; ``scale`` None is ``1 / sqrt(d)``.  ``check(node, shape)`` refuses operands
+    that do not fit; the inner values are keyed after ``key``."""
+    keys, scores, masked, weights = (Inner(f"{key}.{part}") for part in ("keys", "scores", "masked", "weights"))
 
     def transposed(fx, shape):
-        ranks(fx, shape)
+        check(fx, shape)
         n = len(shape(k))
         return {"axes": tuple(range(n - 2)) + (n - 1, n - 2)}
 
     def scaled(fx, shape):
-        scale = args["scale"] if args["scale"] is not None else 1.0 / math.sqrt(shape(q)[-1])
-        return {"alpha": float(scale)}
+        return {"alpha": float(scale if scale is not None else 1.0 / math.sqrt(shape(q)[-1]))}
 
-    def causal(fx, shape):
-        return {"axis": len(shape(q)) - 1, "causal": bool(args["is_causal"])}
+    def softmax(fx, shape):
+        return {"axis": len(shape(q)) - 1, "causal": causal}
     inner = [(keys, "keys", Step(ops.permute.RULE, [k], resolve=transposed)),
-             (scores, "scores", Step(rule, [q, keys], resolve=scaled)),
-             (weights, "weights", Step(ops.softmax.RULE, [scores], resolve=causal))]
+             (scores, "scores", Step(rule, [q, keys], resolve=scaled))]
+    if mask is not None:
+        inner.append((masked, "mask", Step(ops.affine.RULE, [scores], params={"scale": np.ones(1), "shift": mask})))
+    inner.append((weights, "weights", Step(ops.softmax.RULE, [masked if mask is not None else scores],
+                                           resolve=softmax)))
     return Step(rule, [weights, v], {"alpha": 1.0}, inner=inner)
