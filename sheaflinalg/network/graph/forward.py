@@ -150,6 +150,40 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None):
     return GraphState(values=values, pattern=used, self_consistent=consistent)
 
 
+#: Bytes of node values a block of :func:`output_values` holds at most (a few cache-sized blocks instead of every
+#: node's value of the whole batch: MNIST-1D's 5000 samples through a small ViT, 14k values each, were 560 MB
+#: and 4 s, mostly first touches of fresh pages; in blocks 0.5 s).
+OUTPUT_BLOCK_BYTES = 1 << 23
+
+
+def output_values(graph, X, threads=None):
+    """The output node's value for the batch ``X`` (checked by the caller), the forward pass in row blocks
+    that keep no other node's value (:data:`OUTPUT_BLOCK_BYTES`): what a prediction needs.
+
+    Raises
+    ------
+    NetworkOverflowError
+        As :func:`evaluate` (the message names the sample in ``X``).
+
+    Examples
+    --------
+    >>> from sheaflinalg.network.graph import Graph, Node
+    >>> g = Graph((2,), [Node("fc", "linear", ["x"], params={"weight": np.ones((1, 2)), "bias": np.zeros(1)})])
+    >>> output_values(g, np.arange(6.0).reshape(3, 2)).ravel().tolist()
+    [1.0, 5.0, 9.0]
+    """
+    M = X.shape[0]
+    rows = max(1, OUTPUT_BLOCK_BYTES // (8 * sum(graph.sizes[node.name] for node in graph.nodes)))
+    out = np.empty((M, graph.sizes[graph.output_node]))
+    try:
+        for lo in range(0, M, rows):
+            out[lo:lo + rows] = evaluate(graph, X[lo:lo + rows], threads=threads).values[graph.output_node]
+    except NetworkOverflowError:
+        evaluate(graph, X, threads=threads)         # the message names the sample of the whole batch
+        raise
+    return out
+
+
 def _node_arrays(graph, M):
     """``{name: (M, stalk size) array}`` for every node, views of one buffer.
 
