@@ -12,7 +12,7 @@ from .errors import NetworkOverflowError
 from .graph import Graph
 from .graph.chain import as_chain, chain_graph, chain_names, renamed
 from .graph.nodes import Node
-from .graph.forward import evaluate
+from .graph.forward import evaluate, output_values
 from .model_io import NetworkFiles
 from .paths import GRAPH, engine, require_chain
 
@@ -472,9 +472,8 @@ class Network(NetworkFiles):
         (or one sample) and returns its output node's value flattened, after phi.
         """
         if self.is_graph:
-            _, was_1d = as_samples(X, self.n_inputs, input_shape=self.input_shape)
-            state = self.evaluate(X)
-            y = activations.apply(self.output, state.values[self._graph.output_node])
+            X, was_1d = as_samples(X, self.n_inputs, input_shape=self.input_shape)
+            y = activations.apply(self.output, output_values(self.graph, X))
             return y[0] if was_1d else y
         _, was_1d = as_samples(X, self.dims[0])
         zs, _ = self.forward_states(X)

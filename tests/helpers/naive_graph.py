@@ -495,15 +495,17 @@ def node_dense(node, graph, pattern):
     return list(zip(node.inputs, Fs)), bias
 
 
-def forward(graph, x, pattern=None):
-    """Values of every node for one sample (the pattern's own when ``pattern`` is None) and the pattern used."""
+def forward(graph, x, pattern=None, residuals=None):
+    """Values of every node for one sample (the pattern's own when ``pattern`` is None) and the pattern used;
+    ``residuals`` (``{node: vector}``) are added to the nodes' values as they are computed."""
     values, used = {"x": x}, {}
     for node in graph.nodes:
         if node.rule.pattern_dependent:      # a smooth node's tangent at the state: its parents' values
             used[node.name] = pattern[node.name] if pattern is not None else node_pattern(node, graph, values)
         maps, bias = node_dense(node, graph, used.get(node.name))
         v = sum(F @ values[u] for u, F in maps)
-        values[node.name] = v + (bias if bias is not None else 0.0)
+        values[node.name] = v + (bias if bias is not None else 0.0) + (0.0 if residuals is None else
+                                                                      residuals[node.name])
     return values, used
 
 

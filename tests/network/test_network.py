@@ -237,3 +237,24 @@ def test_torch_parameters_without_real_values_are_refused_and_floats_converted()
         with torch.no_grad():
             expected = m.double()(torch.from_numpy(X)).numpy()     # the same (rounded) values in float64
         np.testing.assert_allclose(net.forward(X), expected, rtol=1e-12, atol=1e-12)
+
+
+
+def test_a_graph_networks_forward_pass_in_row_blocks_is_the_whole_batchs(monkeypatch):
+    from helpers.random_graphs import EVERY_STEP, random_graph, random_inputs
+    from sheaflinalg.network.graph import forward as graph_forward
+
+    net = random_graph(5, "mixed", "softmax", max_layers=5, steps=EVERY_STEP)
+    X = random_inputs(net, 5, 23).reshape(23, -1)
+    z = graph_forward.evaluate(net.graph, X).values[net.graph.output_node]      # every node, the whole batch
+    monkeypatch.setattr(graph_forward, "OUTPUT_BLOCK_BYTES", 8 * sum(net.graph.sizes.values()) * 4)   # 4 rows
+    expected = np.exp(z - z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(net.forward(X), expected / expected.sum(axis=1, keepdims=True), rtol=1e-13,
+                               atol=1e-15)
+    fc = sl.Node("fc", "linear", ["x"], params={"weight": np.full((2, 3), 1e200), "bias": np.zeros(2)})
+    big = sl.Network.from_nodes((3,), [fc, sl.Node("g", "gelu", ["fc"], {"approximate": "none"})])
+    monkeypatch.setattr(graph_forward, "OUTPUT_BLOCK_BYTES", 8 * sum(big.graph.sizes.values()) * 4)
+    X = np.ones((23, 3))
+    X[17] = 1e200                                         # overflows in the fifth block: named in the batch
+    with pytest.raises(sl.NetworkOverflowError, match="sample 17"):
+        big.forward(X)

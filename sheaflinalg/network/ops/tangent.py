@@ -31,6 +31,19 @@ from .rule import TANGENT, OpRule, entries_touched, parameterless
 SAME_POINT = 1e-12
 
 
+def point_excess(new, old):
+    """Per sample, how far two linearisation points (rows) are apart in units of :data:`SAME_POINT` relative
+    (to the larger of 1 and the sample's largest ``|old|``): at most 1 when they are the same point.
+
+    Examples
+    --------
+    >>> point_excess(np.array([[1.0, 2.0 + 4e-12]]), np.array([[1.0, 2.0]])).round(2).tolist()    # 4e-12 / (2e-12)
+    [2.0]
+    """
+    scale = SAME_POINT * np.maximum(1.0, np.abs(old).max(axis=1, initial=0.0))
+    return np.abs(new - old).max(axis=1, initial=0.0) / scale
+
+
 class Linearisation:
     """The Jacobian blocks of a smooth node at a batch of points, as maps on rows (written by each op).
 
@@ -142,8 +155,7 @@ class Tangent(OpRule):
         return n * len(node.inputs) + n, sum(graph.sizes[p] for p in node.inputs) ** 2
 
     def same_pattern(self, node, new, old):
-        scale = SAME_POINT * np.maximum(1.0, np.abs(old).max(axis=1, initial=0.0))
-        return np.all(np.abs(new - old) <= scale[:, None], axis=1)
+        return point_excess(new, old) <= 1.0
 
     def read_pattern(self, node, graph, z, previous=None, rtol=1e-12):
         """The linearisation point: the parents' values ``z`` (side by side), as they are."""

@@ -51,6 +51,7 @@ from ..output_edge import check_graph_loss, loss_gradient_scale, loss_pull
 from ..velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
 from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_point
+from .smooth import smooth_equilibrium, takes_smooth_path
 
 #: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
 REST = 1e-9
@@ -215,8 +216,14 @@ class GraphEquilibrium(EquilibriumOracle):
         graph = self.params.graph(theta)
         sheaf = GraphSheaf(graph)
         solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
-        tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
-        state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
+        smooth = smooth_equilibrium(graph, sheaf.maps, solve.layout, X, Y, nudging, self.loss) \
+            if takes_smooth_path(graph, nudging) else None
+        tied = None
+        if smooth is None:
+            tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
+            state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
+        else:
+            (state, pattern, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
         sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, self._forces(sheaf, X, Y, nudging),
                                   REST, self.max_iter, tied)
         n = solve.layout.n_free

@@ -209,27 +209,32 @@ def fixed_point(respond, F, Y, b, output, loss):
     response or None
         ``respond(u)`` of the iterate ``u`` whose successor agrees with it to rounding (already computed
         for that step); None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS`
-        steps at the rate its last two steps show (:func:`_out_of_reach`), or has not converged in them.
+        steps at the rate its last two steps show (:func:`out_of_reach`), or has not converged in them.
     """
     u = -b * gradient(output, loss, F, Y)
-    # Converged: u moves by its rounding, relative to u or to the gradient's own rounding (b eps |z|: a
-    # confident softmax sample has a tiny u whose relative rounding is large).
-    floor = 4e-16 * abs(b) * (1.0 + np.abs(F).max(axis=1))
     moved = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for step in range(1, FIXED_POINT_STEPS + 1):
             response, shift = respond(u)
             new = -b * gradient(output, loss, F + shift, Y)
-            excess = np.abs(new - u).max(axis=1) / (1e-14 * np.abs(new).max(axis=1) + floor)
+            excess = coefficient_excess(new, u, F, b)
             if np.all(excess <= 1.0):
                 return response
-            if moved is not None and _out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
+            if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
                 return None
             u, moved = new, excess
     return None
 
 
-def _out_of_reach(excess, before, steps_left):
+def coefficient_excess(new, u, F, b):
+    """Per sample, the step ``new - u`` of the output coefficients in units of their rounding: at most 1 when
+    converged.  The rounding is relative to ``new`` or to the gradient's own (``b eps |z|``, ``F`` the output
+    at zero residuals: a confident softmax sample has a tiny ``u`` whose relative rounding is large)."""
+    floor = 4e-16 * abs(b) * (1.0 + np.abs(F).max(axis=1))
+    return np.abs(new - u).max(axis=1) / (1e-14 * np.abs(new).max(axis=1) + floor)
+
+
+def out_of_reach(excess, before, steps_left):
     """Whether some sample's step (``excess`` times its tolerance, ``before`` at the previous step) shrinks
     too slowly to reach its tolerance in ``steps_left`` more steps: the contraction factor of the two
     steps, extrapolated (1 or more: diverging).  The Gram path then takes the batch at once, instead of
@@ -239,4 +244,3 @@ def _out_of_reach(excess, before, steps_left):
     if not np.all(rate < 1.0):
         return True
     return bool(np.any(np.log(excess[open_]) > steps_left * -np.log(rate)))
-    return None

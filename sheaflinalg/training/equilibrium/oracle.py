@@ -26,7 +26,8 @@ class SettleReport:
     Attributes
     ----------
     iterations : int
-        Pattern iterations of the slowest sample (1: the forward pattern was already self-consistent).
+        Pattern iterations of the slowest sample (1: the forward pattern was already self-consistent); for a
+        smooth graph at small nudging, the steps of :func:`~.smooth.smooth_equilibrium`.
     unsettled : int
         Samples whose pattern had not settled within the iteration cap (their last iterate is used).
     sliding : int
