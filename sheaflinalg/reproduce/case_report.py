@@ -136,6 +136,19 @@ def profile_figure(a, columns, rows, xlabel, where):
     return fig
 
 
+def mann_whitney_p(x, y):
+    """Two-sided p-value of the Mann-Whitney U test of ``x`` against ``y`` (NaN if one is empty).
+
+    Examples
+    --------
+    >>> round(mann_whitney_p([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), 3)
+    0.1
+    """
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(x, y, alternative="two-sided").pvalue) if np.size(x) and np.size(y) else np.nan
+
+
 def summary_rows(st):
     """``[quantity, value]`` rows of the headline numbers every case study has."""
     a, passed = st.analysis, st.certified
@@ -152,6 +165,8 @@ def summary_rows(st):
         rows.append([f"median lambda_1, {group}", quartiles(a.lambda_min[mask])[0]])
     rows.append(["AUC of lambda_1 (misclassified above correct; 0.5: no separation)",
                  auc(a.lambda_min[~a.correct], a.lambda_min[a.correct])])
+    rows.append(["Mann-Whitney p of lambda_1, correct vs misclassified (two-sided)",
+                 mann_whitney_p(a.lambda_min[~a.correct], a.lambda_min[a.correct])])
     rows.append(["median total pinned discord, settled pinned inputs", quartiles(total[a.settled])[0]])
     return rows
 

@@ -20,7 +20,7 @@ from .output import table_texts
 __all__ = ["SETTINGS", "case_vit"]
 
 SETTINGS = {False: Settings(5000, mnist1d_vit.Protocol(epochs=50, lr=1e-3), 10, 20, 100, 40, max_iter=30),
-            True: Settings(500, mnist1d_vit.Protocol(epochs=10, lr=1e-3), 2, 1, 3, 3, max_iter=10)}
+            True: Settings(500, mnist1d_vit.Protocol(epochs=20, lr=1e-3), 2, 1, 3, 3, max_iter=10)}
 
 
 def _groups(graph):
@@ -68,6 +68,13 @@ def head_balance(a, rows):
     return e[:, 0] / e.sum(axis=1)
 
 
+def margins(st):
+    """The pinned inputs' own margins: the largest logit minus the second largest (the size of the pinned change)."""
+    a = st.analysis
+    top = np.sort(st.network.forward(st.data.X_test[a.index[a.pinned]]), axis=1)
+    return top[:, -1] - top[:, -2]
+
+
 def case_vit(outputs, quick, progress=False):
     """The case study item: figures, tables and the trained network; the headline numbers as notes."""
     st = study(outputs, SETTINGS[quick], f"mnist1d_vit_{'quick' if quick else 'full'}", mnist1d_vit.build, _groups,
@@ -86,6 +93,9 @@ def case_vit(outputs, quick, progress=False):
         ["sub-layer with the most Fiedler energy (median, correct inputs)", f"{top}: {by_stage[top][0]:.3g}"],
         ["share of head 0 in the Fiedler energy on the heads (median, q25, q75)",
          ", ".join(f"{v:.3g}" for v in quartiles(balance))]]
+    margin = margins(st)
+    summary += [[f"median own margin (logits) of the pinned inputs, {which}", quartiles(margin[mask])[0]]
+                for which, mask in (("settled", a.settled), ("not settled", ~a.settled))]
     paths += outputs.table("case_vit_summary", *table_texts(["quantity", "value"], summary))
     paths += outputs.table("case_vit_stages", *table_texts(
         ["sub-layer", "nodes", *SHARE_HEADER], [[s, len(stages[s]), *v] for s, v in by_stage.items()]))
