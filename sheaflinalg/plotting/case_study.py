@@ -92,7 +92,7 @@ def plot_node_profile(nodes, groups, ax=None, log=False, ylabel=None, colours=GR
     return ax
 
 
-def plot_channel_map(rows, ax=None, label=None, log=False):
+def plot_channel_map(rows, ax=None, label=None, log=False, xlabel="channel"):
     """Heat map of a per-channel quantity: one row per node, one column per channel.
 
     Parameters
@@ -102,6 +102,8 @@ def plot_channel_map(rows, ax=None, label=None, log=False):
     log : bool
         Colour on a log scale over at most :data:`LOG_RANGE` decades below the largest value (smaller
         values and zeros, such as dead channels, show as the floor).
+    xlabel : str
+        What a column is (a channel, an attention head).
 
     Examples
     --------
@@ -111,6 +113,7 @@ def plot_channel_map(rows, ax=None, label=None, log=False):
     ['conv1', 'relu1']
     """
     from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
 
     ax = axes_or_new(ax, figsize=(7, 3))
     M = np.array([np.asarray(v, dtype=float) for v in rows.values()])
@@ -123,7 +126,8 @@ def plot_channel_map(rows, ax=None, label=None, log=False):
     image = ax.imshow(M, aspect="auto", interpolation="nearest", cmap="viridis", norm=norm)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(list(rows))
-    ax.set_xlabel("channel")
+    ax.set_xlabel(xlabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.figure.colorbar(image, ax=ax, label=label)
     return ax
 

@@ -78,7 +78,8 @@ class CaseAnalysis:
     energy : ndarray, shape (n, n_nodes)
         Energy of the Fiedler vector on every node (rows sum to 1).
     channel_energy : dict
-        ``{node: (n, C)}`` for the feature-map nodes (shape ``(C, L)``): energy per channel.
+        ``{node: (n, G)}``: energy per index of the node's grouping axis (a feature map's channel, an
+        attention node's head; :func:`analyse`'s ``groups``).
     edges : list of str
         Edges of the pinned discord (each node's defining edge), columns of ``discord``.
     pinned : ndarray of int, shape (n_pinned,)
@@ -86,7 +87,7 @@ class CaseAnalysis:
     discord : ndarray, shape (n_pinned, n_edges)
         Pinned discord ``1/2 ||r||^2`` per edge of the pinned inputs.
     channel_discord : dict
-        ``{node: (n_pinned, C)}`` for the feature-map nodes: pinned discord per channel.
+        ``{node: (n_pinned, G)}``: pinned discord per index of the node's grouping axis.
     settled : ndarray of bool, shape (n_pinned,)
         The pinned equilibrium was found (possibly on a switching surface).
     sliding : ndarray of int, shape (n_pinned,)
@@ -122,38 +123,97 @@ class CaseAnalysis:
 
 
 def feature_maps(graph):
-    """The nodes of ``graph`` whose value is a feature map (channels first, at least one spatial axis)."""
-    return [node.name for node in graph.nodes if len(graph.shapes[node.name]) >= 2]
+    """``{node: 0}`` for the nodes of ``graph`` whose value is a feature map (channels first, at least one
+    spatial axis): the grouping of :func:`analyse` by channel."""
+    return {node.name: 0 for node in graph.nodes if len(graph.shapes[node.name]) >= 2}
 
 
-def analyse(net, X, Y, index, n_pinned):
+def heads_axis(shape, heads):
+    """The axis of a node's value ``shape`` that indexes the attention heads, or None.
+
+    An attention node's value is ``(heads, tokens, features)`` (queries, keys, values, scores, their
+    softmax, the heads' outputs) or, before and after the transposes, ``(tokens, heads, features)``: the
+    one of the first two axes of length ``heads``.  A value of another rank, or where neither or both
+    of them has that length, has no heads axis that its shape shows.
+
+    Examples
+    --------
+    >>> heads_axis((2, 8, 16), 2), heads_axis((8, 2, 16), 2), heads_axis((8, 32), 2), heads_axis((2, 2, 4), 2)
+    (0, 1, None, None)
+    """
+    if len(shape) != 3 or (shape[0] == heads) == (shape[1] == heads):
+        return None
+    return 0 if shape[0] == heads else 1
+
+
+def attention_heads(graph, heads):
+    """``{node: its heads axis}`` for the nodes of ``graph`` whose value has one (:func:`heads_axis`): the
+    grouping of :func:`analyse` by head."""
+    axes = {node.name: heads_axis(graph.shapes[node.name], heads) for node in graph.nodes}
+    return {name: axis for name, axis in axes.items() if axis is not None}
+
+
+def along(values, shape, axis):
+    """Sum of squares of per-sample node values ``(n, size)`` over everything but ``axis`` of ``shape``: ``(n, shape[axis])``.
+
+    Examples
+    --------
+    >>> along(np.arange(6.0)[None, :], (3, 2), 1).tolist()
+    [[20.0, 35.0]]
+    """
+    v = np.moveaxis(np.asarray(values).reshape(-1, *shape), axis + 1, 1)
+    return (v * v).reshape(v.shape[0], v.shape[1], -1).sum(axis=2)
+
+
+def auc(positive, negative):
+    """The probability that a value of ``positive`` exceeds one of ``negative`` (ties count half): the area under
+    the ROC curve of a threshold on the value, ``U / (n_pos n_neg)`` of the Mann-Whitney test (NaN if one is empty).
+
+    Examples
+    --------
+    >>> auc([3.0, 4.0], [1.0, 3.0])
+    0.875
+    """
+    p, q = np.asarray(positive, dtype=float), np.asarray(negative, dtype=float)
+    if not p.size or not q.size:
+        return np.nan
+    return float(np.mean((p[:, None] > q[None, :]) + 0.5 * (p[:, None] == q[None, :])))
+
+
+def analyse(net, X, Y, index, n_pinned, groups=feature_maps, max_iter=100):
     """The :class:`CaseAnalysis` of the test inputs ``X[index]`` with one-hot labels ``Y[index]``.
 
     ``net`` is a classifier with an identity output (its outputs are logits); the first ``n_pinned``
-    misclassified inputs are pinned.
+    misclassified inputs are pinned.  ``groups(graph) -> {node: axis}`` names the nodes whose energy and
+    discord are also summed per index of one axis of their value (:func:`along`): per channel
+    (:func:`feature_maps`, the default), per attention head (:func:`attention_heads`).  ``max_iter`` bounds
+    the pattern updates of a pinned equilibrium (:func:`sheaflinalg.discord.pinned`).
     """
     X, Y = X[index], Y[index]
     labels = Y.argmax(axis=1)
     logits = net.forward(X)
     predicted = logits.argmax(axis=1)
     sp = spectrum(net, X, vectors=True, progress=False)
-    maps = feature_maps(net.graph)
-    channel_energy = sp.channel_energy()
+    axes = groups(net.graph)
+    V = sp.vectors_smallest[:, 0, :]
+    blocks = dict(sp.blocks)
+    channel_energy = {n: along(V[:, blocks[n]], net.graph.shapes[n], axis) for n, axis in axes.items()}
     wrong = np.flatnonzero(labels != predicted)[:check_int(n_pinned, "n_pinned", 0)]
     return CaseAnalysis(index=np.asarray(index), labels=labels, predicted=predicted, lambda_min=sp.lambda_min,
                         lambda_max=sp.lambda_max, nodes=sp.block_names, energy=sp.block_energy(),
-                        channel_energy={name: channel_energy[name] for name in maps}, pinned=wrong,
-                        **_pinned_discord(net, X[wrong], relabelled(logits[wrong], labels[wrong]), maps))
+                        channel_energy=channel_energy, pinned=wrong,
+                        **_pinned_discord(net, X[wrong], relabelled(logits[wrong], labels[wrong]), axes, max_iter))
 
 
-def _pinned_discord(net, X, target, maps):
+def _pinned_discord(net, X, target, axes, max_iter):
     """The pinned-discord fields of :class:`CaseAnalysis` (empty when no input is misclassified)."""
+    shapes = net.graph.shapes
     if not X.shape[0]:
         names = [node.name for node in net.graph.nodes]
         return dict(edges=names, discord=np.zeros((0, len(names))), settled=np.zeros(0, dtype=bool),
-                    channel_discord={n: np.zeros((0, net.graph.shapes[n][0])) for n in maps},
+                    channel_discord={n: np.zeros((0, shapes[n][axis])) for n, axis in axes.items()},
                     sliding=np.zeros(0, dtype=np.int64))
-    pd = pinned(net, X, target)
+    pd = pinned(net, X, target, max_iter=max_iter)
     return dict(edges=list(pd.edge_names), discord=pd.by_edge, settled=pd.settled,
-                channel_discord={name: pd.residuals.by_channel(name) for name in maps},
+                channel_discord={n: 0.5 * along(pd.residuals[n], shapes[n], axis) for n, axis in axes.items()},
                 sliding=np.array([len(s) for s in pd.sliding], dtype=np.int64))

@@ -9,7 +9,7 @@ from .._common.version import VERSION as __version__
 from .._common.atomic import write_text
 from .._common.progress import progress_iter
 from .._common.validation import check_int
-from . import case_mnist1d, convergence, discord, exact_flow, spectra, sweeps, table_e1, training
+from . import case_mnist1d, case_vit, convergence, discord, exact_flow, spectra, sweeps, table_e1, training
 from .output import MISMATCH, Outputs
 
 
@@ -60,6 +60,9 @@ ITEMS = (
     Item("case_mnist1d", "(case study, beyond the paper)",
          "a trained MNIST-1D CNN: spectral gap per class and outcome, Fiedler energy and pinned discord per node",
          case_mnist1d.case_mnist1d, uses_progress=True),
+    Item("case_vit", "(case study, beyond the paper)",
+         "a small ViT trained on MNIST-1D: spectral gap per class and outcome, Fiedler energy and pinned discord "
+         "per sub-layer and attention head", case_vit.case_vit, uses_progress=True),
 )
 
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sheaflinalg as sl
-from sheaflinalg.reproduce import case_mnist1d, mnist1d_cnn
+from sheaflinalg.reproduce import backprop, case_mnist1d, mnist1d_cnn
 from sheaflinalg.reproduce.case_analysis import relabelled
 
 
@@ -104,7 +104,7 @@ def test_the_trained_network_is_kept_and_torch_left_as_it_was(tmp_path, monkeypa
     def no_training(*args):
         raise AssertionError("trained again")
 
-    monkeypatch.setattr(mnist1d_cnn, "train", no_training)
+    monkeypatch.setattr(backprop, "train", no_training)
     kept, kept_record = mnist1d_cnn.trained(path, data, protocol, {"n_samples": 40})
     np.testing.assert_array_equal(kept.forward(data.X_test), net.forward(data.X_test))
     assert kept_record == json.loads(json.dumps(record))
