@@ -95,8 +95,11 @@ def parameter_count(name):
     return models.get_model_weights(name).DEFAULT.meta["num_params"]
 
 
-def build(name, seed=0):
+def build(name, seed=0, **keywords):
     """``(model, input shape)``: the torchvision classifier ``name`` with seeded random weights, float32, eval mode.
+
+    ``keywords`` go to torchvision's builder over the zoo's own (:data:`INPUTS`): ``image_size=224`` builds a
+    ViT at its native size (the input shape returned is then the zoo's small one; pass the native one).
 
     Batch norms get random running statistics and affine parameters (fresh ones are close to the identity),
     and weight matrices initialised to zeros (ViT's classification head) seeded random entries, so that they
@@ -106,7 +109,8 @@ def build(name, seed=0):
 
     from helpers.torch_models import randomize_batch_norms
 
-    shape, keywords = INPUTS.get(name, (DEFAULT_INPUT, {}))
+    shape, small = INPUTS.get(name, (DEFAULT_INPUT, {}))
+    keywords = {**small, **keywords}
     with torch.random.fork_rng(devices=[]):        # the caller's random state is left as it was
         torch.manual_seed(seed)
         model = torchvision().models.get_model(name, weights=None, **keywords)
