@@ -355,6 +355,22 @@ def norm_dense(node, shape, p):
     return value, J
 
 
+def normalize_dense(node, shape, p):
+    """An L2 normalisation over the last axis at the point ``p``: its value and Jacobian entry by entry from
+    ``y_i = p_i / max(|p|, eps)`` (``|p|`` over the position's last-axis vector): ``dy_i/dp_j = [i = j] / |p| -
+    p_i p_j / |p|^3`` where ``|p| > eps``, ``[i = j] / eps`` where the norm is clamped."""
+    eps = node.attrs["eps"]
+    value, J = np.zeros(p.size), np.zeros((p.size, p.size))
+    for start in range(0, p.size, shape[-1]):
+        group = range(start, start + shape[-1])
+        norm = math.sqrt(sum(p[k] ** 2 for k in group))
+        for i in group:
+            value[i] = p[i] / max(norm, eps)
+            for j in group:
+                J[i, j] = (i == j) / norm - p[i] * p[j] / norm ** 3 if norm > eps else (i == j) / eps
+    return value, J
+
+
 def clamp_pieces(attrs, z):
     """The piece of every entry of ``z`` under a clamp: -1 below ``min``, 1 above ``max``, 0 between (ties)."""
     pieces = []
@@ -478,6 +494,9 @@ def node_dense(node, graph, pattern):
                                                 for z, d in zip(pattern, slopes)])
     elif node.op in ("layernorm", "groupnorm", "rmsnorm"):
         value, J = norm_dense(node, in_shape, np.asarray(pattern, dtype=float))
+        Fs, bias = [J], value - J @ pattern
+    elif node.op == "normalize":
+        value, J = normalize_dense(node, in_shape, np.asarray(pattern, dtype=float))
         Fs, bias = [J], value - J @ pattern
     elif node.op == "mul":
         Fs, bias = mul_dense(node, shapes, pattern)

@@ -51,7 +51,7 @@ SMOOTH_OPS = (("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), 
 #: The normalisations as the ``"norm"`` step draws them: over the last axis or every entry (an eps near 1 keeps
 #: their norm bound, 1/sqrt(eps), near 1).
 NORM_OPS = (("layernorm", {"n_axes": 1, "eps": 1.0}), ("rmsnorm", {"n_axes": 1, "eps": 0.5}),
-            ("groupnorm", {"groups": 1, "eps": 1.0}))
+            ("groupnorm", {"groups": 1, "eps": 1.0}), ("normalize", {"eps": 1.0}))
 #: The clamps the ``"clamp"`` step draws: ReLU6, Hardtanh and Hardsigmoid (bounds the "ties" inputs reach).
 CLAMPS = ({"min": 0.0, "max": 6.0, "slope": 1.0, "offset": 0.0}, {"min": -1.0, "max": 1.0, "slope": 1.0, "offset": 0.0},
           {"min": 0.0, "max": 1.0, "slope": 1 / 6, "offset": 0.5})

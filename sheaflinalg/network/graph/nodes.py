@@ -46,6 +46,7 @@ op                  params            attrs                                     
 ``layernorm``       --                n_axes, eps  (trailing axes, no affine)     tangent
 ``groupnorm``       --                groups, eps  (channel groups, no affine)    tangent
 ``rmsnorm``         --                n_axes, eps  (trailing axes, no weight)     tangent
+``normalize``       --                eps  (L2 over the last axis)                tangent
 ``affine``          scale, shift      --  (broadcast to the node's shape)         --
 ``constant``        value             --  (no parents)                            --
 ``roll``            --                shifts, axes                                --

@@ -9,8 +9,8 @@ not registered.  Adding an op: docs/design.md, section "Adding an op".
 from types import MappingProxyType
 
 from . import (adaptive_avgpool, add, affine, avgpool, batchnorm, clamp, concat, constant, conv, conv_transpose, elu,
-               gelu, groupnorm, hardswish, layernorm, leaky_relu, linear, matmul, maxpool, mean, mish, mul, pad,
-               permute, relu, reshape, rmsnorm, roll, sigmoid, silu, slice, softmax, softplus, sum, tanh, upsample)
+               gelu, groupnorm, hardswish, layernorm, leaky_relu, linear, matmul, maxpool, mean, mish, mul,
+               normalize, pad, permute, relu, reshape, rmsnorm, roll, sigmoid, silu, slice, softmax, softplus, sum, tanh, upsample)
 from .rule import MANY, MASK, PIECE, SELECTION, TANGENT, OpRule, PatternKind
 
 #: ``{op name: rule}`` of every registered operation.
@@ -19,7 +19,7 @@ RULES = MappingProxyType({m.RULE.name: m.RULE for m in (linear, conv, avgpool, a
                                                         slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus,
                                                         elu, mish, hardswish, conv_transpose, layernorm, groupnorm,
                                                         rmsnorm, affine, constant, roll, clamp, mul, softmax,
-                                                        matmul)})
+                                                        matmul, normalize)})
 
 
 def rule_of(op):
@@ -32,7 +32,7 @@ def rule_of(op):
     >>> rule_of("fft")
     Traceback (most recent call last):
     ...
-    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm, affine, constant, roll, clamp, mul, softmax, matmul
+    ValueError: unsupported operation 'fft'; supported: linear, conv, avgpool, adaptive_avgpool, maxpool, batchnorm, relu, leaky_relu, add, concat, reshape, permute, mean, pad, slice, upsample, sum, sigmoid, tanh, gelu, silu, softplus, elu, mish, hardswish, conv_transpose, layernorm, groupnorm, rmsnorm, affine, constant, roll, clamp, mul, softmax, matmul, normalize
     """
     try:
         return RULES[op]
