@@ -11,6 +11,7 @@ attention, the smooth activations and upsampling.
 from .. import ops
 from .aten_layers import (adaptive, attention, batch_norm, convolution, group_norm, layer_norm, pad, pool, roll,
                           softmax, upsample)
+from .aten_normalize import VECTOR_NORM, or_normalize
 from .aten_ops import cat, getitem, permute, reduction, select, slice_tensor, split, view
 from .aten_products import addmm, binary, linear, power, product, where
 from .builder import Entry
@@ -79,6 +80,9 @@ ATEN = {**{name: _VIEW for name in ("view", "_unsafe_view", "reshape", "squeeze"
                                                                                      "upsample_bilinear2d")},
         "roll": Entry(ops.roll.RULE, roll), "_softmax": Entry(ops.softmax.RULE, softmax),
         "scaled_dot_product_attention": Entry(ops.matmul.RULE, attention), **_activations()}
+#: F.normalize's pattern (:mod:`.aten_normalize`): a vector norm inside it, and clamp, expand, div read as it.
+ATEN.update({"linalg_vector_norm": VECTOR_NORM, **{name: or_normalize(ATEN[name]) for name in ("clamp", "expand",
+                                                                                               "div")}})
 
 
 def supported():

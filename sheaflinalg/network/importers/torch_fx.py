@@ -121,8 +121,12 @@ class _Walk:
         for value in step.reads():
             if not hasattr(value, "op") or value in self.shape_valued or (is_constant(value)
                                                                            and value not in self.materialized):
-                raise refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
-                                       "tensors computed from the input are supported")
+                refusal = refuse(name, op, f"it combines the network's values with the constant {value!r}; only "
+                                           "tensors computed from the input are supported")
+                # a layer on a constant tensor (Swin V2's position-bias MLP on its table): torch.fx does not
+                # compute it, torch.export folds it into a constant
+                raise TraceLimit(refusal.args[0]) if hasattr(value, "op") and value not in self.shape_valued \
+                    else refusal
 
     def check_in_place(self, node, name, op):
         """An in-place operation may not overwrite a tensor (or what it views) that another node reads later."""

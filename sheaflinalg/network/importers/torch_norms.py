@@ -103,3 +103,30 @@ def groupnorm_function(rule, node, name, op):
     return norm_step(rule, name, op, args["input"], {"groups": int(groups), "eps": norm_eps(name, op, args["eps"])},
                  _constant(node, args["weight"], name, op, "weight"), _constant(node, args["bias"], name, op, "bias"),
                  per_channel=True)
+
+
+def _normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """F.normalize's signature."""
+
+
+def normalize_step(rule, name, op, parent, p, dim, eps):
+    """An L2 normalisation over the last per-sample axis ``dim`` (an ATen dim, the batch's included)."""
+    if p != 2:
+        raise refuse(name, op, f"only the L2 norm (p=2) is supported, got p={p!r}")
+    eps = norm_eps(name, op, eps)
+
+    def last(node, shape):
+        ndim = len(shape(parent)) + 1
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool) or dim % ndim != ndim - 1 or ndim < 2:
+            raise refuse(name, op, f"dim={dim!r} of these rank-{ndim} values: only the last axis (dim=-1) is "
+                                   "supported")
+        return {"eps": eps}
+    return Step(rule, [parent], resolve=last)
+
+
+def normalize_function(rule, node, name, op):
+    """``F.normalize(x, p=2, dim=-1, eps)``: a ``normalize`` node."""
+    args = bind(_normalize, node)
+    if args["out"] is not None:
+        raise refuse(name, op, "out= is not supported")
+    return normalize_step(rule, name, op, args["input"], args["p"], args["dim"], args["eps"])

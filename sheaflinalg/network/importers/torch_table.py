@@ -20,7 +20,8 @@ from .. import ops
 from .builder import Entry, or_list
 from .torch_activations import (activation_function, activation_module, clamp_function, hardsigmoid_function,
                                 hardsigmoid_module, hardtanh_function, hardtanh_module, relu6_function)
-from .torch_norms import groupnorm_function, groupnorm_module, layernorm_function, layernorm_module, rmsnorm_function
+from .torch_norms import (groupnorm_function, groupnorm_module, layernorm_function, layernorm_module,
+                          normalize_function, rmsnorm_function)
 from .torch_affine import (affine_function, expand_function, has_constant_operand, linear_function, matmul_function,
                            roll_function, stochastic_depth_function)
 from .torch_products import attention_function, mul_function, softmax_function, softmax_module
@@ -160,6 +161,7 @@ def _functions(torch, F):
             F.layer_norm: Entry(ops.layernorm.RULE, layernorm_function),
             F.group_norm: Entry(ops.groupnorm.RULE, groupnorm_function),
             F.rms_norm: Entry(ops.rmsnorm.RULE, rmsnorm_function), **_activation_functions(torch, F),
+            F.normalize: Entry(ops.normalize.RULE, normalize_function),
             operator.sub: _MINUS, operator.isub: _MINUS, operator.mul: _MUL, operator.imul: _MUL,
             operator.truediv: _OVER, operator.itruediv: _OVER, torch.sub: _MINUS, torch.mul: _MUL,
             torch.div: _OVER, F.linear: _LINEAR, torch.matmul: _MATMUL, operator.matmul: _MATMUL,
