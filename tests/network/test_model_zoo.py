@@ -38,7 +38,8 @@ ZOO = [pytest.param("alexnet", marks=slow),
        pytest.param("googlenet", marks=slow),
        "mobilenet_v2",
        pytest.param("convnext_tiny", marks=slow),
-       pytest.param("vit_b_16", marks=slow)]    # through torch.export: nn.MultiheadAttention, the class token, GELU
+       pytest.param("vit_b_16", marks=slow),    # through torch.export: nn.MultiheadAttention, the class token, GELU
+       pytest.param("swin_v2_t", marks=slow)]   # through torch.export: cosine attention (normalize), cpb_mlp folded
 
 
 #: The members whose ONNX export (torch.onnx, opset 17) imports in a few seconds; the other families' members
