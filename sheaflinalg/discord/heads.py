@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..network.graph.graph import Graph
 from ..network.graph.nodes import INPUT
 
 
@@ -54,6 +55,9 @@ def attention_blocks(graph):
     >>> attention_blocks(sl.Network.from_nodes((2, 3, 4), nodes).graph)
     [AttentionBlock(name='o', scores='s', weights='p', output='o', heads=2)]
     """
+    graph = getattr(graph, "graph", graph)         # a Network's graph
+    if not isinstance(graph, Graph):
+        raise TypeError(f"attention_blocks takes a graph network (sl.Network or sl.Graph), got {type(graph).__name__}")
     blocks = []
     for node in graph.nodes:
         shape = graph.shapes[node.name]

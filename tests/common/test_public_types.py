@@ -64,6 +64,7 @@ CASES = {
     "sl.discord.edge_layer": (lambda bad: sl.discord.edge_layer(bad), "edge-block label"),
     "sl.discord.group": (lambda bad: sl.discord.group(bad, ["e_z1"]), "numeric|real"),
     "sl.discord.group_history": (lambda bad: sl.discord.group_history(bad), "HeatHistory"),
+    "sl.discord.attention_blocks": (lambda bad: sl.discord.attention_blocks(bad), "graph network"),
     "sl.discord.pinned": (lambda bad: sl.discord.pinned(bad, X, Y), NETWORK),
     "sl.discord.residuals": (lambda bad: sl.discord.residuals(bad, X, np.zeros((3, 10))), NETWORK),
     "sl.sweep.run": (lambda bad: sl.sweep.run(bad, "unused.db", progress=False), "specification"),

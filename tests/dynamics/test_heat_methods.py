@@ -17,7 +17,7 @@ from sheaflinalg.dynamics.heat import METHODS
 
 NET = sl.Network.random([2, 4, 1], seed=0)
 GIVEN = dict(dt=0.02, max_steps=10, record_every=1, record_states=[0], output_force="discrepancy", crossings=False,
-             max_crossings=5, sliding_window=2, sliding_min_flips=2, check_stability=False, t_max=1.0, max_events=5)
+             max_crossings=5, sliding_window=2, sliding_min_flips=2, check_stability=False, adaptive=False, t_max=1.0, max_events=5)
 
 
 @pytest.mark.parametrize("method,other", [("euler", "exact"), ("exact", "euler")])
