@@ -137,7 +137,8 @@ def test_an_op_name_is_written_in_its_rule_and_the_tables_at_most():
                                    "training/optim/choose.py", "training/optim/schedules.py"},
                       "mul": {"network/importers/builder.py", "network/importers/torch_affine.py",   # affine kinds
                               "network/importers/aten_products.py"},
-                      "add": {"network/importers/aten_products.py"},     # the kind of an ATen add
+                      "add": {"network/importers/aten_products.py"},
+                      "matmul": {"discord/heads.py", "reproduce/case_vit.py"},   # find attention's products     # the kind of an ATen add
                       "clamp": {"network/importers/aten_normalize.py"},  # the ATen clamp of F.normalize's pattern
                       "softmax": outputs | {"discord/pinning/analysis.py", "network/graph/graph.py", "network/model.py",
                                             "network/importers/torch_fx.py", "network/importers/torch_export.py",
