@@ -53,6 +53,9 @@ class PinnedDiscord:
     sliding : list of list of (int, int)
         Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``
         (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes).
+    damped : ndarray of int, shape (n_samples,)
+        Per sample, the Gauss-Newton steps shortened by the line search (graphs with smooth nodes and an
+        identity output; zero otherwise).
     """
 
     state: np.ndarray
@@ -62,6 +65,7 @@ class PinnedDiscord:
     residuals: EdgeResiduals
     settled: np.ndarray
     sliding: list = field(default_factory=list)
+    damped: np.ndarray = None
 
     @property
     def total(self):
@@ -160,14 +164,15 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     Y = _targets(net, Y, X.shape[0])
     equilibrium = pinned_equilibrium if engine(net) == GRAPH else _chain_equilibrium
-    state, layout, settled, sliding = equilibrium(net, X, Y, max_iter, backend)
+    state, layout, settled, sliding, damped = equilibrium(net, X, Y, max_iter, backend)
     res = residuals(net, X, state, layout)
     return PinnedDiscord(state=state, layout=layout, by_edge=res.by_edge(), edge_names=res.edge_names,
-                         residuals=res, settled=settled, sliding=sliding)
+                         residuals=res, settled=settled, sliding=sliding, damped=damped)
 
 
 def _chain_equilibrium(net, X, Y, max_iter, backend):
-    """``(state, layout, settled, sliding)`` of a chain's output pinned to ``Y`` (validated arrays)."""
+    """``(state, layout, settled, sliding, damped)`` of a chain's output pinned to ``Y`` (validated arrays;
+    ``damped`` zeros: a chain has no smooth nodes)."""
     output = net.chain.names[-1] if net.output == "identity" else "yhat"
     c = complete(net, X, pins={output: Y}, max_iter=max_iter, backend=backend)
     state, settled = c.state.copy(), c.settled_samples.copy()
@@ -177,7 +182,7 @@ def _chain_equilibrium(net, X, Y, max_iter, backend):
         if found is not None:
             state[s], sliding[s] = found
             settled[s] = True
-    return state, c.layout, settled, sliding
+    return state, c.layout, settled, sliding, np.zeros(X.shape[0], dtype=np.int64)
 
 
 def _on_switching_surface(net, x, y, output, pattern, s, max_iter, backend):

@@ -16,6 +16,10 @@ held coordinates ``E^T w = y``).  A nonlinear output re-linearises ``phi``
 (Gauss-Newton) in :func:`~sheaflinalg.complete`.  As for chains
 (:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov equilibrium is found by
 frozen-pattern solves with the sliding coordinates pinned at 0.
+
+On a graph with smooth nodes (pattern :data:`~sheaflinalg.network.ops.TANGENT`) the pattern iteration is a
+Gauss-Newton iteration (re-linearise at the state, solve the linear pinned problem); it is damped
+(:class:`LineSearch`): the full step is tried first and halved until the pinned energy decreases (Armijo).
 """
 
 import numpy as np
@@ -32,16 +36,21 @@ REST = 1e-10
 
 
 def pinned_equilibrium(net, X, Y, max_iter, backend):
-    """``(state, layout, settled, sliding)`` of the output pinned to ``Y`` (validated, flat ``X`` and ``Y``).
+    """``(state, layout, settled, sliding, damped)`` of the output pinned to ``Y`` (validated, flat ``X`` and
+    ``Y``).
 
     ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0: the parents of
-    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface.
+    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface; ``damped[s]`` counts the
+    Gauss-Newton steps of sample ``s`` that were shortened (smooth nodes, identity output).
     """
     graph = net.graph
     sheaf = GraphSheaf(graph)
+    search = None
     if net.output == "identity":
         solver = _MatrixFree(graph, sheaf.maps)
-        state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter)
+        if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
+            search = LineSearch(sheaf, solver.layout, X.shape[0])
+        state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
     else:
         solver = _Completion(net, backend)
         c = complete(net, X, pins={"yhat": Y}, max_iter=max_iter, backend=backend)
@@ -50,7 +59,59 @@ def pinned_equilibrium(net, X, Y, max_iter, backend):
     settled |= at_rest(sheaf, X, state, layout)
     sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
                               REST, max_iter)
-    return state, layout, settled, sliding
+    return state, layout, settled, sliding, np.zeros(X.shape[0], dtype=np.int64) if search is None else search.damped
+
+
+class LineSearch:
+    """Backtracking on the pinned energy ``E = 1/2 sum_v ||e_v||^2`` (pinned coordinates fixed) along
+    Gauss-Newton steps: ``old + t (new - old)`` with ``t = 1, 1/2, 1/4, ...`` until
+    ``E <= E(old) + ARMIJO t grad E . (new - old)``; :attr:`damped` counts the shortened steps per sample.
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> fc = sl.Node("fc", "linear", ["x"], params={"weight": np.array([[2.0]]), "bias": np.zeros(1)})
+    >>> net = sl.Network.from_nodes((1,), [fc, sl.Node("g", "silu", ["fc"])])
+    >>> sheaf = GraphSheaf(net.graph)
+    >>> search = LineSearch(sheaf, Layout.from_graph(net.graph, reduced=True), 1)
+    >>> old = np.array([[2.0, 1.0]])                  # fc = 2, the output g pinned at 1
+    >>> search(np.ones((1, 1)), old, old, np.array([0]))   # a zero step is taken whole
+    (array([[2., 1.]]), array([False]))
+    """
+
+    #: The Armijo constant (the fraction of the linear decrease asked for).
+    ARMIJO = 1e-4
+    #: Halvings before the search gives up (and takes the full step, as the undamped iteration).
+    HALVINGS = 40
+
+    def __init__(self, sheaf, layout, n_samples):
+        self.sheaf, self.layout = sheaf, layout
+        self.damped = np.zeros(n_samples, dtype=np.int64)
+
+    def energy(self, X, state):
+        """Per-sample pinned energy of ``state`` (free cochains, the pinned output in place)."""
+        return self.sheaf.energy(self.sheaf.residuals(X, node_values(self.sheaf.graph, self.layout, state)))
+
+    def __call__(self, X, old, new, samples):
+        """``(state, shortened)``: the state taken from ``old`` towards ``new`` and whether its step was
+        shortened, per sample (rows are the samples ``samples`` of the problem)."""
+        step = new - old
+        _, force = _pinned_forces(self.sheaf, X, old, self.layout)(node_values(self.sheaf.graph, self.layout, old))
+        slope = -sum(np.einsum("ij,ij->i", force[node.name], step[:, self.layout.free(node.name)])
+                     for node in self.sheaf.graph.nodes)
+        e0, t = self.energy(X, old), np.ones(X.shape[0])
+        out = new.copy()
+        todo = np.flatnonzero(self.energy(X, new) > e0 + self.ARMIJO * slope)
+        for _ in range(self.HALVINGS):
+            if todo.size == 0:
+                break
+            t[todo] /= 2
+            out[todo] = old[todo] + t[todo, None] * step[todo]
+            worse = self.energy(X[todo], out[todo]) > e0[todo] + self.ARMIJO * t[todo] * slope[todo]
+            todo = todo[worse]
+        out[todo], t[todo] = new[todo], 1.0     # no decrease found (a kink, or rounding): the full step
+        self.damped[samples] += t < 1
+        return out, t < 1
 
 
 class _MatrixFree:

@@ -49,13 +49,16 @@ from ..patterns import graph_pattern, same_pattern
 ROUNDING = 1e-12
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
 
     ``iterations`` is the number of frozen solves the slowest sample had.  With ``tied`` (:func:`forward_ties`),
     a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
+    With ``damp`` (smooth nodes: a Gauss-Newton iteration), every solve after the first is a step from the
+    previous state: ``damp(X, old, new, samples)`` returns the state taken on it (a line search) and per sample
+    whether the step was shortened (such a sample is not settled: a short step is no fixed point).
     """
     M = X.shape[0]
     if tied is None:
@@ -73,10 +76,15 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None):
             break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
         rows = {name: p[todo] for name, p in pattern.items()}
-        state[todo] = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
+        solved = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
+        short = np.zeros(todo.size, dtype=bool)
+        if damp is None or iterations == 1:
+            state[todo] = solved
+        else:
+            state[todo], short = damp(X[todo], state[todo], solved, todo)
         new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
                            None if tied is None else {name: v[todo] for name, v in tied.items()})
-        same = same_pattern(graph, new, rows, todo.size)
+        same = same_pattern(graph, new, rows, todo.size) & ~short
         for name in graph.pattern_nodes:
             pattern[name][todo] = new[name]
         settled[todo[same]] = True
