@@ -242,3 +242,30 @@ def test_the_figures_refuse_the_other_kind_of_network():
     chain = sl.Network.random([2, 3, 1], seed=0)
     with pytest.raises(TypeError, match="plot_residuals"):
         plot_node_discord(sl.discord.residuals(chain, [[0.0, 1.0]], np.zeros((1, 7))))
+
+
+def test_the_damped_gauss_newton_iteration_reaches_a_stationary_point_where_full_steps_do_not(monkeypatch):
+    # an attention + LayerNorm block pinned far from its output: the full Gauss-Newton steps (no halving)
+    # oscillate; the damped steps decrease the pinned energy to a point where its dense gradient (the naive
+    # twins' J^T r on the free coordinates) is small
+    from helpers.graph_examples import attention_block
+    from sheaflinalg.discord.pinning.graph import LineSearch
+    net = attention_block(3, 2, 2, seed=0)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6, net.n_inputs))
+    Y = net.forward(X) + rng.normal(size=(6, net.n_outputs))
+    damped = sl.discord.pinned(net, X, Y, max_iter=100)
+    monkeypatch.setattr(LineSearch, "HALVINGS", 0)
+    full = sl.discord.pinned(net, X, Y, max_iter=100)
+    assert damped.damped.sum() > 0 and full.damped.sum() == 0
+    assert damped.settled.sum() >= full.settled.sum()
+    free = np.ones(damped.layout.n_free, dtype=bool)
+    free[damped.layout.free(net.graph.output_node)] = False
+
+    def stationarity(pd, s):
+        gradient, scale = _gradient(net.graph, pd.layout, X[s], pd.state[s])
+        return np.abs(gradient[free]).max() / scale
+    assert max(stationarity(full, s) for s in range(X.shape[0])) > 1e-2       # the full steps oscillate
+    for s in range(X.shape[0]):
+        assert stationarity(damped, s) < 1e-6
+        assert damped.total[s] <= full.total[s] * (1 + 1e-12)
