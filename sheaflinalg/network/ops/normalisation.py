@@ -121,6 +121,12 @@ class Normalisation(Tangent):
     def linearise(self, node, graph, point):
         return Groups(*self.statistics(node, graph, point[0]), self.centred)
 
+    def evaluated(self, node, graph):
+        def both(inputs):       # y and sigma once, for the value and the tangent
+            y, sigma = self.statistics(node, graph, inputs[0])
+            return y.reshape(inputs[0].shape), Groups(y, sigma, self.centred)
+        return both
+
     def norm_bound(self, node, graph):
         """``1 / sqrt(eps)``: ``||J||_2 <= 1/sigma <= 1/sqrt(eps)`` for every state (the module's proof)."""
         return float(1.0 / np.sqrt(check_eps(node)))
