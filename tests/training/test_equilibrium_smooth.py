@@ -14,6 +14,7 @@ import sheaflinalg as sl
 from helpers.equilibrium_twin import check_equilibrium
 from helpers.naive_graph import forward as naive_forward
 from helpers.random_graphs import EVERY_STEP, random_graph, random_inputs
+from sheaflinalg.network.graph import forward as forward_module
 from sheaflinalg.network.graph.forward import evaluate
 from sheaflinalg.training.backpropagation import descent_direction
 from sheaflinalg.training.equilibrium import graph as graph_module
@@ -96,6 +97,41 @@ def test_the_forward_pass_with_residuals_is_the_naive_one(seed, net):
             np.testing.assert_allclose(state.values[node.name][s], values[node.name], rtol=1e-12, atol=1e-12)
         for name in graph.pattern_nodes:      # the linearisation points: the parents' values with their residuals
             np.testing.assert_allclose(state.pattern[name][s], pattern[name], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed, net", GRAPHS[:4], ids=[str(s) for s, _ in GRAPHS[:4]])
+@pytest.mark.parametrize("blocks", [1, 3])
+def test_the_forward_passs_tangents_are_those_of_its_pattern(seed, net, blocks, monkeypatch):
+    if blocks > 1:      # every sample block makes its own linearisations (one for the batch, stacked)
+        monkeypatch.setattr(forward_module, "sample_blocks", lambda graph, M: [0, 2, 4, 5][:blocks + 1])
+    X, _ = _batch(seed, net, M=5)
+    graph = net.graph
+    state = evaluate(graph, X, tangents=True)
+    plain = evaluate(graph, X)
+    assert sorted(state.tangents) == sorted(graph.pattern_nodes)
+    rng = np.random.default_rng(seed)
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        np.testing.assert_array_equal(state.pattern[name], plain.pattern[name])
+        y = rng.normal(size=(5, graph.sizes[name]))
+        whole = node.rule.linearise(node, graph, node.rule.split(node, graph, plain.pattern[name]))
+        for i, parent in enumerate(node.inputs):
+            x = rng.normal(size=(5, graph.sizes[parent]))
+            for method, arg in (("apply", x), ("transpose", y)):
+                np.testing.assert_array_equal(getattr(state.tangents[name], method)(i, arg),
+                                              getattr(whole, method)(i, arg))
+            for s in range(5):      # one sample's block, from the block of samples it is in
+                one = node.rule.linearise(node, graph, node.rule.split(node, graph, plain.pattern[name][s:s + 1]))
+                np.testing.assert_allclose(_dense(state.tangents[name].block(i, s)), _dense(one.block(i, 0)),
+                                           rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="no frozen pattern"):
+        evaluate(graph, X, pattern=plain.pattern, tangents=True)
+
+
+def _dense(block):
+    """A linearisation's block (1-D diagonal, dense or sparse) as a dense matrix."""
+    block = block.toarray() if hasattr(block, "toarray") else np.asarray(block)
+    return np.diag(block) if block.ndim == 1 else block
 
 
 def test_the_contraction_bound_accepts_a_fast_step_and_not_a_slow_one():

@@ -23,6 +23,7 @@ import numpy as np
 from ..._common.blocks import block_bounds, map_blocks
 from ..._common.threads import blas_limit, resolve_threads
 from ..errors import NetworkOverflowError
+from ..ops.tangent import Linearisation, Stacked, Tangent
 from .nodes import INPUT
 
 
@@ -41,11 +42,15 @@ class GraphState:
     self_consistent : ndarray of bool, shape (n_samples,)
         Whether a frozen pattern agrees with the values it produced (a pre-activation exactly 0
         agrees with either label, a tied maximum with any of its maxima).
+    tangents : dict or None
+        ``{name: Linearisation}`` of every smooth node at its pattern, made with its value (:func:`evaluate`
+        with ``tangents``, the pattern read off the input); None otherwise.
     """
 
     values: dict
     pattern: dict
     self_consistent: np.ndarray
+    tangents: dict = None
 
 
 def pool_windows(node, graph):
@@ -53,16 +58,19 @@ def pool_windows(node, graph):
     return node.rule.windows(node, graph)
 
 
-def node_steps(graph):
+def node_steps(graph, tangents=False):
     """One function per node of ``graph``, in order: ``step(inputs, out, pattern, frozen) -> agrees``.
 
     ``inputs`` are the parents' values for a block of samples, ``out`` the block's rows of the
     node's value (written).  For a pattern-dependent node ``pattern`` is the block's rows of its
     pattern: written (``frozen`` False: read off the input) or read (``frozen`` True: a frozen
     pattern, and ``agrees`` says sample by sample whether it agrees with the input); otherwise
-    None, and so is ``agrees``.  Each step is its op's rule's (:meth:`OpRule.forward`).
+    None, and so is ``agrees``.  Each step is its op's rule's (:meth:`OpRule.forward`); with ``tangents``
+    a smooth node's step returns its :class:`~sheaflinalg.network.ops.tangent.Linearisation` at the
+    input instead of None when not frozen (:meth:`~sheaflinalg.network.ops.tangent.Tangent.linearised_forward`).
     """
-    return [node.rule.forward(node, graph) for node in graph.nodes]
+    return [node.rule.linearised_forward(node, graph) if tangents and isinstance(node.rule, Tangent)
+            else node.rule.forward(node, graph) for node in graph.nodes]
 
 
 # A batch is cut into sample blocks by its size and the graph alone (never by the thread
@@ -91,7 +99,7 @@ def sample_blocks(graph, M):
     return block_bounds(M, sum(node_work(node, graph) for node in graph.nodes), BLOCK_WORK, MAX_BLOCKS)
 
 
-def evaluate(graph, X, pattern=None, threads=None, residuals=None):
+def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=False):
     """Every node's value for the batch ``X`` (``(n_samples, n_inputs)``, checked by the caller).
 
     Parameters
@@ -107,6 +115,9 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None):
         ``{node name: (n_samples, stalk size)}``: edge residuals added to the nodes' values as they are
         computed, ``x_v = f_v(x_parents) + r_v`` (the state whose residuals are ``r``, reached by forward
         substitution through the nonlinear maps; the pattern read off it); default: none.
+    tangents : bool, optional
+        Also the smooth nodes' linearisations at the pattern read off (:attr:`GraphState.tangents`; without
+        a frozen ``pattern``), made with their values: what a backward substitution at this state needs.
 
     Returns
     -------
@@ -119,7 +130,9 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None):
     """
     threads = resolve_threads(threads)
     M = X.shape[0]
-    steps = node_steps(graph)
+    if tangents and pattern is not None:
+        raise ValueError("the tangents of a forward pass are those of the pattern it reads off: no frozen pattern")
+    steps = node_steps(graph, tangents)
     values = {INPUT: X}
     values.update(_node_arrays(graph, M))
     dtypes = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
@@ -135,9 +148,11 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None):
                                  f"got {np.shape(rows)}")
     consistent = np.ones(M, dtype=bool)
     bounds = sample_blocks(graph, M)
+    made = {name: {} for name in used} if tangents else None
 
     def block(lo_hi):
-        return _run_block(graph, steps, values, used, pattern is not None, consistent, *lo_hi, residuals=residuals)
+        return _run_block(graph, steps, values, used, pattern is not None, consistent, *lo_hi, residuals=residuals,
+                          tangents=made)
 
     with blas_limit(1):     # one BLAS thread per block, also for one block: its products are short
         failed = map_blocks(block, list(zip(bounds[:-1], bounds[1:])), threads)
@@ -147,7 +162,15 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None):
         node = graph.nodes[k]
         raise NetworkOverflowError(f"the forward pass overflows at node {node.name!r} ({node.op}): its value is "
                                    f"not finite for sample {s}; rescale the weights or the inputs")
-    return GraphState(values=values, pattern=used, self_consistent=consistent)
+    return GraphState(values=values, pattern=used, self_consistent=consistent, tangents=_stacked(made, bounds))
+
+
+def _stacked(made, bounds):
+    """``{name: Linearisation}`` of the whole batch from ``{name: {first row: block's}}`` (None: none made)."""
+    if made is None:
+        return None
+    return {name: parts[0] if len(parts) == 1 else Stacked(bounds, [parts[lo] for lo in bounds[:-1]])
+            for name, parts in made.items()}
 
 
 #: Bytes of node values a block of :func:`output_values` holds at most (a few cache-sized blocks instead of every
@@ -200,10 +223,11 @@ def _node_arrays(graph, M):
     return arrays
 
 
-def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals=None):
+def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals=None, tangents=None):
     """The graph on the samples ``lo <= s < hi``, written into their rows of ``values``, ``used`` and
-    ``consistent`` (``residuals``: added to every node's value as it is computed); returns ``(node index,
-    sample)`` of the first value that is not finite, or None."""
+    ``consistent`` (``residuals``: added to every node's value as it is computed; ``tangents``: ``{name:
+    {lo: linearisation}}``, filled by the steps that make one); returns ``(node index, sample)`` of the
+    first value that is not finite, or None."""
     local = {INPUT: values[INPUT][lo:hi]}
     with np.errstate(over="ignore", invalid="ignore"):
         for k, (node, step) in enumerate(zip(graph.nodes, steps)):
@@ -215,6 +239,8 @@ def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals
             # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
             if not (np.isfinite(np.sum(out)) or np.all(np.isfinite(out))):
                 return k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])
-            if agrees is not None:
+            if isinstance(agrees, Linearisation):
+                tangents[node.name][lo] = agrees
+            elif agrees is not None:
                 consistent[lo:hi] &= agrees
     return None

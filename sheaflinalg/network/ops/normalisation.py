@@ -118,8 +118,18 @@ class Normalisation(Tangent):
     def function(self, node, graph):
         return lambda inputs: self.statistics(node, graph, inputs[0])[0].reshape(inputs[0].shape)
 
+    def groups(self, node, y, sigma):
+        """The :class:`Groups` tangent of the statistics ``(y, sigma)``."""
+        return Groups(y, sigma, self.centred)
+
     def linearise(self, node, graph, point):
-        return Groups(*self.statistics(node, graph, point[0]), self.centred)
+        return self.groups(node, *self.statistics(node, graph, point[0]))
+
+    def evaluated(self, node, graph):
+        def both(inputs):       # y and sigma once, for the value and the tangent
+            y, sigma = self.statistics(node, graph, inputs[0])
+            return y.reshape(inputs[0].shape), self.groups(node, y, sigma)
+        return both
 
     def norm_bound(self, node, graph):
         """``1 / sqrt(eps)``: ``||J||_2 <= 1/sigma <= 1/sqrt(eps)`` for every state (the module's proof)."""

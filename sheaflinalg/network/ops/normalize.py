@@ -48,9 +48,8 @@ class Normalize(Normalisation):
         x = x.reshape(x.shape[0], -1, self.group_size(node, graph.shapes[node.inputs[0]]))
         return x, np.maximum(np.linalg.norm(x, axis=2), check_eps(node))
 
-    def linearise(self, node, graph, point):
+    def groups(self, node, y, d):
         """The groups' ``J = (I - y_s y_s^T / n) / d`` with ``y_s = sqrt(n) y`` where ``|x| > eps``, else 0."""
-        y, d = self.statistics(node, graph, point[0])
         free = d > check_eps(node)
         return Groups(y * (np.sqrt(y.shape[2]) * free)[..., None], d, False)
 

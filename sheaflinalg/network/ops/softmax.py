@@ -101,16 +101,20 @@ class Softmax(Tangent):
         return parent_shapes[0]
 
     def function(self, node, graph):
-        positions = slices(node, graph)
-
-        def f(inputs):
-            out = np.empty_like(inputs[0])
-            out[:, positions] = probabilities(node, graph, inputs[0])
-            return out
-        return f
+        both = self.evaluated(node, graph)
+        return lambda inputs: both(inputs)[0]
 
     def linearise(self, node, graph, point):
         return SliceTangent(probabilities(node, graph, point[0]), slices(node, graph))
+
+    def evaluated(self, node, graph):
+        positions = slices(node, graph)
+
+        def both(inputs):       # the probabilities once, for the value and the tangent
+            out, y = np.empty_like(inputs[0]), probabilities(node, graph, inputs[0])
+            out[:, positions] = y
+            return out, SliceTangent(y, positions)
+        return both
 
     def norm_bound(self, node, graph):
         return 0.5

@@ -65,6 +65,27 @@ class Linearisation:
         self._missing("block")
 
 
+class Stacked(Linearisation):
+    """The linearisations of consecutive sample blocks (``bounds``: their first rows, then the end) as one."""
+
+    def __init__(self, bounds, parts):
+        self.bounds, self.parts = list(bounds), list(parts)
+
+    def _each(self, method, i, x):
+        return np.concatenate([getattr(part, method)(i, x[lo:hi]) for part, lo, hi
+                               in zip(self.parts, self.bounds[:-1], self.bounds[1:])], axis=0)
+
+    def apply(self, i, x):
+        return self._each("apply", i, x)
+
+    def transpose(self, i, y):
+        return self._each("transpose", i, y)
+
+    def block(self, i, s):
+        k = int(np.searchsorted(self.bounds, s, side="right")) - 1
+        return self.parts[k].block(i, s - self.bounds[k])
+
+
 class Pending:
     """Pattern rows handed to :meth:`Tangent.prepare`: linearised at the first product, then kept."""
 
@@ -118,6 +139,27 @@ class Tangent(OpRule):
             return np.logical_and.reduce([np.all(x == p, axis=1) for x, p in zip(inputs, point)])
         return step
 
+    def evaluated(self, node, graph):
+        """``both(inputs) -> (f(inputs), linearisation at inputs)``: the value and the tangent of a block of
+        samples in one go (a subclass whose tangent reuses the value's quantities, a normalisation's mean and
+        sigma, writes its own); the linearisation may keep references to ``inputs``."""
+        f = self.function(node, graph)
+        return lambda inputs: (f(inputs), self.linearise(node, graph, inputs))
+
+    def linearised_forward(self, node, graph):
+        """:meth:`forward`'s step, except that reading the pattern off the inputs (not frozen) also returns
+        the :class:`Linearisation` there, made with the value (:meth:`evaluated`): a forward pass whose
+        tangents are wanted next (:func:`~sheaflinalg.network.graph.forward.evaluate` with ``tangents``)."""
+        both, frozen_step = self.evaluated(node, graph), self.forward(node, graph)
+
+        def step(inputs, out, pattern, frozen):
+            if frozen:
+                return frozen_step(inputs, out, pattern, frozen)
+            out[...], tangent = both(inputs)
+            np.concatenate(inputs, axis=1, out=pattern)
+            return tangent
+        return step
+
     def _at(self, node, graph, pattern):
         """The linearisation of pattern rows, of a :class:`Pending` (kept there) or one already made."""
         if isinstance(pattern, Linearisation):
@@ -137,7 +179,7 @@ class Tangent(OpRule):
                 (lambda i, y, p: self._at(node, graph, p).transpose(i, y)))
 
     def prepare(self, node, pattern):
-        return None if pattern is None else Pending(pattern)
+        return pattern if pattern is None or isinstance(pattern, Linearisation) else Pending(pattern)
 
     def bias(self, node, graph):
         return None

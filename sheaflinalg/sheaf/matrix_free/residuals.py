@@ -32,7 +32,8 @@ class StateResiduals:
     edges : dict
         ``{node: (n_samples, size) array}``: ``e_v = w_v - prediction of v from its parents``.
     pattern : dict
-        ``{node: rows}`` of every pattern-dependent node (bool masks, int64 argmax positions).
+        ``{node: rows}`` of every pattern-dependent node (bool masks, int64 argmax positions; a smooth
+        node's linearisation point, or its :class:`~sheaflinalg.network.ops.tangent.Linearisation` there).
     """
 
     edges: dict
@@ -85,9 +86,10 @@ class GraphSheaf:
         edges, pattern = residuals.edges, residuals.pattern
         force = {name: -e for name, e in edges.items()}
         for node in self.graph.nodes:
+            rows = self.maps.prepare(node.name, pattern.get(node.name))   # once for all parents (a tangent's)
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    force[parent] += self.maps.transpose(node.name, i, edges[node.name], pattern.get(node.name))
+                    force[parent] += self.maps.transpose(node.name, i, edges[node.name], rows)
         return force
 
     @staticmethod

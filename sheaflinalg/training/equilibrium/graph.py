@@ -216,20 +216,22 @@ class GraphEquilibrium(EquilibriumOracle):
         graph = self.params.graph(theta)
         sheaf = GraphSheaf(graph)
         solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
-        smooth = smooth_equilibrium(graph, sheaf.maps, solve.layout, X, Y, nudging, self.loss) \
+        smooth = smooth_equilibrium(graph, sheaf.maps, X, Y, nudging, self.loss) \
             if takes_smooth_path(graph, nudging) else None
         tied = None
         if smooth is None:
             tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
             state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
-        else:
-            (state, pattern, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
-        sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, self._forces(sheaf, X, Y, nudging),
-                                  REST, self.max_iter, tied)
-        n = solve.layout.n_free
-        values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
-        edges = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
-        res = sheaf.residuals(X, values)
+            sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled,
+                                      self._forces(sheaf, X, Y, nudging), REST, self.max_iter, tied)
+            n = solve.layout.n_free
+            values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
+            edges = {name: np.ascontiguousarray(v)
+                     for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
+            res = sheaf.residuals(X, values)
+        else:       # no switching surfaces (no masks); the residuals are the last step's, at its tangents
+            (values, edges, pattern, tangents, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
+            sliding, res = [[] for _ in range(X.shape[0])], StateResiduals(edges, tangents)
         z = values[graph.output_node]
         energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(potential(graph.output, self.loss, z, Y)))
         if tied is not None:    # a tie decided by the forward pass: the selection solved under, its residuals

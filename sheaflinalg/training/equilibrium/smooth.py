@@ -28,8 +28,7 @@ import numpy as np
 
 from ...network.graph.forward import evaluate
 from ...network.ops.tangent import point_excess
-from ...sheaf.matrix_free.coboundary import GraphCoboundary
-from ...sheaf.matrix_free.switching import node_values
+from ...network.graph.nodes import INPUT
 from .loss_edge import FIXED_POINT_STEPS, coefficient_excess, gradient, out_of_reach, takes_fixed_point
 
 
@@ -40,16 +39,15 @@ def takes_smooth_path(graph, nudging):
     return takes_fixed_point(nudging, 0) and bool(nodes) and all(node.rule.smooth for node in nodes)
 
 
-def smooth_equilibrium(graph, maps, layout, X, Y, nudging, loss):
-    """``(state, pattern, steps)`` of the nudged equilibria of a batch of a smooth graph (the module), or None.
+def smooth_equilibrium(graph, maps, X, Y, nudging, loss):
+    """``(values, edges, pattern, tangents, steps)`` of the nudged equilibria of a batch of a smooth graph (the
+    module), or None.
 
     Parameters
     ----------
     graph : Graph
         Every pattern node smooth (:func:`takes_smooth_path`).
     maps : NodeMaps
-    layout : Layout
-        The graph's reduced layout.
     X, Y : ndarray
         ``(M, n_in)`` inputs and ``(M, n_out)`` targets.
     nudging : float
@@ -58,10 +56,15 @@ def smooth_equilibrium(graph, maps, layout, X, Y, nudging, loss):
 
     Returns
     -------
-    state : ndarray, shape (M, 2 n_free)
-        The free cochains, then the edge residuals (same offsets), as :mod:`.graph`'s frozen solves return them.
+    values : dict
+        ``{node: (M, size)}``: every node's value (C-ordered, the forward pass's arrays).
+    edges : dict
+        ``{node: (M, size)}``: every node's edge residual (its own array): the state is ``values``'
+        forward pass with them added.
     pattern : dict
         The linearisation points of the state (its parents' values: the fixed point's up to the tolerance).
+    tangents : dict
+        ``{node: Linearisation}``: the smooth nodes' tangents there (made with the forward pass's values).
     steps : int
         Backward substitutions made.
     None
@@ -70,40 +73,77 @@ def smooth_equilibrium(graph, maps, layout, X, Y, nudging, loss):
     Examples
     --------
     >>> import numpy as np, sheaflinalg as sl
-    >>> from sheaflinalg.sheaf.layout import Layout
     >>> from sheaflinalg.sheaf.matrix_free.node_maps import NodeMaps
     >>> fc = sl.Node("fc", "linear", ["x"], params={"weight": np.eye(2), "bias": np.zeros(2)})
     >>> net = sl.Network.from_nodes((2,), [fc, sl.Node("g", "gelu", ["fc"], {"approximate": "none"})],
     ...                             output="softmax")
     >>> graph = net.graph
-    >>> state, _, steps = smooth_equilibrium(graph, NodeMaps(graph), Layout.from_graph(graph, reduced=True),
-    ...                                      np.array([[1.0, -1.0]]), np.array([[0.0, 1.0]]), 1e-6, "cross_entropy")
-    >>> steps, state.shape
-    (2, (1, 8))
+    >>> values, edges, _, _, steps = smooth_equilibrium(graph, NodeMaps(graph), np.array([[1.0, -1.0]]),
+    ...                                                 np.array([[0.0, 1.0]]), 1e-6, "cross_entropy")
+    >>> steps, values["g"].shape, edges["fc"].shape
+    (2, (1, 2), (1, 2))
     """
-    M, output = X.shape[0], graph.output
-    out = layout.free(graph.output_node)
-    current = evaluate(graph, X)
+    output = graph.output
+    current = evaluate(graph, X, tangents=True)
     F = current.values[graph.output_node]
     u = -nudging * gradient(output, loss, F, Y)
-    seeds = np.zeros((M, layout.n_free))
     moved = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for step in range(1, FIXED_POINT_STEPS + 1):
-            seeds[:, out] = u
-            e = GraphCoboundary(graph, current.pattern, maps=maps, layout=layout).solve_transpose(seeds)
-            new = evaluate(graph, X, residuals=node_values(graph, layout, e))
+            e = pull_back(graph, maps, current.tangents, u)
+            new = evaluate(graph, X, residuals=e, tangents=True)
             u_new = -nudging * gradient(output, loss, new.values[graph.output_node], Y)
             excess = np.maximum(coefficient_excess(u_new, u, F, nudging),
                                 np.max([point_excess(new.pattern[name], current.pattern[name])
                                         for name in graph.pattern_nodes], axis=0, initial=0.0))
             if np.all(converged(excess, moved)):
-                w = np.concatenate([new.values[node.name] for node in graph.nodes], axis=1)
-                return np.concatenate([w, e], axis=1), new.pattern, step
+                return {node.name: new.values[node.name] for node in graph.nodes}, e, new.pattern, new.tangents, step
             if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
                 return None
             current, u, moved = new, u_new, excess
     return None
+
+
+def pull_back(graph, maps, tangents, u):
+    """``{node: e_v}``: the edge residuals ``delta_Omega^{-T}`` of the pull ``u`` on the output node, by
+    backward substitution under ``tangents`` (``{node: Linearisation}``, or pattern rows: each node's
+    linearisation then made once), one array per node.
+
+    Every node's residual is its own array (the children's transposed products added in reverse
+    topological order, then the output node's ``u``: the sums of
+    :meth:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary.solve_transpose`, in its order).
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> from sheaflinalg.sheaf.matrix_free.node_maps import NodeMaps
+    >>> fc = sl.Node("fc", "linear", ["x"], params={"weight": np.eye(2), "bias": np.zeros(2)})
+    >>> graph = sl.Network.from_nodes((2,), [fc, sl.Node("s", "sigmoid", ["fc"])], output="softmax").graph
+    >>> e = pull_back(graph, NodeMaps(graph), {"s": np.zeros((1, 2))}, np.array([[4.0, -4.0]]))
+    >>> e["s"].tolist(), e["fc"].tolist()        # sigmoid'(0) = 1/4
+    ([[4.0, -4.0]], [[1.0, -1.0]])
+    """
+    prepared = {name: maps.prepare(name, rows) for name, rows in tangents.items()}
+    pulled, e = {}, {}
+    for node in reversed(graph.nodes):
+        ev = pulled.pop(node.name, None)
+        if node.name == graph.output_node:
+            ev = u.copy() if ev is None else ev + u
+        e[node.name] = np.zeros((u.shape[0], graph.sizes[node.name])) if ev is None else ev
+        for i, parent in enumerate(node.inputs):
+            if parent == INPUT:
+                continue
+            part = maps.transpose(node.name, i, e[node.name], prepared.get(node.name))
+            if parent in pulled:
+                pulled[parent] += part
+            else:       # owned: a map may return a view of its argument
+                pulled[parent] = part if _owned(part, e[node.name]) else np.array(part)
+    return e
+
+
+def _owned(part, argument):
+    """Whether a transposed product can be added to in place (its own writable C-ordered array)."""
+    return part.flags.writeable and part.flags.c_contiguous and not np.may_share_memory(part, argument)
 
 
 def converged(excess, before):
