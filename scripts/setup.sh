@@ -4,7 +4,8 @@
 #   - a virtual environment in .venv,
 #   - sheaflinalg (editable) with its extras: CHOLMOD, importers, tests, Dask (sweeps on a cluster),
 #     mnist1d (generates the MNIST-1D data of the case study offline),
-#   - the model zoo's torchvision and transformers (setup.cfg extra zoo; model definitions only).
+#   - the model zoo's torchvision and transformers (setup.cfg extra zoo; model definitions only),
+#   - every numba kernel compiled into its on-disk cache (`sheaflinalg warmup`).
 # A second run only checks that everything is in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,3 +45,6 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         || { echo "setup: torchvision or transformers installation failed" >&2; exit 1; }
     echo "$want" > "$stamp"
 fi
+# numba compiles each kernel at its first call; compile them all now, once, into its on-disk cache, so that
+# the first heat, train or spectrum runs at full speed (seconds when the cache is already complete).
+.venv/bin/sheaflinalg warmup --no-progress
