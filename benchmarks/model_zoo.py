@@ -35,6 +35,18 @@ import sheaflinalg as sl  # noqa: E402
 
 RTOL = 1e-9
 GPT2 = "gpt2_2layers"
+#: ``--onnx``: the smallest member of every family (the fewest parameters; SqueezeNet 1.1 the cheaper of two
+#: equal ones), and GPT-2.
+FAMILIES = {"AlexNet": "alexnet", "VGG": "vgg11", "VGG-BN": "vgg11_bn", "ResNet": "resnet18",
+            "ResNeXt": "resnext50_32x4d", "Wide-ResNet": "wide_resnet50_2", "DenseNet": "densenet121",
+            "SqueezeNet": "squeezenet1_1", "GoogLeNet": "googlenet", "Inception-v3": "inception_v3",
+            "MobileNet-V2": "mobilenet_v2", "MobileNet-V3": "mobilenet_v3_small", "MNASNet": "mnasnet0_5",
+            "ShuffleNet-V2": "shufflenet_v2_x0_5", "EfficientNet": "efficientnet_b0",
+            "EfficientNet-V2": "efficientnet_v2_s", "RegNet-X": "regnet_x_400mf", "RegNet-Y": "regnet_y_400mf",
+            "ConvNeXt": "convnext_tiny", "ViT": "vit_b_16", "Swin": "swin_t", "Swin V2": "swin_v2_t",
+            "MaxViT": "maxvit_t", "GPT-2": GPT2}
+#: ``--onnx``: the ONNX opset of the exports.
+OPSET = 17
 
 
 def _models(filters):
@@ -67,14 +79,26 @@ def run(name, batch=2, max_params=None):
            "import": None, "extension": None, "torch": None, "missing": None}
     if max_params and params and params > max_params:
         return {**row, "status": "skipped", "reason": f"{params / 1e6:.0f}M parameters > --max-params"}
-    model, shape = zoo.gpt2() if name == GPT2 else zoo.build(name)
-    model, row["input"] = model.double().eval(), shape
+    model, row["input"] = _build(name)
     row["missing"] = missing(model)
-    X = np.random.default_rng(1).standard_normal((batch,) + tuple(shape))
     try:
-        net, row["import"] = _timed(sl.Network.from_torch, model, input_shape=shape)
+        net, row["import"] = _timed(sl.Network.from_torch, model, input_shape=row["input"])
     except Exception as exc:         # the importer's refusal (or a bug of it: the table shows which)
         return {**row, "status": "refused", "reason": _first_line(exc)}
+    return _compare(row, model, net, batch)
+
+
+def _build(name):
+    """``(model, per-sample input shape)`` of ``name``, float64, eval mode."""
+    model, shape = zoo.gpt2() if name == GPT2 else zoo.build(name)
+    return model.double().eval(), tuple(shape)
+
+
+def _compare(row, model, net, batch):
+    """``row`` with the extension's relative error to torch's forward pass, its status and both times."""
+    import torch
+
+    X = np.random.default_rng(1).standard_normal((batch,) + row["input"])
     with torch.no_grad():
         expected, row["torch"] = _timed(lambda: model(torch.from_numpy(X)).numpy(), repeat=3)
     output, row["extension"] = _timed(lambda: sl.harmonic_extension(net, X).output, repeat=3)
@@ -82,6 +106,32 @@ def run(name, batch=2, max_params=None):
     row["error"] = float(np.abs(output - expected).max() / np.abs(expected).max())
     row["status"] = "exact" if row["error"] <= RTOL else "mismatch"
     return row
+
+
+def run_onnx(family, name, directory, batch=2, opset=OPSET):
+    """One family's row through ONNX: ``{"family", "name", "input", "status", "reason", "op", "error", "export",
+    "import", "extension", "torch"}``: the model exported by torch.onnx's TorchScript exporter
+    (:func:`helpers.torch_models.export_onnx`) to ``directory``, imported with ``sl.Network.from_onnx``
+    (which checks the import against onnx's reference evaluator) and compared with torch's forward pass;
+    ``op``: the operation a refusal names (:func:`group`)."""
+    row = {"family": family, "name": name, "input": None, "status": "", "reason": "", "op": "", "error": None,
+           "export": None, "import": None, "extension": None, "torch": None}
+    from helpers.torch_models import export_onnx
+
+    model, row["input"] = _build(name)
+    path = os.path.join(directory, f"{name}.onnx")
+    try:
+        _, row["export"] = _timed(export_onnx, model, row["input"], path, opset)
+    except Exception as exc:         # torch.onnx cannot export it
+        return {**row, "status": "not exported", "reason": _first_line(exc)}
+    try:
+        net, row["import"] = _timed(sl.Network.from_onnx, path)
+    except Exception as exc:
+        reason = _first_line(exc)
+        return {**row, "status": "refused", "reason": reason, "op": group(reason)}
+    finally:
+        os.remove(path)
+    return _compare(row, model, net, batch)
 
 
 def missing(model):
@@ -117,7 +167,7 @@ def group(reason):
     found = re.search(r"node '[^']*' \(([^)]*)\) is not supported: (.*)", reason)
     if found:
         op, why = found.groups()
-        unknown = why.startswith("this operation has no sparse restriction map")
+        unknown = "has no sparse restriction map" in why.split("; ")[0]     # torch's and ONNX's wording
         return op if unknown else f"{op}: {why.split('; ')[0][:90]}"
     return reason.split(": ", 1)[-1][:90]
 
@@ -149,6 +199,48 @@ def table(rows):
     return "\n".join(lines) + "\n"
 
 
+def onnx_table(rows, exporter):
+    """The markdown report of ``--onnx``: one row per family, then the summary."""
+    lines = [f"Exported with {exporter}, opset {OPSET}.", "",
+             "| family | model | input | status | rel. error | export (s) | import (s) | extension (s) | torch (s) | "
+             "missing ONNX op | reason |", "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for r in rows:
+        error = "" if r["error"] is None else f"{r['error']:.1e}"
+        reason = r["reason"].split("; supported: ")[0].replace("|", "\\|")[:200]
+        lines.append(f"| {r['family']} | {r['name']} | {r['input']} | {r['status']} | {error} | "
+                     f"{_seconds(r['export'])} | {_seconds(r['import'])} | {_seconds(r['extension'])} | "
+                     f"{_seconds(r['torch'])} | {r['op']} | {reason} |")
+    counts = collections.Counter(r["status"] for r in rows)
+    lines += ["", "Summary: " + ", ".join(f"{n} {status}" for status, n in counts.most_common())]
+    return "\n".join(lines) + "\n"
+
+
+def _exporter():
+    """Which torch.onnx exporter ``--onnx`` uses: the TorchScript one, the dynamo one needing onnxscript."""
+    import importlib.util
+
+    dynamo = "available" if importlib.util.find_spec("onnxscript") else "unavailable: onnxscript is not installed"
+    return f"torch.onnx's TorchScript exporter (dynamo=False; the dynamo exporter: {dynamo})"
+
+
+def _rows(args, bar):
+    """Each selected model's row (``--onnx``: each family's), one model in memory at a time, printed as it ends."""
+    import tempfile
+
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for item in bar:
+            bar.set_description(item[1] if args.onnx else item)
+            rows.append(run_onnx(*item, directory, args.batch) if args.onnx else
+                        run(item, args.batch, args.max_params))
+            gc.collect()
+            r = rows[-1]
+            detail = f"rel. error {r['error']:.1e}" if r["error"] is not None else r["reason"][:160]
+            tqdm.write(f"{r['name']:24s} {r['status']:12s} {detail}", file=sys.stdout)
+            sys.stdout.flush()
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="", help="comma-separated substrings of the model names to run")
@@ -158,18 +250,16 @@ def main(argv=None):
                         help="skip models with more parameters (float64 copies take 8 bytes each, several times; "
                              "0: no limit)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--onnx", action="store_true",
+                        help="the smallest member of every family (FAMILIES) through torch.onnx and from_onnx")
     args = parser.parse_args(argv)
-    names, rows = _models([f for f in args.models.split(",") if f]), []
-    bar = tqdm(names, unit="model", disable=args.no_progress)
-    for name in bar:
-        bar.set_description(name)
-        rows.append(run(name, args.batch, args.max_params))
-        gc.collect()                 # one model in memory at a time
-        r = rows[-1]
-        detail = f"rel. error {r['error']:.1e}" if r["error"] is not None else r["reason"][:160]
-        tqdm.write(f"{name:24s} {r['status']:12s} {detail}", file=sys.stdout)
-        sys.stdout.flush()
-    report = table(rows)
+    filters = [f for f in args.models.split(",") if f]
+    if args.onnx:
+        items = [(f, n) for f, n in FAMILIES.items() if not filters or any(x in n for x in filters)]
+    else:
+        items = _models(filters)
+    rows = _rows(args, tqdm(items, unit="model", disable=args.no_progress))
+    report = onnx_table(rows, _exporter()) if args.onnx else table(rows)
     if args.output:
         with open(args.output, "w") as file:
             file.write(report)
