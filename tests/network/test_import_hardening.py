@@ -41,6 +41,18 @@ def test_a_hook_on_the_whole_model_is_refused_at_the_output():
         sl.Network.from_torch(model)
 
 
+def test_a_model_value_of_another_size_is_refused_at_its_node_and_at_the_output():
+    from sheaflinalg.network.graph import Graph, Node
+    from sheaflinalg.network.importers.check import check_import
+
+    graph = Graph((2,), [Node("fc", "linear", ["x"], params={"weight": np.eye(2), "bias": np.zeros(2)})])
+    X = np.ones((3, 2))
+    with pytest.raises(ImportMismatchError, match=r"at node 'fc' \(linear\).*another shape"):
+        check_import(graph, X, {"fc": np.ones((3, 3))}, X, "m", "a hook")
+    with pytest.raises(ImportMismatchError, match="at its output.*another shape"):
+        check_import(graph, X, {}, np.ones((3, 1)), "m", "a hook")
+
+
 class _Aliased(nn.Module):
     """``t = a; t += f(x); cat([t, a])``: both halves are ``a + f(x)`` in torch; torch.fx records ``t + f(x)``."""
 

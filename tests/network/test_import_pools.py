@@ -72,6 +72,18 @@ def test_the_onnx_export_of_the_squeezenet_model_matches_torch(tmp_path, opset):
     check_against_torch(net, model, SHAPE)
 
 
+def test_the_onnx_export_of_a_ceil_mode_pool_of_stride_one_matches_torch(tmp_path):
+    """GoogLeNet's pool branch: a 3x3 max pool of stride 1 and padding 1 in ceil mode keeps the size (ceil and
+    floor agree); the import's check runs it without ceil_mode (the reference evaluator sizes it 2 larger)."""
+    pytest.importorskip("onnx")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(2, 3, 1), nn.MaxPool2d(3, 1, padding=1, ceil_mode=True),
+                          nn.AvgPool2d(2, 1, ceil_mode=True), nn.Flatten()).double().eval()
+    net = sl.Network.from_onnx(export_onnx(model, (2, 4, 5), tmp_path / "m.onnx", 17))
+    assert [net.graph.shapes[n.name] for n in net.graph.nodes if n.op.endswith("pool")] == [(3, 4, 5), (3, 3, 4)]
+    check_against_torch(net, model, (2, 4, 5))
+
+
 class _Pooled(nn.Module):
     """``step(conv(x))`` with a 1x1 convolution whose weight is the identity: the pool reads ``x`` itself."""
 

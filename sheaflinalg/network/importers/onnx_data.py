@@ -121,7 +121,20 @@ def float64_model(onnx, numpy_helper, model):
             if node.op_type == "Cast" and attr.name == "to" and is_float_type(onnx, attr.i):
                 attr.i = double
     del graph.value_info[:]
+    _drop_idle_ceil_mode(onnx, graph)
     return copy
+
+
+def _drop_idle_ceil_mode(onnx, graph):
+    """``ceil_mode`` removed from the poolings of ``graph`` that step by 1 on every axis, where rounding the
+    window count up or down gives the same size: onnx's reference evaluator (1.23) sizes such a pooling with
+    padding as if it were 2 entries larger (GoogLeNet's 3x3 max pools of stride 1, padding 1)."""
+    for node in graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type.endswith("Pool") and attrs.get("ceil_mode") and set(attrs.get("strides", [1])) == {1}:
+            kept = [a for a in node.attribute if a.name != "ceil_mode"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
 
 
 def run_reference(onnx, numpy_helper, path, model, input_name, X):
