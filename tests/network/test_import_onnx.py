@@ -11,17 +11,18 @@ from hypothesis import assume, given, settings
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from helpers.torch_models import architectures, build, mnist1d_cnn, reference, small_resnet  # noqa: E402
 import sheaflinalg as sl  # noqa: E402
 
 
-def _export(model, input_shape, path, dynamic=True):
+def _export(model, input_shape, path, dynamic=True, fold=True):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")            # the legacy exporter is deprecated
         torch.onnx.export(model, (torch.zeros((2,) + tuple(input_shape), dtype=torch.float64),), path,
-                          dynamo=False, input_names=["input"], output_names=["output"],
+                          dynamo=False, input_names=["input"], output_names=["output"], do_constant_folding=fold,
                           dynamic_axes={"input": {0: "batch"}} if dynamic else None)
     return path
 
@@ -212,3 +213,48 @@ def test_shape_arithmetic_constants_a_causal_mask_and_float32_attributes_are_rea
     z = np.where(np.triu(np.ones((4, 4)), 1) > 0, -np.inf, z)
     p = np.exp(z - z.max(axis=-1, keepdims=True))
     np.testing.assert_allclose(net.forward(X), (p / p.sum(axis=-1, keepdims=True)).reshape(3, -1), rtol=1e-14)
+
+
+class _WindowPad(nn.Module):
+    """Swin's padding to whole windows on channels-last values: pads computed from the size (``(w - W % w) % w``,
+    written as Shape, Mod, Concat, Reshape, Slice, Transpose nodes) on the first per-sample axis."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(2, 3, 1)
+
+    def forward(self, x):
+        x = self.conv(x).permute(0, 2, 3, 1)
+        height, width = x.shape[1], x.shape[2]
+        return F.pad(x, (0, 0, 0, (4 - width % 4) % 4, 0, (4 - height % 4) % 4)).flatten(1)
+
+
+class _TableBias(nn.Module):
+    """Swin V2's relative-position bias: an MLP on a constant table, gathered by a constant index, squashed,
+    added to a value: nodes reading constants alone (in Swin V2's export; here where the exporter does not fold
+    constants), folded into one constant."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear, self.mlp = nn.Linear(6, 6), nn.Sequential(nn.Linear(2, 4), nn.ReLU(), nn.Linear(4, 3))
+        self.register_buffer("table", torch.randn(4, 2))
+        self.register_buffer("index", torch.tensor([3, 1]))
+
+    def forward(self, x):
+        return self.linear(x) + 16 * torch.sigmoid(self.mlp(self.table)[self.index].reshape(6))
+
+
+@pytest.mark.parametrize("model, shape, ops", [(_WindowPad, (2, 5, 6), ["conv", "permute", "permute", "pad",
+                                                                       "permute", "reshape"]),
+                                               (_TableBias, (6,), ["linear", "affine"])])
+def test_computed_pads_on_channels_last_values_and_constants_computed_from_constants_match_torch(tmp_path, model,
+                                                                                               shape, ops):
+    model = model().double().eval()
+    path = _export(model, shape, str(tmp_path / "m.onnx"), fold=False)
+    written = {node.op_type for node in onnx.load(path).graph.node}
+    assert {"Mod", "Pad"} <= written if model.__class__ is _WindowPad else {"Gather", "Sigmoid"} <= written
+    net = sl.Network.from_onnx(path)
+    assert [node.op for node in net.graph.nodes] == ops
+    _check(net, model, shape)

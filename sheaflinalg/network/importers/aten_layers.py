@@ -103,15 +103,14 @@ def pad(rule, program, node, name, op):
         raise refuse(name, op, f"pad={list(pads)!r} pads the batch axis")
     if not any(p for pair in pairs for p in pair):
         return Step(None, [x])
-    free = [k for k, pair in enumerate(pairs) if pair == (0, 0)]
     if pairs[0] == (0, 0):
         return pad_step(rule, name, op, x, pads[:2 * (n - 1)], "constant", 0.0)
-    if not free:
+    if (0, 0) not in pairs:
         raise refuse(name, op, f"pad={list(pads)!r} pads every per-sample axis; one (the channels) must stay")
-    order = (free[-1],) + tuple(k for k in range(n) if k != free[-1])
+    order, moved_pads = ops.pad.around_unpadded_axis(pairs)
     moved, padded = Inner(f"{node.name}.moved"), Inner(f"{node.name}.padded")
     inner = [(moved, "moved", Step(ops.permute.RULE, [x], {"axes": order})),
-             (padded, "padded", Step(rule, [moved], {"pads": tuple(p for k in order[1:] for p in pairs[k])}))]
+             (padded, "padded", Step(rule, [moved], {"pads": moved_pads}))]
     return Step(ops.permute.RULE, [padded], {"axes": tuple(int(a) for a in np.argsort(order))}, inner=inner)
 
 

@@ -22,13 +22,13 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from . import onnx_affine, onnx_sizes
+from . import onnx_affine, onnx_fold, onnx_sizes
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
 from .onnx_data import inline_external_data, run_reference, tensor_array
 from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
-from .onnx_ops import BATCHES, conv_transpose, int_input, resize
+from .onnx_ops import BATCHES, conv_transpose, int_input, pad_axes, resize
 from .onnx_patterns import fuse
 from .onnx_products import add, matmul, scale, softmax
 
@@ -321,14 +321,13 @@ def _pad(reader, node, label, attrs, rule):
     rank = len(shape) + 1
     axes = int_input(reader, node, label, 3, "axes") or tuple(range(rank))
     pads = tuple(int(p) for p in attrs["pads"]) if "pads" in attrs else int_input(reader, node, label, 1, "pads")
-    per_axis = [[0, 0] for _ in range(rank)]
+    per_axis = [(0, 0)] * rank
     for k, a in enumerate(axes):
-        per_axis[a % rank] = [pads[k], pads[k + len(axes)]]
-    if any(p < 0 for pair in per_axis for p in pair) or per_axis[0] != [0, 0] or per_axis[1] != [0, 0]:
-        raise refuse(label, node.op_type, f"pads={list(pads)} pad the batch or channel axis or crop (negative); "
-                                          "only padding of the spatial axes is supported")
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
-                       {"pads": tuple(p for pair in per_axis[2:] for p in pair)})
+        per_axis[a % rank] = (pads[k], pads[k + len(axes)])
+    if any(p < 0 for pair in per_axis for p in pair) or per_axis[0] != (0, 0) or (0, 0) not in per_axis[1:]:
+        raise refuse(label, node.op_type, f"pads={list(pads)} pad the batch axis or every per-sample axis or crop "
+                                          "(negative); only zero padding leaving one per-sample axis is supported")
+    pad_axes(reader, label, rule, node.output[0], node.input[0], per_axis[1:])
 
 
 def _add_ranges(reader, node, label, rule, key, parent, ranges):
@@ -433,6 +432,13 @@ def _final(reader, node, label, attrs):
     return kind
 
 
+def _entry(reader, node):
+    """The table entry converting ``node``: shape arithmetic, a constant computed from constants, or its op's."""
+    if onnx_sizes.is_size(reader, node):
+        return Entry(None, onnx_sizes.evaluate)
+    return Entry(None, onnx_fold.fold) if onnx_fold.is_constant(reader, node) else OPS.get(node.op_type)
+
+
 def graph_from_onnx(path):
     """The :class:`~sheaflinalg.network.graph.Graph` of an ONNX file (see ``Network.from_onnx``)."""
     path = check_path(path, "path")
@@ -454,7 +460,7 @@ def graph_from_onnx(path):
         if kind is not None:
             output, result = kind, node.input[0]
             continue
-        entry = Entry(None, onnx_sizes.evaluate) if onnx_sizes.is_size(reader, node) else OPS.get(node.op_type)
+        entry = _entry(reader, node)
         if entry is None:
             raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map"
                                               f"{decomposed_hint(model.graph, node)}; supported: {supported()}")

@@ -3,6 +3,7 @@
 
 import numpy as np
 
+from .. import ops
 from .builder import refuse
 
 
@@ -95,3 +96,21 @@ def resize(reader, node, label, attrs, rule):
                                           "pytorch_half_pixel or align_corners), is supported")
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
                        {"scale": tuple(int(s) for s in scales[2:]), **how})
+
+
+def pad_axes(reader, label, rule, key, parent, pairs):
+    """``key``: ``parent`` zero-padded by ``pairs`` (before, after) per per-sample axis, one of which is not padded.
+
+    The pad op pads the axes after the first (channels first).  Where the first is padded (channels last:
+    Swin's windows), the last unpadded axis is moved first around the padding (permute, pad, permute back:
+    :func:`~sheaflinalg.network.ops.pad.around_unpadded_axis`).
+    """
+    if not any(p for pair in pairs for p in pair):
+        return reader.builder.elide(key, parent)
+    order, pads = ops.pad.around_unpadded_axis(pairs)
+    if order is None:
+        return reader.builder.add(key, label, rule.name, [parent], {"pads": pads})
+    moved, padded = f"{key}/moved", f"{key}/padded"
+    reader.builder.add(moved, label, ops.permute.RULE.name, [parent], {"axes": order})
+    reader.builder.add(padded, label, rule.name, [moved], {"pads": pads})
+    reader.builder.add(key, label, ops.permute.RULE.name, [padded], {"axes": tuple(int(a) for a in np.argsort(order))})

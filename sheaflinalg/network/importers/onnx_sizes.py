@@ -1,9 +1,10 @@
 """The ONNX importer's shape arithmetic: nodes computing sizes and constants from shapes, evaluated at two batches.
 
 torch.onnx writes ``x.size(0)``, ``flatten(2)``, ``view(n, t, h, d)``, a chunk's bounds, attention's scale
-``1 / sqrt(d)`` and its causal mask as nodes reading ``Shape``: Shape, Gather, Slice, Unsqueeze, Squeeze,
-Concat, Cast, Identity, the arithmetic (Add, Sub, Mul, Div, Sqrt), Equal, Where, Reshape, ConstantOfShape,
-Expand and Trilu.  :func:`is_size` says which nodes compute such values; :func:`evaluate` evaluates one at
+``1 / sqrt(d)``, its causal mask and Swin's padding to whole windows (``(w - W % w) % w``, F.pad's pads
+reordered) as nodes reading ``Shape``: Shape, Gather, Slice, Unsqueeze, Squeeze, Concat, Cast, Identity, the
+arithmetic (Add, Sub, Mul, Div, Mod, Sqrt), Equal, Where, Reshape, Transpose, ConstantOfShape, Expand and
+Trilu.  :func:`is_size` says which nodes compute such values; :func:`evaluate` evaluates one at
 every batch size of :data:`.onnx_ops.BATCHES` into ``reader.sizes`` (integers stay int64, a value cast to a
 floating type is float64).  A floating-point value equal at every batch (the scale, the mask) is also a
 constant of the file (``reader.constants``), read by the converters as any initializer.
@@ -19,7 +20,7 @@ from .onnx_ops import BATCHES
 FLOAT_TYPES = (1, 10, 11, 16)
 #: The operations of shape arithmetic (a node is one only where it reads sizes and constants alone).
 SIZE_OPS = ("Shape", "Gather", "Slice", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add",
-            "Sub", "Sqrt", "ConstantOfShape", "Equal", "Where", "Reshape", "Expand", "Trilu")
+            "Sub", "Sqrt", "Mod", "ConstantOfShape", "Equal", "Where", "Reshape", "Expand", "Trilu", "Transpose")
 
 
 def _axes(reader, node, attrs):
@@ -85,7 +86,9 @@ def _value(reader, node, attrs, batch):
     if node.op_type == "ConstantOfShape":     # a tensor of sizes (torch's expand(n, -1, -1) resolving its -1s)
         fill = tensor_array(reader.onnx, reader.helper, attrs["value"]) if "value" in attrs else np.zeros(1)
         return np.full(tuple(args[0]), fill.reshape(-1)[0])
-    special = {"Slice": _slice, "Trilu": _trilu, "Cast": lambda args, attrs: _cast(args[0], attrs)}
+    special = {"Slice": _slice, "Trilu": _trilu, "Cast": lambda args, attrs: _cast(args[0], attrs),
+               "Mod": lambda args, attrs: (np.fmod if attrs.get("fmod", 0) else np.mod)(*args),
+               "Transpose": lambda args, attrs: np.transpose(args[0], attrs.get("perm"))}
     if node.op_type in special:
         return special[node.op_type](args, attrs)
     return _PLAIN[node.op_type](*[a for a in args if a is not None])

@@ -18,6 +18,26 @@ def check_pads(node, parent):
     return tuple(int(p) for p in pads)
 
 
+def around_unpadded_axis(pairs):
+    """``(order, pads)``: how zero padding ``pairs`` (before, after) of every per-sample axis, one of them not
+    padded, is a pad node: ``order`` permutes the last unpadded axis first (None where the first axis is not
+    padded: no permutation), ``pads`` the pad node's attribute in that order (the axes after the first).
+
+    Examples
+    --------
+    >>> around_unpadded_axis([(0, 0), (1, 1), (0, 2)])
+    (None, (1, 1, 0, 2))
+    >>> around_unpadded_axis([(0, 6), (0, 6), (0, 0)])      # channels last: (H, W, C)
+    ((2, 0, 1), (0, 6, 0, 6))
+    """
+    pairs = [tuple(pair) for pair in pairs]
+    if pairs[0] == (0, 0):
+        return None, tuple(p for pair in pairs[1:] for p in pair)
+    free = max(k for k, pair in enumerate(pairs) if pair == (0, 0))
+    order = (free,) + tuple(k for k in range(len(pairs)) if k != free)
+    return order, tuple(p for k in order[1:] for p in pairs[k])
+
+
 def destinations(node, graph):
     """For every parent entry, its position in the padded stalk."""
     parent, out = graph.shapes[node.inputs[0]], graph.shapes[node.name]
