@@ -50,3 +50,18 @@ def test_zoo_benchmark_lists_every_missing_operation():
     assert bench.missing(Cumulative()) == ["cumsum", "get_attr"]
     assert bench.group("UnsupportedModelError: node 'f.1' (GELU) is not supported: this operation has no "
                        "sparse restriction map; supported: ...") == "GELU"
+
+
+@pytest.mark.slow
+def test_zoo_benchmark_onnx_reports_each_family_through_torch_onnx(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    out = tmp_path / "zoo.md"
+    bench.main(["--onnx", "--models", "squeezenet1_1", "--output", str(out), "--no-progress"])
+    text = out.read_text()
+    assert text.startswith("Exported with torch.onnx's TorchScript exporter") and f"opset {bench.OPSET}" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| SqueezeNet |")]
+    assert " | squeezenet1_1 | (3, 32, 32) | exact | " in row
+    assert "Summary: 1 exact" in capsys.readouterr().out
+    assert set(bench.FAMILIES.values()) <= set(zoo.classifiers()) | {bench.GPT2} and len(bench.FAMILIES) == 24
+    assert bench.group("UnsupportedModelError: m.onnx: node 'a.Mod' (Mod) is not supported: op_type 'Mod' has no "
+                       "sparse restriction map; supported: ...") == "Mod"
