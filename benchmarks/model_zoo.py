@@ -12,9 +12,16 @@ of ``--batch`` standard normal inputs (relative error ``max |ours - torch| / max
   operation they name);
 * ``skipped``: more parameters than ``--max-params``.
 
+``--onnx`` runs the smallest member of every family (:data:`FAMILIES`) through ONNX instead: exported with
+torch.onnx's TorchScript exporter (``dynamo=False``: the dynamo exporter needs onnxscript; opset
+:data:`OPSET`, a symbolic batch axis) to a temporary file, imported with ``sl.Network.from_onnx`` and
+compared in the same way; a model ends ``not exported`` where torch.onnx fails, and a refusal names the ONNX
+op_type it stops at.  Times: the export and the import (which runs onnx's reference evaluator to check it).
+
 Prints one line per model and writes a markdown table (``--output``).  Run::
 
     .venv/bin/python benchmarks/model_zoo.py [--models resnet,vgg11] [--output zoo.md] [--max-params 150e6]
+    .venv/bin/python benchmarks/model_zoo.py --onnx [--models vit,swin] [--output zoo-onnx.md]
 """
 
 import argparse
@@ -131,7 +138,7 @@ def run_onnx(family, name, directory, batch=2, opset=OPSET):
     try:
         net, row["import"] = _timed(sl.Network.from_onnx, path)
     except Exception as exc:
-        reason = _first_line(exc)
+        reason = _first_line(exc).replace(f"{directory}{os.sep}", "")      # the file's name, not its temporary path
         return {**row, "status": "refused", "reason": reason, "op": group(reason)}
     finally:
         os.remove(path)
