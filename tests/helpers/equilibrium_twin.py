@@ -86,11 +86,14 @@ def check_equilibrium(net, X, Y, loss, nudging):
 def tie_decided(graph, lay, x, w, pattern, solved):
     """``pattern`` with every max-pool window's selection replaced by ``solved``'s where the two entries are
     equal at the (naive) forward pass up to rounding, the solved one moved down from it by the nudging (the
-    tie is a sliding mode that the selection solved under stands for)."""
+    tie is a sliding mode that the selection solved under stands for), and every rectifier coordinate whose
+    pre-activation is 0 at the forward pass taking ``solved``'s side (:func:`zero_decided`)."""
     values, _ = naive_forward(graph, x)
     out = dict(pattern)
     for name in graph.pattern_nodes:
         node = graph.node(name)
+        if node.op in ("relu", "leaky_relu"):
+            out[name] = zero_decided(graph, lay, x, w, node, values[node.inputs[0]], pattern, solved)
         if node.op == "maxpool":
             u = node.inputs[0]
             f, z = values[u], x if u == "x" else w[lay.free(u)]
@@ -99,3 +102,23 @@ def tie_decided(graph, lay, x, w, pattern, solved):
             assert np.all(z[solved[name][kept]] < f[solved[name][kept]])
             out[name] = np.where(tie, solved[name], pattern[name])
     return out
+
+
+def zero_decided(graph, lay, x, w, node, f, pattern, solved):
+    """The rectifier ``node``'s pattern: ``solved``'s side where its forward pre-activation ``f`` is 0 up to
+    rounding, ``pattern``'s elsewhere.  A forward zero left active must not have moved down; one left inactive
+    and moved up must be pushed down with it active (dense energy, one coordinate flipped): both sides push into
+    the surface, the sliding mode the inactive side stands for."""
+    u = node.inputs[0]
+    z = x if u == "x" else w[lay.free(u)]
+    scale = 1e-12 * max(1.0, np.abs(f).max())
+    zero = np.abs(f) <= scale
+    side = np.where(zero, solved[node.name], pattern[node.name])
+    assert np.all(z[zero & side] >= -scale)
+    for j in np.flatnonzero(zero & ~side & (z > scale)):
+        flipped = {**pattern, node.name: side.copy()}
+        flipped[node.name][j] = True
+        delta, c, _ = dense(graph, lay, x, w, flipped)
+        k = lay.free(u).start + j
+        assert (delta[:, lay.free_index].T @ (delta @ c))[k] >= -1e-8 * (1.0 + np.abs(delta).max() * np.abs(c).max())
+    return side

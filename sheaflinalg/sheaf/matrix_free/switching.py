@@ -168,7 +168,36 @@ def read_pattern(graph, x, values, previous, tied=None):
         new[node.name] = np.where(rounding, previous[node.name], new[node.name])
     if tied is not None:
         _decide_ties(graph, values, previous, new, tied)
+        _decide_zeros(graph, previous, new, tied)
     return new
+
+
+def forward_zeros(graph, tied):
+    """``{u: (M, n) bool}``: the coordinates of every mask node's parent ``u`` whose forward value (``tied``,
+    :func:`forward_ties`) is zero up to :data:`ROUNDING`: a tie of the rectifier's two sides."""
+    zeros = {}
+    for u in {node.inputs[0] for node in mask_nodes(graph)}:
+        f = tied[u]
+        zeros[u] = np.abs(f) <= ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
+    return zeros
+
+
+def _decide_zeros(graph, previous, new, tied):
+    """Deactivate (in ``new``, in place) a rectifier coordinate whose pre-activation is zero at the forward pass
+    only when the solution moved it down, and never activate one there again.
+
+    At a forward zero both sides give the forward value; the sign of the response decides.  Active (the forward
+    pass's side, ``z >= 0``) and moved up, or inactive and moved down: the side is consistent.  Active and moved
+    down: the coordinate turns inactive.  Inactive and moved up (the frozen solve without the coordinate's pull
+    pushes it up, the one with it pushes it down): both sides push into the surface, the pattern would cycle, and
+    the minimiser is the sliding mode ``z = 0``, whose gradient as the nudging goes to 0 lies between the two
+    sides' gradients; the tie is decided inactive (backpropagation's ``relu'(0) = 0``), the nudged state kept,
+    ``O(b)`` from the sliding mode (for small nudgings only).  The flips go one way: the iteration ends.
+    """
+    zeros = forward_zeros(graph, tied)
+    for node in mask_nodes(graph):
+        tie = zeros[node.inputs[0]]
+        new[node.name] = np.where(tie, previous[node.name] & new[node.name], new[node.name])
 
 
 def _decide_ties(graph, values, previous, new, tied):
@@ -219,7 +248,8 @@ def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, m
     :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
     sliding = [[] for _ in range(X.shape[0])]
     values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
-    check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest)
+    decided = None if tied is None else forward_zeros(sheaf.graph, tied)
+    check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest, decided)
     searched = ~settled
     for s in np.flatnonzero(searched):
         rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
@@ -232,12 +262,12 @@ def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, m
             settled[s] = True
     if searched.any():          # a Filippov equilibrium may leave more coordinates at exactly 0
         again = settled & searched
-        check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest)
+        check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest, decided)
         settled &= again | ~searched
     return sliding
 
 
-def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
+def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest, decided=None):
     """Classify the mask coordinates of the ``settled`` samples that are on their switching surface.
 
     A coordinate ``(u, j)`` of the parent ``u`` of a ``relu``/``leaky_relu`` node is on the surface when
@@ -265,6 +295,9 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
         output treatment included: pinned, or the nudged loss's pull).
     rest : float
         Relative size of a force taken as zero (times ``1 + max |value|`` of the sample, ``X`` included).
+    decided : dict, optional
+        ``{u: (M, n) bool}``: coordinates left alone, their side decided as ties of the forward pass
+        (:func:`forward_zeros`, :func:`read_pattern`).
 
     Returns
     -------
@@ -272,7 +305,7 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
         The number of coordinates reported as sliding.
     """
     graph = sheaf.graph
-    on = _on_surface(graph, values, settled, sliding)
+    on = _on_surface(graph, values, settled, sliding, decided)
     if not on:
         return 0
     for u, mask in on.items():
@@ -301,13 +334,16 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest):
     return found
 
 
-def _on_surface(graph, values, settled, sliding):
-    """``{u: (M, n) bool}``: the coordinates of settled samples on a mask's switching surface, held ones apart."""
+def _on_surface(graph, values, settled, sliding, decided=None):
+    """``{u: (M, n) bool}``: the coordinates of settled samples on a mask's switching surface, held ones and
+    ``decided`` ones apart."""
     on = {}
     for u in {node.inputs[0] for node in mask_nodes(graph)} - {INPUT}:
         z = values[u]
         mask = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
         mask &= settled[:, None]
+        if decided is not None:
+            mask &= ~decided[u]
         for s in np.flatnonzero(mask.any(axis=1)):
             for v, j in sliding[s]:
                 if v == u:

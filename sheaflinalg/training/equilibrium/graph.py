@@ -42,7 +42,7 @@ import numpy as np
 from ..._common.threads import blas_limit
 from ..._common.validation import check_int
 from ...network.graph.forward import evaluate
-from ...network.ops import SELECTION
+from ...network.ops import MASK, SELECTION
 from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
 from ...sheaf.matrix_free.switching import forward_ties, iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
@@ -234,9 +234,9 @@ class GraphEquilibrium(EquilibriumOracle):
             sliding, res = [[] for _ in range(X.shape[0])], StateResiduals(edges, tangents)
         z = values[graph.output_node]
         energy = float(np.sum(sheaf.energy(res)) + nudging * np.sum(potential(graph.output, self.loss, z, Y)))
-        if tied is not None:    # a tie decided by the forward pass: the selection solved under, its residuals
-            res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern is SELECTION else p
-                                         for name, p in res.pattern.items()})
+        if tied is not None:    # ties decided by the response: the selections and masks solved under, their residuals
+            res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern in (SELECTION, MASK)
+                                         else p for name, p in res.pattern.items()})
         settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
