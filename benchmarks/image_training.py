@@ -134,6 +134,7 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     args = p.parse_args(argv)
     print(machine())
+    print(f"sheaflinalg from {sl.__file__.rsplit('/', 2)[0]}")
     X, Y = stroke_images(args.n_train + args.n_test, args.size)
     n = args.n_train
     data = (X[:n], Y[:n], X[n:], Y[n:])

@@ -158,24 +158,28 @@ class GraphCoboundary:
             free[self.graph.output_node] -= _jacobian_transpose_product(self.jacobians, ey)
         return out
 
-    def solve(self, r):
-        """``delta_Omega^{-1} r`` by forward substitution in topological order."""
-        out = np.empty_like(r)
+    def solve(self, r, out=None):
+        """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given)."""
+        out = np.empty_like(r) if out is None else out
         free = self._blocks(out)
         for node in self.graph.nodes:
-            value = r[:, self._edges[node.name]].copy()
+            value = free[node.name]
+            value[...] = r[:, self._edges[node.name]]
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
                     value += self._forward(node, i, free[parent])
-            free[node.name][...] = value
         if self.jacobians is not None:
             z = free[self.graph.output_node]
             free["yhat"][...] = r[:, self.layout.edge("e_y")] + _jacobian_product(self.jacobians, z)
         return out
 
-    def solve_transpose(self, r):
-        """``delta_Omega^{-T} r`` by backward substitution in reverse topological order."""
-        out = np.zeros_like(r)
+    def solve_transpose(self, r, out=None):
+        """``delta_Omega^{-T} r`` by backward substitution in reverse topological order (into ``out``, not ``r``,
+        if given: a buffer reused across calls spares the allocation's page faults)."""
+        if out is None:
+            out = np.zeros_like(r)
+        else:
+            out.fill(0.0)
         free = self._blocks(out)
         edges = self._blocks(r)
         if self.jacobians is not None:

@@ -131,12 +131,11 @@ class _NudgedSolve:
         """The response to output coefficients ``u`` for :func:`~.loss_edge.fixed_point`: the residuals
         ``J^T u`` (one backward substitution per sample) and the state's shift (one forward substitution)."""
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
-        seeds = np.zeros((M, self.layout.n_free))
+        seeds, e, shift = (np.zeros((M, self.layout.n_free)) for _ in range(3))     # reused by every step
 
         def respond(u):
             seeds[:, self.output] = u
-            e = op.solve_transpose(seeds)
-            shift = op.solve(e)
+            op.solve(op.solve_transpose(seeds, out=e), out=shift)
             return (e, shift), shift[:, self.output]
         return respond
 
