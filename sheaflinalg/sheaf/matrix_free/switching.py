@@ -182,6 +182,21 @@ def forward_zeros(graph, tied):
     return zeros
 
 
+def decided_slides(graph, tied, pattern, values, rows):
+    """The number of rectifier coordinates of the samples ``rows`` (bool) at a forward zero (``tied``) that were
+    decided inactive and moved up (:func:`_decide_zeros`: both sides push into the surface)."""
+    zeros = forward_zeros(graph, tied)
+    count = 0
+    for node in mask_nodes(graph):
+        u = node.inputs[0]
+        if u == INPUT:
+            continue                # the input does not move
+        z = values[u]
+        up = z > ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
+        count += int(np.sum((zeros[u] & ~pattern[node.name] & up)[rows]))
+    return count
+
+
 def _decide_zeros(graph, previous, new, tied):
     """Deactivate (in ``new``, in place) a rectifier coordinate whose pre-activation is zero at the forward pass
     only when the solution moved it down, and never activate one there again.

@@ -44,7 +44,8 @@ from ..._common.validation import check_int
 from ...network.graph.forward import evaluate
 from ...network.ops import MASK, SELECTION
 from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
-from ...sheaf.matrix_free.switching import forward_ties, iterate_pattern, node_values, settle_surfaces
+from ...sheaf.matrix_free.switching import (decided_slides, forward_ties, iterate_pattern, node_values,
+                                               settle_surfaces)
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..output_edge import check_graph_loss, loss_gradient_scale, loss_pull
@@ -237,7 +238,8 @@ class GraphEquilibrium(EquilibriumOracle):
             res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern in (SELECTION, MASK)
                                          else p for name, p in res.pattern.items()})
         settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
-        report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy)
+        decided = 0 if tied is None else decided_slides(graph, tied, pattern, values, settled)
+        report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy, decided)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
 
     def _forces(self, sheaf, X, Y, nudging):

@@ -29,17 +29,27 @@ class SettleReport:
         Pattern iterations of the slowest sample (1: the forward pattern was already self-consistent); for a
         smooth graph at small nudging, the steps of :func:`~.smooth.smooth_equilibrium`.
     unsettled : int
-        Samples whose pattern had not settled within the iteration cap (their last iterate is used).
+        Samples without an equilibrium: their pattern cycled in a way neither the tie decision nor the
+        Filippov search resolves, or ran out of the iteration cap (their last iterate is used, and their
+        gradient may be off by more than the nudging's order: lower the nudging or raise the cap).  Ties
+        of the forward pass decided at small nudging (a max-pool window of equal entries, a pre-activation
+        at exactly 0) are not counted.
     sliding : int
         Coordinates held on a switching surface (Filippov) over the batch.
     energy : float
         ``E_b(x*)`` summed over the batch.
+    decided : int
+        Rectifier coordinates at exactly 0 at the forward pass into which both sides push (a sliding mode
+        at the tie) decided inactive without the search, at small nudging (:data:`~.graph.TIES_NUDGING`):
+        the gradient is then backpropagation's with ``relu'(0) = 0`` there, one of the generalised
+        gradients the sliding mode's lies between.
     """
 
     iterations: int
     unsettled: int
     sliding: int
     energy: float
+    decided: int = 0
 
 
 class EquilibriumOracle:

@@ -32,7 +32,9 @@ from .settings import EquilibriumSettings, lr_of
 
 class UnsettledWarning(RuntimeWarning):
     """The activation pattern of some samples' equilibria did not settle: it cycled (a kink the search does not
-    resolve, such as a max-pool tie at a nudging above ``TIES_NUDGING``) or ran out of ``max_pattern_iterations``."""
+    resolve, such as a max-pool tie at a nudging above ``TIES_NUDGING``) or ran out of ``max_pattern_iterations``.
+    Ties of the forward pass at ``|b| <= TIES_NUDGING`` (equal max-pool entries, pre-activations at exactly 0)
+    are decided by the sign of the response and never reported."""
 
 
 def make_oracle(prob, cfg):
@@ -77,7 +79,8 @@ class EquilibriumRun(EpochRun):
         self.grad += self.grad_minus
         self.grad *= 0.5
         return SettleReport(max(report.iterations, other.iterations), report.unsettled + other.unsettled,
-                            report.sliding + other.sliding, 0.5 * (report.energy + other.energy))
+                            report.sliding + other.sliding, 0.5 * (report.energy + other.energy),
+                            report.decided + other.decided)
 
     def run_epoch(self, epoch):
         """One epoch of mini-batches, recorded when due; False (weights rolled back) at the first non-finite
@@ -115,8 +118,9 @@ class EquilibriumRun(EpochRun):
             warnings.warn(f"{report.unsettled} of the {n} equilibria of mini-batch {k + 1} of epoch {epoch} "
                           f"did not settle: their activation patterns cycled or ran out of max_pattern_iterations="
                           f"{cfg.max_pattern_iterations}; their last iterate is used (history.unsettled counts "
-                          f"them per epoch). Ties between max-pool window entries are decided at nudgings "
-                          f"|b| <= {TIES_NUDGING:g} only", UnsettledWarning, stacklevel=2)
+                          f"them per epoch). Ties of the forward pass (equal max-pool window entries, pre-activations at "
+                          f"exactly 0) are decided at nudgings |b| <= {TIES_NUDGING:g} only", UnsettledWarning,
+                          stacklevel=2)
         if not np.all(np.isfinite(self.grad)):
             return False
         with np.errstate(over="ignore", invalid="ignore"):
