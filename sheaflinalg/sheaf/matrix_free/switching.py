@@ -78,11 +78,13 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
         rows = {name: p[todo] for name, p in pattern.items()}
         solved = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
         short = np.zeros(todo.size, dtype=bool)
-        if damp is None or iterations == 1:
-            state[todo] = solved
+        if damp is not None and iterations > 1:
+            solved, short = damp(X[todo], state[todo], solved, todo)
+        if todo.size == M:
+            state = solved          # every sample: no copy
         else:
-            state[todo], short = damp(X[todo], state[todo], solved, todo)
-        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, state[todo]), rows,
+            state[todo] = solved
+        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, solved), rows,
                            None if tied is None else {name: v[todo] for name, v in tied.items()})
         same = same_pattern(graph, new, rows, todo.size) & ~short
         for name in graph.pattern_nodes:

@@ -155,6 +155,11 @@ class _NudgedSolve:
         return (coefficients[:, None, :] @ A)[:, 0]
 
 
+def _masks_and_selections(graph):
+    """Whether every pattern node of ``graph`` is a mask (rectifier) or a selection (max-pool)."""
+    return all(graph.node(name).rule.pattern in (MASK, SELECTION) for name in graph.pattern_nodes)
+
+
 class GraphEquilibrium(EquilibriumOracle):
     """The exact-equilibrium oracle of a graph network (the contract of :mod:`.oracle`).
 
@@ -228,7 +233,10 @@ class GraphEquilibrium(EquilibriumOracle):
             values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
             edges = {name: np.ascontiguousarray(v)
                      for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
-            res = sheaf.residuals(X, values)
+            # with every tie decided, the residuals as solved under the pattern solved under (below) are the
+            # ones to check: reading them off the state again is needed only for other pattern kinds
+            res = StateResiduals(edges, pattern) if tied is not None and _masks_and_selections(graph) \
+                else sheaf.residuals(X, values)
         else:       # no switching surfaces (no masks); the residuals are the last step's, at its tangents
             (values, edges, pattern, tangents, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
             sliding, res = [[] for _ in range(X.shape[0])], StateResiduals(edges, tangents)
