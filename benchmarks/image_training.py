@@ -18,6 +18,7 @@ Run: ``.venv/bin/python benchmarks/image_training.py [--seeds 0 1 2] [--epochs 2
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -93,14 +94,14 @@ def run_torch(model, data, orders, cfg):
 
 
 def run_equilibrium(net, data, cfg, epochs):
-    """``sl.train(method="equilibrium")`` at the default nudging: ``(accuracy, s per epoch, unsettled, sliding)``
-    (the last two per epoch, averaged)."""
+    """``sl.train(method="equilibrium")`` at the default nudging: ``(accuracy, s per epoch, unsettled, sliding,
+    trained network)`` (unsettled and sliding per epoch, averaged)."""
     start = time.perf_counter()
     fit = sl.train(net, *data, method="equilibrium", epochs=epochs, batch_size=cfg.batch_size, optimizer="adam",
                    lr=cfg.lr, seed=cfg.seed, progress=False, blas_threads=cfg.threads, loss="cross_entropy")
     seconds = (time.perf_counter() - start) / epochs
     h = fit.history
-    return h.test_accuracy[-1], seconds, float(np.mean(h.unsettled[1:])), float(np.mean(h.sliding[1:]))
+    return h.test_accuracy[-1], seconds, float(np.mean(h.unsettled[1:])), float(np.mean(h.sliding[1:])), fit.network
 
 
 def one_seed(data, cfg, bias):
@@ -117,7 +118,20 @@ def one_seed(data, cfg, bias):
     run_torch(torch_cnn(cfg.seed, cfg.size, bias), small, epoch_orders(cfg.seed, small[0].shape[0], 1), cfg)
     run_equilibrium(net, small, cfg, 1)                                  # the warm-up, untimed
     reference = run_torch(model, data, epoch_orders(cfg.seed, data[0].shape[0], cfg.epochs), cfg)
-    return reference, run_equilibrium(net, data, cfg, cfg.epochs)
+    equilibrium = run_equilibrium(net, data, cfg, cfg.epochs)
+    return reference, equilibrium[:4], rounds(model, equilibrium[4], data, cfg)
+
+
+def rounds(model, net, data, cfg):
+    """Seconds per epoch of torch and of the equilibrium at the trained weights, in alternating rounds (one
+    epoch each: torch's goes on training, the equilibrium's starts from ``net`` every round):
+    ``(torch median, torch min, equilibrium median, equilibrium min)``."""
+    times = []
+    for r in range(cfg.rounds):
+        orders = epoch_orders(cfg.seed + 1000 + r, data[0].shape[0], 1)
+        times.append((run_torch(model, data, orders, cfg)[1], run_equilibrium(net, data, cfg, 1)[1]))
+    t = np.array(times)
+    return np.median(t[:, 0]), t[:, 0].min(), np.median(t[:, 1]), t[:, 1].min()
 
 
 def main(argv=None):
@@ -132,6 +146,7 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--batch-size", type=int, default=100)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds at the trained weights")
     args = p.parse_args(argv)
     print(machine())
     print(f"sheaflinalg from {sl.__file__.rsplit('/', 2)[0]}")
@@ -139,20 +154,25 @@ def main(argv=None):
     n = args.n_train
     data = (X[:n], Y[:n], X[n:], Y[n:])
     print(f"{args.size}x{args.size} images: {100 * np.mean(X == 0):.0f}% of the pixels exactly 0")
-    print("bias | seed | torch acc | eq acc | torch s/epoch | eq s/epoch | ratio | unsettled/epoch | sliding/epoch")
+    print("bias | seed | torch acc | eq acc | torch s/epoch | eq s/epoch | ratio | unsettled/epoch | sliding/epoch "
+          "| rounds: torch median (min) | eq median (min) | ratio of medians (minima)")
     for bias in args.bias:
         rows = []
         for seed in args.seeds:
             cfg = argparse.Namespace(**vars(args), seed=seed)
             with same_threads(args.threads):
-                (acc_t, sec_t), (acc_e, sec_e, unsettled, sliding) = one_seed(data, cfg, bias == "yes")
-            rows.append((acc_t, acc_e, sec_t, sec_e, sec_e / sec_t, unsettled, sliding))
-            print(f"{bias} | {seed} | {acc_t:.3f} | {acc_e:.3f} | {sec_t:.3f} | {sec_e:.3f} | {sec_e / sec_t:.2f}x "
-                  f"| {unsettled:.1f} | {sliding:.1f}", flush=True)
-        m = np.mean(rows, axis=0)
-        print(f"{bias} | mean | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} | {m[3]:.3f} | {m[4]:.2f}x | {m[5]:.1f} | "
-              f"{m[6]:.1f}  (load {__import__('os').getloadavg()[0]:.2f})", flush=True)
+                (acc_t, sec_t), (acc_e, sec_e, unsettled, sliding), timed = one_seed(data, cfg, bias == "yes")
+            rows.append((acc_t, acc_e, sec_t, sec_e, sec_e / sec_t, unsettled, sliding, *timed,
+                         timed[2] / timed[0], timed[3] / timed[1]))
+            print(_row(bias, seed, rows[-1]), flush=True)
+        print(_row(bias, "mean", np.mean(rows, axis=0)) + f"  (load {os.getloadavg()[0]:.2f})", flush=True)
     return 0
+
+
+def _row(bias, seed, r):
+    """One line of the table."""
+    return (f"{bias} | {seed} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.2f}x | {r[5]:.1f} | "
+            f"{r[6]:.1f} | {r[7]:.3f} ({r[8]:.3f}) | {r[9]:.3f} ({r[10]:.3f}) | {r[11]:.2f}x ({r[12]:.2f}x)")
 
 
 if __name__ == "__main__":
