@@ -24,7 +24,9 @@ carried along).  This module makes the pattern agree with the solution:
   surface), and the Filippov equilibrium is a frozen solve with those
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
   window entries) is not searched: the sample is reported as not settled,
-  unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`);
+  unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`, which also
+  decides the rectifier coordinates whose pre-activation is exactly 0 at the forward pass by the
+  sign of the response, so that they never reach this search);
   a cycle of clamp pieces (a surface ``slope * z + offset = min`` or ``max``) is
   treated the same way, the clamp's rule keeping a piece at a tie up to rounding;
 - :func:`check_surfaces`: a solution may leave a mask coordinate at exactly
@@ -160,7 +162,8 @@ def read_pattern(graph, x, values, previous, tied=None):
     zero up to rounding (a solve leaves ``+-1e-17`` where the forward pass has an exact 0).
 
     ``tied``: every node's forward value (the input's under ``"x"``, rows as ``x``'s), to decide the max-pool
-    windows whose selection is tied at the forward pass (:func:`_decide_ties`).
+    windows whose selection is tied at the forward pass (:func:`_decide_ties`) and the rectifier coordinates
+    whose pre-activation is 0 there (:func:`_decide_zeros`).
     """
     values = {**values, INPUT: x}
     new = graph_pattern(graph, values, previous=previous)

@@ -26,9 +26,10 @@ coordinate's forward value ``k_f`` to 0 (``c = -k_f``), as for chains
 (:mod:`.frozen`): ``P`` and the linear term ``h = (G^-1)_{JK} c`` are read
 off the inverse Gram matrix.  The pattern
 is iterated until it is self-consistent (:func:`~sheaflinalg.sheaf.matrix_free.switching.iterate_pattern`),
-sliding where it cycles, up to a cap (at small nudging a max-pool window tied at
-the forward pass keeps the selection solved under when the solution moves it down:
-:data:`TIES_NUDGING`); then the weights' gradient is the
+sliding where it cycles, up to a cap (at small nudging, :data:`TIES_NUDGING`, the ties of
+the forward pass are decided in the batch by the sign of the response: a max-pool window
+keeps the selection solved under when the solution moves it down, a pre-activation at
+exactly 0 turns inactive when the solution moves it down and stays so); then the weights' gradient is the
 parameter velocity at the equilibrium (envelope theorem,
 :class:`~sheaflinalg.training.velocity.ParameterVelocity`: shared
 convolution weights summed over positions, batch norm's folded affine),
@@ -61,6 +62,9 @@ REST = 1e-9
 #: window's sliding mode, the order of the method's own error in the gradient.  Measured on a Conv -> ReLU ->
 #: MaxPool CNN on stroke digits (zero background, batch 100, nudging 1e-6): 100 of 100 samples unsettled and
 #: 193 ms before, none and 10 ms after (1 frozen solve instead of 3 and no per-sample search), ``g`` the same.
+#: Pre-activations at exactly 0 (:func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`) likewise: on a
+#: bias-free Conv -> ReLU -> MaxPool -> Conv -> ReLU CNN on stroke images, 99 of 100 unsettled, 12 solves and
+#: 3.1 s a batch before, none, 4 solves and 0.14 s after.
 TIES_NUDGING = 1e-3
 
 
