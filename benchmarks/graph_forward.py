@@ -32,7 +32,6 @@ from bench_threads import timings   # interleaved timing, round by round
 
 import sheaflinalg as sl
 from sheaflinalg._common.threads import available_cores, blas_limit, num_threads
-from sheaflinalg.kernels import gemm
 from sheaflinalg.network.graph import forward
 
 torch = None
@@ -133,6 +132,8 @@ def build(case, batch=None):
 # ------------------------------------------------------------------ timing
 def _numpy(net, X):
     """``sl.harmonic_extension`` with numpy's products forced (the path without torch)."""
+    from sheaflinalg.kernels import gemm     # here: before_after.py builds the cases with older revisions
+
     gemm.set_gemm_backend("numpy")
     try:
         return sl.harmonic_extension(net, X)
