@@ -9,9 +9,10 @@ first maximum of each window) and the result is the network's forward pass.
 A batch is cut into sample blocks by its size and the graph alone
 (:func:`sample_blocks`, never by the thread count); the blocks run the whole
 graph one after the other or in a pool of threads, each with one BLAS thread
-(the products of a block are chunk-sized: threaded BLAS gains nothing there),
-and write their rows of every node's value, so the result is the same bit for
-bit for any number of threads.  Each node's step comes from its op's rule,
+(the products of a block are chunk-sized: threaded BLAS gains nothing there;
+torch's BLAS once torch is loaded, :mod:`sheaflinalg.kernels.gemm`), and write
+their rows of every node's value, so the result is the same bit for bit for any
+number of threads.  Each node's step comes from its op's rule,
 its geometry (window tables, convolution geometry) prepared once per call
 (:func:`node_steps`).
 """
