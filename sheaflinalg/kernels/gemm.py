@@ -1,13 +1,13 @@
-"""The dense products of the convolution kernels: numpy's BLAS, or torch's (MKL) when torch is loaded.
+"""The dense products of the convolution kernels: numpy's BLAS, or torch's (MKL) when asked for.
 
 torch's own BLAS multiplies the shapes of a convolution's im2col product 10-50% faster than
-the OpenBLAS numpy ships with, one thread each (``docs/performance.md``, graph forward pass).
-It serves only code that asked for it with :func:`single_threaded` (the graph forward pass's
-sample blocks): there torch's threads are pinned to one in the calling thread, so that a
-result never depends on the thread count.  torch is never a requirement nor imported here:
-the default backend ``"auto"`` uses it once it is imported (it is, for a model imported from
-torch); ``"numpy"`` (:func:`set_gemm_backend`, or the environment variable
-``SHEAFLINALG_GEMM=numpy``) forces numpy's products, ``"torch"`` imports torch.  The two
+the OpenBLAS numpy ships with, one thread each (``docs/performance.md``, graph forward pass),
+but whole forward passes measured under load were no faster with it, so numpy's is the
+default.  ``"torch"`` (:func:`set_gemm_backend`, or the environment variable
+``SHEAFLINALG_GEMM=torch``) imports torch and uses it; ``"auto"`` uses it once torch is
+imported.  It serves only code that asked for it with :func:`single_threaded` (the graph
+forward pass's sample blocks): there torch's threads are pinned to one in the calling thread,
+so that a result never depends on the thread count.  torch is never a requirement.  The two
 agree to rounding, not bit for bit.
 """
 
@@ -21,6 +21,7 @@ import numpy as np
 
 ENV_VAR = "SHEAFLINALG_GEMM"
 BACKENDS = ("auto", "numpy", "torch")
+DEFAULT = "numpy"
 _state = {"backend": None}
 _local = threading.local()
 
@@ -32,7 +33,7 @@ def set_gemm_backend(name):
     --------
     >>> set_gemm_backend("numpy"); gemm_backend()
     'numpy'
-    >>> set_gemm_backend("auto")
+    >>> set_gemm_backend(DEFAULT)
     """
     if name not in BACKENDS:
         raise ValueError(f"the product backend must be one of {BACKENDS}, got {name!r}")
@@ -53,7 +54,7 @@ def gemm_backend():
     True
     """
     if _state["backend"] is None:
-        name = os.environ.get(ENV_VAR, "auto").strip() or "auto"
+        name = os.environ.get(ENV_VAR, DEFAULT).strip() or DEFAULT
         if name not in BACKENDS:
             raise ValueError(f"environment variable {ENV_VAR} must be one of {BACKENDS}, got {name!r}")
         set_gemm_backend(name)

@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 def backend():
     """Set the product backend for one test (``backend("numpy")``), the default restored after."""
     yield gemm.set_gemm_backend
-    gemm.set_gemm_backend("auto")
+    gemm.set_gemm_backend(gemm.DEFAULT)
 
 
 @st.composite
@@ -54,7 +54,7 @@ def test_torch_products_agree_with_numpy_products_and_the_dense_matrix(case):
         gemm.set_gemm_backend(name)
         with gemm.single_threaded():
             got[name] = conv_forward(x, W, bias, geom)
-    gemm.set_gemm_backend("auto")
+    gemm.set_gemm_backend(gemm.DEFAULT)
     np.testing.assert_allclose(got["torch"], got["numpy"], rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(got["numpy"], x @ F.T + np.repeat(bias, geom.n_out_positions), rtol=1e-12, atol=1e-12)
 
