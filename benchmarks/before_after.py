@@ -10,9 +10,9 @@ Workloads (the chain kernels and the graph walkers a redesign of the ops touches
 * chain: the heat equation (Euler, [2, 30, 1], 50 inputs, to tol 1e-12), the joint dynamics
   (``sl.train``, 2000 Euler steps), gradient descent (``sl.sgd``, 2000 steps), the spectrum
   ([20, 100, 100, 1], 20 inputs), the harmonic extension ([784, 256, 256, 10], 1000 inputs);
-* graph: the harmonic extension of the MNIST-1D CNN (batch 1000) and ResNet-20 (batch 16), heat steps
-  of the CNN (20 steps, 50 inputs), its spectrum (3 inputs) and its training at equilibrium (one epoch
-  of 200 samples).
+* graph: the harmonic extension of the MNIST-1D CNN (batch 1000), ResNet-20 (batch 16) and ResNet-50
+  (batch 8 of 3x224x224), heat steps of the CNN (20 steps, 50 inputs), its spectrum (3 inputs) and its
+  training at equilibrium (one epoch of 200 samples).
 
 Run: ``.venv/bin/python benchmarks/before_after.py [--before REV] [--after REV|worktree] [--runs 5]``
 (the default compares the commit before the op registry, 53f5f68, with the work tree).
@@ -63,8 +63,8 @@ def _graph_setup(name):
     sys.path.insert(0, HERE)
     from graph_forward import build
 
-    if name == "graph_forward_resnet20":
-        _, net, X = build("resnet20")
+    if name in ("graph_forward_resnet20", "graph_forward_resnet50"):
+        _, net, X = build(name.rsplit("_", 1)[1])
         return lambda: net.evaluate(X)
     _, net, X = build("mnist1d_cnn", batch=1000 if name == "graph_forward_cnn" else 200)
     if name == "graph_forward_cnn":
@@ -81,7 +81,8 @@ def _graph_setup(name):
 
 
 WORKLOADS = ("chain_heat", "chain_train", "chain_sgd", "chain_spectrum", "chain_harmonic", "graph_forward_cnn",
-             "graph_forward_resnet20", "graph_heat_cnn", "graph_spectrum_cnn", "graph_train_cnn")
+             "graph_forward_resnet20", "graph_heat_cnn", "graph_spectrum_cnn", "graph_train_cnn",
+             "graph_forward_resnet50")
 
 
 def child(name, runs):

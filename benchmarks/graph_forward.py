@@ -6,19 +6,24 @@ Cases (the issue's):
   conv 25->25 k3 s2 p1, relu, flatten, linear 125 -> 10; batch 1000;
 * (b) a CIFAR ResNet-20: conv3x3 3->16, BN, relu; 3 stages of 3 basic blocks (conv-BN-relu-conv-BN,
   add the shortcut, relu), widths 16/32/64, stride 2 at the stage starts, a 1x1 convolution (+BN)
-  shortcut where the shape changes; global average pool, linear 64 -> 10; batch 16 of 3x32x32.
+  shortcut where the shape changes; global average pool, linear 64 -> 10; batch 16 of 3x32x32;
+* (c) ResNet-50 (torchvision's definition, ``tests/helpers/zoo.py``: seeded random weights and batch-norm
+  statistics), batch 8 of 3x224x224 (issue 33).
 
-Both are built in torch (float64, eval mode, seeded random weights and batch-norm statistics) and
-imported with ``sl.Network.from_torch``.  For each case and each thread
-count (1 and the available cores; torch's own count is set to the same and restored): torch's
-forward pass, ``net.evaluate`` (the forward substitution in ``delta_Omega`` with the pattern read on
-the way) and the same under the forward pass's own pattern frozen, ``--runs`` runs each, interleaved,
-min and median; the ratio of the medians is the claim.  Then the time split by node kind (one
-thread).  Run: ``.venv/bin/python benchmarks/graph_forward.py [--runs 9] [--quick]``
+All are built in torch (float64, eval mode) and imported with ``sl.Network.from_torch``.  For each
+case and each thread count (1 and the available cores; torch's own count is set to the same and
+restored): torch's forward pass, ``net.evaluate`` (the forward substitution in ``delta_Omega`` with the
+pattern read on the way), the same under the forward pass's own pattern frozen, ``sl.harmonic_extension``
+and the same with torch's products (``SHEAFLINALG_GEMM=torch``),
+``--runs`` runs each, interleaved, min and median; the ratio of the medians is the claim.  Then the
+time split by node kind (one thread).  The same before a change: ``benchmarks/before_after.py``.
+Run: ``.venv/bin/python benchmarks/graph_forward.py [--runs 9] [--quick] [--cases resnet50]``
 """
 
 import argparse
 import collections
+import os
+import sys
 import time
 
 import numpy as np
@@ -104,7 +109,15 @@ def prepared(model, seed):
     return model
 
 
-CASES = {"mnist1d_cnn": (mnist1d_cnn, (1, 40), 1000), "resnet20": (resnet20, (3, 32, 32), 16)}
+def resnet50():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests"))
+    from helpers import zoo
+
+    return zoo.build("resnet50")[0]
+
+
+CASES = {"mnist1d_cnn": (mnist1d_cnn, (1, 40), 1000), "resnet20": (resnet20, (3, 32, 32), 16),
+         "resnet50": (resnet50, (3, 224, 224), 8)}
 
 
 def build(case, batch=None):
@@ -117,6 +130,17 @@ def build(case, batch=None):
 
 
 # ------------------------------------------------------------------ timing
+def _torch_products(net, X):
+    """``sl.harmonic_extension`` with torch's products (``SHEAFLINALG_GEMM=torch``)."""
+    from sheaflinalg.kernels import gemm     # here: before_after.py builds the cases with older revisions
+
+    gemm.set_gemm_backend("torch")
+    try:
+        return sl.harmonic_extension(net, X)
+    finally:
+        gemm.set_gemm_backend(gemm.DEFAULT)
+
+
 def _cpu_clock(fn):
     """``fn`` wrapped to record the process's CPU time of every call in ``wrapped.cpu`` (all its threads)."""
     def wrapped():
@@ -139,7 +163,7 @@ def compare(case, threads, runs, batch=None):
     error = float(np.max(np.abs(state.values[net.graph.output_node] - reference)))
     fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X),
            "frozen": lambda: forward.evaluate(net.graph, X_flat, frozen),
-           "harmonic_extension": lambda: sl.harmonic_extension(net, X)}
+           "harmonic_extension": lambda: sl.harmonic_extension(net, X), "torch products": lambda: _torch_products(net, X)}
     fns = {k: _cpu_clock(fn) for k, fn in fns.items()}
     before = t.get_num_threads()
     t.set_num_threads(threads)
@@ -197,15 +221,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--quick", action="store_true", help="3 runs, smaller batches (a smoke test)")
+    parser.add_argument("--cases", nargs="*", choices=list(CASES), default=["mnist1d_cnn", "resnet20"])
     args = parser.parse_args(argv)
     runs = 3 if args.quick else args.runs
-    batches = {"mnist1d_cnn": 200, "resnet20": 4} if args.quick else {}
+    batches = {"mnist1d_cnn": 200, "resnet20": 4, "resnet50": 1} if args.quick else {}
     threads = sorted({1, available_cores()})
-    for case in CASES:
+    for case in args.cases:
         for n in threads:
             compare(case, n, runs, batches.get(case))
         node_split(case, runs, batches.get(case))
-        assembly(case)
+        if case != "resnet50":      # its delta_Omega is too big to assemble
+            assembly(case)
 
 
 if __name__ == "__main__":

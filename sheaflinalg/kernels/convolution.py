@@ -28,6 +28,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .gemm import matmul
 from .windows import window_indices, window_loop_sizes
 
 #: index: (n_out_positions, n_kernel_offsets) int64 flat input positions, -1 in the padding.
@@ -125,13 +126,15 @@ def _grouped_product(A, B, out, groups, transpose):
     rows_b, rows_out = B.shape[0] // groups, out.shape[0] // groups
     for g in range(groups):
         a = A[g].T if transpose else A[g]
-        np.matmul(a, B[g * rows_b:(g + 1) * rows_b], out=out[g * rows_out:(g + 1) * rows_out])
+        matmul(a, B[g * rows_b:(g + 1) * rows_b], out[g * rows_out:(g + 1) * rows_out])
 
 
 def conv_forward(x, weight, bias, geom, out=None):
     """``F x + b`` for a batch ``x`` of shape (M, in_channels * n_in_positions); weight (C_out, C_in/groups, *k).
 
     Returns (M, out_channels * n_out_positions), written into ``out`` when it is given (C-contiguous).
+    A pointwise convolution (1x1, stride 1, no padding) multiplies each sample's map as it is, straight
+    into its rows (:func:`_pointwise`); any other takes the columns of a chunk of samples (im2col).
 
     Examples
     --------
@@ -143,10 +146,38 @@ def conv_forward(x, weight, bias, geom, out=None):
     W = _grouped_weights(weight, geom)
     bias = np.ascontiguousarray(bias, dtype=np.float64)
     out = np.empty((x.shape[0], geom.out_channels * geom.n_out_positions)) if out is None else out
+    if is_pointwise(geom):
+        return _pointwise(x, W, bias, geom, out)
     for lo, hi, cols, prod in _chunks(geom, x.shape[0]):
         columns(x[lo:hi], geom.index, cols, False)
         _grouped_product(W, cols, prod, geom.groups, transpose=False)
         channels_to_samples(prod, bias, out[lo:hi])
+    return out
+
+
+def is_pointwise(geom):
+    """Whether every output position reads its own input position and nothing else (1x1, stride 1, no padding).
+
+    Examples
+    --------
+    >>> is_pointwise(conv_geometry(3, (4, 4), 2, 1, (1, 1), (1, 1), (0, 0), (1, 1)))
+    True
+    >>> is_pointwise(conv_geometry(3, (4, 4), 2, 1, (1, 1), (2, 2), (0, 0), (1, 1)))
+    False
+    """
+    n_out, K = geom.index.shape
+    return K == 1 and n_out == geom.n_in_positions and bool(np.all(geom.index[:, 0] == np.arange(n_out)))
+
+
+def _pointwise(x, W, bias, geom, out):
+    """``out[s] = W_g @ x[s]`` group by group (maps ``(channels, positions)``), then the bias if any."""
+    M, n = x.shape[0], geom.n_out_positions
+    x3, out3 = x.reshape(M, geom.in_channels, n), out.reshape(M, geom.out_channels, n)
+    rows_in, rows_out = geom.in_channels // geom.groups, geom.out_channels // geom.groups
+    for k in range(geom.groups):
+        matmul(W[k], x3[:, k * rows_in:(k + 1) * rows_in], out3[:, k * rows_out:(k + 1) * rows_out])
+    if np.any(bias):
+        out3 += bias[None, :, None]
     return out
 
 
