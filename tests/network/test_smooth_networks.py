@@ -37,6 +37,26 @@ def test_slope_bounds_hold_on_a_fine_grid_and_are_nearly_tight(op, attrs):
     assert slopes.max() >= 0.98 * rule.slope_bound(node)
 
 
+POINTWISE = [("sigmoid", {}), ("tanh", {}), ("gelu", {"approximate": "none"}), ("gelu", {"approximate": "tanh"}),
+             ("silu", {}), ("mish", {}), ("hardswish", {}), ("softplus", {"beta": 2.0, "threshold": 3.0}),
+             ("elu", {"alpha": 0.7})]
+
+
+@pytest.mark.parametrize("op, attrs", POINTWISE)
+def test_value_and_derivative_in_one_go_are_the_separate_ones_and_torchs(op, attrs):
+    """``both`` (a forward pass's value and tangent together) is ``value`` and ``derivative`` bit for bit, and
+    those are torch's activation and its autograd derivative (exact zeros, ties of the pieces, far tails)."""
+    rule, node = RULES[op], sl.Node("v", op, ["x"], attrs)
+    z = np.concatenate([np.linspace(-12.0, 12.0, 241), [0.0, -0.0, 3.0, -3.0, 1e-300, 40.0, -40.0]])
+    value, slopes = rule.both(node, z)
+    assert np.array_equal(value, rule.value(node, z)) and np.array_equal(slopes, rule.derivative(node, z))
+    t = torch.tensor(z, requires_grad=True)
+    out = ACTIVATIONS[op if attrs.get("approximate") != "tanh" else "gelu-tanh"](t)
+    out.sum().backward()
+    assert np.allclose(value, out.detach().numpy(), rtol=1e-13, atol=1e-15)
+    assert np.allclose(slopes, t.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
 def _mlp(act):
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(3, 6), act, nn.Linear(6, 5), act, nn.Linear(5, 2)).double().eval()

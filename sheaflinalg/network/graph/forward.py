@@ -102,7 +102,7 @@ def sample_blocks(graph, M):
     return block_bounds(M, sum(node_work(node, graph) for node in graph.nodes), BLOCK_WORK, MAX_BLOCKS)
 
 
-def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=False):
+def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=False, steps=None, whole=False):
     """Every node's value for the batch ``X`` (``(n_samples, n_inputs)``, checked by the caller).
 
     Parameters
@@ -121,6 +121,11 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=Fals
     tangents : bool, optional
         Also the smooth nodes' linearisations at the pattern read off (:attr:`GraphState.tangents`; without
         a frozen ``pattern``), made with their values: what a backward substitution at this state needs.
+    steps : list, optional
+        ``node_steps(graph, tangents)`` made before: several passes through one graph make them once.
+    whole : bool, optional
+        The batch as one sample block whatever its size (:func:`sample_blocks` otherwise): for callers whose
+        passes are too short to gain from blocks (the result does not depend on ``threads`` either way).
 
     Returns
     -------
@@ -135,7 +140,7 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=Fals
     M = X.shape[0]
     if tangents and pattern is not None:
         raise ValueError("the tangents of a forward pass are those of the pattern it reads off: no frozen pattern")
-    steps = node_steps(graph, tangents)
+    steps = node_steps(graph, tangents) if steps is None else steps
     values = {INPUT: X}
     values.update(_node_arrays(graph, M))
     dtypes = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
@@ -150,7 +155,7 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=Fals
                 raise ValueError(f"the frozen pattern of node {name!r} must have shape {(M, graph.pattern_size(name))}, "
                                  f"got {np.shape(rows)}")
     consistent = np.ones(M, dtype=bool)
-    bounds = sample_blocks(graph, M)
+    bounds = [0, M] if whole else sample_blocks(graph, M)
     made = {name: {} for name in used} if tangents else None
 
     def block(lo_hi):

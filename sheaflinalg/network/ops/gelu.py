@@ -35,15 +35,33 @@ class GELU(Pointwise):
         return parent_shapes[0]
 
     def value(self, node, z):
-        if node.attrs["approximate"] == "tanh":
-            return 0.5 * z * (1.0 + np.tanh(_K * (z + _C * z ** 3)))
-        return z * ndtr(z)
+        return self._value(node, z, self._gate(node, z))
 
     def derivative(self, node, z):
+        return self._derivative(node, z, self._gate(node, z))
+
+    def both(self, node, z):
+        gate = self._gate(node, z)          # Phi(z) (or the tanh) once for both
+        return self._value(node, z, gate), self._derivative(node, z, gate)
+
+    @staticmethod
+    def _gate(node, z):
+        """``Phi(z)``, or ``tanh(K (z + C z^3))`` for the tanh form."""
         if node.attrs["approximate"] == "tanh":
-            t = np.tanh(_K * (z + _C * z ** 3))
-            return 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _K * (1.0 + 3.0 * _C * z * z)
-        return ndtr(z) + z * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
+            return np.tanh(_K * (z + _C * z ** 3))
+        return ndtr(z)
+
+    @staticmethod
+    def _value(node, z, gate):
+        if node.attrs["approximate"] == "tanh":
+            return 0.5 * z * (1.0 + gate)
+        return z * gate
+
+    @staticmethod
+    def _derivative(node, z, gate):
+        if node.attrs["approximate"] == "tanh":
+            return 0.5 * (1.0 + gate) + 0.5 * z * (1.0 - gate * gate) * _K * (1.0 + 3.0 * _C * z * z)
+        return gate + z * np.exp(-0.5 * z * z) / np.sqrt(2.0 * np.pi)
 
     def slope_bound(self, node):
         return 1.13

@@ -42,11 +42,21 @@ class Pointwise(Tangent):
         """``sup |f'|`` over the real line."""
         self._missing("slope_bound")
 
+    def both(self, node, z):
+        """``(f(z), f'(z))`` (a rule whose value and derivative share work, GELU's ``Phi(z)``, writes its own)."""
+        return self.value(node, z), self.derivative(node, z)
+
     def function(self, node, graph):
         return lambda inputs: self.value(node, inputs[0])
 
     def linearise(self, node, graph, point):
         return Diagonal(self.derivative(node, point[0]))
+
+    def evaluated(self, node, graph):
+        def value_and_tangent(inputs):
+            value, slopes = self.both(node, inputs[0])
+            return value, Diagonal(slopes)
+        return value_and_tangent
 
     def norm_bound(self, node, graph):
         return float(self.slope_bound(node))

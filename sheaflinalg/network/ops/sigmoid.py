@@ -21,8 +21,11 @@ class Sigmoid(Pointwise):
         return expit(z)
 
     def derivative(self, node, z):
+        return self.both(node, z)[1]
+
+    def both(self, node, z):
         s = expit(z)
-        return s * (1.0 - s)
+        return s, s * (1.0 - s)
 
     def slope_bound(self, node):
         return 0.25

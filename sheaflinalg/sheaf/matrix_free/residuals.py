@@ -61,12 +61,13 @@ class GraphSheaf:
     def __init__(self, graph):
         self.graph = graph
         self.maps = NodeMaps(graph)
-        self._steps = node_steps(graph)
+        self._steps = None      # the forward steps, made at the first residuals (a force alone needs none)
         self._pattern_dtype = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
 
     def residuals(self, X, values):
         """:class:`StateResiduals` of the state ``values`` (``{node: (M, size)}``) with input ``X`` ``(M, n_in)``."""
         edges, pattern = {}, {}
+        self._steps = node_steps(self.graph) if self._steps is None else self._steps
         for node, step in zip(self.graph.nodes, self._steps):
             # the compiled steps take C-contiguous rows (no copy when they already are)
             inputs = [np.ascontiguousarray(X if p == INPUT else values[p]) for p in node.inputs]
