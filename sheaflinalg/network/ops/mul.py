@@ -15,6 +15,7 @@ state (it grows with the other factor): :meth:`Mul.norm_bound` is ``math.inf`` a
 gives this exact norm at given points.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -34,22 +35,36 @@ def broadcast_shape(node, parent_shapes):
 
 def sources(node, graph):
     """For each parent, the position in its stalk of the entry every output entry reads."""
-    out = graph.shapes[node.name]
-    return [np.broadcast_to(np.arange(graph.sizes[p]).reshape(graph.shapes[p]), out).ravel() for p in node.inputs]
+    return list(_geometry(graph.shapes[node.name], tuple(graph.shapes[p] for p in node.inputs))[0])
+
+
+@functools.lru_cache(maxsize=256)
+def _geometry(out, parent_shapes):
+    """``(index, scatter)`` of parents of these shapes broadcast to ``out``: the entry every output entry
+    reads, and the 0/1 matrix summing output entries onto them (None for a parent read once per entry:
+    its transpose is the identity).  Shapes only: made once for every linearisation."""
+    index = tuple(np.broadcast_to(np.arange(math.prod(shape)).reshape(shape), out).ravel() for shape in parent_shapes)
+    scatter = tuple(None if ix.size == math.prod(shape) else
+                    csr(np.arange(ix.size), ix, np.ones(ix.size), (ix.size, math.prod(shape))).T.tocsr()
+                    for ix, shape in zip(index, parent_shapes))
+    return index, scatter
 
 
 class Scaled(Linearisation):
     """Maps whose output entry ``i`` takes parent ``k``'s entry ``index[k][i]`` times ``weights[k][:, i]``."""
 
-    def __init__(self, index, weights, sizes):
+    def __init__(self, index, weights, sizes, scatter=None):
         self.index, self.weights, self.sizes = index, weights, sizes
-        self.scatter = [csr(np.arange(ix.size), ix, np.ones(ix.size), (ix.size, n)) for ix, n in zip(index, sizes)]
+        self.scatter = [csr(np.arange(ix.size), ix, np.ones(ix.size), (ix.size, n)).T.tocsr()
+                        for ix, n in zip(index, sizes)] if scatter is None else scatter
 
     def apply(self, i, x):
         return x[:, self.index[i]] * self.weights[i]
 
     def transpose(self, i, y):
-        return np.asarray(self.scatter[i].T @ (y * self.weights[i]).T).T
+        if self.scatter[i] is None:         # read once per entry, in order: the identity
+            return y * self.weights[i]
+        return np.asarray(self.scatter[i] @ (y * self.weights[i]).T).T
 
     def block(self, i, s):
         ix = self.index[i]
@@ -57,7 +72,9 @@ class Scaled(Linearisation):
 
     def column_norms(self, i):
         """``(n_samples, parent size)``: the 2-norm of every column of ``J_i`` (its columns are disjoint)."""
-        return np.sqrt(np.asarray(self.scatter[i].T @ (self.weights[i] ** 2).T).T)
+        if self.scatter[i] is None:
+            return np.abs(self.weights[i])
+        return np.sqrt(np.asarray(self.scatter[i] @ (self.weights[i] ** 2).T).T)
 
 
 class Mul(Tangent):
@@ -86,9 +103,9 @@ class Mul(Tangent):
         return lambda inputs: inputs[0][:, ia] * inputs[1][:, ib]
 
     def linearise(self, node, graph, point):
-        ia, ib = sources(node, graph)
+        (ia, ib), scatter = _geometry(graph.shapes[node.name], tuple(graph.shapes[p] for p in node.inputs))
         a, b = point
-        return Scaled([ia, ib], [b[:, ib], a[:, ia]], [graph.sizes[p] for p in node.inputs])
+        return Scaled([ia, ib], [b[:, ib], a[:, ia]], [graph.sizes[p] for p in node.inputs], list(scatter))
 
     def norm_bound(self, node, graph):
         return math.inf
