@@ -64,9 +64,13 @@ class Linear(OpRule):
             return step
 
         def step_rows(inputs, out, pattern, frozen):
-            z = inputs[0].reshape(-1, W.shape[1]) @ W.T
+            x = inputs[0].reshape(-1, W.shape[1])
+            contiguous = out.flags.c_contiguous         # then the product is written in place (a block's rows)
+            z = out.reshape(-1, W.shape[0]) if contiguous else np.empty((x.shape[0], W.shape[0]))
+            np.matmul(x, W.T, out=z)
             z += b
-            out[...] = z.reshape(out.shape)
+            if not contiguous:
+                out[...] = z.reshape(out.shape)
         return step_rows
 
     def blocks(self, node, graph, pattern=None):
