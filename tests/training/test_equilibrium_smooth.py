@@ -18,7 +18,6 @@ from sheaflinalg.network.graph import forward as forward_module
 from sheaflinalg.network.graph.forward import evaluate, node_steps
 from sheaflinalg.training.backpropagation import descent_direction
 from sheaflinalg.training.equilibrium import graph as graph_module
-from sheaflinalg.training.equilibrium import smooth as smooth_module
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
 from sheaflinalg.training.equilibrium.loss_edge import FIXED_POINT_STEPS
 from sheaflinalg.training.equilibrium.smooth import converged, takes_smooth_path
@@ -57,28 +56,6 @@ def test_the_smooth_path_settles_at_the_dense_energys_stationary_point(seed, net
     X, Y = _batch(seed, net)
     eq = check_equilibrium(net, X, Y, "cross_entropy", nudging)
     assert eq.report.unsettled == 0 and eq.report.iterations <= FIXED_POINT_STEPS
-
-
-@pytest.mark.parametrize("seed, net", [GRAPHS[1], GRAPHS[3]], ids=[str(GRAPHS[1][0]), str(GRAPHS[3][0])])
-def test_a_sample_settles_as_it_would_alone_while_its_batch_mates_take_more_steps(seed, net, monkeypatch):
-    """Samples of one batch that settle at different steps: the later steps run on the unsettled ones alone, the
-    others keep the state they settled at (and its tangents for the check at rest): each sample's equilibrium
-    is the one it reaches settled alone, and the batch's is the dense energy's stationary point."""
-    X, Y = _batch(seed, net, M=6)
-    X *= np.array([0.2, 0.5, 1.0, 2.0, 4.0, 8.0])[:, None]      # far apart: they converge at different rates
-    partial = []
-    keep = smooth_module._Settling.keep
-    monkeypatch.setattr(smooth_module._Settling, "keep", lambda run, new, e, done: (
-        partial.append(bool(np.any(done) and not np.all(done))), keep(run, new, e, done))[1])
-    eq = check_equilibrium(net, X, Y, "cross_entropy", -1e-3)
-    assert any(partial) and eq.report.unsettled == 0
-    oracle, theta = GraphEquilibrium(net.graph, "cross_entropy"), GraphParameters(net.graph).flat()
-    batch = oracle.settle(theta, X, Y, -1e-3)
-    for s in range(6):
-        alone = oracle.settle(theta, X[s:s + 1], Y[s:s + 1], -1e-3)
-        for name, v in alone.values.items():
-            np.testing.assert_allclose(batch.values[name][s:s + 1], v, rtol=1e-14, atol=1e-14)
-            np.testing.assert_allclose(batch.edges[name][s:s + 1], alone.edges[name], rtol=1e-13, atol=1e-19)
 
 
 @pytest.mark.parametrize("seed, net", GRAPHS[:3], ids=[str(s) for s, _ in GRAPHS[:3]])

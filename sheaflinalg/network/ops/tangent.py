@@ -86,37 +86,6 @@ class Stacked(Linearisation):
         return self.parts[k].block(i, s - self.bounds[k])
 
 
-class Rows(Linearisation):
-    """A batch's linearisation with the samples ``rows`` (indices, in the order of ``sub``'s rows) taking
-    ``sub``'s, a linearisation made at those samples alone; the others keep ``base``'s.
-
-    Examples
-    --------
-    >>> from sheaflinalg.network.ops.pointwise import Diagonal
-    >>> Rows(Diagonal(np.ones((3, 1))), np.array([2]), Diagonal(np.full((1, 1), 5.0))).apply(0, np.ones((3, 1))).ravel()
-    array([1., 1., 5.])
-    """
-
-    def __init__(self, base, rows, sub):
-        self.base, self.rows, self.sub = base, np.asarray(rows), sub
-        self._where = {int(s): k for k, s in enumerate(self.rows)}
-
-    def _each(self, method, i, x):
-        out = np.array(getattr(self.base, method)(i, x))
-        out[self.rows] = getattr(self.sub, method)(i, x[self.rows])
-        return out
-
-    def apply(self, i, x):
-        return self._each("apply", i, x)
-
-    def transpose(self, i, y):
-        return self._each("transpose", i, y)
-
-    def block(self, i, s):
-        k = self._where.get(int(s))
-        return self.base.block(i, s) if k is None else self.sub.block(i, k)
-
-
 class Pending:
     """Pattern rows handed to :meth:`Tangent.prepare`: linearised at the first product, then kept."""
 

@@ -16,10 +16,7 @@ It stops when the state is within the tolerances of the fixed point: every linea
 :data:`~sheaflinalg.network.ops.tangent.SAME_POINT` relative (each node's :meth:`same_pattern`, the pattern
 iteration's criterion) and ``u`` within its rounding (:func:`~.loss_edge.coefficient_excess`, the fixed
 point's), by its last step or by the bound the contraction of its last two steps gives (:func:`converged`):
-the state is then the equilibrium the pattern iteration settles on, to the same rounding.  The criterion is
-per sample, and so is the iteration: a sample that has settled keeps its state while the others take more
-steps, which run on those samples alone (each sample's equilibrium is the one it reaches alone; a trained ViT's
-batch of 100 settles 96-99 samples in 2 steps, the rest in 3).  At ``b = 1e-6``
+the state is then the equilibrium the pattern iteration settles on, to the same rounding.  At ``b = 1e-6``
 the second step moves the state by ``~1e-12`` at a rate ``~1e-6``: 2 steps, each a backward substitution
 and a forward pass (the pattern iteration: 2 or 3 frozen solves of 3 backward and forward substitutions
 each).
@@ -30,7 +27,7 @@ sample cannot converge within :data:`~.loss_edge.FIXED_POINT_STEPS` steps at the
 import numpy as np
 
 from ...network.graph.forward import evaluate, node_steps
-from ...network.ops.tangent import Rows, point_excess
+from ...network.ops.tangent import point_excess
 from ...network.graph.nodes import INPUT
 from .loss_edge import FIXED_POINT_STEPS, coefficient_excess, gradient, out_of_reach, takes_fixed_point
 
@@ -86,74 +83,25 @@ def smooth_equilibrium(graph, maps, X, Y, nudging, loss):
     >>> steps, values["g"].shape, edges["fc"].shape
     (2, (1, 2), (1, 2))
     """
-    run = _Settling(graph, X, Y, nudging, loss)
-    current, moved = run.forward(run.rows), None
-    u = run.coefficients(current, run.rows)
+    output, steps = graph.output, node_steps(graph, tangents=True)       # the steps made once for every pass
+    current = evaluate(graph, X, tangents=True, steps=steps, whole=True)
+    F = current.values[graph.output_node]
+    u = -nudging * gradient(output, loss, F, Y)
+    moved = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for step in range(1, FIXED_POINT_STEPS + 1):
             e = pull_back(graph, maps, current.tangents, u)
-            if run.kept is not None:        # the pull under the last state's tangents, on the samples still moving
-                e, u, current = ({k: v[run.kept] for k, v in e.items()}, u[run.kept],
-                                 _Points({k: v[run.kept] for k, v in current.pattern.items()}))
-            new = run.forward(run.rows, e)
-            u_new = run.coefficients(new, run.rows)
-            excess = np.maximum(coefficient_excess(u_new, u, run.F[run.rows], nudging),
+            new = evaluate(graph, X, residuals=e, tangents=True, steps=steps, whole=True)
+            u_new = -nudging * gradient(output, loss, new.values[graph.output_node], Y)
+            excess = np.maximum(coefficient_excess(u_new, u, F, nudging),
                                 np.max([point_excess(new.pattern[name], current.pattern[name])
                                         for name in graph.pattern_nodes], axis=0, initial=0.0))
-            done = converged(excess, moved)
-            run.keep(new, e, done)
-            if np.all(done):
-                return run.values, run.edges, run.pattern, run.tangents, step
+            if np.all(converged(excess, moved)):
+                return {node.name: new.values[node.name] for node in graph.nodes}, e, new.pattern, new.tangents, step
             if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
                 return None
-            current, u, moved = new, u_new, excess[~done]
+            current, u, moved = new, u_new, excess
     return None
-
-
-class _Points:
-    """The linearisation points of the samples still moving (what the next step's excess compares with)."""
-
-    def __init__(self, pattern):
-        self.pattern = pattern
-
-
-class _Settling:
-    """The passes of :func:`smooth_equilibrium` and its result, assembled as samples settle: a step after the
-    first that leaves some samples unsettled makes its forward pass on those alone (``rows``); the
-    settled samples keep their state (written into the arrays of the state they settled at, a batch's rows
-    being independent) and their tangents (:class:`~sheaflinalg.network.ops.tangent.Rows`)."""
-
-    def __init__(self, graph, X, Y, nudging, loss):
-        self.graph, self.X, self.Y, self.nudging, self.loss = graph, X, Y, nudging, loss
-        self.steps = node_steps(graph, tangents=True)       # made once for every pass
-        self.rows, self.kept, self.F = np.arange(X.shape[0]), None, None
-        self.values = self.edges = self.pattern = self.tangents = None
-
-    def forward(self, rows, e=None):
-        """The state of the samples ``rows`` whose edge residuals are ``e`` (None: the forward pass)."""
-        X = self.X if rows.size == self.X.shape[0] else self.X[rows]
-        state = evaluate(self.graph, X, residuals=e, tangents=True, steps=self.steps, whole=True)
-        if self.F is None:
-            self.F = state.values[self.graph.output_node]
-        return state
-
-    def coefficients(self, state, rows):
-        """``u = -b grad L`` at the output of ``state`` (the samples ``rows``)."""
-        Y = self.Y if rows.size == self.Y.shape[0] else self.Y[rows]
-        return -self.nudging * gradient(self.graph.output, self.loss, state.values[self.graph.output_node], Y)
-
-    def keep(self, new, e, done):
-        """Take the step's state ``new`` and residuals ``e`` of the samples ``rows``; ``done`` of them settled."""
-        if self.rows.size == self.X.shape[0]:       # the whole batch: the step's own arrays
-            self.values = {node.name: new.values[node.name] for node in self.graph.nodes}
-            self.edges, self.pattern, self.tangents = e, new.pattern, new.tangents
-        else:
-            for full, part in ((self.values, new.values), (self.edges, e), (self.pattern, new.pattern)):
-                for name, rows in full.items():
-                    rows[self.rows] = part[name]
-            self.tangents = {name: Rows(t, self.rows, new.tangents[name]) for name, t in self.tangents.items()}
-        self.kept = np.flatnonzero(~done) if np.any(done) else None     # None: every sample goes on
-        self.rows = self.rows if self.kept is None else self.rows[self.kept]
 
 
 def pull_back(graph, maps, tangents, u):
