@@ -57,7 +57,7 @@ class _Setup:
     crossings: int         # the log's size (0: no log)
 
 
-class _Block:
+class StateBlock:
     """The samples ``lo <= s < hi``: their rows of the state, inputs, pins, pattern, records, crossings."""
 
     def __init__(self, setup, problem, S, lo, hi, rec_samples):
@@ -150,7 +150,7 @@ class _Block:
                              S[self.rec_local].copy()))
 
 
-def _setup(problem, settings):
+def graph_setup(problem, settings):
     lay, graph = problem.layout, problem.net.graph
     slices = [(n.name, lay.free(n.name), lay.edge(f"e_{n.name}")) for n in graph.nodes]
     out = None if lay.reduced else (lay.free("yhat"), lay.free(graph.output_node))
@@ -173,10 +173,11 @@ def run_graph_euler(problem, settings):
     control = step_control(problem, settings)
     if control is None:
         check_stable(problem, settings)
-    setup = _setup(problem, settings)
+    setup = graph_setup(problem, settings)
     S = np.ascontiguousarray(problem.S0.T)
     bounds = sample_blocks(problem.net.graph, problem.n_samples)
-    blocks = [_Block(setup, problem, S, lo, hi, settings.record_states) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    blocks = [StateBlock(setup, problem, S, lo, hi, settings.record_states)
+              for lo, hi in zip(bounds[:-1], bounds[1:])]
     every, tol, max_steps = settings.record_every, problem.settings.tol, settings.max_steps
     show = problem.settings.progress and max_steps >= 20_000
     step, converged = 0, False
@@ -195,7 +196,7 @@ def run_graph_euler(problem, settings):
             converged = max(b.change for b in blocks) < tol
             if show and step % 1000 == 0:
                 bar.update(1000)
-        final = runner.map(_Block.forces, blocks)
+        final = runner.map(StateBlock.forces, blocks)
     for b, (_, E, pattern) in zip(blocks, final):
         b.log_crossings(step, pattern)
         if every > 0 and (not b.records or b.records[-1][0] != step):
@@ -217,7 +218,7 @@ def _recorded(blocks, k):
     return np.concatenate([np.stack([r[k] for r in b.records]) for b in blocks], axis=1)
 
 
-def _history(problem, settings, blocks):
+def heat_history(problem, settings, blocks):
     """The blocks' records as one :class:`~.result.HeatHistory` (None without records)."""
     if settings.record_every == 0:
         return None
@@ -230,7 +231,7 @@ def _history(problem, settings, blocks):
         state_samples=settings.record_states, layout=problem.layout)
 
 
-def _final_discord(problem, setup, S, E):
+def final_discord(problem, setup, S, E):
     """Total discord of each sample's final state: edge blocks, soft pins, reluctance."""
     disc = 0.5 * np.einsum("ij,ij->i", E, E)
     if problem.soft.size:
@@ -241,14 +242,19 @@ def _final_discord(problem, setup, S, E):
     return disc
 
 
-def _result(problem, settings, setup, S, E, blocks, steps, converged, final_change, control):
+def crossing_log(setup, blocks):
+    """The blocks' crossing logs as one, sorted by (step, layer, entry, sample), cut to the log's size."""
     logs = [row for b in blocks for row in b.log]
     log = np.concatenate(logs) if logs else np.zeros((0, 5), dtype=np.int64)
-    log = log[np.lexsort((log[:, 1], log[:, 3], log[:, 2], log[:, 0]))][:setup.crossings]
+    return log[np.lexsort((log[:, 1], log[:, 3], log[:, 2], log[:, 0]))][:setup.crossings]
+
+
+def _result(problem, settings, setup, S, E, blocks, steps, converged, final_change, control):
+    log = crossing_log(setup, blocks)
     return HeatResult(
         state=S, output=S[:, setup.output_slice].copy(), steps=steps, converged=converged,
-        final_change=final_change, discord=_final_discord(problem, setup, S, E), edge_discrepancy=E,
-        history=_history(problem, settings, blocks), crossings=log, crossings_total=sum(b.n_logged for b in blocks),
+        final_change=final_change, discord=final_discord(problem, setup, S, E), edge_discrepancy=E,
+        history=heat_history(problem, settings, blocks), crossings=log, crossings_total=sum(b.n_logged for b in blocks),
         sliding=None, sliding_total=None, layout=problem.layout, pinned=list(problem.hard.labels),
         lambda_max_bound=problem.bound, dt=settings.dt, alpha=problem.settings.alpha,
         dts=None if control is None else np.array(control.dts),
