@@ -60,7 +60,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     dt : float
         Euler step (default 0.01); refused if ``alpha * dt * lambda_max_bound >= 2`` (see
         :func:`lambda_max_bound`), with the largest stable ``dt`` in the message.  Implicit: the first
-        step (default 1.0), doubled after every step taken, halved after every step refused.
+        step (default 1e4), doubled after every step taken, halved after every step refused.
     max_steps : int
         Euler steps at most (default 100000; implicit: 500).
     tol : float

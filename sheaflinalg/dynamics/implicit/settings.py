@@ -8,7 +8,7 @@ from ..._common.validation import check_bool, check_int, check_positive, check_t
 from ..euler.settings import _recorded_samples
 
 #: The options the implicit scheme uses, with their defaults (see :func:`sheaflinalg.heat`).
-DEFAULTS = dict(dt=1.0, max_steps=500, record_every=0, record_states=None, crossings=True, max_crossings=100_000,
+DEFAULTS = dict(dt=1e4, max_steps=500, record_every=0, record_states=None, crossings=True, max_crossings=100_000,
                 cg_tol=1e-10, cg_max_iter=200)
 
 
