@@ -4,7 +4,9 @@ ConvNeXt, DenseNet, ShuffleNet), tiny and float64, imported from PyTorch and fro
 At the forward state: ``delta_Omega`` is square and unit lower triangular in the node order; its response to
 an input perturbation is torch's Jacobian-vector product; ``sl.verify`` passes; ``sl.spectrum`` is dense
 ``eigh`` of the assembled Laplacian; the pinned discord is zero at the network's own output and positive away
-from it; the heat equation from a random start settles on the forward pass at a step the library accepts.
+from it; the heat equation from a random start settles on the forward pass at a step the library accepts
+(forward Euler; where it needs too many steps for the suite, SLOW_HEAT, it lowers the discord), and by the
+implicit scheme (``method="implicit"``) in a few steps for every family.
 The ONNX export imports and its harmonic extension is torch's forward pass.
 """
 
@@ -22,9 +24,11 @@ from helpers.torch_models import export_onnx, reference  # noqa: E402
 import sheaflinalg as sl  # noqa: E402
 
 NAMES = sorted(FAMILIES)
-#: Families whose heat needs more steps than the suite affords at the step the library accepts (the products
-#: of attention's scores bound it at the random start): ~1e5 steps; checked to approach the forward pass.
-SLOW_HEAT = {"vit": 3000, "gpt": 3000}
+#: Families whose forward Euler needs more steps than the suite affords at the step the library accepts (ViT and
+#: GPT: the products of attention's scores bound it at the random start, ~1e5 steps; EfficientNet and
+#: MobileNet: 16-30 s each): Euler is checked to lower the discord there; every family converges by the
+#: implicit scheme (test_the_implicit_heat_converges_to_the_forward_pass_from_a_random_start).
+SLOW_HEAT = {"vit": 200, "gpt": 200, "efficientnet": 200, "mobilenet": 200}
 
 
 def _imported(name):
@@ -103,17 +107,26 @@ def test_the_heat_flow_settles_on_the_forward_pass_from_a_random_start(name):
     dt = 0.9 * _largest_dt(net, X, seed=3)
     forward = sl.harmonic_extension(net, X).free
     if name in SLOW_HEAT:
-        # the forward pass is the flow's equilibrium, and the flow approaches it from a random start
+        # the forward pass is the flow's equilibrium, and the flow lowers the discord from a random start
         still = sl.heat(net, X, dt=dt, init="forward", max_steps=10, tol=1e-12, progress=False)
         assert still.converged and still.steps <= 2
-        start = sl.heat(net, X, dt=dt, max_steps=1, tol=0.0, seed=3, progress=False).state
+        start = sl.heat(net, X, dt=dt, max_steps=0, seed=3, progress=False).discord
         res = sl.heat(net, X, dt=dt, max_steps=SLOW_HEAT[name], tol=0.0, seed=3, progress=False)
-        n = res.layout.n_free
-        assert np.linalg.norm(res.state - forward[:, :n]) < 0.25 * np.linalg.norm(start - forward[:, :n])
+        assert res.discord < 0.5 * start
         return
     res = sl.heat(net, X, dt=dt, max_steps=12_000, tol=1e-10, seed=3, progress=False)
     assert res.converged
     np.testing.assert_allclose(res.output, net.forward(X), atol=1e-7)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_implicit_heat_converges_to_the_forward_pass_from_a_random_start(name):
+    _, net, shape = _imported(name)
+    X = _inputs(shape, 2, seed=2).reshape(2, -1)
+    res = sl.heat(net, X, method="implicit", tol=1e-10, seed=3, progress=False)
+    assert res.converged and res.steps <= 20
+    assert np.all(np.diff(res.energies, axis=0) <= 1e-13 * res.energies[:-1])        # the energy never rises
+    np.testing.assert_allclose(res.state, sl.harmonic_extension(net, X).free[:, :res.layout.n_free], atol=1e-9)
 
 
 @pytest.mark.parametrize("name", NAMES)
