@@ -153,7 +153,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     >>> sl.heat(net, [0.5, -1.0], method="exact", dt=0.05)
     Traceback (most recent call last):
     ...
-    ValueError: heat(method='exact') does not use dt (an option of method='euler' only); remove it or choose that method
+    ValueError: heat(method='exact') does not use dt (an option of method='euler' or method='implicit' only); remove it or choose that method
     """
     check_network(net, graphs=True)
     options = dict(dt=dt, max_steps=max_steps, record_every=record_every, record_states=record_states,

@@ -17,20 +17,23 @@ from sheaflinalg.dynamics.heat import METHODS
 
 NET = sl.Network.random([2, 4, 1], seed=0)
 GIVEN = dict(dt=0.02, max_steps=10, record_every=1, record_states=[0], output_force="discrepancy", crossings=False,
-             max_crossings=5, sliding_window=2, sliding_min_flips=2, check_stability=False, adaptive=False, t_max=1.0, max_events=5)
+             max_crossings=5, sliding_window=2, sliding_min_flips=2, check_stability=False, adaptive=False, t_max=1.0, max_events=5,
+             cg_tol=1e-8, cg_max_iter=5)
 
 
-@pytest.mark.parametrize("method,other", [("euler", "exact"), ("exact", "euler")])
+@pytest.mark.parametrize("method", sorted(METHODS))
+@pytest.mark.parametrize("other", sorted(METHODS))
 def test_an_option_of_the_other_method_is_refused_naming_it(method, other):
-    for name in METHODS[other]:
+    for name in sorted(set(METHODS[other]) - set(METHODS[method])):
+        users = " or ".join(f"method='{m}'" for m, names in METHODS.items() if name in names)
         with pytest.raises(ValueError, match=rf"heat\(method='{method}'\) does not use {name} "
-                                             rf"\(an option of method='{other}' only\)"):
+                                             rf"\(an option of {users} only\)"):
             sl.heat(NET, [0.5, -1.0], method=method, **{name: GIVEN[name]})
 
 
 def test_every_method_specific_option_defaults_to_a_readable_sentinel():
     params = inspect.signature(sl.heat).parameters
-    for name in METHODS["euler"] + METHODS["exact"]:
+    for name in METHODS["euler"] + METHODS["exact"] + METHODS["implicit"]:
         assert isinstance(params[name].default, Default)
     assert "dt=<default 0.01>" in str(inspect.signature(sl.heat))
 
