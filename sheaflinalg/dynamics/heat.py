@@ -108,13 +108,15 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
         result's ``dts``), or refused naming the nodes (False).  No effect on other networks (their bound
         holds for every state: ``dt`` is checked once).
     progress : bool
-        tqdm progress bar: Euler runs of more than 20000 steps, exact flows of 1000 samples or more.
+        tqdm progress bar: Euler runs of more than 20000 steps, implicit runs of 100 steps or more
+        (``max_steps``), exact flows of 1000 samples or more.
     threads : int, optional
         Threads that share the batch (the kernels release the GIL); any positive integer,
         default :func:`sheaflinalg.get_num_threads`.  A batch is cut into parts by its size
         alone (Euler: at least 128 samples, at most 16 parts), so the result is the same bit
         for bit for any number of threads (stopping step, states, crossings, records; see
-        :mod:`sheaflinalg.dynamics.euler.parts`).
+        :mod:`sheaflinalg.dynamics.euler.parts`).  Implicit: two threads share the coboundary's
+        products node by node, the same result bit for bit.
     method : {"euler", "exact", "implicit"}
         ``"implicit"``: graph networks only, the linearly implicit (Rosenbrock-Euler) scheme
         ``(I + alpha dt L(x_k)) d = alpha dt F(x_k)``, ``L`` the Gauss-Newton Hessian (the sheaf Laplacian

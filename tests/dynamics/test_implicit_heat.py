@@ -233,3 +233,11 @@ def test_implicit_options_are_refused_elsewhere_and_chains_are_refused():
         sl.heat(net, random_inputs(net, 0, 1).reshape(1, -1), cg_tol=1e-8, progress=False)
     with pytest.raises(ValueError, match="method='implicit'.* takes a graph network"):
         sl.heat(sl.Network.random([2, 3, 1], seed=0), [0.5, 1.0], method="implicit", progress=False)
+
+
+def test_implicit_heat_does_not_depend_on_threads():
+    net = random_graph(8, "mixed")
+    X = random_inputs(net, 8, 3).reshape(3, -1)
+    one, two = (sl.heat(net, X, method="implicit", tol=1e-11, seed=1, threads=t, progress=False) for t in (1, 2))
+    np.testing.assert_array_equal(one.state, two.state)
+    np.testing.assert_array_equal(one.cg_iterations, two.cg_iterations)

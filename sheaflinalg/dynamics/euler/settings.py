@@ -41,7 +41,7 @@ class EulerSettings:
                              "pass one of them")
         return cls(dt=check_positive(dt, "dt"), max_steps=check_int(max_steps, "max_steps", 0),
                    record_every=record_every,
-                   record_states=_recorded_samples(record_states, n_samples, record_every),
+                   record_states=recorded_samples(record_states, n_samples, record_every),
                    output_force=check_choice(output_force, OUTPUT_FORCES, "output_force"),
                    crossings=check_bool(crossings, "crossings"), max_crossings=check_int(max_crossings, "max_crossings", 0),
                    sliding_window=check_int(sliding_window, "sliding_window", 1),
@@ -49,7 +49,7 @@ class EulerSettings:
                    check_stability=check_stability, adaptive=adaptive)
 
 
-def _recorded_samples(record_states, M, record_every):
+def recorded_samples(record_states, M, record_every):
     """``record_states`` as sample indices in ``[0, M)`` (int64; empty for None)."""
     if record_states is None:
         return np.zeros(0, dtype=np.int64)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._common.validation import check_bool, check_int, check_positive, check_tol
-from ..euler.settings import _recorded_samples
+from ..euler.settings import recorded_samples
 
 #: The options the implicit scheme uses, with their defaults (see :func:`sheaflinalg.heat`).
 DEFAULTS = dict(dt=1e4, max_steps=500, record_every=0, record_states=None, crossings=True, max_crossings=100_000,
@@ -38,7 +38,7 @@ class ImplicitSettings:
         record_every = check_int(record_every, "record_every", 0)
         return cls(dt=check_positive(dt, "dt"), max_steps=check_int(max_steps, "max_steps", 0),
                    record_every=record_every,
-                   record_states=_recorded_samples(record_states, n_samples, record_every),
+                   record_states=recorded_samples(record_states, n_samples, record_every),
                    crossings=check_bool(crossings, "crossings"),
                    max_crossings=check_int(max_crossings, "max_crossings", 0),
                    cg_tol=check_tol(cg_tol, "cg_tol", zero=False), cg_max_iter=check_int(cg_max_iter, "cg_max_iter"))
