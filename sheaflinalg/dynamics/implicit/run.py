@@ -54,9 +54,10 @@ class ImplicitHeatResult(HeatResult):
     dts : ndarray, shape (steps, n_samples)
         The ``dt`` each sample's step ``k`` tried.
     taken : ndarray of bool, shape (steps, n_samples)
-        Whether it was taken (it lowered the energy).
+        Whether it was taken (it lowered the energy, or kept it within its rounding and lowered the force).
     energies : ndarray, shape (steps + 1, n_samples)
-        Every sample's energy (total discord) at the start and after every step: never rising.
+        Every sample's energy (total discord) at the start and after every step: never rising by more than
+        its rounding (:data:`ROUNDING` relative).
     cg_iterations : ndarray of int, shape (steps,)
         Conjugate-gradient iterations of each step (the batch's slowest sample).
     """
@@ -92,8 +93,8 @@ class _Run:
             return F, E, pattern, final_discord(self.problem, self.setup, block.S, E)
 
     def step(self, k):
-        """Implicit step ``k`` (0-based) for every sample; returns the largest change of a converged-or-not
-        sample (``inf`` where a step was refused) and whether every sample has converged."""
+        """Implicit step ``k`` (0-based) of every sample; returns the largest change of a coordinate (``inf`` if a
+        step neither taken nor below ``tol`` was refused) and whether every sample has converged."""
         alpha, first = self.problem.settings.alpha, self.settings.dt
         system = StepSystem(self.setup, self.problem.layout, self.pattern, self.S, self.problem.settings.threads)
         d, iterations = system.solve(self.F, alpha * self.dt, self.settings.cg_tol, self.settings.cg_max_iter)
