@@ -23,7 +23,7 @@ from .sheaf import (AugmentedSheafSystem, Block, Completion, HarmonicExtension, 
                     verify)
 # dynamics
 from .dynamics import (ConvergenceStudy, ExactHeatResult, FlowResult, HeatHistory, HeatResult,
-                       NonFiniteStateError, convergence_study, heat, lambda_max_bound, switch_statistics)
+                       ImplicitHeatResult, NonFiniteStateError, convergence_study, heat, lambda_max_bound, switch_statistics)
 # discord (sl.discord.residuals, sl.discord.pinned, ...)
 from . import discord
 # training
@@ -50,7 +50,7 @@ __all__ = [
     "NonUniqueCompletionError",
     # dynamics
     "heat", "HeatResult", "HeatHistory", "NonFiniteStateError", "lambda_max_bound", "ExactHeatResult",
-    "FlowResult", "convergence_study", "ConvergenceStudy", "switch_statistics",
+    "ImplicitHeatResult", "FlowResult", "convergence_study", "ConvergenceStudy", "switch_statistics",
     # discord
     "discord",
     # training

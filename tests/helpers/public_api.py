@@ -25,7 +25,7 @@ PUBLIC = dict(item for module, label in ((sl, "sl"), (sl.discord, "sl.discord"),
 
 #: Records the library returns (dataclasses of results): they are built by the library, not from user input.
 RESULTS = {"sl.Block", "sl.FlowResult", "sl.HarmonicExtension", "sl.VerificationReport", "sl.HeatResult", "sl.HeatHistory",
-           "sl.Completion", "sl.ExactHeatResult", "sl.ConvergenceStudy", "sl.TrainResult", "sl.History",
+           "sl.Completion", "sl.ExactHeatResult", "sl.ImplicitHeatResult", "sl.ConvergenceStudy", "sl.TrainResult", "sl.History",
            "sl.TrainingInfo", "sl.SpectrumResult", "sl.discord.EdgeResiduals", "sl.discord.NodeResiduals",
            "sl.discord.PinnedDiscord", "sl.discord.AttentionBlock", "sl.discord.HeadDiscord", "sl.sweep.Spec", "sl.tasks.Dataset", "sl.tasks.Experiment",
            "sl.tasks.SweepRecord"}
