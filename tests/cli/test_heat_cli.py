@@ -50,3 +50,23 @@ def test_heat_command_threads_give_the_one_thread_result(capsys):
 def test_heat_command_errors(argv, match, capsys):
     assert main(argv + ["--no-progress"]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_heat_command_runs_the_implicit_scheme_on_a_graph_network(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    net = sl.Network.from_nodes((4,), [
+        sl.Node("fc", "linear", ["x"], params={"weight": rng.normal(size=(6, 4)), "bias": np.zeros(6)}),
+        sl.Node("g", "gelu", ["fc"], {"approximate": "none"}),
+        sl.Node("out", "linear", ["g"], params={"weight": rng.normal(size=(2, 6)), "bias": np.zeros(2)})])
+    path = tmp_path / "net.npz"
+    net.save(path)
+    assert main(["heat", "--network", str(path), "--method", "implicit", "--samples", "3", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "converged: True" in out
+    assert float(out.split("max |output - forward pass|: ")[1].split()[0]) < 1e-12
+    assert int(out.split("steps: ")[1].split()[0]) < 20
+    # an Euler-only option and a chain are refused with one line each
+    assert main(["heat", "--network", str(path), "--method", "implicit", "--output-force", "adjoint"]) == 2
+    assert main(["heat", "--method", "implicit", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "does not use output_force" in err and "graph" in err
