@@ -22,10 +22,9 @@ spec.loader.exec_module(bench)
 @pytest.mark.slow
 def test_zoo_benchmark_reports_exact_refused_and_skipped(tmp_path, capsys):
     out = tmp_path / "zoo.md"
-    bench.main(["--models", "mnasnet0_5,squeezenet1_1,resnet18", "--max-params", "5e6", "--output", str(out),
-                "--no-progress"])
+    bench.main(["--models", "squeezenet1_1,resnet18", "--max-params", "5e6", "--output", str(out), "--no-progress"])
     rows = {line.split(" | ")[0].strip("| "): line for line in out.read_text().splitlines()}
-    assert " | exact | " in rows["mnasnet0_5"] and " | exact | " in rows["squeezenet1_1"]
+    assert " | exact | " in rows["squeezenet1_1"]
     assert " | skipped | " in rows["resnet18"] and "12M parameters > --max-params" in rows["resnet18"]
     assert "Summary: " in capsys.readouterr().out
     # Swin's window attention is a function torch.fx does not trace into: read through torch.export, and the
