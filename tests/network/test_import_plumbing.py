@@ -114,7 +114,7 @@ def test_onnx_pad_transpose_and_reduce_mean_match_their_definitions(tmp_path, op
 
 
 @pytest.mark.parametrize("options, match", [({"value": 1.0}, "only zero padding"),
-                                            ({"perm": (1, 0, 2)}, "moves the batch axis"),
+                                            ({"perm": (1, 0, 2)}, "holds the samples of the batch"),
                                             ({"mean_axes": (0, 1)}, "batch axis")])
 def test_onnx_refuses_what_is_not_plumbing(tmp_path, options, match):
     onnx = pytest.importorskip("onnx")

@@ -87,7 +87,7 @@ def test_the_onnx_refusal_lists_the_table(tmp_path, monkeypatch):
     assert f"supported: {', '.join(sorted(onnx_graph.OPS))} and a final Sigmoid, Tanh or Softmax" in message
     monkeypatch.setattr(onnx_graph, "OPS", {**onnx_graph.OPS, "Frobnicate": onnx_graph.OPS["Relu"]})
     monkeypatch.setattr(onnx_graph, "FINALS", {"Sigmoid": "sigmoid"})
-    assert "Flatten, Frobnicate, Gelu, Gemm" in _onnx_refusal(tmp_path)
+    assert "Flatten, Frobnicate, Gather, Gelu, Gemm" in _onnx_refusal(tmp_path)
     assert _onnx_refusal(tmp_path).endswith("and a final Sigmoid")
 
 

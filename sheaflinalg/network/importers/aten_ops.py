@@ -17,7 +17,7 @@ import operator
 import numpy as np
 
 from .. import ops
-from .aten_layout import Layout, permuted
+from .batch_layout import permuted, without
 from .builder import Inner, refuse
 from .torch_modules import Step, reshape_step, slice_range
 
@@ -26,11 +26,6 @@ def _integer(name, op, value, what):
     if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise refuse(name, op, f"its {what} {value!r} is not an integer")
     return int(value)
-
-
-def _without(layout, dims, ndim):
-    """The layout after dropping the ATen dims ``dims`` (none of them the batch's)."""
-    return Layout(layout.dim - sum(1 for d in dims if d % ndim < layout.dim), layout.outer, layout.inner)
 
 
 def view(rule, program, node, name, op):
@@ -72,7 +67,7 @@ def select(rule, program, node, name, op):
     shape, ndim = program.shape(parent), len(program.aten_shape(parent))
     axis = program.axis(parent, dim, name, op)
     index = _integer(name, op, index, "index") % shape[axis]
-    program.layouts[node] = _without(program.layout(parent), [dim], ndim)
+    program.layouts[node] = without(program.layout(parent), [dim], ndim)
     piece = Inner(f"{node.name}.entry")
     inner = [(piece, "entry", Step(ops.slice.RULE, [parent], slice_range(name, op, shape, axis + 1, index,
                                                                          index + 1)))]
@@ -149,5 +144,5 @@ def reduction(rule, program, node, name, op):
     dims = [dims] if isinstance(dims, int) else list(dims)
     axes = tuple(sorted({program.axis(parent, d, name, op) for d in dims}))
     ndim = len(program.aten_shape(parent))
-    program.layouts[node] = program.layout(parent) if keepdim else _without(program.layout(parent), dims, ndim)
+    program.layouts[node] = program.layout(parent) if keepdim else without(program.layout(parent), dims, ndim)
     return Step(rule, [parent], {"axes": axes, "keepdim": keepdim})

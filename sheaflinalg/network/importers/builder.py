@@ -130,6 +130,10 @@ class GraphBuilder:
         """The graph name standing for the importer's value ``key``."""
         return self._names[key]
 
+    def has(self, key):
+        """Whether ``key`` is a value of the graph being built (computed from the input, or the input)."""
+        return key in self._names
+
     def shape(self, key):
         """Per-sample shape of the value ``key``."""
         return self._shapes[self._names[key]]

@@ -22,7 +22,7 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from . import onnx_affine, onnx_fold, onnx_sizes
+from . import onnx_affine, onnx_fold, onnx_layout, onnx_sizes
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
@@ -105,6 +105,7 @@ class _Reader:
         self.matmuls = set()       # MatMul outputs still without a bias
         self.products = {}         # {output: alpha} of MatMuls of two values (a scalar after them scales them)
         self.causal = set()        # scores with attention's causal mask added: their Softmax's causal
+        self.layouts = {}          # {value: where its samples sit} where not the first axis alone (onnx_layout)
 
     def attrs(self, node):
         return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
@@ -224,39 +225,6 @@ def _flatten(reader, node, label, attrs, rule):
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": (math.prod(shape),)})
 
 
-def _reshape_target(shape, target, allowzero, batch):
-    """ONNX's Reshape rule on a batch of ``batch`` samples of per-sample ``shape``."""
-    full = (batch,) + tuple(shape)
-    dims = [full[i] if n == 0 and not allowzero and i < len(full) else int(n) for i, n in enumerate(target)]
-    if dims.count(-1) == 1:
-        known = math.prod(n for n in dims if n != -1)
-        dims[dims.index(-1)] = math.prod(full) // known if known and math.prod(full) % known == 0 else -2
-    return tuple(dims)
-
-
-def _reshape(reader, node, label, attrs, rule):
-    name = node.input[1]
-    if name in reader.sizes:
-        targets = reader.sizes[name]
-    elif name in reader.constants:
-        target = [int(n) for n in np.asarray(reader.constants[name]).reshape(-1)]
-        # a file exported with a fixed batch size writes it into its reshapes: that entry is the batch axis
-        fixed = bool(target) and reader.batch is not None and target[0] == reader.batch
-        targets = {b: [b] + target[1:] if fixed else target for b in BATCHES}
-    else:
-        raise refuse(label, node.op_type, "its target shape is computed from values, not from shapes")
-    shape = reader.builder.shape(node.input[0])
-    results = {b: _reshape_target(shape, targets[b], attrs.get("allowzero", 0), b) for b in BATCHES}
-    per_sample = {r[1:] for r in results.values()}
-    per = next(iter(per_sample))
-    if any(r[0] != b for b, r in results.items()) or len(per_sample) != 1 or not all(n >= 1 for n in per) or \
-            math.prod(per) != math.prod(shape):
-        raise refuse(label, node.op_type, f"the target shape {list(targets[BATCHES[0]])} (for a batch of "
-                                          f"{BATCHES[0]}) does not keep the batch axis and the {math.prod(shape)} "
-                                          "values per sample")
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": per})
-
-
 def _dropout(reader, node, label, attrs, rule):
     reader.only_first_output(node, label)
     if len(node.input) > 2 and node.input[2]:
@@ -287,15 +255,6 @@ def _identity(reader, node, label, attrs, rule):
         reader.constants[node.output[0]] = reader.constants[node.input[0]]
         return
     reader.builder.elide(node.output[0], node.input[0])
-
-
-def _transpose(reader, node, label, attrs, rule):
-    rank = len(reader.builder.shape(node.input[0])) + 1
-    perm = tuple(int(a) for a in attrs.get("perm", range(rank - 1, -1, -1)))
-    if sorted(perm) != list(range(rank)) or perm[0] != 0:
-        raise refuse(label, node.op_type, f"perm={list(perm)} moves the batch axis 0 (or is not a permutation of "
-                                          f"{rank} axes); only per-sample axes may be permuted")
-    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"axes": tuple(a - 1 for a in perm[1:])})
 
 
 def _reduce_mean(reader, node, label, attrs, rule):
@@ -386,10 +345,12 @@ OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.mat
        "MaxPool": Entry(ops.maxpool.RULE, _maxpool), "AveragePool": Entry(ops.avgpool.RULE, _avgpool),
        "GlobalAveragePool": Entry(ops.adaptive_avgpool.RULE, _global_pool),
        "BatchNormalization": Entry(ops.batchnorm.RULE, _batchnorm), "Concat": Entry(ops.concat.RULE, _concat),
-       "Flatten": Entry(ops.reshape.RULE, _flatten), "Reshape": Entry(ops.reshape.RULE, _reshape),
+       "Flatten": Entry(ops.reshape.RULE, _flatten), "Reshape": Entry(ops.reshape.RULE, onnx_layout.reshape),
+       "Unsqueeze": Entry(ops.reshape.RULE, onnx_layout.unsqueeze),
+       "Squeeze": Entry(ops.reshape.RULE, onnx_layout.squeeze), "Gather": Entry(ops.slice.RULE, onnx_layout.gather),
        "Relu": Entry(ops.relu.RULE, _relu), "LeakyRelu": Entry(ops.leaky_relu.RULE, _leaky_relu),
        "Dropout": Entry(None, _dropout), "Identity": Entry(None, _identity), "Constant": Entry(None, _constant),
-       "Transpose": Entry(ops.permute.RULE, _transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
+       "Transpose": Entry(ops.permute.RULE, onnx_layout.transpose), "ReduceMean": Entry(ops.mean.RULE, _reduce_mean),
        "ReduceSum": Entry(ops.sum.RULE, _reduce_mean),
        "Pad": Entry(ops.pad.RULE, _pad), "Slice": Entry(ops.slice.RULE, _slice),
        "Split": Entry(ops.slice.RULE, _split), "Resize": Entry(ops.upsample.RULE, resize),
@@ -465,12 +426,16 @@ def graph_from_onnx(path):
             raise refuse(label, node.op_type, f"op_type {node.op_type!r} has no sparse restriction map"
                                               f"{decomposed_hint(model.graph, node)}; supported: {supported()}")
         try:
-            entry.convert(reader, node, label, attrs, entry.rule)
+            onnx_layout.convert(reader, node, label, attrs, entry)
         except UnsupportedModelError as exc:      # (a Sub of two values: perhaps a LayerNorm written out)
             raise UnsupportedModelError(f"{path}: {exc}{decomposed_hint(model.graph, node)}") from None
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise UnsupportedModelError(f"{path}: node {label!r} ({node.op_type}) is not supported: {exc}") from None
     try:
+        if onnx_layout.layout(reader, result) != onnx_layout.STANDARD:
+            raise UnsupportedModelError(f"the output {result!r} holds the samples of the batch in axis "
+                                        f"{onnx_layout.layout(reader, result).dim} (moved there by a Transpose or "
+                                        "Reshape); only an output with the batch first and alone is supported")
         graph = reader.builder.graph(result, output)
     except UnsupportedModelError as exc:
         raise UnsupportedModelError(f"{path}: {exc}") from None
@@ -480,9 +445,10 @@ def graph_from_onnx(path):
 
 def _check(reader, model, graph):
     """Run the file once in float64 (onnx's reference evaluator) and check ``graph`` against it, value by value."""
-    X = random_input(reader.batch or BATCHES[0], graph.input_shape)
+    batch = reader.batch or BATCHES[0]
+    X = random_input(batch, graph.input_shape)
     values = run_reference(reader.onnx, reader.helper, reader.path, model, reader.input_name, X)
-    reference = {name: values[key] for name, key in reader.builder.sources.items()
-                 if name != INPUT and values.get(key) is not None}
+    reference = {name: onnx_layout.layout(reader, key).samples(values[key], batch)
+                 for name, key in reader.builder.sources.items() if name != INPUT and values.get(key) is not None}
     check_import(graph, X, reference, values[reader.output_name], reader.path,
                  "an attribute or a broadcast the importer reads otherwise than the ONNX operator does")

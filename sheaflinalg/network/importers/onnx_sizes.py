@@ -12,6 +12,7 @@ constant of the file (``reader.constants``), read by the converters as any initi
 
 import numpy as np
 
+from .batch_layout import STANDARD
 from .builder import refuse
 from .onnx_data import tensor_array
 from .onnx_ops import BATCHES
@@ -72,7 +73,7 @@ def _value(reader, node, attrs, batch):
         return reader.sizes[name][batch] if name in reader.sizes else np.asarray(reader.constants[name])
     if node.op_type == "Shape":
         source = node.input[0]
-        full = np.array(value(source).shape if source in reader.sizes else (batch,) + reader.builder.shape(source),
+        full = np.array(value(source).shape if source in reader.sizes else reader.layouts.get(source, STANDARD).full(reader.builder.shape(source), batch),
                         dtype=np.int64)
         return full[attrs.get("start", 0):attrs.get("end", len(full))]
     args = [value(name) if name else None for name in node.input]

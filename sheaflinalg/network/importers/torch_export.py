@@ -7,7 +7,7 @@ in :data:`~.aten_table.KEPT`: linear maps, attention, the smooth activations, up
 node by node.  A value that does not depend on the input (a parameter, a causal mask, a position
 embedding) is a constant, read off that run; every ATen call on values computed from the input is
 converted through :mod:`.aten_table` into the ops the torch.fx importer writes (their converters shared),
-with the batch wherever the program keeps it (:mod:`.aten_layout`), or refused naming the node and its
+with the batch wherever the program keeps it (:mod:`.batch_layout`), or refused naming the node and its
 ATen op: data-dependent control flow (torch.export fails), random ops, a mutated buffer, a value mixing
 the samples of the batch.  The graph built is checked against the run's values and the model's own
 output (:mod:`.check`).
@@ -19,9 +19,9 @@ import operator
 
 from ..._common.memory import FLOAT, check_memory
 from ..errors import ImportMismatchError, UnsupportedModelError
-from .aten_layout import STANDARD, from_flat
-from .aten_layout import axis as layout_axis
-from .aten_layout import constant_sample
+from .batch_layout import STANDARD, from_flat
+from .batch_layout import axis as layout_axis
+from .batch_layout import constant_sample
 from .aten_table import ATEN, FINALS, KEPT, supported
 from .builder import GraphBuilder, check_input_shape, refuse
 from .check import check_import, random_input

@@ -1,6 +1,7 @@
-"""Where the samples of a batch sit in a value of an exported (ATen) program.
+"""Where the samples of a batch sit in a value of an exported program (ATen or ONNX).
 
-``torch.export`` records a model on one batch of :data:`~.torch_fx.BATCH` samples, and its ATen graph moves
+Both exporters move the batch axis inside a model's values; both importers track it with :class:`Layout`
+(ONNX dimensions read the same way as ATen ones below).  ``torch.export`` records a model on one batch of :data:`~.torch_fx.BATCH` samples, and its ATen graph moves
 the batch axis around: ``nn.MultiheadAttention`` works on ``(sequence, batch, width)`` values, merges the
 batch with the heads (``(batch * heads, sequence, d)``), Hugging Face's ``Conv1D`` multiplies the
 ``(batch * sequence, width)`` rows.  A value computed from the input holds the samples as one ATen dimension
@@ -54,6 +55,19 @@ class Layout(NamedTuple):
         """``(A, K)``: the value read flat is ``(A, batch, K)``."""
         return (math.prod(shape[:self.dim]) * self.outer, self.inner * math.prod(shape[self.dim + 1:]))
 
+    def full(self, per_sample, batch):
+        """The ATen shape of a value of per-sample shape ``per_sample`` at ``batch`` samples (of
+        :meth:`per_sample` the inverse).
+
+        Examples
+        --------
+        >>> Layout(1, 1, 2).full((5, 2, 4), 3), STANDARD.full((5,), 3)
+        ((5, 6, 4), (3, 5))
+        """
+        kept = len(self.extents())
+        per_sample = tuple(int(n) for n in per_sample)
+        return per_sample[:self.dim] + (self.outer * batch * self.inner,) + per_sample[self.dim + kept:]
+
     def samples(self, value, batch):
         """The value's samples as rows, ``(batch, per-sample size)``: what graph nodes hold."""
         A, K = self.flat(value.shape)
@@ -90,6 +104,11 @@ def axis(layout, name, op, d, ndim):
         raise refuse(name, op, f"dim {d} holds the samples of the batch; acting along it mixes them (every "
                                "operation must act on each sample separately)")
     return slot[0]
+
+
+def without(layout, dims, ndim):
+    """The layout after dropping the ATen dims ``dims`` (none of them the batch's) of a rank-``ndim`` value."""
+    return Layout(layout.dim - sum(1 for d in dims if d % ndim < layout.dim), layout.outer, layout.inner)
 
 
 def permuted(layout, dims):
