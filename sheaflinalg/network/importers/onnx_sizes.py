@@ -3,8 +3,9 @@
 torch.onnx writes ``x.size(0)``, ``flatten(2)``, ``view(n, t, h, d)``, a chunk's bounds, attention's scale
 ``1 / sqrt(d)``, its causal mask and Swin's padding to whole windows (``(w - W % w) % w``, F.pad's pads
 reordered) as nodes reading ``Shape``: Shape, Gather, Slice, Unsqueeze, Squeeze, Concat, Cast, Identity, the
-arithmetic (Add, Sub, Mul, Div, Mod, Sqrt), Equal, Where, Reshape, Transpose, ConstantOfShape, Expand and
-Trilu.  :func:`is_size` says which nodes compute such values; :func:`evaluate` evaluates one at
+arithmetic (Add, Sub, Mul, Div, Mod, Sqrt), Equal, Where, Reshape, Transpose, ConstantOfShape, Expand,
+Trilu, Range, ScatterND and Not (Swin's shifted windows' mask).  A value whose samples the exporter moved (:mod:`.onnx_layout`) has
+the shape its layout gives.  :func:`is_size` says which nodes compute such values; :func:`evaluate` evaluates one at
 every batch size of :data:`.onnx_ops.BATCHES` into ``reader.sizes`` (integers stay int64, a value cast to a
 floating type is float64).  A floating-point value equal at every batch (the scale, the mask) is also a
 constant of the file (``reader.constants``), read by the converters as any initializer.
@@ -21,7 +22,8 @@ from .onnx_ops import BATCHES
 FLOAT_TYPES = (1, 10, 11, 16)
 #: The operations of shape arithmetic (a node is one only where it reads sizes and constants alone).
 SIZE_OPS = ("Shape", "Gather", "Slice", "Unsqueeze", "Squeeze", "Concat", "Cast", "Identity", "Mul", "Div", "Add",
-            "Sub", "Sqrt", "Mod", "ConstantOfShape", "Equal", "Where", "Reshape", "Expand", "Trilu", "Transpose")
+            "Sub", "Sqrt", "Mod", "ConstantOfShape", "Equal", "Where", "Reshape", "Expand", "Trilu", "Transpose",
+            "Range", "ScatterND", "Not")
 
 
 def _axes(reader, node, attrs):
@@ -52,6 +54,18 @@ def _trilu(args, attrs):
     return np.triu(args[0], k) if attrs.get("upper", 1) else np.tril(args[0], k)
 
 
+def _scatter_nd(args, attrs):
+    """ScatterND without reduction: ``data`` with the entries (or slices) at ``indices`` replaced by ``updates``."""
+    data, indices, updates = (np.asarray(a) for a in args[:3])
+    reduction = attrs.get("reduction", b"none")
+    if (reduction.decode() if isinstance(reduction, bytes) else reduction) != "none":
+        raise ValueError(f"reduction={reduction!r}; only 'none' is supported")
+    out, k = data.copy(), indices.shape[-1]
+    for index, update in zip(indices.reshape(-1, k), updates.reshape((-1,) + data.shape[k:])):
+        out[tuple(index)] = update
+    return out
+
+
 def _divide(a, b):
     """Div: integer division of integers (sizes are positive), true division of floating-point values."""
     integers = np.asarray(a).dtype.kind in "iub" and np.asarray(b).dtype.kind in "iub"
@@ -63,8 +77,9 @@ def _cast(a, attrs):
 
 
 _PLAIN = {"Identity": lambda a: a, "Mul": np.multiply, "Div": _divide, "Add": np.add, "Sub": np.subtract,
-          "Sqrt": np.sqrt, "Equal": np.equal, "Where": np.where, "Reshape": lambda a, s: a.reshape(tuple(s)),
-          "Expand": lambda a, s: np.broadcast_to(a, np.broadcast_shapes(np.shape(a), tuple(s)))}
+          "Sqrt": np.sqrt, "Equal": np.equal, "Not": np.logical_not, "Where": np.where, "Reshape": lambda a, s: a.reshape(tuple(s)),
+          "Expand": lambda a, s: np.broadcast_to(a, np.broadcast_shapes(np.shape(a), tuple(s))),
+          "Range": lambda start, limit, delta: np.arange(start.item(), limit.item(), delta.item())}
 
 
 def _value(reader, node, attrs, batch):
@@ -73,8 +88,8 @@ def _value(reader, node, attrs, batch):
         return reader.sizes[name][batch] if name in reader.sizes else np.asarray(reader.constants[name])
     if node.op_type == "Shape":
         source = node.input[0]
-        full = np.array(value(source).shape if source in reader.sizes else reader.layouts.get(source, STANDARD).full(reader.builder.shape(source), batch),
-                        dtype=np.int64)
+        full = np.array(value(source).shape if source in reader.sizes else
+                        reader.layouts.get(source, STANDARD).full(reader.builder.shape(source), batch), dtype=np.int64)
         return full[attrs.get("start", 0):attrs.get("end", len(full))]
     args = [value(name) if name else None for name in node.input]
     if node.op_type == "Gather":
@@ -87,7 +102,7 @@ def _value(reader, node, attrs, batch):
     if node.op_type == "ConstantOfShape":     # a tensor of sizes (torch's expand(n, -1, -1) resolving its -1s)
         fill = tensor_array(reader.onnx, reader.helper, attrs["value"]) if "value" in attrs else np.zeros(1)
         return np.full(tuple(args[0]), fill.reshape(-1)[0])
-    special = {"Slice": _slice, "Trilu": _trilu, "Cast": lambda args, attrs: _cast(args[0], attrs),
+    special = {"Slice": _slice, "Trilu": _trilu, "ScatterND": _scatter_nd, "Cast": lambda args, attrs: _cast(args[0], attrs),
                "Mod": lambda args, attrs: (np.fmod if attrs.get("fmod", 0) else np.mod)(*args),
                "Transpose": lambda args, attrs: np.transpose(args[0], attrs.get("perm"))}
     if node.op_type in special:

@@ -1,0 +1,101 @@
+"""Network.from_onnx on values whose batch axis the exporter moved (issue 32): nn.MultiheadAttention (sequence-first,
+the batch merged with the heads), torchvision's ViT and Swin against torch's float64 forward; graphs written with
+onnx.helper against the operators' definitions; ops that would mix the samples refused naming the node."""
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from torch import nn  # noqa: E402
+
+from helpers import zoo  # noqa: E402
+from helpers.torch_models import export_onnx, reference  # noqa: E402
+import sheaflinalg as sl  # noqa: E402
+
+
+class _Attention(nn.Module):
+    """A residual self-attention of width 4, two heads, on ``(N, 3, 4)`` tokens."""
+
+    def __init__(self, need_weights):
+        super().__init__()
+        self.attn, self.need_weights = nn.MultiheadAttention(4, 2, batch_first=True), need_weights
+
+    def forward(self, x):
+        return x + self.attn(x, x, x, need_weights=self.need_weights)[0]
+
+
+def _tiny_vit(tv):
+    return tv.models.VisionTransformer(image_size=8, patch_size=4, num_layers=1, num_heads=2, hidden_dim=4,
+                                       mlp_dim=8, num_classes=3)
+
+
+def _tiny_swin(tv):
+    return tv.models.SwinTransformer(patch_size=[2, 2], embed_dim=4, depths=[2], num_heads=[2], window_size=[2, 2],
+                                     num_classes=3)
+
+
+def _imports_exactly(model, shape, tmp_path):
+    torch.manual_seed(0)
+    model = model.double().eval()
+    net = sl.Network.from_onnx(export_onnx(model, shape, tmp_path / "m.onnx", opset=17))
+    for n in (1, 3):                # the layouts hold at every batch size, not only the exported one
+        X = np.random.default_rng(n).normal(size=(n,) + shape)
+        np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-11, atol=1e-12)
+    return net
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_exported_sequence_first_matches_torch(tmp_path, need_weights):
+    torch.manual_seed(0)
+    net = _imports_exactly(_Attention(need_weights), (3, 4), tmp_path)
+    assert {"permute", "matmul", "softmax"} <= {node.op for node in net.graph.nodes}
+
+
+@pytest.mark.parametrize("make, shape", [(_tiny_vit, (3, 8, 8)), (_tiny_swin, (3, 8, 8))], ids=["vit", "swin"])
+def test_torchvision_vit_and_swin_match_torch(tmp_path, make, shape):
+    tv = zoo.require("torchvision")
+    torch.manual_seed(0)
+    _imports_exactly(make(tv), shape, tmp_path)
+
+
+def _save(tmp_path, nodes, out_shape, inits=()):
+    """Input ``x`` of shape (N, 2, 3) through ``nodes`` to ``y`` of shape ``out_shape`` (N first), saved."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, ["N", 2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.DOUBLE, ["N", *out_shape])],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_moved_samples_through_add_softmax_gather_and_views_match_the_definitions(tmp_path):
+    c = np.random.default_rng(0).normal(size=(2, 1, 3))          # broadcast along the moved batch axis
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),             # (2, N, 3)
+             helper.make_node("Add", ["t", "c"], ["a"]), helper.make_node("Softmax", ["a"], ["s"], axis=-1),
+             helper.make_node("Unsqueeze", ["s", "zero"], ["u"]),                          # (1, 2, N, 3)
+             helper.make_node("Squeeze", ["u", "zero"], ["q"]),
+             helper.make_node("Gather", ["q", "one"], ["y"], axis=0)]                      # (N, 3)
+    net = sl.Network.from_onnx(_save(tmp_path, nodes, (3,), [("c", c), ("zero", np.array([0])),
+                                                              ("one", np.array(1))]))
+    X = np.random.default_rng(1).normal(size=(4, 2, 3))
+    z = X + c[:, 0][None]
+    expected = (np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))[:, 1]
+    np.testing.assert_allclose(net.forward(X), expected, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("nodes, out_shape, match", [
+    ([helper.make_node("Softmax", ["t"], ["y0"], axis=1, name="sm"),
+      helper.make_node("Transpose", ["y0"], ["y"], perm=[1, 0, 2])], (2, 3), r"'sm' \(Softmax\).*holds the samples"),
+    ([helper.make_node("Transpose", ["t"], ["k"], perm=[0, 2, 1]),
+      helper.make_node("MatMul", ["t", "k"], ["y"], name="mm")], (2, 2), r"'mm' \(MatMul\).*in different axes"),
+    ([helper.make_node("LayerNormalization", ["t", "w"], ["y0"], name="ln"),
+      helper.make_node("Transpose", ["y0"], ["y"], perm=[1, 0, 2])], (2, 3), r"'ln' \(LayerNormalization\).*axis 1"),
+    ([helper.make_node("Reshape", ["t", "flat"], ["y"], name="r")], (2, 3), r"'r' \(Reshape\).*does not keep"),
+], ids=["softmax-over-batch", "matmul-over-batch", "other-op", "reshape-mixing"])
+def test_ops_mixing_moved_samples_are_refused_naming_the_node(tmp_path, nodes, out_shape, match):
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]), *nodes]      # (2, N, 3)
+    path = _save(tmp_path, nodes, out_shape, [("w", np.ones(3)), ("flat", np.array([-1, 2, 3]))])
+    with pytest.raises(sl.UnsupportedModelError, match=match):
+        sl.Network.from_onnx(path)
