@@ -36,13 +36,20 @@ def _tiny_swin(tv):
                                      num_classes=3)
 
 
-def _imports_exactly(model, shape, tmp_path):
+def _tiny_swin_v2(tv):
+    from torchvision.models.swin_transformer import PatchMergingV2, SwinTransformerBlockV2
+    return tv.models.SwinTransformer(patch_size=[2, 2], embed_dim=4, depths=[2], num_heads=[2], window_size=[2, 2],
+                                     num_classes=3, block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2)
+
+
+def _imports_exactly(model, shape, tmp_path, rtol=1e-11):
     torch.manual_seed(0)
     model = model.double().eval()
     net = sl.Network.from_onnx(export_onnx(model, shape, tmp_path / "m.onnx", opset=17))
     for n in (1, 3):                # the layouts hold at every batch size, not only the exported one
         X = np.random.default_rng(n).normal(size=(n,) + shape)
-        np.testing.assert_allclose(net.forward(X), reference(model, X), rtol=1e-11, atol=1e-12)
+        expected = reference(model, X)
+        np.testing.assert_allclose(net.forward(X), expected, rtol=rtol, atol=rtol * np.abs(expected).max())
     return net
 
 
@@ -53,11 +60,14 @@ def test_multihead_attention_exported_sequence_first_matches_torch(tmp_path, nee
     assert {"permute", "matmul", "softmax"} <= {node.op for node in net.graph.nodes}
 
 
-@pytest.mark.parametrize("make, shape", [(_tiny_vit, (3, 8, 8)), (_tiny_swin, (3, 8, 8))], ids=["vit", "swin"])
-def test_torchvision_vit_and_swin_match_torch(tmp_path, make, shape):
+#: Swin V2's file itself differs from torch's forward by about 3e-9 of the output (the exporter's doing: onnx's
+#: reference evaluator runs it 2.5e-9 away from torch, and the import follows the file to 2e-10 of it).
+@pytest.mark.parametrize("make, rtol", [(_tiny_vit, 1e-11), (_tiny_swin, 1e-11), (_tiny_swin_v2, 1e-8)],
+                         ids=["vit", "swin", "swin_v2"])
+def test_torchvision_vit_and_swin_match_torch(tmp_path, make, rtol):
     tv = zoo.require("torchvision")
     torch.manual_seed(0)
-    _imports_exactly(make(tv), shape, tmp_path)
+    _imports_exactly(make(tv), (3, 8, 8), tmp_path, rtol)
 
 
 def _save(tmp_path, nodes, out_shape, inits=()):
@@ -98,4 +108,18 @@ def test_ops_mixing_moved_samples_are_refused_naming_the_node(tmp_path, nodes, o
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]), *nodes]      # (2, N, 3)
     path = _save(tmp_path, nodes, out_shape, [("w", np.ones(3)), ("flat", np.array([-1, 2, 3]))])
     with pytest.raises(sl.UnsupportedModelError, match=match):
+        sl.Network.from_onnx(path)
+
+
+class _Normalize(nn.Module):
+    def forward(self, x):
+        return 2 * nn.functional.normalize(x, dim=-1)
+
+
+def test_f_normalize_pattern_is_one_normalize_node_and_a_files_own_lp_normalization_is_refused(tmp_path):
+    net = _imports_exactly(_Normalize(), (2, 3), tmp_path)
+    assert [node.op for node in net.graph.nodes][0] == "normalize"
+    np.testing.assert_allclose(net.forward(np.zeros((1, 6))), np.zeros((1, 6)))     # the norm clamped at eps
+    path = _save(tmp_path, [helper.make_node("LpNormalization", ["x"], ["y"], axis=-1, p=2, name="lp")], (2, 3))
+    with pytest.raises(sl.UnsupportedModelError, match=r"'lp' \(LpNormalization\).*F.normalize's pattern"):
         sl.Network.from_onnx(path)

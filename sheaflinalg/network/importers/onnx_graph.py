@@ -27,7 +27,8 @@ from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
 from .onnx_data import inline_external_data, run_reference, tensor_array
-from .onnx_norms import decomposed_hint, group_normalization, instance_normalization, layer_normalization
+from .onnx_norms import (decomposed_hint, group_normalization, instance_normalization, layer_normalization,
+                         lp_normalization)
 from .onnx_ops import BATCHES, conv_transpose, int_input, pad_axes, resize
 from .onnx_patterns import fuse
 from .onnx_products import add, matmul, scale, softmax
@@ -357,6 +358,7 @@ OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.mat
        "Upsample": Entry(ops.upsample.RULE, resize), "ConvTranspose": Entry(ops.conv_transpose.RULE, conv_transpose),
        "LayerNormalization": Entry(ops.layernorm.RULE, layer_normalization),
        "RMSNormalization": Entry(ops.rmsnorm.RULE, layer_normalization),
+       "LpNormalization": Entry(ops.normalize.RULE, lp_normalization),
        "GroupNormalization": Entry(ops.groupnorm.RULE, group_normalization),
        "InstanceNormalization": Entry(ops.groupnorm.RULE, instance_normalization),
        "Softmax": Entry(ops.softmax.RULE, softmax), **ACTIVATIONS}

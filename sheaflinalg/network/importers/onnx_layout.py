@@ -181,8 +181,8 @@ def _elementwise(reader, node, label, attrs, entry, values):
 
 
 def _last_axis(reader, node, label, attrs, entry, values):
-    """``MatMul`` (by a constant, or of two values) and ``Gemm``: products over the last axes, which must not
-    hold the samples."""
+    """``MatMul`` (by a constant, or of two values), ``Gemm`` and ``LpNormalization``: over the last axes, which
+    must not hold the samples."""
     rank = len(full_shape(reader, values[0], 1))
     lowest = rank - (2 if len(values) == 2 else 1)
     if len({layout(reader, v) for v in values}) != 1 or len({len(full_shape(reader, v, 1)) for v in values}) != 1:
@@ -210,6 +210,7 @@ def _softmax(reader, node, label, attrs, entry, values):
 #: of their operands (``values``: the inputs computed from the input) sit.
 MOVED = {"Add": _elementwise, "Sub": _elementwise, "Mul": _elementwise, "Div": _elementwise,
          "Identity": _elementwise, "Dropout": _elementwise, "MatMul": _last_axis, "Gemm": _last_axis,
+         "LpNormalization": _last_axis,
          "Softmax": _softmax, **{op: _elementwise for op in ACTIVATIONS}}
 #: The converters that read the layouts themselves (whatever their input's).
 VIEWS = {"Transpose": transpose, "Reshape": reshape, "Unsqueeze": unsqueeze, "Squeeze": squeeze, "Gather": gather}

@@ -72,6 +72,16 @@ def instance_normalization(reader, node, label, attrs, rule):
          per_channel=True)
 
 
+def lp_normalization(reader, node, label, attrs, rule):
+    """``F.normalize``'s pattern (:mod:`.onnx_patterns`: LpNormalization with its own ``eps``) over the last axis;
+    a file's own LpNormalization, whose norm is not clamped, is refused."""
+    rank = len(reader.builder.shape(node.input[0])) + 1
+    if "eps" not in attrs or attrs.get("p", 2) != 2 or attrs.get("axis", -1) % rank != rank - 1:
+        raise refuse(label, node.op_type, "only F.normalize's pattern (p=2, the last axis, the norm clamped at eps) "
+                                          "is supported")
+    reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"eps": float(attrs["eps"])})
+
+
 def decomposed_hint(graph, node):
     """The advice for an unsupported ``node`` that subtracts a ReduceMean of its own first input (a normalisation
     written out by an exporter before opset 17), or an empty string."""

@@ -5,11 +5,13 @@
 - GELU as ``0.5 * x * (1 + Erf(x / sqrt 2))`` (Div, Erf, Add, Mul, Mul) before opset 20, its tanh form as
   ``0.5 * x * (1 + Tanh(sqrt(2 / pi) * (x + 0.044715 x^3)))``;
 - SiLU as ``x * Sigmoid(x)`` (no operator before Swish, opset 24);
+- ``F.normalize(x, dim=-1)`` (Swin V2's cosine attention) as ``x / Expand(Clip(ReduceL2(x), eps), Shape(x))``
+  (ONNX's LpNormalization does not clamp the norm);
 - Mish as ``x * Tanh(Softplus(x))`` before opset 18, HardSwish as ``x * HardSigmoid(x)`` (alpha 1/6) before
   opset 14, and Softplus with ``beta`` as ``Softplus(beta x) / beta``.
 
 :func:`fuse` replaces each such subgraph by one node of the operator that computes it (Gelu, Swish with
-alpha 1, Mish, HardSwish, Softplus with a ``beta`` attribute), which the converters read
+alpha 1, Mish, HardSwish, Softplus with a ``beta`` attribute, LpNormalization with an ``eps`` attribute of its own), which the converters read
 (:mod:`.onnx_activations`).  A product is matched in any order and grouping of its factors.  A pattern
 matches only when each of its inner values is read by the pattern alone (its nodes are then dropped) and
 every constant is the pattern's up to float32 rounding (files are mostly exported in float32: the file's
@@ -75,7 +77,7 @@ class _Nodes:
             if not self.inner(name):
                 return None
             inner.append(self.made[name])
-            todo += [n for n in self.made[name].input if n != x and n not in self.constants]
+            todo += [n for n in self.made[name].input if n and n != x and n not in self.constants]
         return inner
 
     def product(self, name):
@@ -170,10 +172,36 @@ def _softplus(nodes, root):
     return ("Softplus", values[0], {"beta": beta}) if len(values) == 1 and nodes.near(constant, beta) else None
 
 
+def _norm_axes(nodes, norm):
+    """The axes of a ReduceL2 node (attribute, or constant input from opset 18), or None."""
+    attrs = {a.name: nodes.reader.onnx.helper.get_attribute_value(a) for a in norm.attribute}
+    if len(norm.input) > 1 and norm.input[1] in nodes.constants:
+        return [int(a) for a in np.asarray(nodes.constants[norm.input[1]]).reshape(-1)], attrs
+    return [int(a) for a in attrs.get("axes", [])], attrs
+
+
+def _normalize(nodes, root):
+    """``("LpNormalization", x, {"axis": -1, "p": 2, "eps": eps})`` of ``x / Expand(Clip(ReduceL2(x), eps),
+    Shape(x))`` over the last axis (the Expand optional), else None."""
+    x, den = root.input
+    expand = nodes.node(den, "Expand")
+    shape = expand and nodes.node(expand.input[1], "Shape")
+    clip = nodes.node(expand.input[0] if expand else den, "Clip")
+    norm = clip and nodes.node(clip.input[0], "ReduceL2")
+    if norm is None or norm.input[0] != x or (expand and (shape is None or shape.input[0] != x or shape.attribute)):
+        return None
+    axes, attrs = _norm_axes(nodes, norm)
+    eps = nodes.scalar(clip.input[1]) if len(clip.input) > 1 and clip.input[1] else None
+    if axes != [-1] or not attrs.get("keepdims", 1) or eps is None or eps <= 0 or \
+            (len(clip.input) > 2 and clip.input[2]):
+        return None
+    return ("LpNormalization", x, {"axis": -1, "p": 2, "eps": eps})
+
+
 def _match(nodes, root):
     """``(op_type, x, attrs)`` of the activation computed at ``root``, or None."""
     if root.op_type == "Div":
-        return _softplus(nodes, root)
+        return _softplus(nodes, root) or _normalize(nodes, root)
     if root.op_type != "Mul":
         return None
     constant, values = 1.0, []
