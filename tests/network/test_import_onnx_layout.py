@@ -42,14 +42,14 @@ def _tiny_swin_v2(tv):
                                      num_classes=3, block=SwinTransformerBlockV2, downsample_layer=PatchMergingV2)
 
 
-def _imports_exactly(model, shape, tmp_path, rtol=1e-11):
+def _imports_exactly(model, shape, tmp_path, rtol=1e-11, atol=0.0):
     torch.manual_seed(0)
     model = model.double().eval()
     net = sl.Network.from_onnx(export_onnx(model, shape, tmp_path / "m.onnx", opset=17))
     for n in (1, 3):                # the layouts hold at every batch size, not only the exported one
         X = np.random.default_rng(n).normal(size=(n,) + shape)
         expected = reference(model, X)
-        np.testing.assert_allclose(net.forward(X), expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+        np.testing.assert_allclose(net.forward(X), expected, rtol=rtol, atol=max(atol, rtol * np.abs(expected).max()))
     return net
 
 
@@ -123,3 +123,45 @@ def test_f_normalize_pattern_is_one_normalize_node_and_a_files_own_lp_normalizat
     path = _save(tmp_path, [helper.make_node("LpNormalization", ["x"], ["y"], axis=-1, p=2, name="lp")], (2, 3))
     with pytest.raises(sl.UnsupportedModelError, match=r"'lp' \(LpNormalization\).*F.normalize's pattern"):
         sl.Network.from_onnx(path)
+
+
+@pytest.mark.parametrize("equation, out_shape", [("nij,nkj->nik", (2, 2)), ("nij,nik->njk", (3, 3)),
+                                                 ("nij,nkj->nki", (2, 2)), ("inj,knj->nik", (2, 2)),
+                                                 ("n i j, n k j -> k n i", (2, 2))])
+def test_einsum_as_a_batched_product_matches_numpys(tmp_path, equation, out_shape):
+    """Operands ``x`` and ``2x`` (N, 2, 3); an operand written ``inj`` is ``x`` transposed to (2, N, 3) (the
+    samples moved); an output not starting with ``n`` is transposed back to the batch first."""
+    eq = equation.replace(" ", "")
+    a, b = eq.split("->")[0].split(",")
+    moved = a.index("n") != 0
+    out = eq.split("->")[1]
+    back = out.index("n") != 0
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]), helper.make_node("Mul", ["x", "two"], ["u"]),
+             helper.make_node("Transpose", ["u"], ["v"], perm=[1, 0, 2]),
+             helper.make_node("Einsum", ["t", "v"] if moved else ["x", "u"], ["e"], equation=equation),
+             helper.make_node("Transpose", ["e"], ["y"], perm=[out.index("n")] + [k for k in range(3)
+                                                                                  if k != out.index("n")])
+             if back else helper.make_node("Identity", ["e"], ["y"])]
+    net = sl.Network.from_onnx(_save(tmp_path, nodes, out_shape, [("two", np.array(2.0))]))
+    X = np.random.default_rng(2).normal(size=(4, 2, 3))
+    operands = [X.transpose(1, 0, 2), 2 * X.transpose(1, 0, 2)] if moved else [X, 2 * X]
+    expected = np.einsum(eq, *operands)
+    if back:
+        expected = np.moveaxis(expected, out.index("n"), 0)
+    np.testing.assert_allclose(net.forward(X), expected.reshape(4, -1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("equation", ["nij,nij->n", "nii,nij->nij", "nij,njk", "...ij,...jk->...ik"])
+def test_einsum_other_than_a_batched_product_is_refused_naming_the_node(tmp_path, equation):
+    nodes = [helper.make_node("Einsum", ["x", "x"], ["y"], equation=equation, name="es")]
+    with pytest.raises(sl.UnsupportedModelError, match=r"'es' \(Einsum\).*only a batched matrix product"):
+        sl.Network.from_onnx(_save(tmp_path, nodes, (2, 2)))
+
+
+def test_torchvision_maxvit_matches_torch(tmp_path):
+    tv = zoo.require("torchvision")
+    torch.manual_seed(0)
+    model = tv.models.MaxVit(input_size=(8, 8), stem_channels=4, partition_size=2, block_channels=[4], block_layers=[1],
+                             head_dim=2, stochastic_depth_prob=0.0, num_classes=3)
+    net = _imports_exactly(model, (3, 8, 8), tmp_path, atol=1e-12)   # logits of 1e-5, inner values of order 1
+    assert "matmul" in {node.op for node in net.graph.nodes}

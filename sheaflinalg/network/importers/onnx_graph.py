@@ -22,7 +22,7 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from . import onnx_affine, onnx_fold, onnx_layout, onnx_sizes
+from . import onnx_affine, onnx_einsum, onnx_fold, onnx_layout, onnx_sizes
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
@@ -339,6 +339,7 @@ def _split(reader, node, label, attrs, rule):
 #: The ONNX importer's one table: ``{op_type: Entry(rule, convert)}``, ``convert(reader, node, label, attrs,
 #: rule)`` adding the node of the op ``rule`` (None: a value elided into its input, or a constant).
 OPS = {"Gemm": Entry(ops.linear.RULE, onnx_affine.gemm), "MatMul": Entry(ops.matmul.RULE, matmul),
+       "Einsum": Entry(ops.matmul.RULE, onnx_einsum.einsum),
        "Add": Entry(ops.add.RULE, add), "Sub": Entry(ops.affine.RULE, onnx_affine.affine),
        "Mul": Entry(ops.mul.RULE, scale), "Div": Entry(ops.affine.RULE, scale),
        "Expand": Entry(ops.constant.RULE, onnx_affine.expand), "Tile": Entry(ops.constant.RULE, onnx_affine.tile),

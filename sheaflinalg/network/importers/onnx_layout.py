@@ -214,6 +214,8 @@ MOVED = {"Add": _elementwise, "Sub": _elementwise, "Mul": _elementwise, "Div": _
          "Softmax": _softmax, **{op: _elementwise for op in ACTIVATIONS}}
 #: The converters that read the layouts themselves (whatever their input's).
 VIEWS = {"Transpose": transpose, "Reshape": reshape, "Unsqueeze": unsqueeze, "Squeeze": squeeze, "Gather": gather}
+#: The converters made of others (of their own nodes, each converted through :func:`convert`).
+COMPOSITE = {"Einsum"}
 
 
 def convert(reader, node, label, attrs, entry):
@@ -222,7 +224,7 @@ def convert(reader, node, label, attrs, entry):
     values = [name for name in node.input if name and reader.builder.has(name)]
     moved = [layout(reader, v) for v in values if layout(reader, v) != STANDARD]
     shapes_only = entry.rule is None and node.op_type not in MOVED      # Shape (its arithmetic reads layouts)
-    if not moved or shapes_only or entry.convert in VIEWS.values():
+    if not moved or shapes_only or entry.convert in VIEWS.values() or node.op_type in COMPOSITE:
         return entry.convert(reader, node, label, attrs, entry.rule)
     if node.op_type not in MOVED:
         raise refuse(label, node.op_type, f"its input holds the samples of the batch in axis {moved[0].dim} (moved "
