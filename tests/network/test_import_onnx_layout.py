@@ -4,6 +4,8 @@ onnx.helper against the operators' definitions; ops that would mix the samples r
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
 torch = pytest.importorskip("torch")
@@ -80,6 +82,38 @@ def _save(tmp_path, nodes, out_shape, inits=()):
     path = str(tmp_path / "m.onnx")
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
+
+
+def _softmax(z, axis):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.permutations(range(3)), st.integers(0, 2), st.integers(0, 2))
+def test_any_transpose_then_softmax_and_reshape_keep_each_sample_apart(tmp_path_factory, perm, axis, merge):
+    """x (N, 2, 3) transposed by any ``perm`` (the samples anywhere), a softmax over an axis not holding them
+    (refused, naming the node, over the one holding them), merged with a neighbour by a Reshape where the
+    samples stay whole, transposed back: against numpy's definitions."""
+    held = perm.index(0)
+    shape = [(2, 1, 2, 3)[p + 1] if p else 4 for p in perm]       # the ONNX shape at a batch of 4
+    merged = merge < 2 and held <= merge + 1                       # 0 below copies the batch's extent: same index
+    target = shape[:merge] + [-1] + shape[merge + 2:] if merged else shape
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=list(perm)),
+             helper.make_node("Softmax", ["t"], ["s"], axis=axis, name="sm"),
+             helper.make_node("Reshape", ["s", "target"], ["r"]), helper.make_node("Reshape", ["r", "back"], ["b"]),
+             helper.make_node("Transpose", ["b"], ["y"], perm=[int(a) for a in np.argsort(perm)])]
+    back = [-1 if n == 4 else n for n in shape]                    # -1: the rest (the batch)
+    target = [0 if n == 4 else n for n in target]                  # 0: the input's extent (the batch's)
+    path = _save(tmp_path_factory.mktemp("m"), nodes, (2, 3), [("target", np.array(target)), ("back", np.array(back))])
+    if axis == held:
+        with pytest.raises(sl.UnsupportedModelError, match=r"'sm' \(Softmax\).*(holds the samples|is the batch)"):
+            sl.Network.from_onnx(path)
+        return
+    net = sl.Network.from_onnx(path)
+    X = np.random.default_rng(3).normal(size=(4, 2, 3))
+    np.testing.assert_allclose(net.forward(X), _softmax(X.transpose(perm), axis).transpose(np.argsort(perm))
+                               .reshape(4, -1), rtol=1e-12, atol=1e-14)
 
 
 def test_moved_samples_through_add_softmax_gather_and_views_match_the_definitions(tmp_path):

@@ -1,7 +1,8 @@
 """Where the samples of a batch sit in a value of an exported program (ATen or ONNX).
 
 Both exporters move the batch axis inside a model's values; both importers track it with :class:`Layout`
-(ONNX dimensions read the same way as ATen ones below).  ``torch.export`` records a model on one batch of :data:`~.torch_fx.BATCH` samples, and its ATen graph moves
+(ONNX dimensions read the same way as ATen ones below).  ``torch.export`` records a model on one batch of
+:data:`~.torch_fx.BATCH` samples, and its ATen graph moves
 the batch axis around: ``nn.MultiheadAttention`` works on ``(sequence, batch, width)`` values, merges the
 batch with the heads (``(batch * heads, sequence, d)``), Hugging Face's ``Conv1D`` multiplies the
 ``(batch * sequence, width)`` rows.  A value computed from the input holds the samples as one ATen dimension

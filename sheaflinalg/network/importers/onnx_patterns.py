@@ -11,7 +11,8 @@
   opset 14, and Softplus with ``beta`` as ``Softplus(beta x) / beta``.
 
 :func:`fuse` replaces each such subgraph by one node of the operator that computes it (Gelu, Swish with
-alpha 1, Mish, HardSwish, Softplus with a ``beta`` attribute, LpNormalization with an ``eps`` attribute of its own), which the converters read
+alpha 1, Mish, HardSwish, Softplus with a ``beta`` attribute, LpNormalization with an ``eps`` attribute of
+its own), which the converters read
 (:mod:`.onnx_activations`).  A product is matched in any order and grouping of its factors.  A pattern
 matches only when each of its inner values is read by the pattern alone (its nodes are then dropped) and
 every constant is the pattern's up to float32 rounding (files are mostly exported in float32: the file's

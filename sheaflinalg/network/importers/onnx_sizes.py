@@ -4,11 +4,12 @@ torch.onnx writes ``x.size(0)``, ``flatten(2)``, ``view(n, t, h, d)``, a chunk's
 ``1 / sqrt(d)``, its causal mask and Swin's padding to whole windows (``(w - W % w) % w``, F.pad's pads
 reordered) as nodes reading ``Shape``: Shape, Gather, Slice, Unsqueeze, Squeeze, Concat, Cast, Identity, the
 arithmetic (Add, Sub, Mul, Div, Mod, Sqrt), Equal, Where, Reshape, Transpose, ConstantOfShape, Expand,
-Trilu, Range, ScatterND and Not (Swin's shifted windows' mask).  A value whose samples the exporter moved (:mod:`.onnx_layout`) has
-the shape its layout gives.  :func:`is_size` says which nodes compute such values; :func:`evaluate` evaluates one at
-every batch size of :data:`.onnx_ops.BATCHES` into ``reader.sizes`` (integers stay int64, a value cast to a
-floating type is float64).  A floating-point value equal at every batch (the scale, the mask) is also a
-constant of the file (``reader.constants``), read by the converters as any initializer.
+Trilu, Range, ScatterND and Not (Swin's shifted windows' mask).  A value whose samples the exporter moved
+(:mod:`.onnx_layout`) has the shape its layout gives.  :func:`is_size` says which nodes compute such values;
+:func:`evaluate` evaluates one at every batch size of :data:`.onnx_ops.BATCHES` into ``reader.sizes``
+(integers stay int64, a value cast to a floating type is float64).  A floating-point value equal at every
+batch (the scale, the mask) is also a constant of the file (``reader.constants``), read by the converters
+as any initializer.
 """
 
 import numpy as np
@@ -77,7 +78,8 @@ def _cast(a, attrs):
 
 
 _PLAIN = {"Identity": lambda a: a, "Mul": np.multiply, "Div": _divide, "Add": np.add, "Sub": np.subtract,
-          "Sqrt": np.sqrt, "Equal": np.equal, "Not": np.logical_not, "Where": np.where, "Reshape": lambda a, s: a.reshape(tuple(s)),
+          "Sqrt": np.sqrt, "Equal": np.equal, "Not": np.logical_not, "Where": np.where,
+          "Reshape": lambda a, s: a.reshape(tuple(s)),
           "Expand": lambda a, s: np.broadcast_to(a, np.broadcast_shapes(np.shape(a), tuple(s))),
           "Range": lambda start, limit, delta: np.arange(start.item(), limit.item(), delta.item())}
 
@@ -102,7 +104,8 @@ def _value(reader, node, attrs, batch):
     if node.op_type == "ConstantOfShape":     # a tensor of sizes (torch's expand(n, -1, -1) resolving its -1s)
         fill = tensor_array(reader.onnx, reader.helper, attrs["value"]) if "value" in attrs else np.zeros(1)
         return np.full(tuple(args[0]), fill.reshape(-1)[0])
-    special = {"Slice": _slice, "Trilu": _trilu, "ScatterND": _scatter_nd, "Cast": lambda args, attrs: _cast(args[0], attrs),
+    special = {"Slice": _slice, "Trilu": _trilu, "ScatterND": _scatter_nd,
+               "Cast": lambda args, attrs: _cast(args[0], attrs),
                "Mod": lambda args, attrs: (np.fmod if attrs.get("fmod", 0) else np.mod)(*args),
                "Transpose": lambda args, attrs: np.transpose(args[0], attrs.get("perm"))}
     if node.op_type in special:
