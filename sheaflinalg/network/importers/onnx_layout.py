@@ -34,6 +34,7 @@ def full_shape(reader, key, batch):
 
 
 def _set(reader, key, new):
+    """Record ``new`` as the layout of the value ``key`` (the standard one is the default, not stored)."""
     if new != STANDARD:
         reader.layouts[key] = new
 
