@@ -74,22 +74,27 @@ def jacobian_diagonal(name, z):
 
 
 def jacobian(name, z):
-    """Jacobian ``J_phi(z)`` of the output activation at one pre-activation vector.
+    """Jacobian ``J_phi(z)`` of the output activation at one pre-activation vector, or at every row.
 
     Parameters
     ----------
     name : str
         Output activation.
-    z : ndarray, shape (n,)
-        One sample's output pre-activation.
+    z : ndarray, shape (n,) or (M, n)
+        One sample's output pre-activation, or one per row.
 
     Returns
     -------
-    ndarray, shape (n, n)
+    ndarray, shape (n, n) or (M, n, n)
         Dense; an elementwise activation's is diagonal (:func:`jacobian_diagonal` stores only that).
+
+    Examples
+    --------
+    >>> jacobian("softmax", np.zeros((3, 2))).shape, jacobian("softmax", np.zeros(2)).tolist()
+    ((3, 2, 2), [[0.25, -0.25], [-0.25, 0.25]])
     """
     z = np.asarray(z, dtype=np.float64)
     if name == "softmax":
-        y = apply(name, z[None, :])[0]
-        return np.diag(y) - np.outer(y, y)
-    return np.diag(jacobian_diagonal(check_output(name), z))
+        y = apply(name, z)
+        return y[..., :, None] * np.eye(z.shape[-1]) - y[..., :, None] * y[..., None, :]
+    return jacobian_diagonal(check_output(name), z)[..., :, None] * np.eye(z.shape[-1])

@@ -42,7 +42,7 @@ def normalise_pattern(net, pattern, n_samples):
 
 def output_jacobian(output, z):
     """Linearised output restriction map at ``z`` (one sample, or a batch as rows): its diagonal (the
-    shape of ``z``) for an elementwise output, dense ``(n, n)`` for softmax (one sample only)."""
+    shape of ``z``) for an elementwise output, dense ``(n, n)`` for softmax (``(M, n, n)`` for rows)."""
     if output == "softmax":
         return activations.jacobian(output, z)
     return activations.jacobian_diagonal(output, z)

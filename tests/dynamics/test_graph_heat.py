@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from helpers.graph_examples import every_op_network
 from helpers.naive_graph import dense_force, node_dense
-from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern
+from helpers.random_graphs import graph_networks, random_graph, random_inputs, random_pattern, random_pins
 import sheaflinalg as sl
 from sheaflinalg.network.ops import conv as conv_rule
 from sheaflinalg.sheaf.matrix_free import bound as graph_bound
@@ -73,17 +73,6 @@ def test_conv_bound_is_the_circular_norm_when_nothing_is_cut():
     assert exact <= bound <= 1.01 * exact
 
 
-def _random_pins(net, lay, rng, M):
-    """A hard pin, a soft pin and a reluctance strength on random free coordinates (or none of them)."""
-    names = [node.name for node in net.graph.nodes]
-    a, b = rng.choice(names, size=2)
-    pins = {f"{a}[0]": rng.normal(size=(M, 1))} if rng.random() < 0.7 else None
-    soft = ({f"{b}[{lay.free_block(b).size - 1}]": rng.normal()}, float(rng.uniform(0.5, 2))) \
-        if rng.random() < 0.7 and (a != b or lay.free_block(b).size > 1) else None
-    lam = float(rng.uniform(0.1, 1)) if rng.random() < 0.5 else None
-    return pins, soft, lam
-
-
 @settings(max_examples=15, deadline=None)
 @given(case=graph_networks(outputs=("identity", "sigmoid", "softmax"), max_layers=3), reduced=st.booleans())
 def test_one_euler_step_equals_the_dense_step(case, reduced):
@@ -94,7 +83,7 @@ def test_one_euler_step_equals_the_dense_step(case, reduced):
     M = 2
     X = random_inputs(net, seed, M, mode).reshape(M, -1)
     lay = Layout.from_graph(net.graph, reduced=reduced)
-    pins, soft, lam = _random_pins(net, lay, rng, M)
+    pins, soft, lam = random_pins(net, lay, rng, M)
     S0 = sl.harmonic_extension(net, X).free[:, :lay.n_free] + rng.normal(size=(M, lay.n_free))
     bound = sl.lambda_max_bound(net)        # inf with a product of two values: one step checks the force only
     alpha, dt = 0.7, 0.5 / bound if np.isfinite(bound) else 0.01

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from helpers.naive import phi, phi_jacobian
 from helpers.naive_graph import node_dense, read_pattern
-from helpers.random_graphs import EVERY_STEP, graph_networks, random_graph, random_inputs
+from helpers.random_graphs import EVERY_STEP, graph_networks, random_graph, random_inputs, random_pins
 import sheaflinalg as sl
 from sheaflinalg.dynamics.implicit.run import ROUNDING
 from sheaflinalg.sheaf.layout import Layout
@@ -91,16 +91,6 @@ def _twin_run(twin, s, row, alpha, dt, steps):
     return s, dts, taken
 
 
-def _pins(net, lay, rng, M):
-    """A hard pin on the first node, a soft pin on the output node, reluctance: each or not, at random."""
-    first, last = net.graph.nodes[0].name, net.graph.output_node
-    pins = {f"{first}[0]": rng.normal(size=(M, 1))} if rng.random() < 0.5 else None
-    soft = ({f"{last}[{lay.free_block(last).size - 1}]": rng.normal()}, float(rng.uniform(0.5, 2))) \
-        if rng.random() < 0.5 and (first != last or lay.free_block(last).size > 1) else None
-    lam = float(rng.uniform(0.1, 1)) if rng.random() < 0.3 else None
-    return pins, soft, lam
-
-
 @settings(max_examples=8, deadline=None)
 @given(case=graph_networks(outputs=("identity", "sigmoid", "softmax"), max_layers=3), reduced=st.booleans(),
        dt=st.sampled_from([0.05, 1.0, 1e3]))
@@ -123,7 +113,7 @@ def _check_against_twin(net, seed, mode, reduced, dt, steps, pinned=True):
     M, alpha = 2, 0.7
     X = random_inputs(net, seed, M, mode).reshape(M, -1)
     lay = Layout.from_graph(net.graph, reduced=reduced)
-    pins, soft, lam = _pins(net, lay, rng, M) if pinned else (None, None, None)
+    pins, soft, lam = random_pins(net, lay, rng, M) if pinned else (None, None, None)
     S0 = sl.harmonic_extension(net, X).free[:, :lay.n_free] + rng.normal(size=(M, lay.n_free)) if pinned else \
         sl.heat(net, X, max_steps=0, seed=seed, reduced=reduced, method="implicit", progress=False).state
     res = sl.heat(net, X, alpha=alpha, dt=dt, max_steps=steps, tol=0.0, init=S0, pins=pins, soft_pins=soft,

@@ -390,3 +390,15 @@ def random_pattern(net, rng, n_samples):
             choice[:, o] = rng.choice(window, size=n_samples)
         pattern[name] = choice
     return pattern
+
+
+def random_pins(net, layout, rng, n_samples):
+    """``(pins, soft_pins, reluctance)`` of ``sl.heat`` at random: a hard pin, a soft pin and a reluctance strength
+    on random free coordinates, each or none of them."""
+    names = [node.name for node in net.graph.nodes]
+    a, b = rng.choice(names, size=2)
+    pins = {f"{a}[0]": rng.normal(size=(n_samples, 1))} if rng.random() < 0.7 else None
+    soft = ({f"{b}[{layout.free_block(b).size - 1}]": rng.normal()}, float(rng.uniform(0.5, 2))) \
+        if rng.random() < 0.7 and (a != b or layout.free_block(b).size > 1) else None
+    lam = float(rng.uniform(0.1, 1)) if rng.random() < 0.5 else None
+    return pins, soft, lam

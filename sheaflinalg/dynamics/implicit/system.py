@@ -21,17 +21,9 @@ preconditioner, without that bound.
 
 import numpy as np
 
-from ...network import activations
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
+from ...sheaf.patterns import output_jacobian
 from .cg import pcg
-
-
-def output_jacobians(output, z):
-    """``J_phi(z)`` of every row of ``z``: diagonals ``(M, n)``, or dense ``(M, n, n)`` for softmax."""
-    if output == "softmax":
-        y = activations.apply(output, z)
-        return np.einsum("si,ij->sij", y, np.eye(z.shape[1])) - np.einsum("si,sj->sij", y, y)
-    return activations.jacobian_diagonal(output, z)
 
 
 class StepSystem:
@@ -50,7 +42,7 @@ class StepSystem:
     """
 
     def __init__(self, setup, layout, pattern, S, threads):
-        jacobians = None if setup.out is None else output_jacobians(setup.output, S[:, setup.out[1]])
+        jacobians = None if setup.out is None else output_jacobian(setup.output, S[:, setup.out[1]])
         self.delta = GraphCoboundary(setup.sheaf.graph, pattern, jacobians=jacobians, maps=setup.sheaf.maps,
                                      layout=layout)
         self.mask = (setup.scale != 0).astype(np.float64)

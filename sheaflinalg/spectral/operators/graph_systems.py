@@ -61,9 +61,7 @@ def graph_pattern(net, X, pattern, reduced):
         return state_pattern, np.ones((M, graph.n_outputs))
     state = evaluate(graph, X, pattern)
     z = state.values[graph.output_node]
-    if net.output != "softmax":
-        return state.pattern, output_jacobian(net.output, z)
-    return state.pattern, np.stack([output_jacobian(net.output, row) for row in z])
+    return state.pattern, output_jacobian(net.output, z)
 
 
 def graph_operators(net, pattern, jacobians, threads=1):
