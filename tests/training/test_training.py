@@ -210,9 +210,11 @@ def test_stagnation_ingredients_match_dense_definitions(monkeypatch):
     assert st_["B_omega"] >= max(fit.history.state_norm)
     assert st_["max_displacement"] == max(fit.history.weight_displacement)
     assert st_["holds"] == (st_["max_displacement"] <= st_["bound"])
+    rows, layout = np.concatenate([init, Y], axis=1), sl.Layout(net.dims)
+    monkeypatch.setattr(stagnation, "DENSE_GAP_MAX", 5 * layout.n_free * n_move)   # chunks of 5
+    assert effective_spectral_gap(net, X, rows, layout) == pytest.approx(lam_min, rel=1e-12)
     monkeypatch.setattr(stagnation, "DENSE_GAP_MAX", 0)
-    sparse_gap = effective_spectral_gap(net, np.repeat(X, 40, axis=0), np.repeat(
-        np.concatenate([init, Y], axis=1), 40, axis=0), sl.Layout(net.dims))
+    sparse_gap = effective_spectral_gap(net, np.repeat(X, 40, axis=0), np.repeat(rows, 40, axis=0), layout)
     assert sparse_gap == pytest.approx(lam_min, rel=1e-8)
 
 
