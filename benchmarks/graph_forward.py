@@ -13,8 +13,7 @@ Cases (the issue's):
 All are built in torch (float64, eval mode) and imported with ``sl.Network.from_torch``.  For each
 case and each thread count (1 and the available cores; torch's own count is set to the same and
 restored): torch's forward pass, ``net.evaluate`` (the forward substitution in ``delta_Omega`` with the
-pattern read on the way), the same under the forward pass's own pattern frozen, ``sl.harmonic_extension``
-and the same with torch's products (``SHEAFLINALG_GEMM=torch``),
+pattern read on the way), the same under the forward pass's own pattern frozen, ``sl.harmonic_extension``,
 ``--runs`` runs each, interleaved, min and median; the ratio of the medians is the claim.  Then the
 time split by node kind (one thread).  The same before a change: ``benchmarks/before_after.py``.
 Run: ``.venv/bin/python benchmarks/graph_forward.py [--runs 9] [--quick] [--cases resnet50]``
@@ -130,17 +129,6 @@ def build(case, batch=None):
 
 
 # ------------------------------------------------------------------ timing
-def _torch_products(net, X):
-    """``sl.harmonic_extension`` with torch's products (``SHEAFLINALG_GEMM=torch``)."""
-    from sheaflinalg.kernels import gemm     # here: before_after.py builds the cases with older revisions
-
-    gemm.set_gemm_backend("torch")
-    try:
-        return sl.harmonic_extension(net, X)
-    finally:
-        gemm.set_gemm_backend(gemm.DEFAULT)
-
-
 def _cpu_clock(fn):
     """``fn`` wrapped to record the process's CPU time of every call in ``wrapped.cpu`` (all its threads)."""
     def wrapped():
@@ -163,7 +151,7 @@ def compare(case, threads, runs, batch=None):
     error = float(np.max(np.abs(state.values[net.graph.output_node] - reference)))
     fns = {"torch": lambda: model(Xt), "evaluate": lambda: net.evaluate(X),
            "frozen": lambda: forward.evaluate(net.graph, X_flat, frozen),
-           "harmonic_extension": lambda: sl.harmonic_extension(net, X), "torch products": lambda: _torch_products(net, X)}
+           "harmonic_extension": lambda: sl.harmonic_extension(net, X)}
     fns = {k: _cpu_clock(fn) for k, fn in fns.items()}
     before = t.get_num_threads()
     t.set_num_threads(threads)

@@ -107,7 +107,7 @@ def write_history(history, path):
     keys = ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
             "weight_displacement", "state_norm", "wall_time"]
     if history.method == "equilibrium":
-        keys += ["settle_iterations", "unsettled", "sliding"]
+        keys += ["settle_iterations", "unsettled", "sliding", "decided"]
     with atomic_file(path, "w", name="--history") as f:
         w = csv.writer(f)
         w.writerow(keys)

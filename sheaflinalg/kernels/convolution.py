@@ -28,7 +28,6 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .gemm import matmul
 from .windows import window_indices, window_loop_sizes
 
 #: index: (n_out_positions, n_kernel_offsets) int64 flat input positions, -1 in the padding.
@@ -126,7 +125,7 @@ def _grouped_product(A, B, out, groups, transpose):
     rows_b, rows_out = B.shape[0] // groups, out.shape[0] // groups
     for g in range(groups):
         a = A[g].T if transpose else A[g]
-        matmul(a, B[g * rows_b:(g + 1) * rows_b], out[g * rows_out:(g + 1) * rows_out])
+        np.matmul(a, B[g * rows_b:(g + 1) * rows_b], out=out[g * rows_out:(g + 1) * rows_out])
 
 
 def conv_forward(x, weight, bias, geom, out=None):
@@ -175,7 +174,7 @@ def _pointwise(x, W, bias, geom, out):
     x3, out3 = x.reshape(M, geom.in_channels, n), out.reshape(M, geom.out_channels, n)
     rows_in, rows_out = geom.in_channels // geom.groups, geom.out_channels // geom.groups
     for k in range(geom.groups):
-        matmul(W[k], x3[:, k * rows_in:(k + 1) * rows_in], out3[:, k * rows_out:(k + 1) * rows_out])
+        np.matmul(W[k], x3[:, k * rows_in:(k + 1) * rows_in], out=out3[:, k * rows_out:(k + 1) * rows_out])
     if np.any(bias):
         out3 += bias[None, :, None]
     return out

@@ -134,8 +134,10 @@ class History:
     mini-batch equilibria settled over the epoch that ends at the record:
     ``settle_iterations`` (the most pattern iterations any batch took),
     ``unsettled`` (samples whose pattern had not settled within the cap, summed
-    over the batches) and ``sliding`` (coordinates held on a switching surface,
-    summed), None at the record before training and for the other methods.  ``stagnation`` holds the ingredients of the structural
+    over the batches), ``sliding`` (coordinates held on a switching surface,
+    summed) and ``decided`` (max-pool ties and exact zeros of the forward pass
+    decided in the batch by the sign of the response, summed; None in
+    checkpoints written before it was recorded), None at the record before training and for the other methods.  ``stagnation`` holds the ingredients of the structural
     stagnation bound (section 5.3, sheaf runs): ``alpha``, ``beta``,
     ``initial_disagreement`` ``||delta_0 omega_0||``, ``B_omega`` (largest
     extended-cochain norm seen at the records), ``lambda_eff`` (smallest
@@ -164,6 +166,7 @@ class History:
     settle_iterations: list = field(default_factory=list)
     unsettled: list = field(default_factory=list)
     sliding: list = field(default_factory=list)
+    decided: list = field(default_factory=list)
     stagnation: dict = field(default_factory=dict)
     diverged: bool = False
     message: str = ""
@@ -183,7 +186,7 @@ class History:
         """Names of the per-record series."""
         return ["epoch", "step", "train_loss", "test_loss", "train_accuracy", "test_accuracy", "discord",
                 "discord_by_edge", "weight_norms", "weight_displacement", "state_norm", "wall_time",
-                "settle_iterations", "unsettled", "sliding"]
+                "settle_iterations", "unsettled", "sliding", "decided"]
 
     def drop_last(self):
         """Remove the last record from every series (a record that turned out non-finite)."""
@@ -214,6 +217,8 @@ class History:
             or entries do not fit, counters other than the run's records.
         """
         names = [f.name for f in dataclasses.fields(cls)]
+        if isinstance(data, dict) and "decided" not in data and isinstance(data.get("epoch"), list):
+            data = dict(data, decided=[None] * len(data["epoch"]))     # written before it was recorded
         if not isinstance(data, dict) or set(data) != set(names):
             got = sorted(data) if isinstance(data, dict) else type(data).__name__
             raise ValueError(f"must have exactly the fields {sorted(names)}, got {got}")
@@ -290,8 +295,8 @@ class Recorder:
                 te_acc = accuracy(Pt, self.Y_test, out)
         return tr, te, acc, te_acc
 
-    def record(self, epoch, step, theta, discord=None, by_edge=None, state_norm=None, settle=(None, None, None)):
-        """Append one record (``settle``: iterations, unsettled, sliding); returns the training loss (may be
+    def record(self, epoch, step, theta, discord=None, by_edge=None, state_norm=None, settle=(None,) * 4):
+        """Append one record (``settle``: iterations, unsettled, sliding, decided); returns the training loss (may be
         non-finite)."""
         h = self.history
         net = self.network(theta)
@@ -309,7 +314,7 @@ class Recorder:
             h.weight_displacement.append(float(np.linalg.norm(theta - self.theta0)))
         h.state_norm.append(state_norm)
         h.wall_time.append(time.perf_counter() - self.t0)
-        for series, value in zip((h.settle_iterations, h.unsettled, h.sliding), settle):
+        for series, value in zip((h.settle_iterations, h.unsettled, h.sliding, h.decided), settle, strict=True):
             series.append(value)
         return tr
 
@@ -323,7 +328,7 @@ def _record_rules(like, n_layers):
              "weight_norms": lambda v: isinstance(v, list) and len(v) == n_layers and all(map(_finite, v))}
     state = {"discord": _finite, "state_norm": _finite,
              "discord_by_edge": lambda v: isinstance(v, list) and len(v) == n_edges and all(map(_finite, v))}
-    settle = {"settle_iterations": _count_or_none, "unsettled": _count_or_none, "sliding": _count_or_none}
+    settle = {name: _count_or_none for name in ("settle_iterations", "unsettled", "sliding", "decided")}
     if like.method == "sheaf":
         return dict(rules, **state, **{name: _none for name in settle})
     return dict(rules, **settle, **{name: _none for name in state})

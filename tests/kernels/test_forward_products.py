@@ -1,26 +1,15 @@
-"""The forward pass's products: torch's BLAS against numpy's, the pointwise convolution, reused value buffers."""
+"""The forward pass's products: convolutions (pointwise ones without im2col) against their dense matrices, reused value
+buffers."""
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import naive_graph
 from sheaflinalg._common.spare import spare_empty
-from sheaflinalg.kernels import gemm
 from sheaflinalg.kernels.convolution import conv_forward, conv_geometry, is_pointwise
 from sheaflinalg.network.graph import Graph, Node
 from sheaflinalg.network.graph import forward
-
-torch = pytest.importorskip("torch")
-
-
-@pytest.fixture
-def backend():
-    """Set the product backend for one test (``backend("numpy")``), the default restored after."""
-    yield gemm.set_gemm_backend
-    gemm.set_gemm_backend(gemm.DEFAULT)
-
 
 @st.composite
 def convolutions(draw):
@@ -46,17 +35,11 @@ def convolutions(draw):
 
 
 @given(convolutions())
-def test_torch_products_agree_with_numpy_products_and_the_dense_matrix(case):
+def test_convolution_products_equal_the_dense_matrix(case):
     x, W, bias, geom, pointwise, F = case
     assert is_pointwise(geom) == pointwise
-    got = {}
-    for name in ("numpy", "torch"):
-        gemm.set_gemm_backend(name)
-        with gemm.single_threaded():
-            got[name] = conv_forward(x, W, bias, geom)
-    gemm.set_gemm_backend(gemm.DEFAULT)
-    np.testing.assert_allclose(got["torch"], got["numpy"], rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(got["numpy"], x @ F.T + np.repeat(bias, geom.n_out_positions), rtol=1e-12, atol=1e-12)
+    got = conv_forward(x, W, bias, geom)
+    np.testing.assert_allclose(got, x @ F.T + np.repeat(bias, geom.n_out_positions), rtol=1e-12, atol=1e-12)
 
 
 def test_a_pointwise_convolution_with_groups_equals_its_definition():
@@ -67,31 +50,6 @@ def test_a_pointwise_convolution_with_groups_equals_its_definition():
     maps = x.reshape(3, 2, 2, 15)
     want = np.einsum("goc,sgcp->sgop", W.reshape(2, 3, 2), maps).reshape(3, 6, 15) + bias[:, None]
     np.testing.assert_allclose(conv_forward(x, W, bias, geom), want.reshape(3, -1), rtol=1e-13, atol=1e-13)
-
-
-def test_backend_switches_refuse_unknown_names(backend, monkeypatch):
-    with pytest.raises(ValueError, match="one of"):
-        backend("mkl")
-    monkeypatch.setattr(gemm, "_state", {"backend": None})
-    monkeypatch.setenv(gemm.ENV_VAR, "fast")
-    with pytest.raises(ValueError, match="SHEAFLINALG_GEMM must be one of"):
-        gemm.gemm_backend()
-    monkeypatch.setenv(gemm.ENV_VAR, "numpy")
-    assert gemm.gemm_backend() == "numpy"
-
-
-def test_single_threaded_pins_torch_to_one_thread_and_restores_it(backend):
-    backend("torch")
-    before = torch.get_num_threads()
-    with gemm.single_threaded():
-        assert torch.get_num_threads() == 1
-        with gemm.single_threaded():
-            assert torch.get_num_threads() == 1
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    backend("numpy")                                # forced numpy: torch is left alone
-    with gemm.single_threaded():
-        assert torch.get_num_threads() == before and not gemm._local.torch
 
 
 def small_cnn():
@@ -109,26 +67,21 @@ def small_cnn():
     return Graph((2, 8, 8), nodes)
 
 
-def test_the_forward_pass_with_torch_products_is_the_same_for_any_thread_count_and_equals_the_naive_one(
-        backend, monkeypatch):
+def test_the_forward_pass_is_the_same_for_any_thread_count_and_equals_the_naive_one(monkeypatch):
     g = small_cnn()
     monkeypatch.setattr(forward, "BLOCK_WORK", 1 << 16)      # a small batch in several blocks
     X = np.random.default_rng(1).standard_normal((200, g.n_inputs))
     X[:5] = 0.0                                     # zero pre-activations, tied maxima
     assert len(forward.sample_blocks(g, 200)) - 1 > 2
-    states = {}
-    for name in ("numpy", "torch"):
-        backend(name)
-        states[name] = [forward.evaluate(g, X, threads=t) for t in (1, 2)]
-    for name, value in states["torch"][0].values.items():
-        assert np.array_equal(value, states["torch"][1].values[name]), name
-        np.testing.assert_allclose(value, states["numpy"][0].values[name], rtol=1e-12, atol=1e-12)
+    states = [forward.evaluate(g, X, threads=t) for t in (1, 2)]
+    for name, value in states[0].values.items():
+        assert np.array_equal(value, states[1].values[name]), name
     for s in (0, 7, 199):
         values, pattern = naive_graph.forward(g, X[s])
         for name, value in values.items():
-            np.testing.assert_allclose(states["torch"][0].values[name][s], value, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(states[0].values[name][s], value, rtol=1e-12, atol=1e-12)
         for name, p in pattern.items():
-            assert np.array_equal(states["torch"][0].pattern[name][s], p), name
+            assert np.array_equal(states[0].pattern[name][s], p), name
 
 
 def test_a_spare_buffer_is_reused_only_once_nothing_holds_it():

@@ -165,6 +165,9 @@ def test_a_sample_that_truly_slides_at_a_zero_is_reported_decided_or_held_never_
     assert not small.pattern["r"][0, 0] and small.values["z"][0, 0] > 0.0
     large = check_equilibrium(net, X, Y, "mse", 0.5)            # the Filippov search holds it at 0
     assert (large.report.unsettled, large.report.decided, large.sliding) == (0, 0, [[("z", 0)]])
+    fit = sl.train(net, X, Y, method="equilibrium", epochs=1, batch_size=1, loss="mse", nudging=1e-6,
+                   optimizer="sgd", lr=1e-3, progress=False)
+    assert (fit.history.decided, fit.history.unsettled, fit.history.sliding) == ([None, 1], [None, 0], [None, 0])
 
 
 def test_max_pool_ties_above_the_tie_nudging_are_unsettled():

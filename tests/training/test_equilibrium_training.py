@@ -3,6 +3,7 @@ checkpoints, callbacks and bad input, on a test-only oracle (backprop's gradient
 limit, tests/helpers/equilibrium_oracle.py) so that the loop is tested apart from the exact equilibria."""
 
 import csv
+import dataclasses
 import math
 import warnings
 
@@ -16,6 +17,7 @@ from sheaflinalg.cli import main
 from sheaflinalg.training.equilibrium import UnsettledWarning
 from sheaflinalg.training.equilibrium import run as run_module
 from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
+from sheaflinalg.training.history import History
 from sheaflinalg.training.velocity import GraphParameters
 
 X_BLOBS, Y_BLOBS = sl.tasks.blobs(240, seed=0)
@@ -97,12 +99,24 @@ def test_an_interrupted_run_resumes_bit_for_bit(monkeypatch, tmp_path, optimizer
         sl.train(NET, X_BLOBS, Y_BLOBS, checkpoint=path, checkpoint_every=2, callback=stop, **kw)
     resumed = sl.train(NET, X_BLOBS, Y_BLOBS, checkpoint=path, checkpoint_every=2, **kw)
     np.testing.assert_array_equal(resumed.network.parameters(), full.network.parameters())
-    for key in ("epoch", "step", "train_loss", "settle_iterations", "unsettled"):
+    for key in ("epoch", "step", "train_loss", "settle_iterations", "unsettled", "decided"):
         assert getattr(resumed.history, key) == getattr(full.history, key)
     with pytest.raises(ValueError, match="belongs to another run"):
         sl.train(NET, X_BLOBS, Y_BLOBS, checkpoint=path, **dict(kw, nudging=0.5))
     with pytest.raises(ValueError, match="belongs to another run"):
         sl.train(NET, X_BLOBS, Y_BLOBS, checkpoint=path, steps=100, progress=False)
+
+
+def test_a_history_saved_before_decided_was_recorded_restores_with_none(monkeypatch):
+    use_backprop_oracle(monkeypatch)
+    h = sl.train(NET, X_BLOBS, Y_BLOBS, **QUICK).history
+    saved = dataclasses.asdict(h)
+    del saved["decided"]
+    restored = History.restore(saved, History(h.method, h.loss, h.edge_names), h.epoch, h.step, 2, None, None)
+    assert restored.decided == [None] * 4 and restored.unsettled == h.unsettled
+    with pytest.raises(ValueError, match="exactly the fields"):
+        History.restore(dict(saved, decision=[]), History(h.method, h.loss, h.edge_names), h.epoch, h.step, 2,
+                        None, None)
 
 
 def test_callbacks_and_the_spectral_tracker(monkeypatch):

@@ -9,8 +9,7 @@ first maximum of each window) and the result is the network's forward pass.
 A batch is cut into sample blocks by its size and the graph alone
 (:func:`sample_blocks`, never by the thread count); the blocks run the whole
 graph one after the other or in a pool of threads, each with one BLAS thread
-(the products of a block are chunk-sized: threaded BLAS gains nothing there;
-torch's BLAS once torch is loaded, :mod:`sheaflinalg.kernels.gemm`), and write
+(the products of a block are chunk-sized: threaded BLAS gains nothing there), and write
 their rows of every node's value, so the result is the same bit for bit for any
 number of threads.  Each node's step comes from its op's rule,
 its geometry (window tables, convolution geometry) prepared once per call
@@ -24,7 +23,6 @@ import numpy as np
 from ..._common.blocks import block_bounds, map_blocks
 from ..._common.spare import spare_empty
 from ..._common.threads import blas_limit, resolve_threads
-from ...kernels.gemm import single_threaded
 from ..errors import NetworkOverflowError
 from ..ops.tangent import Linearisation, Stacked, Tangent
 from .nodes import INPUT
@@ -239,7 +237,7 @@ def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals
     {lo: linearisation}}``, filled by the steps that make one); returns ``(node index, sample)`` of the
     first value that is not finite, or None."""
     local = {INPUT: values[INPUT][lo:hi]}
-    with np.errstate(over="ignore", invalid="ignore"), single_threaded():
+    with np.errstate(over="ignore", invalid="ignore"):
         for k, (node, step) in enumerate(zip(graph.nodes, steps)):
             out = local[node.name] = values[node.name][lo:hi]
             pattern = used[node.name][lo:hi] if node.name in used else None

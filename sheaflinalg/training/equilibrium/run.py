@@ -88,7 +88,7 @@ class EquilibriumRun(EpochRun):
         cfg, prob = self.cfg, self.prob
         theta_prev = self.theta.copy()
         state_prev = {k: v.copy() for k, v in self.opt_state.items()}
-        settle = [0, 0, 0]
+        settle = [0, 0, 0, 0]
         finite = True
         for k, rows in enumerate(epoch_batches(prob.X.shape[0], cfg.batch_size, self.rng)):
             finite = self.batch_step(prob.X[rows], prob.Y[rows], settle, epoch, k)
@@ -112,6 +112,7 @@ class EquilibriumRun(EpochRun):
         settle[0] = max(settle[0], int(report.iterations))
         settle[1] += int(report.unsettled)
         settle[2] += int(report.sliding)
+        settle[3] += int(report.decided)
         if report.unsettled and not self.warned:
             self.warned = True
             n = X.shape[0] * (2 if cfg.symmetric else 1)      # symmetric nudging: two equilibria per sample
@@ -129,7 +130,7 @@ class EquilibriumRun(EpochRun):
         return bool(np.all(np.isfinite(self.theta)))
 
     # ---------------------------------------------------------------- records
-    def record(self, epoch, settle=(None, None, None)):
+    def record(self, epoch, settle=(None,) * 4):
         """Append one history record; False (and the record dropped) if the loss is not finite."""
         train_loss = self.rec.record(epoch, self.step, self.theta, settle=tuple(settle))
         if np.isfinite(train_loss):
