@@ -28,6 +28,20 @@ class _Attention(nn.Module):
         return x + self.attn(x, x, x, need_weights=self.need_weights)[0]
 
 
+class _SequenceFirst(nn.Module):
+    """Tokens moved sequence-first (the samples in axis 1), then a LayerNorm, a concatenation, a split and a mean
+    over the tokens, moved back."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+
+    def forward(self, x):
+        t = self.norm(x.transpose(0, 1))                               # (3, N, 4)
+        head, tail = torch.split(torch.cat([t, 2 * t], dim=2), [3, 5], dim=2)
+        return torch.cat([head.mean(dim=0, keepdim=True), tail[:, :, :3]], dim=0).transpose(0, 1)
+
+
 def _tiny_vit(tv):
     return tv.models.VisionTransformer(image_size=8, patch_size=4, num_layers=1, num_heads=2, hidden_dim=4,
                                        mlp_dim=8, num_classes=3)
@@ -60,6 +74,12 @@ def test_multihead_attention_exported_sequence_first_matches_torch(tmp_path, nee
     torch.manual_seed(0)
     net = _imports_exactly(_Attention(need_weights), (3, 4), tmp_path)
     assert {"permute", "matmul", "softmax"} <= {node.op for node in net.graph.nodes}
+
+
+def test_sequence_first_concat_split_mean_and_layer_norm_match_torch(tmp_path):
+    torch.manual_seed(0)
+    net = _imports_exactly(_SequenceFirst(), (3, 4), tmp_path)
+    assert {"layernorm", "concat", "slice", "mean"} <= {node.op for node in net.graph.nodes}
 
 
 #: Swin V2's file itself differs from torch's forward by about 3e-9 of the output: ONNX stores LayerNormalization's
@@ -131,15 +151,42 @@ def test_moved_samples_through_add_softmax_gather_and_views_match_the_definition
     np.testing.assert_allclose(net.forward(X), expected, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_moved_samples_through_concat_slice_split_reductions_and_norms_match_the_definitions(tmp_path, keepdims):
+    """x (N, 2, 3) moved to (2, N, 3): concatenated, sliced, split, normalised and reduced along axes not holding
+    the samples, against numpy's definitions at several batch sizes."""
+    w, b = np.array([0.5, 2.0, -1.0, 1.5]), np.array([0.1, 0.0, -0.2, 0.3])
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),                 # (2, N, 3)
+             helper.make_node("Concat", ["t", "t"], ["c"], axis=2),                        # (2, N, 6)
+             helper.make_node("Slice", ["c", "starts", "ends", "axes"], ["s"]),            # (2, N, 4): 1..5
+             helper.make_node("LayerNormalization", ["s", "w", "b"], ["n"], axis=-1),
+             helper.make_node("Split", ["n"], ["p", "q"], axis=0),                         # (1, N, 4) twice
+             helper.make_node("Add", ["p", "q"], ["a"]),
+             helper.make_node("ReduceMean", ["a"], ["m"], axes=[2], keepdims=keepdims),    # (1, N) or (1, N, 1)
+             helper.make_node("Transpose", ["m"], ["y"], perm=[1, 0] + [2] * keepdims)]
+    inits = [("starts", np.array([1])), ("ends", np.array([5])), ("axes", np.array([2])), ("w", w), ("b", b)]
+    net = sl.Network.from_onnx(_save(tmp_path, nodes, (1,) * (1 + keepdims), inits))
+    for n in (1, 4):
+        X = np.random.default_rng(n).normal(size=(n, 2, 3))
+        s = np.concatenate([X, X], axis=2)[:, :, 1:5]
+        z = (s - s.mean(-1, keepdims=True)) / np.sqrt(s.var(-1, keepdims=True) + np.float32(1e-5)) * w + b
+        expected = (z[:, 0] + z[:, 1]).mean(-1)
+        np.testing.assert_allclose(net.forward(X).reshape(-1), expected, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("nodes, out_shape, match", [
     ([helper.make_node("Softmax", ["t"], ["y0"], axis=1, name="sm"),
       helper.make_node("Transpose", ["y0"], ["y"], perm=[1, 0, 2])], (2, 3), r"'sm' \(Softmax\).*holds the samples"),
     ([helper.make_node("Transpose", ["t"], ["k"], perm=[0, 2, 1]),
       helper.make_node("MatMul", ["t", "k"], ["y"], name="mm")], (2, 2), r"'mm' \(MatMul\).*in different axes"),
-    ([helper.make_node("LayerNormalization", ["t", "w"], ["y0"], name="ln"),
+    ([helper.make_node("Flatten", ["t"], ["y"], axis=2, name="fl")], (2, 3), r"'fl' \(Flatten\).*axis 1"),
+    ([helper.make_node("LayerNormalization", ["t", "w"], ["y0"], axis=1, name="ln"),
       helper.make_node("Transpose", ["y0"], ["y"], perm=[1, 0, 2])], (2, 3), r"'ln' \(LayerNormalization\).*axis 1"),
+    ([helper.make_node("Concat", ["t", "t"], ["y0"], axis=1, name="cat"),
+      helper.make_node("Transpose", ["y0"], ["y"], perm=[1, 0, 2])], (2, 3), r"'cat' \(Concat\).*holds the samples"),
     ([helper.make_node("Reshape", ["t", "flat"], ["y"], name="r")], (2, 3), r"'r' \(Reshape\).*does not keep"),
-], ids=["softmax-over-batch", "matmul-over-batch", "other-op", "reshape-mixing"])
+], ids=["softmax-over-batch", "matmul-over-batch", "other-op", "norm-over-batch", "concat-over-batch",
+        "reshape-mixing"])
 def test_ops_mixing_moved_samples_are_refused_naming_the_node(tmp_path, nodes, out_shape, match):
     nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]), *nodes]      # (2, N, 3)
     path = _save(tmp_path, nodes, out_shape, [("w", np.ones(3)), ("flat", np.array([-1, 2, 3]))])

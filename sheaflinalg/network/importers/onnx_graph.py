@@ -22,7 +22,8 @@ from ..._common.validation import check_path
 from .. import ops
 from ..errors import UnsupportedModelError
 from ..graph.nodes import INPUT
-from . import onnx_affine, onnx_einsum, onnx_fold, onnx_layout, onnx_sizes
+from . import batch_layout, onnx_affine, onnx_einsum, onnx_fold, onnx_layout, onnx_sizes
+from .batch_layout import STANDARD
 from .builder import Entry, GraphBuilder, fold_batchnorm, or_list, refuse
 from .check import check_import, random_input
 from .onnx_activations import OPS as ACTIVATIONS
@@ -204,8 +205,13 @@ def _batchnorm(reader, node, label, attrs, rule):
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]], params={"scale": scale, "shift": shift})
 
 
-def _batch_axis(reader, node, label, axis, rank):
-    """A batched axis as a per-sample one (refusal for the batch axis itself)."""
+def _batch_axis(reader, node, label, axis):
+    """Axis ``axis`` of ``node``'s first input (an ONNX axis, the batch's included) as a per-sample one, wherever
+    that input holds its samples (:mod:`.onnx_layout`); refused for the samples' own axis."""
+    x = node.input[0]
+    rank = len(onnx_layout.full_shape(reader, x, 1))
+    if onnx_layout.layout(reader, x) != STANDARD:
+        return batch_layout.axis(onnx_layout.layout(reader, x), label, node.op_type, axis, rank)
     if not -rank <= axis < rank or axis % rank == 0:
         raise refuse(label, node.op_type, f"axis={axis} is the batch axis (or out of range for rank {rank}); only "
                                           "per-sample axes are supported")
@@ -213,14 +219,13 @@ def _batch_axis(reader, node, label, axis, rank):
 
 
 def _concat(reader, node, label, attrs, rule):
-    rank = len(reader.builder.shape(node.input[0])) + 1
-    axis = _batch_axis(reader, node, label, int(attrs["axis"]), rank)
+    axis = _batch_axis(reader, node, label, int(attrs["axis"]))
     reader.builder.add(node.output[0], label, rule.name, list(node.input), {"axis": axis})
 
 
 def _flatten(reader, node, label, attrs, rule):
     shape = reader.builder.shape(node.input[0])
-    if _batch_axis(reader, node, label, int(attrs.get("axis", 1)), len(shape) + 1) != 0:
+    if _batch_axis(reader, node, label, int(attrs.get("axis", 1))) != 0:
         raise refuse(label, node.op_type, f"axis={attrs['axis']} mixes the batch with the features; only axis=1 "
                                           "is supported")
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]], {"shape": (math.prod(shape),)})
@@ -259,13 +264,12 @@ def _identity(reader, node, label, attrs, rule):
 
 
 def _reduce_mean(reader, node, label, attrs, rule):
-    rank = len(reader.builder.shape(node.input[0])) + 1
     axes = attrs.get("axes", int_input(reader, node, label, 1, "axes"))
     if not axes and attrs.get("noop_with_empty_axes", 0):
         return reader.builder.elide(node.output[0], node.input[0])
     if not axes:
         raise refuse(label, node.op_type, "without axes it reduces over the batch axis too; give per-sample axes")
-    axes = tuple(sorted({_batch_axis(reader, node, label, int(a), rank) for a in axes}))
+    axes = tuple(sorted({_batch_axis(reader, node, label, int(a)) for a in axes}))
     reader.builder.add(node.output[0], label, rule.name, [node.input[0]],
                        {"axes": axes, "keepdim": bool(attrs.get("keepdims", 1))})
 
@@ -295,7 +299,7 @@ def _add_ranges(reader, node, label, rule, key, parent, ranges):
     shape = reader.builder.shape(parent)
     kept = []
     for a, b, e, s in ranges:
-        axis = _batch_axis(reader, node, label, a, len(shape) + 1)
+        axis = _batch_axis(reader, node, label, a)
         start, stop, step = slice(b, e, s).indices(shape[axis]) if s >= 1 else (b, e, s)
         if step < 1 or stop <= start:
             raise refuse(label, node.op_type, f"the range {b}:{e}:{s} of axis {a} is empty or steps backwards; "
@@ -324,7 +328,7 @@ def _slice(reader, node, label, attrs, rule):
 def _split(reader, node, label, attrs, rule):
     shape = reader.builder.shape(node.input[0])
     axis = int(attrs.get("axis", 0))
-    length = shape[_batch_axis(reader, node, label, axis, len(shape) + 1)]
+    length = shape[_batch_axis(reader, node, label, axis)]
     sizes = attrs.get("split", int_input(reader, node, label, 1, "split"))
     if sizes is None:
         part = -(-length // len(node.output))

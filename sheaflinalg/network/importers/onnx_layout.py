@@ -6,7 +6,8 @@ from the input has a :class:`~.batch_layout.Layout` (``reader.layouts``, the bat
 absent), shared with the ATen importer: the graph node holds each sample's own array
 (:meth:`~.batch_layout.Layout.per_sample`).  ``Transpose`` moves the samples, the views (``Reshape``,
 ``Unsqueeze``, ``Squeeze``) and ``Gather`` of one index keep them where they are, and the ops of
-:data:`MOVED` act on each sample separately wherever it sits (their axes read through the layout, their
+:data:`MOVED` (elementwise ops, products, Softmax, Concat, Slice, Split, the reductions and the trailing
+normalisations) act on each sample separately wherever it sits (their axes read through the layout, their
 constants as one sample's).  Any other op reading a value whose samples are not the first axis alone is
 refused, naming the node, as is an axis holding the samples (acting along it mixes them).
 """
@@ -37,6 +38,8 @@ def _set(reader, key, new):
     """Record ``new`` as the layout of the value ``key`` (the standard one is the default, not stored)."""
     if new != STANDARD:
         reader.layouts[key] = new
+    else:
+        reader.layouts.pop(key, None)
 
 
 def transpose(reader, node, label, attrs, rule):
@@ -207,12 +210,40 @@ def _softmax(reader, node, label, attrs, entry, values):
     _set(reader, node.output[0], layout(reader, x))
 
 
+def _along_axes(reader, node, label, attrs, entry, values):
+    """``Concat``, ``Slice``, ``Split`` and ``ReduceMean``/``ReduceSum``: the usual converter, whose axes are read
+    through the input's layout (refused for the samples' own); every output keeps the samples where they are,
+    but for the reduced axes dropped (``keepdims=0``)."""
+    old = layout(reader, values[0])
+    if len({layout(reader, v) for v in values}) != 1:
+        raise refuse(label, node.op_type, "its operands hold the samples of the batch in different axes")
+    entry.convert(reader, node, label, attrs, entry.rule)
+    new = old
+    if node.op_type.startswith("Reduce") and not attrs.get("keepdims", 1):
+        new = without(old, _axes(reader, node, label, attrs), len(full_shape(reader, values[0], 1)))
+    for key in node.output:
+        _set(reader, key, new)
+
+
+def _trailing_norm(reader, node, label, attrs, entry, values):
+    """``LayerNormalization``/``RMSNormalization`` over the axes from ``axis`` on, none of which may hold the samples."""
+    rank = len(full_shape(reader, values[0], 1))
+    first, held = int(attrs.get("axis", -1)), layout(reader, values[0]).dim
+    if not -rank <= first < rank or held >= first % rank:
+        raise refuse(label, node.op_type, f"axis={first} normalises the axes from it on of a rank-{rank} value, "
+                                          f"axis {held} holding the samples of the batch among them (or is out of "
+                                          "range); only axes after the samples' can be normalised")
+    entry.convert(reader, node, label, dict(attrs, axis=first % rank - rank), entry.rule)
+    _set(reader, node.output[0], layout(reader, values[0]))
+
+
 #: ``{op_type: convert(reader, node, label, attrs, entry, values)}`` of the ops converted wherever the samples
 #: of their operands (``values``: the inputs computed from the input) sit.
 MOVED = {"Add": _elementwise, "Sub": _elementwise, "Mul": _elementwise, "Div": _elementwise,
          "Identity": _elementwise, "Dropout": _elementwise, "MatMul": _last_axis, "Gemm": _last_axis,
-         "LpNormalization": _last_axis,
-         "Softmax": _softmax, **{op: _elementwise for op in ACTIVATIONS}}
+         "LpNormalization": _last_axis, "Concat": _along_axes, "Slice": _along_axes, "Split": _along_axes,
+         "ReduceMean": _along_axes, "ReduceSum": _along_axes, "LayerNormalization": _trailing_norm,
+         "RMSNormalization": _trailing_norm, "Softmax": _softmax, **{op: _elementwise for op in ACTIVATIONS}}
 #: The converters that read the layouts themselves (whatever their input's).
 VIEWS = {"Transpose": transpose, "Reshape": reshape, "Unsqueeze": unsqueeze, "Squeeze": squeeze, "Gather": gather}
 #: The converters made of others (of their own nodes, each converted through :func:`convert`).
