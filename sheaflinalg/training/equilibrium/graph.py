@@ -249,7 +249,8 @@ class GraphEquilibrium(EquilibriumOracle):
         if tied is not None:    # ties decided by the response: the selections and masks solved under, their residuals
             res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern in (SELECTION, MASK)
                                          else p for name, p in res.pattern.items()})
-        settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
+        if smooth is None:      # the smooth iteration stops only at its fixed point, where the force vanishes
+            settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
         decided = 0 if tied is None else decided_slides(graph, tied, pattern, values, settled)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy, decided)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)

@@ -16,7 +16,11 @@ It stops when the state is within the tolerances of the fixed point: every linea
 :data:`~sheaflinalg.network.ops.tangent.SAME_POINT` relative (each node's :meth:`same_pattern`, the pattern
 iteration's criterion) and ``u`` within its rounding (:func:`~.loss_edge.coefficient_excess`, the fixed
 point's), by its last step or by the bound the contraction of its last two steps gives (:func:`converged`):
-the state is then the equilibrium the pattern iteration settles on, to the same rounding.  At ``b = 1e-6``
+the state is then the equilibrium the pattern iteration settles on, to the same rounding.  There the force on
+the state vanishes: the residuals are ``e = delta^{-T} u`` under the state's own tangents, so ``delta^T e = u``
+on the output node and 0 elsewhere, and the force ``-delta^T e - b grad L`` is ``-(u + b grad L) = 0``; its
+departure is bounded by the same tolerances, so the caller does not measure the force again (a backward pass
+that cost as much as the whole iteration's forward passes; the tests' dense twin measures it).  At ``b = 1e-6``
 the second step moves the state by ``~1e-12`` at a rate ``~1e-6``: 2 steps, each a backward substitution
 and a forward pass (the pattern iteration: 2 or 3 frozen solves of 3 backward and forward substitutions
 each).
