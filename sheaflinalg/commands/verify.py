@@ -14,8 +14,9 @@ def add_arguments(parser):
                         help="seed of the network and the inputs (default: 0)")
     parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
                         help="number of inputs, uniform on [-2,2]^n_inputs (default: 50)")
-    parser.add_argument("--backend", default="auto", choices=("auto", "cholmod", "superlu"),
-                        help="sparse Cholesky backend (default: CHOLMOD if installed)")
+    parser.add_argument("--backend", default="auto", choices=("auto", "cholmod", "superlu", "matrix-free"),
+                        help="sparse Cholesky backend, or matrix-free: nothing assembled (default: CHOLMOD if "
+                             "installed, matrix-free where the assembled system does not fit in memory)")
 
 
 def run(args):

@@ -18,8 +18,14 @@ def node_row(node, graph, pattern=None):
     bias = node.rule.constant(node, graph, pattern)
     if bias is not None:
         entries.append((f"1>{node.name}", -bias))
-    entries.append((node.name, np.ones(graph.sizes[node.name])))
+    entries.append((node.name, identity_block(graph, node.name)))
     return entries
+
+
+def identity_block(graph, name):
+    """The diagonal block of vertex ``name``'s defining edge (its own coefficient, ``+1`` on every coordinate),
+    as a 1-D diagonal: the one place it is written, read by the assembly and the structural certificate."""
+    return np.ones(graph.sizes[name])
 
 
 def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
@@ -40,7 +46,7 @@ def graph_rows(graph, pattern_row, out_jacobian, reduced, static, split=None):
                          else node_row(node, graph, pattern_row[node.name])))
     if not reduced:
         out = graph.output_node
-        rows.append(("e_y", [(out, -out_jacobian), ("yhat", np.ones(graph.sizes[out]))]))
+        rows.append(("e_y", [(out, -out_jacobian), ("yhat", identity_block(graph, out))]))
     return rows
 
 

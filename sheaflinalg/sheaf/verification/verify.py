@@ -5,15 +5,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from ..._common.memory import FLOAT, check_batch
+from ..._common.memory import FLOAT, InsufficientMemoryError, check_batch
 from ..._common.validation import as_samples, check_tol
 from ...network.model import check_network
-from ..assembled.assembly import assemble
+from ..assembled.assembly import assemble, check_system_memory
 from ..assembled.factor import check_backend, cholesky, resolved_backend
-from ..harmonic import harmonic_extension
+from ..harmonic import graph_extension, harmonic_extension
 from ..layout import Layout
 from ..skip_edges.encoding import check_skip_encoding
+from .matrix_free import EPS, condition_bound, discord_bound, matrix_free_checks
 from .verify_edges import verify_edges
+from ...network.graph.nodes import INPUT
 from ...network.paths import GRAPH, engine
 
 
@@ -61,6 +63,8 @@ def condition_estimate(D, lu):
 #: Names of the checks, in report order.
 CHECKS = ("det certificate (exact)", "log|det delta_Omega| ~ 0", "log det L[Omega,Omega] ~ 0", "harmonic = forward",
           "LU solve = forward", "global section (discord ~ 0)", "pattern self-consistent")
+#: The backend that verifies without assembling a matrix (:mod:`.matrix_free`).
+MATRIX_FREE = "matrix-free"
 #: Exit status of ``sheaflinalg verify`` for each verdict (2 is a usage error).
 EXIT_STATUS = {"PASSED": 0, "FAILED": 1, "INCONCLUSIVE": 3}
 
@@ -124,17 +128,25 @@ class VerificationReport:
     path: str = None
 
     @property
+    def values(self):
+        """``{check name: per-sample values}`` of the numerical checks this report made (the matrix-free
+        path makes no log determinant and no LU solve)."""
+        values = dict(zip(CHECKS[1:6], (self.logabsdet_delta, self.logdet_laplacian, self.max_deviation,
+                                        self.lu_deviation, self.discord)))
+        return {name: v for name, v in values.items() if v is not None}
+
+    @property
     def tolerances(self):
         """``{check name: tolerance}`` of the numerical checks."""
-        return {CHECKS[1]: self.logdet_tol, CHECKS[2]: self.logdet_tol, CHECKS[3]: self.tol, CHECKS[4]: self.tol,
-                CHECKS[5]: self.tol * 10}
+        tolerances = {CHECKS[1]: self.logdet_tol, CHECKS[2]: self.logdet_tol, CHECKS[3]: self.tol,
+                      CHECKS[4]: self.tol, CHECKS[5]: self.tol * 10}
+        return {name: tolerances[name] for name in self.values}
 
     @property
     def checks(self):
         """Dictionary ``{check name: per-sample bool array}``."""
-        values = (self.logabsdet_delta, self.logdet_laplacian, self.max_deviation, self.lu_deviation, self.discord)
         out = {CHECKS[0]: self.det_certificate}
-        out.update({name: np.abs(v) <= tol for (name, tol), v in zip(self.tolerances.items(), values)})
+        out.update({name: np.abs(v) <= self.tolerances[name] for name, v in self.values.items()})
         out[CHECKS[6]] = self.self_consistent
         return out
 
@@ -155,18 +167,21 @@ class VerificationReport:
         return "INCONCLUSIVE"
 
     def __str__(self):
-        lines = [f"sheaflinalg verify: network {self.dims}, output {self.output}, "
-                 f"{self.n_samples} samples, Cholesky backend {self.factor_backend}",
+        how = ("matrix-free (nothing assembled)" if self.factor_backend == MATRIX_FREE
+               else f"Cholesky backend {self.factor_backend}")
+        lines = [f"sheaflinalg verify: network {self.dims}, output {self.output}, {self.n_samples} samples, {how}",
                  ""]
         header = f"{'check':32s} {'passed':>9s} {'inconclusive':>12s} {'worst value':>14s}"
         lines += [header, "-" * len(header)]
-        values = dict(zip(CHECKS[1:6], (self.logabsdet_delta, self.logdet_laplacian, self.max_deviation,
-                                        self.lu_deviation, self.discord)))
+        values = self.values
         for name, ok in self.checks.items():
             worst = f"{np.max(np.abs(values[name])):.3e}" if name in values else ""
             undecided = int(np.sum(self.inconclusive.get(name, 0)))
             lines.append(f"{name:32s} {int(np.sum(ok)):>4d}/{ok.size:<4d} {undecided or '':>12} {worst:>14s}")
         lines.append("")
+        if CHECKS[1] not in values:
+            lines.append("log|det delta_Omega| = log det L[Omega,Omega] = 0 by structure (the determinant of a unit "
+                         "lower triangular matrix, certified above): not computed")
         lines += [f"note: {n}" for n in self.notes]
         for s in np.flatnonzero(~self.det_certificate)[:5]:
             lines.append(f"sample {s}: certificate failed: {self.certificate_reason[s]}")
@@ -183,7 +198,8 @@ class VerificationReport:
             cause = ("its terms overflow float64" if not np.isfinite(bound)
                      else "the residual sums terms far larger than the state")
         else:
-            cause = f"delta_Omega has condition number ~ {self.condition[s]:.2e}"
+            about = "at most" if self.factor_backend == MATRIX_FREE else "~"
+            cause = f"delta_Omega has condition number {about} {self.condition[s]:.2e}"
         return (f"inconclusive: {name} for {int(undecided.sum())} sample(s): its rounding-error bound "
                 f"{bound:.2e} (sample {s}) exceeds the tolerance {self.tolerances[name]:g}: {cause}; "
                 "det delta_Omega = 1 holds by structure")
@@ -245,10 +261,14 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
-    check_backend(backend)
+    _check_backend(backend, edges)
     if edges:
         return verify_edges(net, X, backend)
     M = X.shape[0]
+    if not _assembles(net, M, backend):
+        # the forward pass, its copy in free order, the substitution, the boundary term and the residual
+        check_batch(M, 5 * FLOAT * Layout.for_network(net).n_free, "the verification")
+        return _verify_matrix_free(net, X, tol, logdet_tol)
     check_batch(M, 2 * FLOAT * Layout.for_network(net).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
     reference = _forward_reference(net, X)
@@ -257,13 +277,8 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
      n) = (list(c) for c in zip(*rows))
     cert, logabs, logdet, dev, lu_dev, discord, condition, residual_bound = map(
         np.array, (cert, logabs, logdet, dev, lu_dev, discord, condition, residual_bound))
-    notes = []
-    if net.output != "identity":
-        notes.append(f"output {net.output} is nonlinear: the e_y block row uses the linearised map "
-                     "-J_phi(z*) at the forward-pass pre-activation z*; delta_Omega stays unit lower triangular")
-    eps = np.finfo(np.float64).eps
     with np.errstate(over="ignore", invalid="ignore"):
-        solve_bound = n[0] * eps * condition
+        solve_bound = n[0] * EPS * condition
         bounds = {CHECKS[1]: solve_bound, CHECKS[2]: solve_bound * condition, CHECKS[4]: solve_bound,
                   CHECKS[5]: residual_bound}
     report = VerificationReport(
@@ -271,11 +286,71 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         det_certificate=cert, certificate_reason=reasons, logabsdet_delta=logabs, logdet_laplacian=logdet,
         max_deviation=dev, lu_deviation=lu_dev, discord=discord,
         self_consistent=h.self_consistent, factor_backend=resolved_backend(backend), tol=tol,
-        logdet_tol=logdet_tol, notes=notes, path=engine(net))
+        logdet_tol=logdet_tol, notes=_notes(net), path=engine(net))
+    return _decided(report, bounds)
+
+
+def _check_backend(backend, edges):
+    """``backend`` if :func:`verify` takes it (``"matrix-free"`` not with ``skip_encoding="edges"``), else raise."""
+    if isinstance(backend, str) and backend == MATRIX_FREE and not edges:
+        return backend
+    try:
+        return check_backend(backend)
+    except ValueError as exc:
+        also = "" if edges else f" or {MATRIX_FREE!r} (skip_encoding='sum')"
+        raise ValueError(f"{exc}{also}") from None
+
+
+def _assembles(net, n_samples, backend):
+    """Whether :func:`verify` assembles: always with a named Cholesky backend, never with ``"matrix-free"``;
+    with ``"auto"`` when the sparse system of the batch fits in memory."""
+    if backend != "auto":
+        return backend != MATRIX_FREE
+    try:
+        check_system_memory(net, n_samples)
+    except InsufficientMemoryError:
+        return False
+    return True
+
+
+def _notes(net):
+    """The report's notes on ``net`` (a nonlinear output's linearised edge)."""
+    if net.output == "identity":
+        return []
+    return [f"output {net.output} is nonlinear: the e_y block row uses the linearised map "
+            "-J_phi(z*) at the forward-pass pre-activation z*; delta_Omega stays unit lower triangular"]
+
+
+def _decided(report, bounds):
+    """``report`` with its rounding bounds and inconclusive checks: a failed check is inconclusive when
+    rounding alone can exceed its tolerance (a NaN bound counts)."""
     checks, tolerances = report.checks, report.tolerances
-    # A failed check is inconclusive when rounding alone can exceed its tolerance (a NaN bound counts).
+    report.rounding_bound = bounds
     report.inconclusive = {name: ~checks[name] & ~(b <= tolerances[name]) for name, b in bounds.items()}
     return report
+
+
+def _verify_matrix_free(net, X, tol, logdet_tol):
+    """:func:`verify` without assembling (:mod:`.matrix_free`): the structural certificate, the substitution
+    and the discord; the rounding bounds of the checks that fail."""
+    graph, M = net.graph, X.shape[0]
+    h = harmonic_extension(net, X) if engine(net) == GRAPH else graph_extension(graph, X)
+    c = matrix_free_checks(graph, X, h.free, h.pattern)
+    report = VerificationReport(
+        condition=np.full(M, np.nan), dims=_describe(net), output=net.output, n_samples=M,
+        det_certificate=np.full(M, c.certificate), certificate_reason=[c.reason] * M, logabsdet_delta=None,
+        logdet_laplacian=None, max_deviation=c.deviation, lu_deviation=None, discord=c.discord,
+        self_consistent=h.self_consistent, factor_backend=MATRIX_FREE, tol=tol, logdet_tol=logdet_tol,
+        notes=_notes(net), path=engine(net))
+    checks, bounds = report.checks, {}
+    if not np.all(checks[CHECKS[3]]):
+        state = {node.name: h.node(node.name) for node in graph.nodes}
+        report.condition = np.full(M, condition_bound(graph, {**state, INPUT: X}))
+        with np.errstate(over="ignore", invalid="ignore"):
+            bounds[CHECKS[3]] = c.n_free * EPS * report.condition
+    if not np.all(checks[CHECKS[5]]):
+        bounds[CHECKS[5]] = discord_bound(graph, X, h.free, h.pattern, c.scale)
+    return _decided(report, bounds)
 
 
 def _describe(net):
