@@ -77,22 +77,24 @@ class VerificationReport:
     ----------
     det_certificate : ndarray of bool
         ``delta_Omega`` is square, lower triangular and has unit diagonal (exact).
-    logabsdet_delta : ndarray
-        ``log|det delta_Omega|`` from a sparse LU (should be ~0).
-    logdet_laplacian : ndarray
-        ``log det L[Omega, Omega]`` from a sparse Cholesky (should be ~0).
+    logabsdet_delta : ndarray or None
+        ``log|det delta_Omega|`` from a sparse LU (should be ~0); None when verified matrix-free (0 by structure).
+    logdet_laplacian : ndarray or None
+        ``log det L[Omega, Omega]`` from a sparse Cholesky (should be ~0); None when matrix-free.
     max_deviation : ndarray
         Largest ``|harmonic extension - forward pass|`` over the sample's output and
         hidden coordinates, relative to ``max(1, |forward pass|)``.
-    lu_deviation : ndarray
-        The same for the harmonic extension computed by the generic sparse LU solve.
+    lu_deviation : ndarray or None
+        The same for the harmonic extension computed by the generic sparse LU solve (None when matrix-free;
+        ``max_deviation`` then compares the forward substitution in ``delta_Omega`` with the forward pass).
     discord : ndarray
         ``||delta omega_bar||`` of the harmonic extension (0 for a global section),
         relative to ``max(1, |forward pass|)``.
     self_consistent : ndarray of bool
     condition : ndarray
         Estimate of the 1-norm condition number of ``delta_Omega``
-        (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square).
+        (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square); matrix-free, an upper
+        bound on its 2-norm condition number, computed only when ``harmonic = forward`` fails (``nan`` otherwise).
     rounding_bound : dict
         ``{check name: per-sample array}``: what rounding errors alone can make
         the numerical checks read, in the check's own units (``inf`` when the
@@ -102,6 +104,8 @@ class VerificationReport:
         rounding bound exceeds (or is not below) its tolerance, so float64,
         not the network, may be the cause.  By structure (the exact
         certificate) ``det delta_Omega = 1`` and ``det L = 1`` hold anyway.
+    factor_backend : str
+        ``"cholmod"`` or ``"superlu"`` (the assembled checks), or ``"matrix-free"`` (nothing assembled).
     path : str
         Which engine gave the harmonic extension: ``"chain"`` (the fused chain kernels) or ``"graph"``
         (:func:`~sheaflinalg.network.paths.engine`).
@@ -206,7 +210,7 @@ class VerificationReport:
 
 
 def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="sum"):
-    """Certify, per sample, ``det delta_Omega = 1`` and harmonic extension = forward pass.
+    """Certify, per sample, ``det delta_Omega = 1`` and harmonic extension = forward pass, at any size.
 
     For each sample: (1) an exact certificate that ``delta_Omega`` is square,
     lower triangular with every diagonal entry exactly 1.0; (2) ``log|det
@@ -223,6 +227,19 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     ``m eps || |delta| |omega| || / max(1, |omega|)`` for the discord
     (``m`` the entries of a row), infinite when the computation overflows.
 
+    A network too large to assemble (ResNet-50 on one 224x224 image would
+    need hundreds of GiB) is verified without a matrix
+    (:mod:`~sheaflinalg.sheaf.verification.matrix_free`): the certificate is
+    read off the graph (every node one defining edge, its diagonal block the
+    identity, its other blocks on earlier nodes or the boundary:
+    :mod:`~sheaflinalg.sheaf.verification.structure`), so ``log det
+    delta_Omega = log det L[Omega,Omega] = 0`` by structure and is not
+    computed; the harmonic extension is the forward substitution in
+    ``delta_Omega`` node by node, compared with the forward pass (with the
+    substitution's rounding bound ``n eps cond(delta_Omega)``, ``cond`` bounded
+    through the ops' norm bounds), and the discord is ``delta_Omega`` applied to
+    the forward state, with the bound above.  No LU solve is made.
+
     Parameters
     ----------
     net : Network
@@ -234,8 +251,11 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         Relative tolerance for the deviations (finite, >= 0).
     logdet_tol : float
         Tolerance for ``|log det|`` (finite, >= 0).
-    backend : {"auto", "cholmod", "superlu"}
-        Sparse Cholesky backend.
+    backend : {"auto", "cholmod", "superlu", "matrix-free"}
+        Sparse Cholesky backend of the assembled checks, or ``"matrix-free"``:
+        nothing assembled (not with ``skip_encoding="edges"``).  ``"auto"``
+        assembles (CHOLMOD if installed) when the batch's sparse system fits in
+        memory, else verifies matrix-free; the report's ``factor_backend`` says which.
     skip_encoding : {"sum", "edges"}
         ``"edges"``: the paper's encoding of skip connections
         (:mod:`sheaflinalg.sheaf.skip_edges.encoding`), whose ``delta_Omega`` is tall:
@@ -255,6 +275,9 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     >>> X = np.random.default_rng(0).uniform(-2, 2, size=(10, 2))
     >>> sl.verify(net, X).status
     'PASSED'
+    >>> report = sl.verify(net, X, backend="matrix-free")
+    >>> report.status, report.factor_backend, "LU solve = forward" in report.checks
+    ('PASSED', 'matrix-free', False)
     """
     edges = check_skip_encoding(skip_encoding) == "edges"
     check_network(net, graphs=True)
