@@ -17,6 +17,7 @@ def add_arguments(parser):
     parser.add_argument("--backend", default="auto", choices=("auto", "cholmod", "superlu", "matrix-free"),
                         help="sparse Cholesky backend, or matrix-free: nothing assembled (default: CHOLMOD if "
                              "installed, matrix-free where the assembled system does not fit in memory)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
 def run(args):
@@ -26,6 +27,6 @@ def run(args):
     net = network_from_args(args, graphs=True)
     rng = np.random.default_rng(args.seed)
     X = rng.uniform(-2.0, 2.0, size=(args.samples, net.n_inputs))
-    report = sl.verify(net, X, backend=args.backend)
+    report = sl.verify(net, X, backend=args.backend, progress=not args.no_progress)
     print(report)
     return EXIT_STATUS[report.status]

@@ -142,9 +142,12 @@ def test_matrix_free_backend_refusals_and_cli(capsys):
         sl.verify(net, np.ones((1, 2)), backend="bogus")
     with pytest.raises(ValueError, match="unknown backend 'matrix-free'"):
         sl.verify(net, np.ones((1, 2)), backend="matrix-free", skip_encoding="edges")
-    assert main(["verify", "--backend", "matrix-free", "--samples", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "matrix-free (nothing assembled)" in out and "RESULT: PASSED" in out
+    with pytest.raises((TypeError, ValueError), match="progress"):
+        sl.verify(net, np.ones((1, 2)), progress="no")
+    for extra in ([], ["--no-progress"]):
+        assert main(["verify", "--backend", "matrix-free", "--samples", "3"] + extra) == 0
+        out = capsys.readouterr().out
+        assert "matrix-free (nothing assembled)" in out and "RESULT: PASSED" in out
 
 
 def test_matrix_free_checks_on_a_chain_equal_the_chain_kernels():

@@ -102,9 +102,10 @@ def coboundary_at(graph, free, pattern, layout):
     return GraphCoboundary(graph, pattern, jacobians=output_jacobian(graph.output, z_out), layout=layout)
 
 
-def matrix_free_checks(graph, X, free, pattern):
+def matrix_free_checks(graph, X, free, pattern, bar=None):
     """:class:`MatrixFreeChecks` of ``graph`` at the inputs ``X`` (flat), its forward pass ``free`` (free order of
-    :meth:`Layout.from_graph`, ``yhat`` included) and pattern ``pattern``.
+    :meth:`Layout.from_graph`, ``yhat`` included) and pattern ``pattern`` (``bar``: a progress bar, moved on
+    after the product and after the substitution).
 
     Examples
     --------
@@ -129,11 +130,18 @@ def matrix_free_checks(graph, X, free, pattern):
         residual -= rhs
         discord = np.sqrt(np.einsum("ij,ij->i", residual, residual))
         del residual
+        _tick(bar)
         # in place: each edge's block is read once, before its free block (the same offsets) is written
         extension = op.solve(rhs, out=rhs)
         extension -= scaled
         deviation = np.max(np.abs(extension, out=extension), axis=1, initial=0.0)
+        _tick(bar)
     return MatrixFreeChecks(certificate, reason, deviation, discord, scale[:, 0], layout.n_free)
+
+
+def _tick(bar):
+    if bar is not None:
+        bar.update()
 
 
 def condition_bound(graph, state):

@@ -6,7 +6,8 @@ import numpy as np
 import scipy.sparse.linalg as spla
 
 from ..._common.memory import FLOAT, InsufficientMemoryError, check_batch
-from ..._common.validation import as_samples, check_tol
+from ..._common.progress import progress_bar, progress_iter
+from ..._common.validation import as_samples, check_bool, check_tol
 from ...network.model import check_network
 from ..assembled.assembly import assemble, check_system_memory
 from ..assembled.factor import check_backend, cholesky, resolved_backend
@@ -209,7 +210,7 @@ class VerificationReport:
                 "det delta_Omega = 1 holds by structure")
 
 
-def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="sum"):
+def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="sum", progress=False):
     """Certify, per sample, ``det delta_Omega = 1`` and harmonic extension = forward pass, at any size.
 
     For each sample: (1) an exact certificate that ``delta_Omega`` is square,
@@ -263,6 +264,9 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
         the rank certificate of ``delta_Omega`` (structural or numerical with its
         rounding bound) and the measured distance of its least-squares
         extension from the forward pass (``tol`` and ``logdet_tol`` do not apply).
+    progress : bool
+        A progress bar (stderr): over the samples when assembled, over the three passes (the forward
+        pass, the product, the substitution) when matrix-free.
 
     Returns
     -------
@@ -285,17 +289,20 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     tol = check_tol(tol, "tol")
     logdet_tol = check_tol(logdet_tol, "logdet_tol")
     _check_backend(backend, edges)
+    progress = check_bool(progress, "progress")
     if edges:
         return verify_edges(net, X, backend)
     M = X.shape[0]
     if not _assembles(net, M, backend):
         # the forward pass, its copy in free order, the substitution, the boundary term and the residual
         check_batch(M, 5 * FLOAT * Layout.for_network(net).n_free, "the verification")
-        return _verify_matrix_free(net, X, tol, logdet_tol)
+        with progress_bar(3, progress, "verify (matrix-free)", unit="pass") as bar:
+            return _verify_matrix_free(net, X, tol, logdet_tol, bar)
     check_batch(M, 2 * FLOAT * Layout.for_network(net).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
     reference = _forward_reference(net, X)
-    rows = [_sample_checks(assemble(net, X[s]), h.free[s], reference[s], backend) for s in range(M)]
+    rows = [_sample_checks(assemble(net, X[s]), h.free[s], reference[s], backend)
+            for s in progress_iter(range(M), M, progress, "verify")]
     (cert, reasons, logabs, logdet, dev, lu_dev, discord, condition, residual_bound,
      n) = (list(c) for c in zip(*rows))
     cert, logabs, logdet, dev, lu_dev, discord, condition, residual_bound = map(
@@ -353,12 +360,13 @@ def _decided(report, bounds):
     return report
 
 
-def _verify_matrix_free(net, X, tol, logdet_tol):
+def _verify_matrix_free(net, X, tol, logdet_tol, bar):
     """:func:`verify` without assembling (:mod:`.matrix_free`): the structural certificate, the substitution
-    and the discord; the rounding bounds of the checks that fail."""
+    and the discord; the rounding bounds of the checks that fail (``bar``: a progress bar of three passes)."""
     graph, M = net.graph, X.shape[0]
     h = harmonic_extension(net, X) if engine(net) == GRAPH else graph_extension(graph, X)
-    c = matrix_free_checks(graph, X, h.free, h.pattern)
+    bar.update()
+    c = matrix_free_checks(graph, X, h.free, h.pattern, bar)
     report = VerificationReport(
         condition=np.full(M, np.nan), dims=_describe(net), output=net.output, n_samples=M,
         det_certificate=np.full(M, c.certificate), certificate_reason=[c.reason] * M, logabsdet_delta=None,
