@@ -66,7 +66,7 @@ class MatrixFreeChecks:
 
 
 def _constant(node, graph, pattern, M):
-    """Node's constant term ``c_v`` for every sample, ``(M, size)``, or None (none, or zero rows)."""
+    """The node's constant term ``c_v`` for every sample, ``(M, size)``, or None when it has none."""
     if node.rule.pattern is None:
         c = node.rule.constant(node, graph)
         return None if c is None else np.broadcast_to(c, (M, graph.sizes[node.name]))
