@@ -26,7 +26,6 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ..._common.threads import blas_limit
-from ...kernels.gemm import single_threaded
 from ...network import activations
 from ...network.graph.nodes import INPUT
 from ..layout import Layout
@@ -120,8 +119,8 @@ def matrix_free_checks(graph, X, free, pattern, bar=None):
     layout = Layout.from_graph(graph)
     certificate, reason = unit_triangular_structure(structure_rows(graph), layout)
     op = coboundary_at(graph, free, pattern, layout)
-    # one BLAS thread, torch's where it is loaded, as the forward pass (a loaded machine's threads contend)
-    with np.errstate(over="ignore", invalid="ignore"), blas_limit(1), single_threaded():
+    # one BLAS thread, as the forward pass's blocks (on a loaded machine threaded BLAS contends)
+    with np.errstate(over="ignore", invalid="ignore"), blas_limit(1):
         scale = np.maximum(1.0, np.max(np.abs(free), axis=1, initial=0.0))[:, None]
         # everything divided by scale first (delta is linear), so that values near float64's limit do not overflow
         scaled = free / scale
