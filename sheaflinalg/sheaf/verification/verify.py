@@ -255,7 +255,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     backend : {"auto", "cholmod", "superlu", "matrix-free"}
         Sparse Cholesky backend of the assembled checks, or ``"matrix-free"``:
         nothing assembled (not with ``skip_encoding="edges"``).  ``"auto"``
-        assembles (CHOLMOD if installed) when the batch's sparse system fits in
+        assembles (CHOLMOD if installed) when one sample's sparse system fits in
         memory, else verifies matrix-free; the report's ``factor_backend`` says which.
     skip_encoding : {"sum", "edges"}
         ``"edges"``: the paper's encoding of skip connections
@@ -293,7 +293,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="su
     if edges:
         return verify_edges(net, X, backend)
     M = X.shape[0]
-    if not _assembles(net, M, backend):
+    if not _assembles(net, backend):
         # the forward pass, its copy in free order, the substitution, the boundary term and the residual
         check_batch(M, 5 * FLOAT * Layout.for_network(net).n_free, "the verification")
         with progress_bar(3, progress, "verify (matrix-free)", unit="pass") as bar:
@@ -331,13 +331,14 @@ def _check_backend(backend, edges):
         raise ValueError(f"{exc}{also}") from None
 
 
-def _assembles(net, n_samples, backend):
+def _assembles(net, backend):
     """Whether :func:`verify` assembles: always with a named Cholesky backend, never with ``"matrix-free"``;
-    with ``"auto"`` when the sparse system of the batch fits in memory."""
+    with ``"auto"`` when the sparse system of one sample fits in memory (the samples are assembled one at a
+    time, so every batch verified assembled before still is)."""
     if backend != "auto":
         return backend != MATRIX_FREE
     try:
-        check_system_memory(net, n_samples)
+        check_system_memory(net, 1)
     except InsufficientMemoryError:
         return False
     return True
