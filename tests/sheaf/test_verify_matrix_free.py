@@ -180,3 +180,10 @@ def test_weights_too_ill_conditioned_to_factor_pass_matrix_free():
     assert sl.verify(net, X).status == "INCONCLUSIVE"
     report = sl.verify(net, X, backend="matrix-free")
     assert report.status == "PASSED" and np.all(np.isnan(report.condition)), str(report)
+
+
+def test_inputs_near_the_float64_limit_are_checked_not_overflowed():
+    """Inputs of 1e300: the unscaled residual overflows, so the checks are made again on the state divided by
+    ``max(1, |forward pass|)`` (as the assembled path does first)."""
+    report = sl.verify(sl.Network.random([2, 4, 1], seed=0), np.full((2, 2), 1e300), backend="matrix-free")
+    assert report.status == "PASSED", str(report)

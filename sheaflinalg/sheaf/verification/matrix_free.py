@@ -74,25 +74,29 @@ def _constant(node, graph, pattern, M):
     return None if all(c is None for c in rows) else np.stack([np.zeros(size) if c is None else c for c in rows])
 
 
-def boundary_term(op, X, z_out, scale=1.0):
-    """``-delta_U u / scale`` in the free order of ``op`` (a full :class:`GraphCoboundary`): every node's maps from
-    the input ``X`` plus its constant, and ``phi(z*) - J z*`` on the output edge (``z_out``, the forward pass's);
-    ``scale`` (a number or a column, one row per sample) divides each term before it is summed."""
+def boundary_term(op, X, z_out, scale=None):
+    """``-delta_U u`` (divided by ``scale``) in the free order of ``op`` (a full :class:`GraphCoboundary`): every
+    node's maps from the input ``X`` plus its constant, and ``phi(z*) - J z*`` on the output edge (``z_out``, the
+    forward pass's); ``scale`` (a column, one row per sample), if given, divides each term before it is summed."""
     graph, M = op.graph, X.shape[0]
-    rhs, X = np.zeros((M, op.layout.n_free)), X / scale
+    rhs, X = np.zeros((M, op.layout.n_free)), _divided(X, scale)
     for node in graph.nodes:
         block = rhs[:, op.layout.edge(f"e_{node.name}")]
         c = _constant(node, graph, op.pattern, M)
         if c is not None:
-            block += c / scale
+            block += _divided(c, scale)
         if INPUT in node.inputs:
             prepared = op.maps.prepare(node.name, op.pattern.get(node.name))
             for i, parent in enumerate(node.inputs):
                 if parent == INPUT:
                     block += op.maps.forward(node.name, i, X, prepared)
     offset = activations.apply(graph.output, z_out) - _jacobian_product(op.jacobians, z_out)
-    rhs[:, op.layout.edge("e_y")] = offset / scale
+    rhs[:, op.layout.edge("e_y")] = _divided(offset, scale)
     return rhs
+
+
+def _divided(a, scale):
+    return a if scale is None else a / scale
 
 
 def coboundary_at(graph, free, pattern, layout):
@@ -119,23 +123,32 @@ def matrix_free_checks(graph, X, free, pattern, bar=None):
     layout = Layout.from_graph(graph)
     certificate, reason = unit_triangular_structure(structure_rows(graph), layout)
     op = coboundary_at(graph, free, pattern, layout)
+    z_out = free[:, layout.free(graph.output_node)]
     # one BLAS thread, as the forward pass's blocks (on a loaded machine threaded BLAS contends)
     with np.errstate(over="ignore", invalid="ignore"), blas_limit(1):
-        scale = np.maximum(1.0, np.max(np.abs(free), axis=1, initial=0.0))[:, None]
-        # everything divided by scale first (delta is linear), so that values near float64's limit do not overflow
-        scaled = free / scale
-        rhs = boundary_term(op, X, free[:, layout.free(graph.output_node)], scale)
-        residual = op.apply(scaled)
-        residual -= rhs
-        discord = np.sqrt(np.einsum("ij,ij->i", residual, residual))
-        del residual
-        _tick(bar)
-        # in place: each edge's block is read once, before its free block (the same offsets) is written
-        extension = op.solve(rhs, out=rhs)
-        extension -= scaled
-        deviation = np.max(np.abs(extension, out=extension), axis=1, initial=0.0)
-        _tick(bar)
-    return MatrixFreeChecks(certificate, reason, deviation, discord, scale[:, 0], layout.n_free)
+        scale = np.maximum(1.0, np.maximum(free.max(axis=1, initial=0.0), -free.min(axis=1, initial=0.0)))
+        deviation, discord = (v / scale for v in _measured(op, X, free, z_out, None, bar))
+        if not (np.all(np.isfinite(deviation)) and np.all(np.isfinite(discord))):
+            # values near float64's limit: everything divided by scale first (delta is linear), nothing overflows
+            deviation, discord = _measured(op, X, free / scale[:, None], z_out, scale[:, None], None)
+    return MatrixFreeChecks(certificate, reason, deviation, discord, scale, layout.n_free)
+
+
+def _measured(op, X, state, z_out, scale, bar):
+    """``(max |delta^{-1}(-delta_U u) - state|, ||delta state + delta_U u||)`` per sample, the boundary divided by
+    ``scale`` (None: as it is); ``bar`` moves on after the product and after the substitution."""
+    rhs = boundary_term(op, X, z_out, scale)
+    residual = op.apply(state)
+    residual -= rhs
+    discord = np.sqrt(np.einsum("ij,ij->i", residual, residual))
+    del residual
+    _tick(bar)
+    # in place: each edge's block is read once, before its free block (the same offsets) is written
+    extension = op.solve(rhs, out=rhs)
+    extension -= state
+    deviation = np.maximum(extension.max(axis=1, initial=0.0), -extension.min(axis=1, initial=0.0))
+    _tick(bar)
+    return deviation, discord
 
 
 def _tick(bar):
