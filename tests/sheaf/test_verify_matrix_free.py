@@ -183,7 +183,14 @@ def test_weights_too_ill_conditioned_to_factor_pass_matrix_free():
 
 
 def test_inputs_near_the_float64_limit_are_checked_not_overflowed():
-    """Inputs of 1e300: the unscaled residual overflows, so the checks are made again on the state divided by
-    ``max(1, |forward pass|)`` (as the assembled path does first)."""
-    report = sl.verify(sl.Network.random([2, 4, 1], seed=0), np.full((2, 2), 1e300), backend="matrix-free")
-    assert report.status == "PASSED", str(report)
+    """Inputs of 1e300: where the residual's square overflows (here a state wrong by 1e-3 in one coordinate), the
+    checks are made again on the state divided by ``max(1, |forward pass|)``, as the assembled path does first."""
+    net = sl.Network.random([2, 30, 1], seed=0)
+    X = np.random.default_rng(0).uniform(-2, 2, size=(2, 2)) * 1e300
+    assert sl.verify(net, X, backend="matrix-free").status == "PASSED"
+    h, pattern = _forward(net, X)
+    free = h.free.copy()
+    free[0, 3] += 1e-3 * np.abs(free[0]).max()
+    c = matrix_free_checks(net.graph, X, free, pattern)
+    assert np.all(np.isfinite(c.discord)) and 1e-4 < c.discord[0] < 1e-2 and c.discord[1] < 1e-14
+    assert 1e-4 < c.deviation[0] < 1e-2 and np.all(np.isfinite(c.deviation))
