@@ -11,6 +11,9 @@ constant (the ones block), and ``J z* - phi(z*)`` on the output edge.  So:
   (-delta_U u)``, compared with the forward pass;
 * the discord is ``||delta_Omega w + delta_U u||`` at the forward state ``w``.
 
+Both are relative to ``max(1, |forward pass|)``; where they overflow (values near float64's limit) they
+are measured again on the state and the boundary divided by it first, as the assembled path does.
+
 Rounding bounds (what float64 alone can make a check read; only needed where a
 check fails): ``n eps cond(delta_Omega)`` for the substitution with the bound
 ``cond_2(delta_Omega) <= ||I + B||_2 ||(I - B)^{-1}||_2`` of
