@@ -68,10 +68,10 @@ class MatrixFreeChecks:
 
 
 def _constant(node, graph, pattern, M):
-    """The node's constant term ``c_v`` for every sample, ``(M, size)``, or None when it has none."""
+    """The node's constant term ``c_v`` for every sample, ``(M, size)``, or None when it has none (or it is zero)."""
     if node.rule.pattern is None:
         c = node.rule.constant(node, graph)
-        return None if c is None else np.broadcast_to(c, (M, graph.sizes[node.name]))
+        return None if c is None or not np.any(c) else np.broadcast_to(c, (M, graph.sizes[node.name]))
     rows = [node.rule.constant(node, graph, pattern[node.name][s]) for s in range(M)]
     size = graph.sizes[node.name]
     return None if all(c is None for c in rows) else np.stack([np.zeros(size) if c is None else c for c in rows])
@@ -141,7 +141,7 @@ def _measured(op, X, state, z_out, scale, bar):
     """``(max |delta^{-1}(-delta_U u) - state|, ||delta state + delta_U u||)`` per sample, the boundary divided by
     ``scale`` (None: as it is); ``bar`` moves on after the product and after the substitution."""
     rhs = boundary_term(op, X, z_out, scale)
-    residual = op.apply(state)
+    residual = op.apply(state, threads=2)      # the nodes in two threads where a second core is free
     residual -= rhs
     discord = np.sqrt(np.einsum("ij,ij->i", residual, residual))
     del residual
