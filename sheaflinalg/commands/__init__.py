@@ -123,17 +123,19 @@ def parse_arch(text):
 
 
 def network_from_args(args, graphs=False):
-    """The network of ``--network FILE.npz``, else a He-initialised ``--arch`` network.
+    """The network of ``--network FILE.onnx|FILE.npz``, else a He-initialised ``--arch`` network.
 
     ``--arch`` and ``--output`` describe the random network: with ``--network`` they are refused.
     A graph network file is refused (:class:`~sheaflinalg.network.errors.GraphNetworkError`) unless
-    the command takes graph networks (``graphs``).
+    the command takes graph networks (``graphs``).  The files are read by
+    :func:`~sheaflinalg.commands.user_inputs.load_network`.
     """
     from ..network.model import Network, check_network
+    from .user_inputs import load_network
 
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--output": "output"}, "--network (the file fixes the network)")
-        return check_network(Network.load(args.network), f"--network {args.network}", graphs=graphs)
+        return check_network(load_network(args.network), f"--network {args.network}", graphs=graphs)
     arch = args.arch if args.arch is not None else args.default_arch
     return Network.random(parse_arch(arch), seed=args.seed, output=args.output or "identity")
 
@@ -151,7 +153,9 @@ def add_network_options(parser, default_arch):
     """``--arch``, ``--network`` and ``--output`` (the last one only for the random network)."""
     parser.add_argument("--arch", default=None,
                         help=f"layer widths of a He-initialised network (default: {default_arch})")
-    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
+    parser.add_argument("--network", metavar="FILE.onnx|FILE.npz",
+                        help="load this network instead of a random one: an ONNX model or a network saved by "
+                             "sheaflinalg (Network.save)")
     parser.add_argument("--output", default=None, type=_output_activation,
                         help="output activation of the random network: identity, sigmoid, tanh, softmax "
                              "(default: identity)")

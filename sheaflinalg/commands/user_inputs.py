@@ -64,11 +64,8 @@ def load_network(path, option="--network"):
     """
     from ..network.model import Network
 
-    path = os.fspath(path)
+    path = _network_file(path, option)
     suffix = os.path.splitext(path)[1].lower()
-    if suffix not in NETWORK_SUFFIXES:
-        raise ValueError(f"{option} {path}: expected a {' or '.join(NETWORK_SUFFIXES)} file")
-    _require_file(path, option)
     try:
         return Network.from_onnx(path) if suffix == ".onnx" else Network.load(path)
     except ValueError as exc:
@@ -136,6 +133,15 @@ def _require_file(path, option):
         raise FileNotFoundError(f"{option} {path}: no such file")
 
 
+def _network_file(path, option):
+    """``path`` as a string: an existing ``.onnx`` or ``.npz`` file."""
+    path = os.fspath(path)
+    if os.path.splitext(path)[1].lower() not in NETWORK_SUFFIXES:
+        raise ValueError(f"{option} {path}: expected a {' or '.join(NETWORK_SUFFIXES)} file")
+    _require_file(path, option)
+    return path
+
+
 def _split_key(text):
     """``("X.npz", "key")`` of ``"X.npz:key"``; ``(text, None)`` when no key is given."""
     head, sep, key = text.rpartition(":")
@@ -144,15 +150,21 @@ def _split_key(text):
     return text, None
 
 
-def _read_array(text, option, default_key, what):
-    """The one array of ``--inputs``/``--labels`` ``text`` (``.npy``, ``.npz``, ``.npz:key``), read without pickle."""
-    from .._common.npzfile import read_npy, read_npz
-
+def _locate(text, option):
+    """``(path, key, suffix)`` of ``--inputs``/``--labels`` ``text`` (``.npy``, ``.npz``, ``.npz:key``); an existing file."""
     path, key = _split_key(os.fspath(text))
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in (".npy", ".npz"):
         raise ValueError(f"{option} {text}: expected a .npy or .npz file (FILE.npz:key names one of its arrays)")
     _require_file(path, option)
+    return path, key, suffix
+
+
+def _read_array(text, option, default_key, what):
+    """The one array of ``--inputs``/``--labels`` ``text``, read without pickle."""
+    from .._common.npzfile import read_npy, read_npz
+
+    path, key, suffix = _locate(text, option)
     if suffix == ".npy":
         return read_npy(path, what)
     f = read_npz(path, what)
@@ -174,8 +186,8 @@ def _fit_shape(X, network, where):
         return np.ascontiguousarray(X.reshape(X.shape[0], n))
     expected = f"(M, {n})" + ("" if len(shape) == 1 else f" or (M, {', '.join(map(str, shape))})")
     got = math.prod(X.shape[1:]) if X.ndim > 1 else 1
-    raise ValueError(f"{where}: the inputs have shape {X.shape} ({got} values per input) but the network takes "
-                     f"{n} values per input: expected shape {expected}, M inputs")
+    raise ValueError(f"{where}: the inputs have shape {X.shape} ({got} value{'s' * (got != 1)} per input) but the "
+                     f"network takes {n}: expected shape {expected}, M inputs")
 
 
 def _labels(text, M, network):
@@ -208,3 +220,38 @@ def label_targets(network, y):
     if network.n_outputs == 1:
         return np.asarray(y, dtype=np.float64)[:, None]
     return np.eye(network.n_outputs)[y]
+
+
+# ----------------------------------------------------------------------------- command-line options
+def add_input_options(parser, labels=None):
+    """``--inputs`` (and ``--labels`` when ``labels``, its help text, is given) of a command.
+
+    With ``--inputs`` a command's ``--samples`` (default None) takes the first inputs (all by default).
+    """
+    parser.add_argument("--inputs", metavar="X.npy|X.npz[:key]",
+                        help="inputs of the network from a .npy or .npz file (no pickle; an .npz holding several "
+                             f"arrays: the one named '{INPUTS_KEY}' or X.npz:key), shape (M, *input_shape) or "
+                             "(M, n_inputs); integers such as uint8 images are read as float64")
+    if labels:
+        parser.add_argument("--labels", metavar="y.npy", help=labels)
+
+
+def check_user_files(args):
+    """Refuse, before any work, a ``--network``, ``--inputs`` or ``--labels`` file that is missing or of
+    another kind (its ending); their content is checked when they are read."""
+    if getattr(args, "labels", None) and not args.inputs:
+        raise ValueError("--labels needs --inputs (one label per input)")
+    if getattr(args, "network", None):
+        _network_file(args.network, "--network")
+    for option in ("inputs", "labels"):
+        if getattr(args, option, None):
+            _locate(getattr(args, option), f"--{option}")
+
+
+def inputs_from_args(args, network):
+    """``(X, y)`` of ``--inputs``/``--labels`` checked against ``network``: the first ``--samples`` when given."""
+    X, y = load_inputs(args.inputs, getattr(args, "labels", None), network)
+    if args.samples is not None:
+        X = X[:args.samples]
+        y = None if y is None else y[:args.samples]
+    return X, y
