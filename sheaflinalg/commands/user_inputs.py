@@ -68,10 +68,10 @@ def load_network(path, option="--network"):
     suffix = os.path.splitext(path)[1].lower()
     try:
         return Network.from_onnx(path) if suffix == ".onnx" else Network.load(path)
-    except ValueError as exc:
-        if path in str(exc):
-            raise
-        raise ValueError(f"{option} {path}: {exc}") from None
+    except ValueError as exc:       # its type is kept (UnsupportedModelError, FileFormatError, ...)
+        if path not in str(exc):
+            exc.args = (f"{option} {path}: {exc}",)
+        raise
 
 
 def load_inputs(path, labels=None, network=None):
@@ -111,12 +111,17 @@ def load_inputs(path, labels=None, network=None):
     >>> X.shape, y.tolist()
     ((4, 2), [0, 1, 1, 0])
     """
+    from .._common.memory import check_memory
+
+    if labels is not None:
+        _locate(labels, "--labels")             # a missing labels file is refused before the inputs are read
     X = _read_array(path, "--inputs", INPUTS_KEY, "inputs file")
     where = f"--inputs {path}"
     if X.dtype.kind not in "fiu":
         raise ValueError(f"{where}: the inputs must be numbers (float or integer), got dtype {X.dtype}")
     if X.ndim == 0 or X.shape[0] == 0 or X.size == 0:
         raise ValueError(f"{where}: the inputs must hold at least one input (one per row), got shape {X.shape}")
+    check_memory(8 * X.size, f"{where}: the inputs as float64", "give fewer inputs")
     X = np.ascontiguousarray(X, dtype=np.float64)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{where}: the inputs hold NaN or infinite values")

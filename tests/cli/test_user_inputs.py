@@ -176,3 +176,6 @@ def test_a_missing_inputs_file_is_refused_before_the_network_is_read(files, tmp_
     assert status == 2 and "X.npy: no such file" in err
     status, _, err = _run(capsys, "verify", "--network", tmp_path / "broken.onnx", "--inputs", d / "images.npy")
     assert status == 2 and "broken.onnx" in err
+    (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(FileNotFoundError, match="y.npy: no such file"):
+        load_inputs(str(tmp_path / "corrupt.npy"), str(tmp_path / "y.npy"))
