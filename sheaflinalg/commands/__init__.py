@@ -128,13 +128,16 @@ def network_from_args(args, graphs=False):
     ``--arch`` and ``--output`` describe the random network: with ``--network`` they are refused.
     A graph network file is refused (:class:`~sheaflinalg.network.errors.GraphNetworkError`) unless
     the command takes graph networks (``graphs``).  The files are read by
-    :func:`~sheaflinalg.commands.user_inputs.load_network`.
+    :func:`~sheaflinalg.commands.user_inputs.load_network`; ``--inputs`` and ``--labels``, when the
+    command has them, are checked first (:func:`~sheaflinalg.commands.user_inputs.check_user_files`).
     """
     from ..network.model import Network, check_network
-    from .user_inputs import load_network
+    from .user_inputs import check_user_files, load_network
 
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--output": "output"}, "--network (the file fixes the network)")
+    check_user_files(args)          # --network, --inputs, --labels: present and of their kind, before any work
+    if args.network:
         return check_network(load_network(args.network), f"--network {args.network}", graphs=graphs)
     arch = args.arch if args.arch is not None else args.default_arch
     return Network.random(parse_arch(arch), seed=args.seed, output=args.output or "identity")

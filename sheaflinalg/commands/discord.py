@@ -45,8 +45,7 @@ def run(args):
     import sheaflinalg as sl
     from ..network.model import check_network
 
-    check_user_files(args)
-    for option in ("data", "inputs"):
+    for option in ("data", "inputs", "labels"):
         if getattr(args, option) and not args.network:
             raise ValueError(f"--{option} has no effect without --network (a network trained here uses --task); "
                              "drop it")
@@ -56,6 +55,7 @@ def run(args):
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--method": "method", "--steps": "steps"},
                        "--network (the file fixes the network; nothing is trained)")
+        check_user_files(args)
         net = check_network(load_network(args.network), f"--network {args.network}", graphs=True)
         source = args.network
         if args.inputs:
@@ -69,7 +69,7 @@ def run(args):
             X, Y = X[:args.samples], Y[:args.samples]
         elif engine(net) == GRAPH:
             raise ValueError(f"--network {args.network} is a graph network (input shape {net.input_shape}): give "
-                             "its inputs and labels with --inputs X.npy --labels y.npy or --data FILE.npz; the "
+                             "its inputs and labels with --data FILE.npz or --inputs X.npy --labels y.npy; the "
                              "tasks are 2-D")
         else:
             data = sl.tasks.make(task, n_train=10, n_test=args.samples, seed=args.seed)

@@ -3,7 +3,7 @@
 import numpy as np
 
 from . import FIGURE_SUFFIXES, add_network_options, add_output, network_from_args, number
-from .user_inputs import add_input_options, check_user_files, inputs_from_args
+from .user_inputs import add_input_options, inputs_from_args
 from ..network.paths import GRAPH, engine
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
@@ -47,7 +47,6 @@ def run(args):
     from ..sheaf.layout import Layout
     from ..spectral.drivers import DENSE_MAX
 
-    check_user_files(args)
     net = network_from_args(args, graphs=True)
     X = inputs_from_args(args, net)[0] if args.inputs else inputs(net.n_inputs, args.samples or 50, args.seed)
     N = Layout.for_network(net, reduced=args.system == "reduced").n_free

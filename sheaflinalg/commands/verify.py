@@ -3,7 +3,7 @@
 import numpy as np
 
 from . import add_network_options, network_from_args, number
-from .user_inputs import add_input_options, check_user_files, inputs_from_args
+from .user_inputs import add_input_options, inputs_from_args
 
 HELP = ("certify det(delta_Omega) = 1 and harmonic extension = forward pass "
         "(exit status 0 PASSED, 1 FAILED, 3 INCONCLUSIVE)")
@@ -27,7 +27,6 @@ def run(args):
     import sheaflinalg as sl
     from ..sheaf.verification.verify import EXIT_STATUS
 
-    check_user_files(args)
     net = network_from_args(args, graphs=True)
     if args.inputs:
         X, _ = inputs_from_args(args, net)
