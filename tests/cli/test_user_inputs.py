@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from sheaflinalg.cli import main
@@ -179,3 +181,24 @@ def test_a_missing_inputs_file_is_refused_before_the_network_is_read(files, tmp_
     (tmp_path / "corrupt.npy").write_bytes(b"\x93NUMPY garbage")
     with pytest.raises(FileNotFoundError, match="y.npy: no such file"):
         load_inputs(str(tmp_path / "corrupt.npy"), str(tmp_path / "y.npy"))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(suffix=st.sampled_from([".npy", ".npz"]), cut=st.booleans(), where=st.floats(0, 1),
+       byte=st.integers(0, 255))
+def test_damaged_inputs_files_are_refused_naming_the_file_or_read_checked(tmp_path_factory, suffix, cut, where,
+                                                                          byte):
+    """A truncated or byte-flipped inputs file: one ValueError naming it, or checked (4, 3) finite inputs."""
+    path = tmp_path_factory.mktemp("fuzz") / f"X{suffix}"
+    X = np.arange(12.0).reshape(4, 3)
+    (np.save if suffix == ".npy" else np.savez)(path, X)
+    data = bytearray(path.read_bytes())
+    k = int(where * (len(data) - 1))
+    data = data[:k] if cut else data[:k] + bytes([byte]) + data[k + 1:]
+    path.write_bytes(bytes(data))
+    try:
+        got, _ = load_inputs(str(path), network=sl.Network.random([3, 2, 1]))
+    except ValueError as exc:
+        assert str(path) in str(exc)
+    else:
+        assert got.shape == (4, 3) and got.dtype == np.float64 and np.all(np.isfinite(got))
