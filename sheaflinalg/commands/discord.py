@@ -22,7 +22,7 @@ def add_arguments(parser):
                              "train one on --task with --arch)")
     parser.add_argument("--data", metavar="FILE.npz",
                         help="inputs and labels of --network: arrays X_test, Y_test (or X_train, Y_train when there are "
-                             "no test arrays), inputs (n_samples, *input_shape) (needed for a graph network; "
+                             "no test arrays), inputs (n_samples, *input_shape) (a graph network needs this or --inputs; "
                              "default: the test inputs of --task)")
     add_input_options(parser, labels="the labels of --inputs (.npy, or y.npz[:key], default key 'y'): one "
                                      "integer class per input, the pinned output (one-hot for several outputs, "
