@@ -1,8 +1,8 @@
 """What a user brings to the command line: a network file (ONNX or the library's own ``.npz``), inputs, labels.
 
 :func:`load_network` reads ``--network``, :func:`load_inputs` reads ``--inputs`` and ``--labels`` and
-checks them against the network; every refusal happens before any work, as one ``ValueError`` (or
-``FileNotFoundError``) whose message names the file.  Arrays are read without pickle
+checks them (:func:`fit_network`: against the network); every refusal happens before any work, as one
+``ValueError`` (or ``FileNotFoundError``) whose message names the file.  Arrays are read without pickle
 (:func:`~sheaflinalg._common.npzfile.read_npy`, :func:`~sheaflinalg._common.npzfile.read_npz`: crafted
 headers, truncated archives and object arrays are refused).
 
@@ -125,9 +125,31 @@ def load_inputs(path, labels=None, network=None):
     X = np.ascontiguousarray(X, dtype=np.float64)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{where}: the inputs hold NaN or infinite values")
-    if network is not None:
-        X = _fit_shape(X, network, where)
-    y = None if labels is None else _labels(labels, X.shape[0], network)
+    y = None if labels is None else _labels(labels, X.shape[0])
+    return (X, y) if network is None else fit_network(X, y, network, path, labels)
+
+
+def fit_network(X, y, network, path="X", labels="y"):
+    """``(X, y)`` of :func:`load_inputs` (read without a network) checked against ``network``.
+
+    ``X`` becomes ``(M, n_inputs)``; ``path`` and ``labels`` name the files in the errors.
+
+    Examples
+    --------
+    >>> import numpy as np, sheaflinalg as sl
+    >>> X, y = fit_network(np.zeros((2, 2)), np.array([1, 0]), sl.Network.random([2, 3, 2]))
+    >>> fit_network(X, np.array([1, 2]), sl.Network.random([2, 3, 2]))
+    Traceback (most recent call last):
+    ...
+    ValueError: --labels y: the labels must be classes in [0, 2) of a network with 2 outputs, got values in [1, 2]
+    """
+    X = _fit_shape(X, network, f"--inputs {path}")
+    if y is not None:
+        n_classes = max(network.n_outputs, 2)
+        if y.min() < 0 or y.max() >= n_classes:
+            raise ValueError(f"--labels {labels}: the labels must be classes in [0, {n_classes}) of a network "
+                             f"with {network.n_outputs} output{'s' * (network.n_outputs > 1)}, got values in "
+                             f"[{y.min()}, {y.max()}]")
     return X, y
 
 
@@ -195,22 +217,15 @@ def _fit_shape(X, network, where):
                      f"network takes {n}: expected shape {expected}, M inputs")
 
 
-def _labels(text, M, network):
-    """The labels of ``--labels text``: ``M`` integers; class indices of ``network`` when given."""
+def _labels(text, M):
+    """The labels of ``--labels text``: ``M`` integers."""
     y = _read_array(text, "--labels", LABELS_KEY, "labels file")
     where = f"--labels {text}"
     if y.dtype.kind not in "iu":
         raise ValueError(f"{where}: the labels must be integers (class indices), got dtype {y.dtype}")
     if y.shape != (M,):
         raise ValueError(f"{where}: expected one label per input, shape ({M},), got shape {y.shape}")
-    y = y.astype(np.int64)
-    if network is not None:
-        n_classes = max(network.n_outputs, 2)
-        if y.min() < 0 or y.max() >= n_classes:
-            raise ValueError(f"{where}: the labels must be classes in [0, {n_classes}) of a network with "
-                             f"{network.n_outputs} output{'s' * (network.n_outputs > 1)}, got values in "
-                             f"[{y.min()}, {y.max()}]")
-    return y
+    return y.astype(np.int64)
 
 
 def label_targets(network, y):
@@ -243,7 +258,8 @@ def add_input_options(parser, labels=None):
 
 def check_user_files(args):
     """Refuse, before any work, a ``--network``, ``--inputs`` or ``--labels`` file that is missing or of
-    another kind (its ending); their content is checked when they are read."""
+    another kind (its ending), and inputs or labels that are bad in themselves (read here, before the
+    network: ``args.user_arrays``, fitted to the network by :func:`inputs_from_args`)."""
     if getattr(args, "labels", None) and not args.inputs:
         raise ValueError("--labels needs --inputs (one label per input)")
     if getattr(args, "network", None):
@@ -251,11 +267,13 @@ def check_user_files(args):
     for option in ("inputs", "labels"):
         if getattr(args, option, None):
             _locate(getattr(args, option), f"--{option}")
+    if getattr(args, "inputs", None):
+        args.user_arrays = load_inputs(args.inputs, getattr(args, "labels", None))
 
 
 def inputs_from_args(args, network):
     """``(X, y)`` of ``--inputs``/``--labels`` checked against ``network``: the first ``--samples`` when given."""
-    X, y = load_inputs(args.inputs, getattr(args, "labels", None), network)
+    X, y = fit_network(*args.user_arrays, network, args.inputs, getattr(args, "labels", None))
     if args.samples is not None:
         X = X[:args.samples]
         y = None if y is None else y[:args.samples]

@@ -202,3 +202,21 @@ def test_damaged_inputs_files_are_refused_naming_the_file_or_read_checked(tmp_pa
         assert str(path) in str(exc)
     else:
         assert got.shape == (4, 3) and got.dtype == np.float64 and np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize("kind", ["nan.npy", "objects.npy", "labels_float.npy", "labels_long.npy"])
+def test_bad_inputs_are_refused_before_the_network_is_read(files, tmp_path, capsys, monkeypatch, kind):
+    d, _ = files
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("the network was read before the inputs were checked")
+
+    monkeypatch.setattr(sl.Network, "from_onnx", tripwire)
+    option, path = _write_bad(tmp_path, kind)
+    good = {"--inputs": str(d / "chain.npz"), "--labels": f"{d / 'chain.npz'}:y", option: path}
+    for command in (["verify"], ["spectrum", "--no-progress"], ["discord", "--no-progress"]):
+        labels = ["--labels", good["--labels"]] if command[0] == "discord" or option == "--labels" else []
+        if command[0] != "discord" and option == "--labels":
+            continue                                             # only discord takes --labels
+        status, _, err = _run(capsys, *command, "--network", d / "m.onnx", "--inputs", good["--inputs"], *labels)
+        assert status == 2 and path in err and BAD[kind] in err, err
