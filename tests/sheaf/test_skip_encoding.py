@@ -11,14 +11,17 @@ import numpy as np
 import pytest
 import scipy.linalg
 import scipy.sparse as sp
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from helpers import naive_graph
-from helpers.random_graphs import DENSE_STEPS, EVERY_STEP, graph_networks, random_inputs
+from helpers.random_graphs import CNN_STEPS, DENSE_STEPS, EVERY_STEP, graph_networks, random_inputs, random_pattern
 from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.patterns import output_jacobian
+from sheaflinalg.sheaf.skip_edges.iterative import PreconditionedEdges, iterative_extension, skip_rows
+from sheaflinalg.sheaf.skip_edges.least_squares import ITERATIVE_FROM, least_squares_extension, resolved_solver
 from sheaflinalg.sheaf.verification.rank import rank_certificate
 
 OUTPUTS = ("identity", "sigmoid", "tanh", "softmax")
@@ -242,3 +245,96 @@ def test_concatenations_alone_keep_the_forward_pass():
     assert s.delta_free.shape[0] == s.delta_free.shape[1]
     report = sl.verify(net, X, skip_encoding="edges")
     assert report.status == "PASSED" and np.all(report.forward_distance < 1e-12)
+
+
+# ------------------------------------------------------- the preconditioned iterative solver (solver="iterative")
+def _check_iterative(net, X, pattern=None):
+    """The iterative extension against numpy's lstsq of the naive dense system and against the direct solve."""
+    s = sl.assemble(net, X, pattern=pattern, skip_encoding="edges")
+    D, free, bnd, u, offset = _dense_batch(net, s, X.reshape(X.shape[0], -1))
+    Df = D[:, free]
+    w = np.linalg.lstsq(Df, -(D[:, bnd] @ u + offset), rcond=None)[0]
+    h = sl.harmonic_extension(net, X, pattern=pattern, skip_encoding="edges", solver="iterative")
+    direct = sl.harmonic_extension(net, X, pattern=pattern, skip_encoding="edges", solver="direct")
+    scale = max(1.0, np.abs(w).max()) * max(1.0, np.linalg.cond(Df))
+    np.testing.assert_allclose(h.free.ravel(), w, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(h.free, direct.free, rtol=0, atol=1e-11 * scale)
+    np.testing.assert_array_equal(h.output, h.free[:, h.layout.free("yhat")])
+    assert [b.name for b in h.layout.edge_blocks] == [b.name for b in s.layout.edge_blocks]
+
+
+@settings(max_examples=15)
+@given(dense_networks)
+def test_the_iterative_solver_equals_the_naive_least_squares_on_residual_and_concat_networks(case):
+    net, seed, mode = case
+    _check_iterative(net, random_inputs(net, seed, 2, mode))
+
+
+@settings(max_examples=6)
+@given(case=graph_networks(outputs=OUTPUTS, steps=CNN_STEPS, max_layers=4))
+def test_the_iterative_solver_equals_the_naive_least_squares_on_residual_cnns(case):
+    net, seed, mode = case
+    _check_iterative(net, random_inputs(net, seed, 2, mode))
+
+
+@settings(max_examples=4)
+@given(case=graph_networks(outputs=OUTPUTS, max_layers=4), frozen=st.booleans())
+def test_the_iterative_solver_equals_the_naive_least_squares_on_random_graphs(case, frozen):
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode)
+    pattern = random_pattern(net, np.random.default_rng(seed), 2) if frozen else None
+    _check_iterative(net, X, pattern)
+
+
+@given(dense_networks)
+def test_the_preconditioned_normal_operator_has_its_spectrum_in_one_to_one_plus_norm_k_squared(case):
+    # B^T B = I + K^T K, K = E T^{-1}: every eigenvalue >= 1, at least n - m_E of them equal to 1, and T is the
+    # square block of delta_Omega's rows (T^{-1} inverts T, its rows are rows of the dense system)
+    net, seed, mode = case
+    X = random_inputs(net, seed, 1, mode)
+    h = net.evaluate(X)
+    op = PreconditionedEdges(net.graph, h.pattern, output_jacobian(net.output, h.values[net.graph.output_node]))
+    n = op.layout.n_free
+    K = op.k(np.eye(n))               # rows: K applied to each unit vector, i.e. K^T
+    KT = op.k_transpose(np.eye(op.n_extra)) if op.n_extra else np.zeros((0, n))
+    np.testing.assert_allclose(K, KT.T, rtol=1e-10, atol=1e-10 * max(1.0, np.abs(K).max(initial=0.0)))
+    eig = np.linalg.eigvalsh(np.eye(n) + K @ K.T)
+    assert eig[0] >= 1 - 1e-9 * eig[-1]
+    assert np.sum(np.abs(eig - 1) <= 1e-9 * eig[-1]) >= n - op.n_extra
+    Tm = op.T.apply(np.eye(n)).T      # T by columns
+    s = sl.assemble(net, X, skip_encoding="edges")
+    D = s.delta_free.toarray()
+    rows = {tuple(np.round(r, 12)) for r in D}
+    assert all(tuple(np.round(r, 12)) in rows for r in Tm)
+    np.testing.assert_allclose(op.T.solve(Tm.T).T, np.eye(n), atol=1e-9 * max(1.0, np.abs(Tm).max()))
+
+
+def test_an_add_node_puts_its_shortcut_in_the_square_block():
+    # s = fc(x) + x: the shortcut x (depth 0) feeds T, the branch fc (depth 1) is the extra row
+    (fed_fc, mask_fc, extra_fc), (fed_x, mask_x, extra_x) = skip_rows(_tiny_residual().graph)["s"]
+    assert mask_fc.tolist() == [0.0] and extra_fc.tolist() == [0]
+    assert mask_x.tolist() == [1.0] and extra_x.size == 0
+
+
+def test_auto_picks_the_direct_solver_on_small_systems_and_chains():
+    assert resolved_solver(_tiny_residual(), "auto") == "direct"
+    assert resolved_solver(_tiny_residual(), "iterative") == "iterative"
+    assert resolved_solver(sl.Network.random([2, 3, 1], seed=0), "iterative") == "direct"
+    big = sl.Network.from_nodes((ITERATIVE_FROM,), [Node("r", "relu", ["x"]), Node("s", "add", ["r", "x"])])
+    assert resolved_solver(big, "auto") == "iterative"
+
+
+def test_the_iterative_solver_refuses_bad_options_and_reports_no_convergence():
+    net = _tiny_residual()
+    for bad in ("cg", None):
+        with pytest.raises(ValueError, match="solver .*expected one of 'auto', 'direct', 'iterative'"):
+            sl.harmonic_extension(net, [1.0], skip_encoding="edges", solver=bad)
+    with pytest.raises(ValueError, match="solver"):
+        sl.harmonic_extension(net, [1.0], solver="cg")
+    with pytest.raises(ValueError, match="tol must be a finite number > 0"):
+        least_squares_extension(net, [1.0], solver="iterative", tol=0.0)
+    with pytest.raises(np.linalg.LinAlgError, match="did not reach"):
+        iterative_extension(net.graph, np.array([[1.0]]), maxiter=1)
+    h, report = iterative_extension(net.graph, np.array([[1.0], [0.0]]))
+    assert report.n_extra == 1 and np.all(report.relative <= 1e-13) and report.relative[1] == 0
+    np.testing.assert_allclose(h.free, [[5 / 3, 4 / 3, 4 / 3], [0, 0, 0]], rtol=1e-14)

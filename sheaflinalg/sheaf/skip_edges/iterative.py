@@ -39,7 +39,7 @@ def _depths(graph):
     """``{node: longest path from the input}`` (the input 0)."""
     depth = {INPUT: 0}
     for node in graph.nodes:
-        depth[node.name] = 1 + max(depth[u] for u in node.inputs)
+        depth[node.name] = 1 + max((depth[u] for u in node.inputs), default=0)
     return depth
 
 
