@@ -14,8 +14,9 @@ import scipy.sparse as sp
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from helpers import naive_graph
-from helpers.random_graphs import CNN_STEPS, DENSE_STEPS, EVERY_STEP, graph_networks, random_inputs, random_pattern
+from helpers import naive_graph, naive_pins
+from helpers.random_graphs import (CNN_STEPS, DENSE_STEPS, EVERY_STEP, graph_networks, random_inputs, random_pattern,
+                                  random_pins)
 from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
@@ -230,11 +231,6 @@ def test_an_unknown_skip_encoding_is_refused_listing_the_choices(call, bad):
         call(_tiny_residual(), bad)
 
 
-def test_edges_with_pins_are_refused_before_work():
-    with pytest.raises(ValueError, match="skip_encoding='edges' takes no pins"):
-        sl.assemble(_tiny_residual(), [1.0], pins={"s": [0.0]}, skip_encoding="edges")
-
-
 def test_concatenations_alone_keep_the_forward_pass():
     # a concat's edges P_i x_v - x_(u_i) are its hyperedge's rows regrouped: square, and solved exactly
     rng = np.random.default_rng(3)
@@ -338,3 +334,68 @@ def test_the_iterative_solver_refuses_bad_options_and_reports_no_convergence():
     h, report = iterative_extension(net.graph, np.array([[1.0], [0.0]]))
     assert report.n_extra == 1 and np.all(report.relative <= 1e-13) and report.relative[1] == 0
     np.testing.assert_allclose(h.free, [[5 / 3, 4 / 3, 4 / 3], [0, 0, 0]], rtol=1e-14)
+
+
+# ------------------------------------------------------- pins and completion under "edges"
+def _naive_pinned(net, x, s):
+    """The naive dense pinned system of one sample under "edges": the edges twin above with the pins, soft pins and
+    reluctance of the assembled ``s`` moved and appended by tests/helpers/naive_pins.py."""
+    lay = s.layout
+    D, u_full, offset = naive_edges_coboundary(net.graph, lay, sl.Layout.from_graph(net.graph, s.reduced), x,
+                                               {k: v[0] for k, v in s.pattern.items()}, s.reduced)
+    free = np.zeros(lay.n_full, dtype=bool)
+    free[lay.free_index] = True
+    ref = {"delta": D, "free": free, "u": u_full[~free], "edge_offset": offset}
+    soft, hard = s.soft_pins, s.hard_pins
+    anchor = np.zeros(lay.n_free)
+    return naive_pins.naive_augmented(ref, x, hard.index, hard.values[0], soft.index, soft.values[0], soft.gamma,
+                                      s.reluctance, anchor, s.free_inputs)
+
+
+@settings(max_examples=6)
+@given(dense_networks)
+def test_pins_and_completion_under_edges_equal_the_naive_pinned_least_squares(case):
+    net, seed, mode = case
+    X = random_inputs(net, seed, 1, mode)
+    rng = np.random.default_rng(seed)
+    pins, soft, lam = random_pins(net, sl.Layout.from_graph(net.graph), rng, 1)
+    pattern = net.evaluate(X).pattern
+    c = sl.complete(net, X, pins=pins, soft_pins=soft, reluctance=lam, pattern=pattern, skip_encoding="edges")
+    options = dict(pattern=pattern, pins=pins or {}, soft_pins=soft, reluctance=lam, skip_encoding="edges",
+                   reduced=c.layout.reduced)
+    s = sl.assemble(net, X, **options)
+    Df, Db, u, offset, _ = _naive_pinned(net, X[0], s)
+    _close(s.delta_free, Df)
+    _close(s.delta_boundary, Db)
+    np.testing.assert_allclose(s.u, u, rtol=1e-15)
+    if net.output != "identity" and not s.reduced:
+        # a nonlinear output is re-linearised at the completion's own z (Gauss-Newton): a fixed point there
+        s = sl.assemble(net, X, linearise_at=c.state[:, c.layout.free(net.graph.output_node)], **options)
+        Df, Db, u, offset = s.delta_free.toarray(), s.delta_boundary.toarray(), s.u, s.edge_offset
+    w = np.linalg.lstsq(Df, -(Db @ u + offset), rcond=None)[0]
+    scale = max(1.0, np.abs(w).max()) * max(1.0, np.linalg.cond(Df))
+    np.testing.assert_allclose(c.state[0, s.layout_free_index], w, rtol=0, atol=1e-11 * scale)
+    assert c.unique and c.method == "cholesky"      # settled only if the pattern read off the result is the frozen one
+    if pins is None and soft is None and lam is None and net.output == "identity":   # the extension
+        h = sl.harmonic_extension(net, X, pattern=pattern, skip_encoding="edges", solver="iterative")
+        np.testing.assert_allclose(c.state, h.free[:, :c.state.shape[1]], rtol=0, atol=1e-11 * scale)
+
+
+def test_a_completion_under_edges_reads_its_pattern_off_the_least_squares_state():
+    # s = relu(fc(x)) + x, fc(x) = 2x - 1.  At x = 2 the edges fc - 3, r - fc, s - r, s - 2 are solved by the
+    # chain 3, 2.75, 2.5, 2.25 (equal steps); a pin s = 4 gives fc, r = 10/3, 11/3.  A pin s = -5 at x = 1 pulls fc
+    # to -1 (dead), where the dead ReLU lets fc return to 1 (active): the pattern cycles, not settled.
+    fc = Node("fc", "linear", ["x"], params={"weight": [[2.0]], "bias": [-1.0]})
+    net = sl.Network.from_nodes((1,), [fc, Node("r", "relu", ["fc"]), Node("s", "add", ["r", "x"])])
+    c = sl.complete(net, [[2.0]], skip_encoding="edges")
+    assert c.settled and c.iterations == 1
+    np.testing.assert_allclose(c.state, [[2.75, 2.5, 2.25]], rtol=1e-13)
+    h = sl.harmonic_extension(net, [[2.0]], skip_encoding="edges", solver="iterative")
+    np.testing.assert_allclose(h.free, [[2.75, 2.5, 2.25, 2.25]], rtol=1e-13)
+    pinned = sl.complete(net, [[2.0]], pins={"s": [[4.0]]}, skip_encoding="edges")
+    assert pinned.settled and pinned.state[0, 2] == 4.0
+    np.testing.assert_allclose(pinned.state[0, :2], [10 / 3, 11 / 3], rtol=1e-13)
+    cycling = sl.complete(net, [[1.0]], pins={"s": [[-5.0]]}, skip_encoding="edges")
+    assert not cycling.settled and cycling.iterations > 1
+    with pytest.raises(ValueError, match="skip_encoding"):
+        sl.complete(net, [[1.0]], skip_encoding="edge")
