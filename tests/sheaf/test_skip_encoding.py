@@ -20,6 +20,8 @@ from helpers.random_graphs import (CNN_STEPS, DENSE_STEPS, EVERY_STEP, graph_net
 from helpers.strategies import network_input_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.matrix_free.bound import graph_lambda_max_bound
+from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
 from sheaflinalg.sheaf.patterns import output_jacobian
 from sheaflinalg.sheaf.skip_edges.iterative import PreconditionedEdges, iterative_extension, skip_rows
 from sheaflinalg.sheaf.skip_edges.least_squares import ITERATIVE_FROM, least_squares_extension, resolved_solver
@@ -399,3 +401,52 @@ def test_a_completion_under_edges_reads_its_pattern_off_the_least_squares_state(
     assert not cycling.settled and cycling.iterations > 1
     with pytest.raises(ValueError, match="skip_encoding"):
         sl.complete(net, [[1.0]], skip_encoding="edge")
+
+
+# ------------------------------------------------------- heat under "edges": residuals, force, bound, the flow
+@settings(max_examples=10)
+@given(dense_networks)
+def test_the_state_residuals_and_force_under_edges_equal_the_naive_edges_coboundary(case):
+    # at a random state, with the pattern read off it: every edge's residual is (D w)_e of the naive edges twin
+    # and the force is -(D_Omega^T D w) (output edge excluded: the reduced system)
+    net, seed, mode = case
+    x = random_inputs(net, seed, 1, mode).reshape(1, -1)
+    lay = sl.Layout.from_graph(net.graph, reduced=True, skip_encoding="edges")
+    w = np.random.default_rng(seed).normal(size=(1, lay.n_free))
+    sheaf = GraphSheaf(net.graph, "edges")
+    res = sheaf.residuals(x, {b.name: w[:, b.slice] for b in lay.free_blocks})
+    D, u_full, _ = naive_edges_coboundary(net.graph, lay, sl.Layout.from_graph(net.graph, True), x[0],
+                                          {k: v[0] for k, v in res.pattern.items()}, True)
+    full = u_full.copy()
+    full[lay.free_index] = w[0]
+    e = D @ full
+    assert set(res.edges) == {b.name[2:] for b in lay.edge_blocks}
+    for b in lay.edge_blocks:
+        np.testing.assert_allclose(res.edges[b.name[2:]][0], e[lay.edge(b.name)], rtol=1e-12, atol=1e-12)
+    force = sheaf.force(res)
+    expected = -(D[:, lay.free_index].T @ e)
+    for b in lay.free_blocks:
+        np.testing.assert_allclose(force[b.name][0], expected[b.slice], rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(sheaf.energy(res), [0.5 * e @ e], rtol=1e-12)
+    # the bound on lambda_max holds for the pattern there (any pattern: the maps' norms over every pattern)
+    L = D[:, lay.free_index].T @ D[:, lay.free_index]
+    assert np.linalg.eigvalsh(L)[-1] <= graph_lambda_max_bound(net.graph, skip_encoding="edges") * (1 + 1e-12)
+
+
+def test_heat_under_edges_settles_at_the_least_squares_state_and_holds_pins():
+    # the network of the completion test above: the flow reaches the chain 2.75, 2.5, 2.25 (and, pinned s = 4,
+    # the completion's 10/3, 11/3), where the default encoding's flow reaches the forward pass 3, 3, 5
+    fc = Node("fc", "linear", ["x"], params={"weight": [[2.0]], "bias": [-1.0]})
+    net = sl.Network.from_nodes((1,), [fc, Node("r", "relu", ["fc"]), Node("s", "add", ["r", "x"])])
+    options = dict(dt=0.1, tol=1e-14, init="zeros", progress=False)
+    res = sl.heat(net, [[2.0]], skip_encoding="edges", record_every=50, **options)
+    assert res.converged
+    np.testing.assert_allclose(res.state, [[2.75, 2.5, 2.25]], rtol=1e-11)
+    assert [b.name for b in res.layout.edge_blocks] == ["e_fc", "e_r", "e_s<r", "e_s<x"]
+    np.testing.assert_allclose(sl.heat(net, [[2.0]], **options).state, [[3.0, 3.0, 5.0]], rtol=1e-11)
+    pinned = sl.heat(net, [[2.0]], pins={"s": [[4.0]]}, skip_encoding="edges", **options)
+    np.testing.assert_allclose(pinned.state, [[10 / 3, 11 / 3, 4.0]], rtol=1e-11)
+    with pytest.raises(ValueError, match=r"method='implicit'\) takes skip_encoding='sum' only"):
+        sl.heat(net, [[2.0]], method="implicit", skip_encoding="edges", progress=False)
+    with pytest.raises(ValueError, match="skip_encoding .*expected one of 'sum', 'edges'"):
+        sl.heat(net, [[2.0]], skip_encoding="edge", progress=False)
