@@ -133,6 +133,7 @@ def test_residual_and_concat_networks_equal_the_naive_edges_construction(case, r
     _check_against_naive(net, X, reduced)
 
 
+@settings(max_examples=12)       # every op: the slowest test of the file (the dense twin of every example)
 @given(case=graph_networks(outputs=OUTPUTS))
 def test_random_graphs_equal_the_naive_edges_construction(case):
     net, seed, mode = case
