@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "reproduce", "warmup")
+NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "survey", "reproduce", "warmup")
 #: File endings of figures (matplotlib picks the format from the ending).
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
