@@ -12,7 +12,7 @@ ROWS = (("lambda_min", r"$\lambda_{\min}$", "log"), ("condition", r"condition $\
 
 def plot_survey(result):
     """A figure of box plots: one row per value the survey computed (``lambda_min``, the condition number,
-    the total pinned discord), by true class (left) and by outcome (right: correct, wrong).
+    the total pinned discord), by true class (left; the discord of the wrong inputs) and by outcome (right).
 
     ``result`` is a :class:`sheaflinalg.SurveyResult` (or any object with its ``groups``, ``n_inputs`` and
     value arrays).  The figure is not attached to pyplot: the user's backend is untouched.
@@ -33,13 +33,17 @@ def plot_survey(result):
                            gridspec_kw={"width_ratios": [3, 1]})
     for (value, label, scale), (left, right) in zip(rows, axes):
         for ax, by, colours in ((left, "class", None), (right, "outcome", ("C0", "C3"))):
-            groups = {k: v[np.isfinite(v)] for k, v in result.groups(value, by=by).items()}
+            only = ~result.correct if scale == "symlog" and by == "class" else None    # correct inputs: 0
+            groups = {k: v[np.isfinite(v)] for k, v in result.groups(value, by=by, only=only).items()}
             plot_groups(groups, ax=ax, log=False, ylabel=label if by == "class" else None, colours=colours)
             if scale == "log" and all(np.all(v > 0) for v in groups.values()):
                 ax.set_yscale("log")
             elif scale == "symlog":
                 positive = np.concatenate([v[v > 0] for v in groups.values()] + [np.ones(1)])
                 ax.set_yscale("symlog", linthresh=float(positive.min()))
+                ax.set_ylim(bottom=0.0)
+        if scale == "symlog":
+            left.set_xlabel("true class (wrong inputs)")
         right.set_ylim(left.get_ylim())
     axes[0, 0].set_title(f"by true class ({result.n_inputs} inputs)")
     axes[0, 1].set_title("by outcome")

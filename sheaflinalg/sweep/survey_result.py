@@ -106,9 +106,10 @@ class SurveyResult:
                    column("sliding", 0, np.int64), column("seconds"),
                    {r["params"]["input"]: r["error"] for r in rows if r["status"] == "failed"})
 
-    def groups(self, value, by="class"):
+    def groups(self, value, by="class", only=None):
         """``{group: the values of its inputs}`` of one per-input ``value`` (:data:`VALUES`), by true class
-        (``"class"``) or by outcome (``"outcome"``: ``"correct"``, ``"wrong"``).
+        (``"class"``) or by outcome (``"outcome"``: ``"correct"``, ``"wrong"``); ``only`` (a boolean array, one
+        entry per input) keeps the inputs where it is True.
 
         Examples
         --------
@@ -121,10 +122,13 @@ class SurveyResult:
         if value not in VALUES:
             raise ValueError(f"value must be one of {', '.join(VALUES)}, got {value!r}")
         v = getattr(self, value)
+        keep = np.ones(self.n_inputs, dtype=bool) if only is None else np.asarray(only, dtype=bool)
+        if keep.shape != v.shape:
+            raise ValueError(f"only must have one entry per input ({self.n_inputs}), got shape {keep.shape}")
         if by == "class":
-            return {str(c): v[self.labels == c] for c in np.unique(self.labels)}
+            return {str(c): v[keep & (self.labels == c)] for c in np.unique(self.labels)}
         if by == "outcome":
-            return {"correct": v[self.correct], "wrong": v[~self.correct]}
+            return {"correct": v[keep & self.correct], "wrong": v[keep & ~self.correct]}
         raise ValueError(f"by must be 'class' or 'outcome', got {by!r}")
 
     @property
