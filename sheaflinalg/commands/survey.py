@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from . import add_output, number, refuse_ignored
+from .sweep import add_run_options, counts_line
 
 HELP = "spectrum and pinned discord of every input of a data set, one row per input in an SQLite store"
 RESUME = "finished inputs are kept in the store: run the same command again to continue"
@@ -16,7 +17,7 @@ def add_arguments(parser):
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     sub.required = True
     p = sub.add_parser("run", help="compute every input not yet stored in --db")
-    p.add_argument("--db", required=True, metavar="FILE.db", help="SQLite store (created when missing)")
+    add_run_options(p, "inputs")
     p.add_argument("--network", metavar="FILE.npz",
                    help="a saved network (default: the MNIST-1D CNN of the case study, trained or kept in --case-dir)")
     p.add_argument("--inputs", metavar="FILE.npy", help="the inputs, one row per input (with --network)")
@@ -29,11 +30,6 @@ def add_arguments(parser):
     p.add_argument("--no-discord", action="store_true", help="skip the pinned discord")
     p.add_argument("--max-iter", type=number("--max-iter", int, minimum=1), default=100,
                    help="pattern updates of a pinned equilibrium (default 100)")
-    p.add_argument("--jobs", type=number("--jobs", int, minimum=1), default=None,
-                   help="worker processes (default: every core)")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler instead")
-    p.add_argument("--retry-failed", action="store_true", help="run again the inputs that failed")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p = sub.add_parser("status", help="planned / done / failed / remaining inputs per survey")
     p.add_argument("db", metavar="FILE.db")
     p = sub.add_parser("export", help="one CSV row per input: index, label, metrics, status")
@@ -115,6 +111,8 @@ def _run(args):
     from ..sweep.survey import survey
 
     net, X, labels = _data(args)
+    if args.jobs is not None and args.jobs < 1:
+        raise ValueError(f"--jobs must be at least 1, got {args.jobs}")
     if args.limit is not None:
         X, labels = X[:args.limit], None if labels is None else labels[:args.limit]
     try:
@@ -125,8 +123,5 @@ def _run(args):
         print(f"\nsheaflinalg survey: interrupted; the finished inputs are stored in {args.db}: run the same "
               "command again to resume", file=sys.stderr)
         return 130
-    c = s.counts
-    elsewhere = f", {c['elsewhere']} being run by another driver" if c["elsewhere"] else ""
-    print(f"{c['planned']} inputs: {c['done']} done now, {c['failed']} failed now, {c['skipped']} kept from "
-          f"before{elsewhere}; {s.n_inputs} stored, accuracy {np.mean(s.correct):.3f}")
-    return 0 if c["failed"] == 0 else 1
+    print(f"{counts_line(s.counts, 'inputs')}; {s.n_inputs} stored, accuracy {np.mean(s.correct):.3f}")
+    return 0 if s.counts["failed"] == 0 else 1

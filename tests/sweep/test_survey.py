@@ -158,7 +158,7 @@ def test_survey_command_end_to_end(tmp_path, capsys):
     db, out, png = tmp_path / "s.db", tmp_path / "s.csv", tmp_path / "s.png"
     run = ["survey", "run", "--db", str(db), "--network", str(net), "--inputs", str(xs), "--jobs", "1", "--no-progress"]
     assert main(run + ["--labels", str(ys)]) == 0
-    assert "5 inputs: 5 done now" in capsys.readouterr().out
+    assert "5 inputs planned: 5 done now" in capsys.readouterr().out
     assert main(run + ["--labels", str(ys)]) == 0
     assert "5 kept from before" in capsys.readouterr().out
     assert main(["survey", "status", str(db)]) == 0
@@ -176,3 +176,15 @@ def test_survey_command_end_to_end(tmp_path, capsys):
     assert "no survey named 'other'; it holds 'survey'" in capsys.readouterr().err
     assert main(["survey", "run", "--db", str(db), "--inputs", str(xs)]) == 2
     assert "--inputs has no effect with the case study's network" in capsys.readouterr().err
+
+
+def test_another_network_under_the_same_name_is_refused_and_rows_are_shared_across_names(tmp_path):
+    X, labels = _inputs(CHAIN, 4)
+    db = tmp_path / "s.db"
+    sl.survey(CHAIN, X, labels, store=db, discord=False, progress=False)
+    other = sl.Network.random([3, 7, 6, 4], seed=2)
+    with pytest.raises(sl.sweep.StoreError, match="a survey's --name"):
+        sl.survey(other, X, labels, store=db, discord=False, progress=False)
+    more = sl.survey(CHAIN, np.vstack([X, X[:1] + 1.0]), np.append(labels, 0), store=db, discord=False,
+                     name="five", progress=False)
+    assert more.counts["skipped"] == 4 and more.counts["done"] == 1 and more.n_inputs == 5
