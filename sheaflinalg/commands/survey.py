@@ -1,7 +1,6 @@
 """``sheaflinalg survey run | status | export | plot``: the spectrum and the pinned discord of every input of a
 data set under one network, one row per input in a sweep store (see :func:`sheaflinalg.survey`)."""
 
-import os
 import sys
 
 import numpy as np
@@ -18,10 +17,11 @@ def add_arguments(parser):
     sub.required = True
     p = sub.add_parser("run", help="compute every input not yet stored in --db")
     add_run_options(p, "inputs")
-    p.add_argument("--network", metavar="FILE.npz",
-                   help="a saved network (default: the MNIST-1D CNN of the case study, trained or kept in --case-dir)")
-    p.add_argument("--inputs", metavar="FILE.npy", help="the inputs, one row per input (with --network)")
-    p.add_argument("--labels", metavar="FILE.npy", help="their true classes (integers; needed by the discord)")
+    p.add_argument("--network", metavar="FILE.onnx|FILE.npz",
+                   help="an ONNX file or a saved network (default: the MNIST-1D CNN of the case study, trained or "
+                        "kept in --case-dir)")
+    p.add_argument("--inputs", metavar="X.npy|X.npz[:key]", help="the inputs, one per row (with --network)")
+    p.add_argument("--labels", metavar="y.npy|y.npz[:key]", help="their true classes (integers; needed by the discord)")
     p.add_argument("--case-dir", default="results/paper", metavar="DIR",
                    help="where the case study's network is kept (default: sheaflinalg reproduce's results/paper)")
     p.add_argument("--limit", type=number("--limit", int, minimum=1), help="only the first N inputs")
@@ -83,8 +83,6 @@ def _plot(args):
 
 def _data(args):
     """``(network, X, labels)`` of the options: the files given, or the case study's network and test set."""
-    from ..network.model import Network, check_network
-
     if args.network is None:
         refuse_ignored(args, {"--inputs": "inputs", "--labels": "labels"}, "the case study's network (give --network)")
         from ..reproduce.case_mnist1d import case_network
@@ -92,19 +90,11 @@ def _data(args):
         net, data = case_network(args.case_dir, progress=not args.no_progress)
         return net, data.X_test, data.Y_test.argmax(axis=1)
     if args.inputs is None:
-        raise ValueError("--network needs --inputs FILE.npy (one row per input)")
-    net = check_network(Network.load(args.network), f"--network {args.network}", graphs=True)
-    return net, _array(args.inputs, "--inputs"), None if args.labels is None else _array(args.labels, "--labels")
+        raise ValueError("--network needs --inputs X.npy|X.npz[:key] (one row per input)")
+    from .user_inputs import load_inputs, load_network
 
-
-def _array(path, option):
-    """The array of a ``.npy`` file (read without pickle)."""
-    if not os.path.isfile(path):
-        raise ValueError(f"{option} {path}: no such file")
-    try:
-        return np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        raise ValueError(f"{option} {path}: not a NumPy .npy array file ({exc})") from None
+    net = load_network(args.network)
+    return (net, *load_inputs(args.inputs, args.labels, net))
 
 
 def _run(args):
