@@ -30,24 +30,29 @@ from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_re
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
+from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
+from .schur import schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
 
 
-def pinned_equilibrium(net, X, Y, max_iter, backend):
+def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     """``(state, layout, settled, sliding, damped)`` of the output pinned to ``Y`` (validated, flat ``X`` and
     ``Y``).
 
     ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0: the parents of
     ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface; ``damped[s]`` counts the
-    Gauss-Newton steps of sample ``s`` that were shortened (smooth nodes, identity output).
+    Gauss-Newton steps of sample ``s`` that were shortened (smooth nodes, identity output).  An identity
+    output's solves are refused before any work when their memory estimate exceeds the memory available;
+    ``progress`` shows the conjugate gradients of many outputs (:mod:`~sheaflinalg.discord.pinning.schur`).
     """
     graph = net.graph
     sheaf = GraphSheaf(graph)
     search = None
     if net.output == "identity":
-        solver = _MatrixFree(graph, sheaf.maps)
+        solver = _MatrixFree(graph, sheaf.maps, progress)
+        solver.check_memory(X.shape[0])
         if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
             search = LineSearch(sheaf, solver.layout, X.shape[0])
         state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
@@ -115,28 +120,66 @@ class LineSearch:
 
 
 class _MatrixFree:
-    """Frozen-pattern pinned solves of an identity output without a matrix (see the module docstring)."""
+    """Frozen-pattern pinned solves of an identity output without a matrix (see the module docstring): ``G``
+    by substitutions when it is small, else conjugate gradients on the ``k x k`` system
+    (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the sample's previous solve)."""
 
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
+    #: Most held coordinates solved through ``G`` (more: conjugate gradients, a few dozen products).
+    DIRECT_K = 32
+    #: Most bytes of one sample's ``G`` and its substitutions (more: conjugate gradients).
+    DIRECT_BYTES = 256 * 2**20
 
-    def __init__(self, graph, maps):
-        self.graph, self.maps = graph, maps
+    def __init__(self, graph, maps, progress=False):
+        self.graph, self.maps, self.progress = graph, maps, progress
         self.layout = Layout.from_graph(graph, reduced=True)
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
+        self._last = {}                 # (sample's bytes, k) -> its last lam: the next solve's start
+        self.steps = 0                  # products with the k x k system (conjugate gradients)
+
+    def direct(self, k):
+        """Whether ``k`` held coordinates are solved through ``G`` (cheap: few, and ``G`` small)."""
+        return k <= self.DIRECT_K and k * self.layout.n_free * FLOAT * 3 <= self.DIRECT_BYTES
+
+    def memory(self, M, k):
+        """Estimated peak bytes of the solves of ``M`` samples with ``k`` held coordinates: the state and the
+        forward values, and ``G``'s block with its substitutions (direct) or the iteration's vectors."""
+        n = self.layout.n_free * FLOAT
+        if not self.direct(k):
+            return 8 * M * n
+        return 2 * M * n + 3 * n * k * min(M, max(1, self.BLOCK // k))
+
+    def check_memory(self, M, available=None):
+        """Refuse (:class:`~sheaflinalg._common.memory.InsufficientMemoryError`) before any work when
+        :meth:`memory` of the outputs exceeds the memory available."""
+        k = self.output.size
+        n_bytes = self.memory(M, k)
+        if n_bytes >= BATCH_FLOOR:
+            check_memory(n_bytes, f"the pinned discord of {M} sample(s) ({k} outputs, {self.layout.n_free} "
+                         f"coordinates each)", "pass fewer samples at a time (samples are independent)", available)
 
     def __call__(self, X, Y, pattern, surface=(), values=None):
         """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` and every
         ``(node, j)`` of ``surface`` at 0 (one sample when ``surface`` is given); ``values``: the nodes'
         values under ``pattern`` when the caller has them."""
         index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
-        k = index.size
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
+        if self.direct(index.size):
+            self._direct(w, targets, pattern, index)
+        else:
+            self._conjugate_gradients(X, w, targets, pattern, index)
+        w[:, index] = targets
+        return w
+
+    def _direct(self, w, targets, pattern, index):
+        """``w += G lam`` with the columns of ``G`` substituted, blocks of samples at a time."""
+        k = index.size
         step = max(1, self.BLOCK // k)
-        for lo in range(0, X.shape[0], step):
+        for lo in range(0, w.shape[0], step):
             rows = slice(lo, lo + step)
             b = w[rows].shape[0]
             # column i of sample m is row m * k + i, under sample m's pattern
@@ -147,10 +190,18 @@ class _MatrixFree:
             G = op.solve(op.solve_transpose(unit)).reshape(b, k, -1)
             lam = np.linalg.solve(G[:, :, index].transpose(0, 2, 1), (targets[rows] - w[rows][:, index])[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
-        w[:, index] = targets
-        return w
 
-
+    def _conjugate_gradients(self, X, w, targets, pattern, index):
+        """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch."""
+        k = index.size
+        keys = [(hash(x.tobytes()), k) for x in X]
+        start = np.stack([self._last.get(key, np.zeros(k)) for key in keys])
+        op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
+        lam, shift, steps = schur_cg(op, index, targets - w[:, index], start=start if start.any() else None,
+                                     progress=self.progress)
+        self.steps += steps
+        self._last.update(zip(keys, lam))
+        w += shift
 class _Completion:
     """Frozen-pattern pinned solves of a nonlinear output: :func:`~sheaflinalg.complete` with ``yhat`` pinned."""
 
