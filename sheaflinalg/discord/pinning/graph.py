@@ -31,7 +31,7 @@ from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
-from .schur import schur_cg
+from .schur import recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
@@ -130,6 +130,8 @@ class _MatrixFree:
     DIRECT_K = 32
     #: Most bytes of one sample's ``G`` and its substitutions (more: conjugate gradients).
     DIRECT_BYTES = 256 * 2**20
+    #: Most search directions a sample keeps to precondition its next solve.
+    RECYCLE = 512
 
     def __init__(self, graph, maps, progress=False):
         self.graph, self.maps, self.progress = graph, maps, progress
@@ -148,7 +150,7 @@ class _MatrixFree:
         forward values, and ``G``'s block with its substitutions (direct) or the iteration's vectors."""
         n = self.layout.n_free * FLOAT
         if not self.direct(k):
-            return 8 * M * n
+            return 8 * M * n + 2 * M * self.RECYCLE * k * FLOAT
         return 2 * M * n + 3 * n * k * min(M, max(1, self.BLOCK // k))
 
     def check_memory(self, M, available=None):
@@ -192,16 +194,28 @@ class _MatrixFree:
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
 
     def _conjugate_gradients(self, X, w, targets, pattern, index):
-        """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch."""
-        k = index.size
-        keys = [(hash(x.tobytes()), k) for x in X]
-        start = np.stack([self._last.get(key, np.zeros(k)) for key in keys])
+        """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
+        before starts from its last ``lam``, preconditioned by its last :data:`RECYCLE` search directions
+        (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little)."""
+        keys = [(hash(x.tobytes()), index.size) for x in X]
+        last = [self._last.get(key) for key in keys]
+        start, precondition = None, None
+        if all(entry is not None for entry in last):
+            start = np.stack([entry[0] for entry in last])
+            m = max(entry[1].shape[0] for entry in last)
+            Z, SZ = (np.stack([np.pad(entry[j], ((0, m - entry[j].shape[0]), (0, 0))) for entry in last])
+                     for j in (1, 2))
+            precondition = recycled(Z, SZ)
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
-        lam, shift, steps = schur_cg(op, index, targets - w[:, index], start=start if start.any() else None,
-                                     progress=self.progress)
+        lam, shift, steps, directions = schur_cg(op, index, targets - w[:, index], start=start,
+                                                 progress=self.progress, precondition=precondition)
         self.steps += steps
-        self._last.update(zip(keys, lam))
+        for i, key in enumerate(keys):
+            old = (np.empty((0, index.size)),) * 2 if last[i] is None else last[i][1:]
+            new = (np.empty((0, index.size)),) * 2 if directions is None else (d[i] for d in directions)
+            self._last[key] = (lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
         w += shift
+
 class _Completion:
     """Frozen-pattern pinned solves of a nonlinear output: :func:`~sheaflinalg.complete` with ``yhat`` pinned."""
 

@@ -50,6 +50,9 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
     shift : ndarray, shape (M, n_free)
     steps : int
         Products with ``S`` used.
+    directions : tuple of ndarray, shape (M, steps, k)
+        The search directions ``p`` and their products ``S p`` (zero rows after a sample stopped): for
+        :func:`recycled` to precondition the next, nearby system.
 
     Examples
     --------
@@ -60,7 +63,7 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
     >>> X = np.ones((2, 3))
     >>> op = GraphCoboundary(net.graph, evaluate(net.graph, X).pattern)
     >>> index = np.arange(op.layout.n_free - 4, op.layout.n_free)     # the output node's coordinates
-    >>> lam, shift, _ = schur_cg(op, index, np.ones((2, 4)))
+    >>> lam, shift, _, _ = schur_cg(op, index, np.ones((2, 4)))
     >>> bool(np.allclose(shift[:, index], 1.0))                        # E^T L^-1 E lam = rhs
     True
     """
@@ -78,7 +81,7 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
     inverse = (lambda v: v) if precondition is None else precondition
     z = inverse(r)
     p, rz = z.copy(), np.einsum("ij,ij->i", r, z)
-    steps = 0
+    steps, P, SP = 0, [], []
     with progress_bar(maxiter, progress, "pinned: conjugate gradients", unit="step") as bar:
         while steps < maxiter:
             live = np.linalg.norm(r, axis=1) > tol * scale
@@ -86,6 +89,8 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
                 break
             Sp, full = product(p)
             steps += 1
+            P.append(np.where(live[:, None], p, 0.0))
+            SP.append(np.where(live[:, None], Sp, 0.0))
             alpha = np.where(live, rz / np.where(live, np.einsum("ij,ij->i", p, Sp), 1.0), 0.0)
             lam += alpha[:, None] * p
             shift += alpha[:, None] * full
@@ -96,7 +101,42 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
             rz = new
             bar.update(1)
             bar.set_postfix(residual=f"{float(np.max(np.linalg.norm(r, axis=1) / scale)):.1e}", refresh=False)
-    return lam, shift, steps
+    directions = (np.stack(P, axis=1), np.stack(SP, axis=1)) if steps else None
+    return lam, shift, steps, directions
+
+
+def recycled(Z, SZ):
+    """``precondition(r)``: the limited-memory preconditioner of the directions ``Z`` (rows) and their
+    products ``SZ`` with a nearby ``S`` (a previous pattern's), ``H = (I - Z E^-1 SZ^T)(I - SZ E^-1 Z^T) +
+    Z E^-1 Z^T`` with ``E = Z^T S Z``: exact on the span of ``Z``, the identity elsewhere (``S >= I``).
+
+    The directions are first made ``S``-orthonormal through the eigenvectors of ``E`` (symmetrised:
+    directions of several solves share their span), dropping those of eigenvalues below ``1e-10`` of the
+    largest, so ``H`` is symmetric positive definite whatever ``Z``.
+
+    Parameters
+    ----------
+    Z, SZ : ndarray, shape (M, m, k)
+        Per sample, ``m`` directions (zero rows are ignored) and their products.
+
+    Examples
+    --------
+    >>> S = np.diag([1.0, 4.0, 9.0])[None]
+    >>> Z = np.array([[[1.0, 0, 0], [0, 1, 0], [1, 1, 0]]])         # a dependent third direction
+    >>> np.round(recycled(Z, Z @ S)(np.ones((1, 3))), 6)              # S^-1 on the span, 1 elsewhere
+    array([[1.  , 0.25, 1.  ]])
+    """
+    E = np.einsum("mik,mjk->mij", Z, SZ)
+    d, U = np.linalg.eigh((E + E.transpose(0, 2, 1)) / 2)
+    keep = d > 1e-10 * np.maximum(d[:, -1:], np.finfo(float).tiny)
+    U = U * np.where(keep, 1.0 / np.sqrt(np.where(keep, d, 1.0)), 0.0)[:, None, :]
+    Q, SQ = np.einsum("mij,mik->mjk", U, Z), np.einsum("mij,mik->mjk", U, SZ)     # Q^T S Q = I (kept)
+
+    def precondition(r):
+        t = np.einsum("mik,mk->mi", Q, r)
+        u = r - np.einsum("mik,mi->mk", SQ, t)
+        return u - np.einsum("mik,mi->mk", Q, np.einsum("mik,mk->mi", SQ, u) - t)
+    return precondition
 
 
 def _product(op, index, M):
