@@ -10,7 +10,7 @@ from helpers.naive_graph import coboundary
 from helpers.random_graphs import graph_networks, random_inputs
 import sheaflinalg as sl
 from sheaflinalg._common import memory
-from sheaflinalg.discord.pinning import graph as pinning
+from sheaflinalg.discord.pinning import graph as pinning, schur
 from sheaflinalg.network.graph.forward import evaluate
 
 
@@ -34,7 +34,7 @@ def _solvers(net):
     return direct, iterative
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(case=graph_networks(), held=st.integers(0, 2))
 def test_conjugate_gradients_solve_the_frozen_pinned_problem_as_g_and_the_dense_minimiser(case, held):
     net, seed, mode = case          # every mode: all active, all dead, mixed, max-pool ties and exact zeros
@@ -90,3 +90,18 @@ def test_a_pinned_discord_that_would_not_fit_is_refused_before_any_work(monkeypa
     monkeypatch.setattr(pinning, "iterate_pattern", lambda *a, **k: pytest.fail("work started"))
     with pytest.raises(sl.InsufficientMemoryError, match=r"pinned discord of 50 sample\(s\) \(4 outputs.*fewer samples"):
         sl.discord.pinned(net, np.ones((50, 72)), np.ones((50, 4)), progress=False)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), m=st.integers(1, 6), repeated=st.booleans())
+def test_the_recycled_preconditioner_is_symmetric_positive_definite_and_inverts_s_on_the_directions(seed, m, repeated):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(6, 6))
+    S = np.eye(6) + A @ A.T
+    Z = rng.normal(size=(1, m, 6))
+    if repeated:                    # a dependent direction and a zero one (a sample that stopped early)
+        Z = np.concatenate([Z, 2 * Z[:, :1], np.zeros((1, 1, 6))], axis=1)
+    H = np.stack([schur.recycled(Z, Z @ S)(e[None])[0] for e in np.eye(6)])
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+    assert np.linalg.eigvalsh(H).min() > 0
+    np.testing.assert_allclose(H @ S @ Z[0].T, Z[0].T, atol=1e-8 * (1 + np.abs(Z).max()))
