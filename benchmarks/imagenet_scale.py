@@ -13,7 +13,8 @@ draws the curves (seconds and peak memory against the number of pixels) with the
 Torch builds the models (random weights, seeded batch-norm statistics, float64).  Run:
 ``.venv/bin/python benchmarks/imagenet_scale.py [--sides 32 64] [--cases resnet18:spectrum resnet18:pinned]
 [--max-iter 20] [--figure docs/img/imagenet_scale.png]``; ``--budget S`` skips the larger sides of a case once
-one of its runs took more than ``S`` seconds.
+one of its runs took more than ``S`` seconds; ``--rows OUT --figure F`` redraws the figure from the JSON rows an
+earlier run printed.
 """
 
 import argparse
@@ -127,7 +128,12 @@ def main():
     parser.add_argument("--budget", type=float, default=None, help="skip larger sides after a slower run")
     parser.add_argument("--figure", default=None)
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--rows", default=None, help="redraw --figure from rows printed by an earlier run")
     args = parser.parse_args()
+    if args.rows:
+        with open(args.rows) as f:
+            figure([json.loads(line) for line in f if line.startswith("{")], args.figure)
+        return
     if args.one:
         model, side, what, max_iter = args.one
         print(json.dumps(run_one(model, int(side), what, int(max_iter))))
