@@ -25,7 +25,7 @@ BAD_Y = np.full((2, 7), np.nan)
 #: Public callables that take graph networks (the sheaf layer; tested there).
 TAKES_GRAPHS = {"sl.assemble", "sl.harmonic_extension", "sl.verify", "sl.complete", "sl.SheafSystem",
                 "sl.AugmentedSheafSystem", "sl.discord.pinned", "sl.discord.residuals", "sl.lambda_max_bound",
-                "sl.heat", "sl.train", "sl.sgd", "sl.spectrum"}
+                "sl.heat", "sl.train", "sl.sgd", "sl.spectrum", "sl.survey"}
 REFUSED = {
     "sl.convergence_study": lambda tmp: sl.convergence_study(NET, BAD_X),
 }

@@ -28,7 +28,7 @@ def _figure_functions():
 def _draw_every_figure(tmp_path):
     """Draw each figure once (with ``path=`` where it takes one); returns the names drawn."""
     from helpers.graph_examples import every_op_network
-    from sheaflinalg.plotting import case_study, discord, exact, graph, heat, spectral, sweep, training
+    from sheaflinalg.plotting import case_study, discord, exact, graph, heat, spectral, survey, sweep, training
 
     net = sl.Network.random([2, 4, 1], seed=0)
     x = [[0.5, -1.0]]
@@ -67,6 +67,8 @@ def _draw_every_figure(tmp_path):
                                                           log=True),
         "plot_channel_map": case_study.plot_channel_map({"a": np.arange(4.0), "b": np.zeros(4)}, log=True),
         "plot_training_record": case_study.plot_training_record([1.0, 0.5], [0.2, 0.4]),
+        "plot_survey": survey.plot_survey(sl.survey(sl.Network.random([2, 4, 2], seed=0), X[:3], [0, 1, 1],
+                                                    store=str(tmp_path.parent / f"{tmp_path.name}.db"), progress=False)),
         "plot_sweep": sweep.plot_sweep([{"b": b, "loss": b * m, "m": m} for b in (1, 2) for m in (3, 4)], "b", "loss",
                                        hue="m"),
     }

@@ -41,10 +41,12 @@ def test_a_long_attention_block_is_refused_for_assembly_and_works_matrix_free(mo
     message = (r"the sparse sheaf system of 1 samples \(largest: node 'mixed' \(matmul\) [\d.]+ GiB, node 'weights' "
                r"\(softmax\) [\d.]+ GiB, .*\): about [\d.]+ GiB needed but only 1 GiB of memory is available; "
                r"harmonic_extension, heat and spectrum\(method='arpack'\) without pins work matrix-free")
-    for call in (lambda: sl.assemble(net, X), lambda: sl.verify(net, X),
+    for call in (lambda: sl.assemble(net, X), lambda: sl.verify(net, X, backend="superlu"),
                  lambda: sl.spectrum(net, X, k=1, pins={"ln[0]": 0.0}, progress=False)):
         with pytest.raises(sl.InsufficientMemoryError, match=message):
             call()
+    report = sl.verify(net, X)                       # "auto": the certificate without the matrix
+    assert report.status == "PASSED" and report.factor_backend == "matrix-free"
     free = sl.harmonic_extension(net, X).free
     np.testing.assert_allclose(free[:, Layout.from_graph(net.graph).free("out")], net.forward(X), rtol=1e-12)
     res = sl.heat(net, X, dt=0.1, max_steps=3, tol=0.0, seed=0, record_every=1, progress=False)
