@@ -25,11 +25,11 @@ Gauss-Newton iteration (re-linearise at the state, solve the linear pinned probl
 import numpy as np
 
 from ...network.graph.forward import evaluate
-from ...sheaf.pins.completion import complete
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
+from .schur import held_outputs
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
@@ -46,15 +46,10 @@ def pinned_equilibrium(net, X, Y, max_iter, backend):
     graph = net.graph
     sheaf = GraphSheaf(graph)
     search = None
-    if net.output == "identity":
-        solver = _MatrixFree(graph, sheaf.maps)
-        if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
-            search = LineSearch(sheaf, solver.layout, X.shape[0])
-        state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
-    else:
-        solver = _Completion(net, backend)
-        c = complete(net, X, pins={"yhat": Y}, max_iter=max_iter, backend=backend)
-        state, pattern, settled = c.state.copy(), c.pattern, c.settled_samples.copy()
+    solver = _MatrixFree(graph, sheaf.maps, net.output)
+    if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
+        search = LineSearch(sheaf, solver.layout, X.shape[0])
+    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
     layout = solver.layout
     settled |= at_rest(sheaf, X, state, layout)
     sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
@@ -89,8 +84,15 @@ class LineSearch:
         self.damped = np.zeros(n_samples, dtype=np.int64)
 
     def energy(self, X, state):
-        """Per-sample pinned energy of ``state`` (free cochains, the pinned output in place)."""
-        return self.sheaf.energy(self.sheaf.residuals(X, node_values(self.sheaf.graph, self.layout, state)))
+        """Per-sample pinned energy of ``state`` (free cochains, the pinned output in place; a nonlinear output's
+        edge included)."""
+        graph = self.sheaf.graph
+        energy = self.sheaf.energy(self.sheaf.residuals(X, node_values(graph, self.layout, state)))
+        if not self.layout.reduced:
+            e_y = output_residual(graph.output, state[:, self.layout.free(graph.output_node)],
+                                  state[:, self.layout.free("yhat")])
+            energy += 0.5 * np.einsum("ij,ij->i", e_y, e_y)
+        return energy
 
     def __call__(self, X, old, new, samples):
         """``(state, shortened)``: the state taken from ``old`` towards ``new`` and whether its step was
@@ -120,11 +122,12 @@ class _MatrixFree:
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
 
-    def __init__(self, graph, maps):
-        self.graph, self.maps = graph, maps
-        self.layout = Layout.from_graph(graph, reduced=True)
+    def __init__(self, graph, maps, phi="identity"):
+        self.graph, self.maps, self.phi = graph, maps, phi
+        self.layout = Layout.from_graph(graph, reduced=phi == "identity")
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
+        self.n_free = Layout.from_graph(graph, reduced=True).n_free
 
     def __call__(self, X, Y, pattern, surface=(), values=None):
         """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` and every
@@ -142,13 +145,16 @@ class _MatrixFree:
             # column i of sample m is row m * k + i, under sample m's pattern
             op = GraphCoboundary(self.graph, {name: np.repeat(p[rows], k, axis=0) for name, p in pattern.items()},
                                  maps=self.maps)
-            unit = np.zeros((b * k, self.layout.n_free))
+            unit = np.zeros((b * k, self.n_free))
             unit[np.arange(b * k), np.tile(index, b)] = 1.0
             G = op.solve(op.solve_transpose(unit)).reshape(b, k, -1)
-            lam = np.linalg.solve(G[:, :, index].transpose(0, 2, 1), (targets[rows] - w[rows][:, index])[..., None])
+            A, t0 = G[:, :, index].transpose(0, 2, 1), w[rows][:, index]
+            if self.phi != "identity":      # the output node is free: its value minimises with phi's edge
+                targets[rows] = held_outputs(self.phi, A, t0, Y[rows])[0]
+            lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
         w[:, index] = targets
-        return w
+        return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
 
 class _Completion:
