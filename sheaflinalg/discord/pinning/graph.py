@@ -130,10 +130,11 @@ class _MatrixFree:
         self.n_free = Layout.from_graph(graph, reduced=True).n_free
 
     def __call__(self, X, Y, pattern, surface=(), values=None):
-        """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` and every
-        ``(node, j)`` of ``surface`` at 0 (one sample when ``surface`` is given); ``values``: the nodes'
-        values under ``pattern`` when the caller has them."""
-        index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
+        """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` (a nonlinear output:
+        ``yhat``) and every ``(node, j)`` of ``surface`` at 0, every ``(node, i, j)`` with ``i`` and ``j`` equal
+        (one sample when ``surface`` is given); ``values``: the nodes' values under ``pattern`` when the caller
+        has them."""
+        index, minus = self._columns(surface)
         k = index.size
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
@@ -147,27 +148,31 @@ class _MatrixFree:
                                  maps=self.maps)
             unit = np.zeros((b * k, self.n_free))
             unit[np.arange(b * k), np.tile(index, b)] = 1.0
+            pair = np.tile(minus >= 0, b)
+            unit[np.flatnonzero(pair), np.tile(minus, b)[pair]] = -1.0
             G = op.solve(op.solve_transpose(unit)).reshape(b, k, -1)
-            A, t0 = G[:, :, index].transpose(0, 2, 1), w[rows][:, index]
+            A, t0 = _held(G, index, minus).transpose(0, 2, 1), _held(w[rows], index, minus)
             if self.phi != "identity":      # the output node is free: its value minimises with phi's edge
                 targets[rows] = held_outputs(self.phi, A, t0, Y[rows])[0]
             lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
-        w[:, index] = targets
+        w[:, index[minus < 0]] = targets[:, minus < 0]
+        w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
         return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
+    def _columns(self, surface):
+        """``(index, minus)``: per held coordinate its position in the free cochain and, for a pair held equal,
+        the other's (``-1`` otherwise); the output's first."""
+        start = [self.layout.free(held[0]).start for held in surface]
+        index = np.concatenate([self.output, [s + held[1] for s, held in zip(start, surface)]]).astype(np.int64)
+        minus = np.concatenate([np.full(self.output.size, -1), [s + held[2] if len(held) == 3 else -1
+                                                                for s, held in zip(start, surface)]])
+        return index, minus.astype(np.int64)
 
-class _Completion:
-    """Frozen-pattern pinned solves of a nonlinear output: :func:`~sheaflinalg.complete` with ``yhat`` pinned."""
 
-    def __init__(self, net, backend):
-        self.net, self.backend = net, backend
-        self.layout = Layout.from_graph(net.graph, reduced=False)
-
-    def __call__(self, X, Y, pattern, surface=(), values=None):
-        """:func:`~sheaflinalg.complete` under ``pattern`` (``values`` unused: it evaluates its own)."""
-        return complete(self.net, X, pins=_surface_pins({"yhat": Y}, surface), pattern=pattern,
-                        backend=self.backend).state
+def _held(v, index, minus):
+    """``E^T v`` along the last axis: the held coordinates' values (a pair's difference)."""
+    return v[..., index] - np.where(minus >= 0, v[..., np.maximum(minus, 0)], 0.0)
 
 
 def at_rest(sheaf, X, state, layout):
@@ -197,14 +202,3 @@ def _pinned_forces(sheaf, X, state, layout):
                 graph.output, z, state[:, layout.free("yhat")]))
         return res.edges, force
     return forces
-
-
-def _surface_pins(pins, surface):
-    """The output pin and ``z_j = 0`` on every surface coordinate, as :func:`~sheaflinalg.complete` pins."""
-    out = dict(pins)
-    for u in sorted({u for u, _ in surface}):
-        idx = sorted(j for v, j in surface if v == u)
-        out[f"{u}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
-    return out
-
-

@@ -117,14 +117,16 @@ def mask_nodes(graph):
 
 
 def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
-    """``(state, [(node, j), ...], pattern)`` of a Filippov equilibrium of one sample, or None.
+    """``(state, held, pattern)`` of a Filippov equilibrium of one sample, or None.
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
-    that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0``; a consistent
-    solution is accepted when both sides push into the surface at every held coordinate, and one that
-    fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
-    :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates are never the output node's,
-    so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s, the sample's forward values.
+    that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0`` (``(node, j)`` in
+    ``held``) and the two entries of every max-pool window whose selection flips in it equal (``(node, i, j)``,
+    ``node`` the window's parent); a consistent solution is accepted when both sides push into the surface at
+    every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
+    ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
+    are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
+    the sample's forward values.  Pairs that share an entry hold a group of entries equal.
     """
     graph = sheaf.graph
     surface, seen = set(), set()
@@ -132,15 +134,16 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
             # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
-            pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
+            pat[node.name][0, [held[1] for held in surface if len(held) == 2 and held[0] == node.inputs[0]]] = True
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
+        pairs = _flipped_windows(graph, pat, new) - surface
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
-                                              if graph.node(n).rule.pattern is not MASK}, 1)[0]
-        if not flips and not moved:
+                                              if graph.node(n).rule.pattern not in (MASK, SELECTION)}, 1)[0]
+        if not flips and not pairs and not moved:
             released = _release(graph, sheaf, x, values, surface, pat)
             if not released:
                 return state[0], sorted(surface), pat
@@ -148,13 +151,29 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
             continue
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
-            if not flips:
-                return None         # max-pool selections cycle: not a ReLU switching surface
-            surface |= flips        # the pattern cycles: the flipping coordinates slide
+            if moved or not flips | pairs:
+                return None         # another piece (a clamp, a tangent) cycles: not searched
+            surface |= flips            # the pattern cycles: the flipping coordinates slide
+            for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
+                if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
+                    surface.add(pair)
             continue
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _flipped_windows(graph, old, new):
+    """``{(u, i, j)}``: the entries ``i < j`` of the parent ``u`` of a max-pool window whose selection is ``i`` in
+    one of the one-sample patterns ``old``, ``new`` and ``j`` in the other."""
+    pairs = set()
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            for a, b in zip(old[name][0], new[name][0]):
+                if a != b:
+                    pairs.add((node.inputs[0], int(min(a, b)), int(max(a, b))))
+    return pairs
 
 
 def read_pattern(graph, x, values, previous, tied=None):
@@ -245,11 +264,12 @@ def _decide_ties(graph, values, previous, new, tied):
 
 
 def _release(graph, sheaf, x, values, surface, pat):
-    """Surface coordinates where Filippov's condition fails, set in ``pat`` to the side they are pushed to."""
+    """Held coordinates and groups of tied entries where Filippov's condition fails, set in ``pat`` to the side
+    they are pushed to (:func:`_release_ties` for the max-pool windows)."""
     res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
     force = sheaf.force(res)
-    released = set()
-    for u, j in surface:
+    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat)
+    for u, j in (held for held in surface if len(held) == 2):
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
         below = above - sum((1.0 - node.rule.slope(node)) * res.edges[node.name][0, j] for node in children)
@@ -258,6 +278,45 @@ def _release(graph, sheaf, x, values, surface, pat):
             for node in children:
                 pat[node.name][0, j] = above > 0.0
     return released
+
+
+def _release_ties(graph, res, force, pairs, pat):
+    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie, one window's) fails Filippov's
+    condition; the window's selection in ``pat`` is then the group's entry with the largest force.
+
+    The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
+    ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
+    over the group: ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the tie).
+    """
+    released = set()
+    for group in _groups(pairs):
+        u = group[0][0]
+        entries = sorted({j for held in group for j in held[1:]})
+        for node in (n for n in graph.nodes if n.rule.pattern is SELECTION and n.inputs[0] == u):
+            for w in np.flatnonzero(np.isin(pat[node.name][0], entries)):
+                e = res.edges[node.name][0, w]
+                F = force[u][0, entries] - e * (np.array(entries) == res.pattern[node.name][0, w])
+                gap = F.sum() / len(entries) + e / len(entries) - F         # c - F_s
+                tol = 1e-9 * (1.0 + abs(e) + np.abs(F).max())
+                if gap.min() < min(e, 0.0) - tol or gap.max() > tol:
+                    released.update(group)
+                    pat[node.name][0, w] = entries[int(np.argmax(F))]
+    return released
+
+
+def _tied_entries(surface, u):
+    """The sets of entries of ``u`` that the pairs of ``surface`` hold equal."""
+    return [{j for held in group for j in held[1:]} for group in _groups([h for h in surface if len(h) == 3])
+            if group[0][0] == u]
+
+
+def _groups(pairs):
+    """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
+    groups = []
+    for pair in pairs:
+        linked = [g for g in groups if any(h[0] == pair[0] and set(h[1:]) & set(pair[1:]) for h in g)]
+        groups = [g for g in groups if g not in linked] + [[pair] + [h for g in linked for h in g]]
+    return groups
 
 
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
@@ -365,9 +424,9 @@ def _on_surface(graph, values, settled, sliding, decided=None):
         if decided is not None:
             mask &= ~decided[u]
         for s in np.flatnonzero(mask.any(axis=1)):
-            for v, j in sliding[s]:
-                if v == u:
-                    mask[s, j] = False
+            for held in sliding[s]:
+                if len(held) == 2 and held[0] == u:
+                    mask[s, held[1]] = False
         if mask.any():
             on[u] = mask
     return on
