@@ -430,3 +430,25 @@ def _on_surface(graph, values, settled, sliding, decided=None):
         if mask.any():
             on[u] = mask
     return on
+
+
+def ties_at(graph, X, values):
+    """Per sample, the number of switching surfaces the state ``values`` (``{node: (M, size)}``) is on: mask
+    coordinates whose parent is zero up to :data:`ROUNDING`, max-pool windows whose largest entry is tied
+    with another up to :data:`ROUNDING`.  On a settled sample that holds none of them (no sliding), each is
+    decided: the side read off the state is at rest (``z >= 0`` active; a window's first maximum)."""
+    values = {**values, INPUT: X}
+    count = np.zeros(X.shape[0], dtype=np.int64)
+    for u in {node.inputs[0] for node in mask_nodes(graph)}:
+        z = values[u]
+        count += np.sum(np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True)), axis=1)
+    for node in (graph.node(n) for n in graph.pattern_nodes):
+        if node.rule.pattern is SELECTION:
+            z = values[node.inputs[0]]
+            channels, n_in, index, _ = node.rule.windows(node, graph)
+            pos = np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]
+            entries = np.where(index[None] >= 0, z[:, pos], -np.inf)              # (M, C, P, K)
+            scale = ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1))[:, None, None, None]
+            best = entries.max(axis=3, keepdims=True)
+            count += np.sum(np.sum(entries >= best - scale, axis=3) > 1, axis=(1, 2))
+    return count
