@@ -312,11 +312,20 @@ def _tied_entries(surface, u):
 
 def _groups(pairs):
     """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
-    groups = []
+    root = {}
+
+    def find(entry):
+        while root.setdefault(entry, entry) != entry:
+            root[entry] = root[root[entry]]
+            entry = root[entry]
+        return entry
+
+    for u, i, j in pairs:
+        root[find((u, i))] = find((u, j))
+    groups = {}
     for pair in pairs:
-        linked = [g for g in groups if any(h[0] == pair[0] and set(h[1:]) & set(pair[1:]) for h in g)]
-        groups = [g for g in groups if g not in linked] + [[pair] + [h for g in linked for h in g]]
-    return groups
+        groups.setdefault(find(pair[:2]), []).append(pair)
+    return list(groups.values())
 
 
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
