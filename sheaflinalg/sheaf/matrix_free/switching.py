@@ -49,6 +49,8 @@ from ..patterns import graph_pattern, same_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
+#: Filippov searches of a sample whose equilibrium the surface check pushed off a surface (:func:`settle_surfaces`).
+SEARCHES = 3
 
 
 def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
@@ -116,7 +118,7 @@ def mask_nodes(graph):
     return [node for node in graph.nodes if node.rule.pattern is MASK]
 
 
-def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
+def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     """``(state, held, pattern)`` of a Filippov equilibrium of one sample, or None.
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
@@ -126,10 +128,11 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
     every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
     ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
     are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
-    the sample's forward values.  Pairs that share an entry hold a group of entries equal.
+    the sample's forward values.  Pairs that share an entry hold a group of entries equal; ``held``: the
+    coordinates and pairs held from the start.
     """
     graph = sheaf.graph
-    surface, seen = set(), set()
+    surface, seen = set(held), set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -329,29 +332,35 @@ def _groups(pairs):
 
 
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
-    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface, after the surface check of
-    the settled samples (:func:`check_surfaces`) and the Filippov search of the others
-    (:func:`on_switching_surface`, whose equilibria are checked again); ``state``, ``pattern`` and
-    ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest`` are
-    :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
+    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface (and ``(node, i, j)`` max-pool
+    entries held equal), after the surface check of the settled samples (:func:`check_surfaces`) and the
+    Filippov search of the others (:func:`on_switching_surface`, whose equilibria are checked again; one that
+    the check pushes off a surface is searched again from there, up to :data:`SEARCHES` times); ``state``,
+    ``pattern`` and ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest``
+    are :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
     sliding = [[] for _ in range(X.shape[0])]
     values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
     decided = None if tied is None else forward_zeros(sheaf.graph, tied)
     check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest, decided)
-    searched = ~settled
-    for s in np.flatnonzero(searched):
-        rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
-        one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
-        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one)
-        if found is not None:
-            state[s, :found[0].size], sliding[s], rows = found
-            for name, p in pattern.items():
-                p[s] = rows[name][0]
-            settled[s] = True
-    if searched.any():          # a Filippov equilibrium may leave more coordinates at exactly 0
-        again = settled & searched
+    todo = ~settled
+    for _ in range(SEARCHES):
+        for s in np.flatnonzero(todo):
+            rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
+            one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
+            found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one, sliding[s])
+            sliding[s] = []
+            if found is not None:
+                state[s, :found[0].size], sliding[s], rows = found
+                for name, p in pattern.items():
+                    p[s] = rows[name][0]
+                settled[s] = True
+        again = settled & todo          # a Filippov equilibrium may leave more coordinates at exactly 0
         check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest, decided)
-        settled &= again | ~searched
+        pushed = settled & todo & ~again
+        settled &= again | ~todo
+        todo = pushed
+        if not todo.any():
+            break
     return sliding
 
 
