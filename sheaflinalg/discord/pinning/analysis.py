@@ -50,10 +50,12 @@ class PinnedDiscord:
         network's per node and channel, split by every pattern node
         (:mod:`sheaflinalg.discord.node_residuals`).
     settled : ndarray of bool, shape (n_samples,)
-        The sample reached a consistent equilibrium (possibly on a switching surface).
-    sliding : list of list of (int, int)
+        The sample reached a consistent equilibrium (possibly on a switching surface); False means that no
+        equilibrium was found within ``max_iter`` (:attr:`outcome` ``"unsettled"``).
+    sliding : list of list of tuple
         Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``
-        (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes).
+        (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes, and
+        ``(node, i, j)``: entries ``i`` and ``j`` of a max-pool's parent ``node`` held equal).
     damped : ndarray of int, shape (n_samples,)
         Per sample, the Gauss-Newton steps shortened by the line search (graphs with smooth nodes; zero
         otherwise).
@@ -181,6 +183,9 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     Returns
     -------
     PinnedDiscord
+        Its :attr:`~PinnedDiscord.outcome` tells per sample whether the equilibrium is off the switching
+        surfaces, decided at a tie or zero, sliding (Filippov), or not found (``"unsettled"``: the last
+        iterate is returned, and its discord is not the pinned one).
 
     Examples
     --------

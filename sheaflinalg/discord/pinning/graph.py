@@ -1,21 +1,22 @@
-"""The pinned equilibrium of a graph network: the output pinned to the labels, Filippov sliding on ReLU surfaces.
+"""The pinned equilibrium of a graph network: the output pinned to the labels, Filippov sliding on switching
+surfaces.
 
 The output is pinned (the output node of the reduced sheaf for an identity
 output, ``yhat`` otherwise), the discord is minimised for a frozen activation
 pattern, and the pattern is updated from the solution until it is
-consistent (pattern iteration and Filippov sliding on ReLU switching
-surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  For an identity output
-the frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
+consistent (pattern iteration and Filippov sliding on ReLU and max-pool switching
+surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  The frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
 outputs, and the switching-surface coordinates), the minimiser is
 ``w = w0 + G lam`` where ``w0`` is the forward pass under the pattern (the
 unpinned minimiser), the columns of ``G = L^{-1} E`` are one backward and one
 forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
 :class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`) and ``lam`` solves the
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
-held coordinates ``E^T w = y``).  A nonlinear output re-linearises ``phi``
-(Gauss-Newton) in :func:`~sheaflinalg.complete`.  As for chains
-(:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov equilibrium is found by
-frozen-pattern solves with the sliding coordinates pinned at 0.
+held coordinates ``E^T w = y``; a held pair of max-pool entries is the column ``e_i - e_j``).  A nonlinear
+output's node is free: its value minimises the discord as a function of the held values plus the output
+edge (:func:`~sheaflinalg.discord.pinning.schur.held_outputs`, Newton in ``k`` dimensions), no
+re-linearisation of the sheaf.  As for chains (:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov
+equilibrium is found by frozen-pattern solves with the sliding coordinates held.
 
 On a graph with smooth nodes (pattern :data:`~sheaflinalg.network.ops.TANGENT`) the pattern iteration is a
 Gauss-Newton iteration (re-linearise at the state, solve the linear pinned problem); it is damped
@@ -39,9 +40,10 @@ def pinned_equilibrium(net, X, Y, max_iter, backend):
     """``(state, layout, settled, sliding, damped)`` of the output pinned to ``Y`` (validated, flat ``X`` and
     ``Y``).
 
-    ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0: the parents of
-    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface; ``damped[s]`` counts the
-    Gauss-Newton steps of sample ``s`` that were shortened (smooth nodes, identity output).
+    ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0 (the parents of
+    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface) and the ``(node, i, j)``
+    entries of max-pool windows held equal; ``damped[s]`` counts the Gauss-Newton steps of sample ``s`` that
+    were shortened (smooth nodes).  ``backend`` is unused (nothing is factored).
     """
     graph = net.graph
     sheaf = GraphSheaf(graph)
@@ -117,7 +119,7 @@ class LineSearch:
 
 
 class _MatrixFree:
-    """Frozen-pattern pinned solves of an identity output without a matrix (see the module docstring)."""
+    """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation."""
 
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
