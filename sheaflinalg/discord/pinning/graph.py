@@ -123,6 +123,8 @@ class _MatrixFree:
 
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
+    #: Pairs of max-pool entries held equal are columns ``e_i - e_j`` (the Filippov search may hold them).
+    holds_pairs = True
 
     def __init__(self, graph, maps, phi="identity"):
         self.graph, self.maps, self.phi = graph, maps, phi

@@ -128,10 +128,13 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
     ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
     are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
-    the sample's forward values.  Pairs that share an entry hold a group of entries equal; ``held``: the
-    coordinates and pairs held from the start.
+    the sample's forward values.  Pairs that share an entry hold a group of entries equal; only a solve
+    whose ``holds_pairs`` attribute is true holds pairs (otherwise a cycle of selections alone is not
+    searched: None); ``held``: the coordinates and pairs held from the start.
     """
     graph = sheaf.graph
+    holds_pairs = getattr(solve, "holds_pairs", False)
+    searched = (MASK, SELECTION) if holds_pairs else (MASK,)
     surface, seen = set(held), set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
@@ -143,9 +146,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
-        pairs = _flipped_windows(graph, pat, new) - surface
+        pairs = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
-                                              if graph.node(n).rule.pattern not in (MASK, SELECTION)}, 1)[0]
+                                              if graph.node(n).rule.pattern not in searched}, 1)[0]
         if not flips and not pairs and not moved:
             released = _release(graph, sheaf, x, values, surface, pat)
             if not released:
@@ -154,8 +157,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             continue
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
-            if moved or not flips | pairs:
-                return None         # another piece (a clamp, a tangent) cycles: not searched
+            if not flips | pairs:
+                return None         # another piece (a clamp, a tangent; a selection if not held) cycles
             surface |= flips            # the pattern cycles: the flipping coordinates slide
             for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
                 if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
