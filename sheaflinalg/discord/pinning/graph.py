@@ -14,7 +14,7 @@ forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
 held coordinates ``E^T w = y``; a held pair of max-pool entries is the column ``e_i - e_j``).  A nonlinear
 output's node is free: its value minimises the discord as a function of the held values plus the output
-edge (:func:`~sheaflinalg.discord.pinning.schur.held_outputs`, Newton in ``k`` dimensions), no
+edge (:func:`~sheaflinalg.discord.pinning.output_newton.held_outputs`, Newton in ``k`` dimensions), no
 re-linearisation of the sheaf.  As for chains (:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov
 equilibrium is found by frozen-pattern solves with the sliding coordinates held.
 
@@ -30,7 +30,7 @@ from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_re
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
-from .schur import held_outputs
+from .output_newton import held_outputs
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
