@@ -35,8 +35,10 @@ from .spectral import (IllConditionedSpectrumError, SpectralTracker, SpectrumCon
                        spectrum, spectrum_of_system)
 # the paper's tasks and recorded experiments
 from . import tasks
-# parameter sweeps
+# parameter sweeps, and surveys of a data set
 from . import sweep
+from .sweep.survey import survey
+from .sweep.survey_result import SurveyResult
 
 __all__ = [
     "__version__",
@@ -59,5 +61,5 @@ __all__ = [
     "spectrum", "spectrum_of_system", "SpectrumResult", "SpectralTracker", "SpectrumConvergenceError",
     "IllConditionedSpectrumError",
     # experiments and sweeps
-    "tasks", "sweep",
+    "tasks", "sweep", "survey", "SurveyResult",
 ]

@@ -1,4 +1,4 @@
-"""The ``sheaflinalg`` command: ``sheaflinalg verify | heat | train | spectrum | discord | sweep | reproduce | warmup``.
+"""The ``sheaflinalg`` command: ``sheaflinalg verify | heat | train | spectrum | discord | sweep | survey | reproduce | warmup``.
 
 Errors are one line and exit status 2; Ctrl-C stops any command with one line (how to resume, for
 the commands that can) and exit status 130, never a traceback.

@@ -69,11 +69,7 @@ def read_npz(path, what):
     >>> read_npz(path, "test file").float_array("x", (3,)).tolist()
     [0.0, 1.0, 2.0]
     """
-    path = check_path(path, "path")
-    if os.path.isdir(path):
-        raise FileFormatError(f"{path}: is a directory, not a {what}")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"{path}: no such {what}")
+    path = _existing_file(path, what)
     entry = None
     with open(path, "rb") as fp:      # an unreadable file is an OSError (PermissionError, ...), not corrupt
         fp.read(0)
@@ -95,6 +91,16 @@ def read_npz(path, what):
         where = "" if entry is None else f" (entry {entry!r})"
         raise FileFormatError(f"{path}: corrupt or truncated {what}{where}: {type(exc).__name__}: {exc}") from None
     return NpzEntries(path, what, arrays)
+
+
+def _existing_file(path, what):
+    """``path`` checked: a file that exists (a ``what``), not a directory."""
+    path = check_path(path, "path")
+    if os.path.isdir(path):
+        raise FileFormatError(f"{path}: is a directory, not a {what}")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{path}: no such {what}")
+    return path
 
 
 def _check_tiling(path, archive):
@@ -152,28 +158,65 @@ def _read_entry(path, archive, info, key):
     if info.header_offset + info.compress_size > os.path.getsize(path):
         raise FileFormatError(f"{path}: entry {key!r} runs past the end of the file: the file is truncated")
     with archive.open(info) as f:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-        elif version == (2, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-        else:
-            raise FileFormatError(f"{path}: entry {key!r}: unsupported .npy format version {version}")
-        if dtype.hasobject:
-            raise FileFormatError(f"{path}: entry {key!r} holds Python objects that need pickle; refusing to "
-                                  "load it (sheaflinalg files hold plain arrays only)")
-        if dtype.itemsize == 0:
-            raise FileFormatError(f"{path}: entry {key!r} has the zero-size dtype {dtype}")
-        nbytes = math.prod(shape) * dtype.itemsize
-        held = info.file_size - f.tell()
-        if nbytes != held:
-            raise FileFormatError(f"{path}: entry {key!r}: its header declares shape {shape} of {dtype} "
-                                  f"({nbytes} bytes) but the entry holds {held} bytes: the file is corrupt "
-                                  "or crafted")
-        data = f.read(nbytes + 1)     # reading to the end makes zipfile check the CRC
+        return _read_npy_stream(f, info.file_size, path, f"entry {key!r}")
+
+
+def _read_npy_stream(f, size, path, where):
+    """The ``.npy`` array of the open binary stream ``f`` of ``size`` bytes (``where``: "entry 'x'" or "file"):
+    its header checked against the bytes the stream really holds before anything is allocated; no pickle."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise FileFormatError(f"{path}: {where}: unsupported .npy format version {version}")
+    if dtype.hasobject:
+        raise FileFormatError(f"{path}: {where} holds Python objects that need pickle; refusing to "
+                              "load it (sheaflinalg files hold plain arrays only)")
+    if dtype.itemsize == 0:
+        raise FileFormatError(f"{path}: {where} has the zero-size dtype {dtype}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    held = size - f.tell()
+    if nbytes != held:
+        raise FileFormatError(f"{path}: {where}: its header declares shape {shape} of {dtype} "
+                              f"({nbytes} bytes) but it holds {held} bytes: the file is corrupt, truncated "
+                              "or crafted")
+    data = f.read(nbytes + 1)     # reading to the end makes zipfile check the CRC
     if len(data) != nbytes:
-        raise FileFormatError(f"{path}: entry {key!r} is truncated ({len(data)} of {nbytes} bytes)")
+        raise FileFormatError(f"{path}: {where} is truncated ({len(data)} of {nbytes} bytes)")
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+def read_npy(path, what):
+    """The array of the ``.npy`` file ``path`` (a ``what``, e.g. "inputs file"), never unpickled.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no file ``path``.
+    FileFormatError
+        Not a ``.npy`` file, an array of Python objects, or a header that does not match the bytes.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+    >>> np.save(path, np.arange(3.0))
+    >>> read_npy(path, "inputs file").tolist()
+    [0.0, 1.0, 2.0]
+    """
+    path = _existing_file(path, what)
+    size = os.path.getsize(path)
+    check_memory(size, f"{path}: this {what}", "read it on a machine with more memory")
+    with open(path, "rb") as fp:
+        try:
+            return _read_npy_stream(fp, size, path, "file")
+        except FileFormatError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any defect of untrusted bytes is a corrupt file, never a crash
+            raise FileFormatError(f"{path}: corrupt or truncated {what} (not a .npy array written by numpy): "
+                                  f"{type(exc).__name__}: {exc}") from None
 
 
 class NpzEntries:

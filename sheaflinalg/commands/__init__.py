@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "reproduce", "warmup")
+NAMES = ("verify", "heat", "train", "spectrum", "discord", "sweep", "survey", "reproduce", "warmup")
 #: File endings of figures (matplotlib picks the format from the ending).
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 
@@ -123,17 +123,22 @@ def parse_arch(text):
 
 
 def network_from_args(args, graphs=False):
-    """The network of ``--network FILE.npz``, else a He-initialised ``--arch`` network.
+    """The network of ``--network FILE.onnx|FILE.npz``, else a He-initialised ``--arch`` network.
 
     ``--arch`` and ``--output`` describe the random network: with ``--network`` they are refused.
     A graph network file is refused (:class:`~sheaflinalg.network.errors.GraphNetworkError`) unless
-    the command takes graph networks (``graphs``).
+    the command takes graph networks (``graphs``).  The files are read by
+    :func:`~sheaflinalg.commands.user_inputs.load_network`; ``--inputs`` and ``--labels``, when the
+    command has them, are checked first (:func:`~sheaflinalg.commands.user_inputs.check_user_files`).
     """
     from ..network.model import Network, check_network
+    from .user_inputs import check_user_files, load_network
 
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--output": "output"}, "--network (the file fixes the network)")
-        return check_network(Network.load(args.network), f"--network {args.network}", graphs=graphs)
+    check_user_files(args)          # --network, --inputs, --labels: present and of their kind, before any work
+    if args.network:
+        return check_network(load_network(args.network), f"--network {args.network}", graphs=graphs)
     arch = args.arch if args.arch is not None else args.default_arch
     return Network.random(parse_arch(arch), seed=args.seed, output=args.output or "identity")
 
@@ -151,7 +156,9 @@ def add_network_options(parser, default_arch):
     """``--arch``, ``--network`` and ``--output`` (the last one only for the random network)."""
     parser.add_argument("--arch", default=None,
                         help=f"layer widths of a He-initialised network (default: {default_arch})")
-    parser.add_argument("--network", metavar="FILE.npz", help="load this network instead of a random one")
+    parser.add_argument("--network", metavar="FILE.onnx|FILE.npz",
+                        help="load this network instead of a random one: an ONNX model or a network saved by "
+                             "sheaflinalg (Network.save)")
     parser.add_argument("--output", default=None, type=_output_activation,
                         help="output activation of the random network: identity, sigmoid, tanh, softmax "
                              "(default: identity)")

@@ -8,6 +8,7 @@ pinned when there are some) and prints one row per node.
 import numpy as np
 
 from . import FIGURE_SUFFIXES, add_output, number, parse_arch, read_data, refuse_ignored
+from .user_inputs import add_input_options, check_user_files, inputs_from_args, label_targets, load_network
 from ..network.paths import GRAPH, engine
 
 HELP = "pin a network's outputs to the labels and print the per-edge discord at equilibrium"
@@ -16,19 +17,23 @@ TRAINING_DEFAULTS = {"arch": "2,30,1", "method": "sheaf", "steps": 20_000}
 
 
 def add_arguments(parser):
-    parser.add_argument("--network", metavar="FILE.npz",
-                        help="analyse this network (default: train one on --task with --arch)")
+    parser.add_argument("--network", metavar="FILE.onnx|FILE.npz",
+                        help="analyse this network, an ONNX model or a network saved by sheaflinalg (default: "
+                             "train one on --task with --arch)")
     parser.add_argument("--data", metavar="FILE.npz",
                         help="inputs and labels of --network: arrays X_test, Y_test (or X_train, Y_train when there are "
-                             "no test arrays), inputs (n_samples, *input_shape) (needed for a graph network; "
+                             "no test arrays), inputs (n_samples, *input_shape) (a graph network needs this or --inputs; "
                              "default: the test inputs of --task)")
+    add_input_options(parser, labels="the labels of --inputs (.npy, or y.npz[:key], default key 'y'): one "
+                                     "integer class per input, the pinned output (one-hot for several outputs, "
+                                     "the label itself for one)")
     parser.add_argument("--task", default=None, help="paraboloid, saddle, circular or blobs (default paraboloid)")
     parser.add_argument("--arch", default=None, help="widths of the network to train (default 2,30,1)")
     parser.add_argument("--method", default=None, choices=("sheaf", "sgd"), help="how to train it (default sheaf)")
     parser.add_argument("--steps", type=number("--steps", int, minimum=1), default=None,
                         help="training steps / epochs (default 20000)")
     parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
-                        help="test inputs to pin (default 50; with --data the first ones)")
+                        help="test inputs to pin (default 50; with --data or --inputs the first ones)")
     parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=0,
                         help="seed of the data and the network (default 0)")
     add_output(parser, "--plot", "FILE.png", "write the residual figure here (PNG, PDF or SVG)",
@@ -40,22 +45,32 @@ def run(args):
     import sheaflinalg as sl
     from ..network.model import check_network
 
-    if args.data and not args.network:
-        raise ValueError("--data has no effect without --network (a network trained here uses --task); drop it")
+    for option in ("data", "inputs", "labels"):
+        if getattr(args, option) and not args.network:
+            raise ValueError(f"--{option} has no effect without --network (a network trained here uses --task); "
+                             "drop it")
+    if args.inputs and (args.data or not args.labels):
+        raise ValueError("--inputs needs --labels (the outputs are pinned to them) and no --data")
     task = args.task or "paraboloid"
     if args.network:
         refuse_ignored(args, {"--arch": "arch", "--method": "method", "--steps": "steps"},
                        "--network (the file fixes the network; nothing is trained)")
-        net = check_network(sl.Network.load(args.network), f"--network {args.network}", graphs=True)
+        check_user_files(args)
+        net = check_network(load_network(args.network), f"--network {args.network}", graphs=True)
         source = args.network
-        if args.data:
+        if args.inputs:
+            refuse_ignored(args, {"--task": "task"}, "--inputs (the files hold the inputs and labels)")
+            X, y = inputs_from_args(args, net)
+            Y = label_targets(net, y)
+        elif args.data:
             refuse_ignored(args, {"--task": "task"}, "--data (the file holds the inputs and labels)")
             data = read_data(args.data)
             X, Y = (data.X_train, data.Y_train) if data.X_test is None else (data.X_test, data.Y_test)
             X, Y = X[:args.samples], Y[:args.samples]
         elif engine(net) == GRAPH:
             raise ValueError(f"--network {args.network} is a graph network (input shape {net.input_shape}): give "
-                             "its inputs and labels with --data FILE.npz (arrays 'X' and 'Y'); the tasks are 2-D")
+                             "its inputs and labels with --data FILE.npz or --inputs X.npy --labels y.npy; the "
+                             "tasks are 2-D")
         else:
             data = sl.tasks.make(task, n_train=10, n_test=args.samples, seed=args.seed)
             if data.X_test.shape[1] != net.dims[0]:
@@ -75,7 +90,7 @@ def run(args):
         source = f"{method}-trained {dims} on {task} ({steps} steps)"
         X, Y = data.X_test, data.Y_test
     pd = sl.discord.pinned(net, X, Y)
-    print(f"pinned discord of {source}, {len(X)} {'inputs' if args.data else 'test inputs'}, output pinned to "
+    print(f"pinned discord of {source}, {len(X)} {'inputs' if args.data or args.inputs else 'test inputs'}, output pinned to "
           "the labels")
     print(pd.table())
     if args.plot:

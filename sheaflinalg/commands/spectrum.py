@@ -3,6 +3,7 @@
 import numpy as np
 
 from . import FIGURE_SUFFIXES, add_network_options, add_output, network_from_args, number
+from .user_inputs import add_input_options, inputs_from_args
 from ..network.paths import GRAPH, engine
 
 HELP = "spectral diagnostics of L[Omega,Omega]: lambda_1, lambda_max, condition number, eigenvector energy"
@@ -12,9 +13,11 @@ def add_arguments(parser):
     add_network_options(parser, "2,30,1")
     parser.add_argument("--seed", type=number("--seed", int, minimum=0), default=42,
                         help="seed of the network and of the inputs (default: 42, as in appendix E.3)")
-    parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=50,
+    parser.add_argument("--samples", type=number("--samples", int, minimum=1), default=None,
                         help="number of inputs: the first paraboloid training inputs for 2 input "
-                             "features, else uniform on [-2,2]^n0 (default: 50)")
+                             "features, else uniform on [-2,2]^n0 (default: 50); with --inputs the first "
+                             "ones (default: all)")
+    add_input_options(parser)
     parser.add_argument("--system", default="reduced", choices=("reduced", "free"),
                         help="reduced Laplacian of appendix A, or the unreduced L[Omega,Omega] (default: reduced)")
     parser.add_argument("-k", type=number("-k", int, minimum=1), default=1, help="smallest and largest eigenpairs per input (default: 1)")
@@ -45,7 +48,7 @@ def run(args):
     from ..spectral.drivers import DENSE_MAX
 
     net = network_from_args(args, graphs=True)
-    X = inputs(net.n_inputs, args.samples, args.seed)
+    X = inputs_from_args(args, net)[0] if args.inputs else inputs(net.n_inputs, args.samples or 50, args.seed)
     N = Layout.for_network(net, reduced=args.system == "reduced").n_free
     full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX
     res = sl.spectrum(net, X, k=args.k, system=args.system, method=args.method, tol=args.tol,

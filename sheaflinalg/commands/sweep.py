@@ -11,11 +11,7 @@ def add_arguments(parser):
     sub.required = True
     p = sub.add_parser("run", help="run every run of SPEC not yet done in --db")
     p.add_argument("spec", metavar="SPEC.toml")
-    p.add_argument("--db", required=True, metavar="FILE.db", help="SQLite store (created when missing)")
-    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler instead")
-    p.add_argument("--retry-failed", action="store_true", help="run again the runs that failed")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_run_options(p, "runs")
     p = sub.add_parser("status", help="planned / done / failed / remaining runs per sweep")
     p.add_argument("db", metavar="FILE.db")
     p = sub.add_parser("export", help="one CSV row per run: parameters, metrics, status")
@@ -28,6 +24,23 @@ def add_arguments(parser):
     p.add_argument("--hue", help="parameter that separates the lines")
     p.add_argument("--mark", type=float, help="dashed vertical line at this x")
     p.add_argument("--out", default="sweep.png", metavar="FILE.png", help="figure file (default sweep.png)")
+
+
+def add_run_options(p, what):
+    """``--db``, ``--jobs``, ``--scheduler``, ``--retry-failed`` and ``--no-progress`` of a ``run`` that computes
+    ``what`` (``"runs"``, ``"inputs"``) into a sweep store (``sweep run``, ``survey run``)."""
+    p.add_argument("--db", required=True, metavar="FILE.db", help="SQLite store (created when missing)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: every core)")
+    p.add_argument("--scheduler", metavar="ADDRESS", help="run on this Dask scheduler instead")
+    p.add_argument("--retry-failed", action="store_true", help=f"run again the {what} that failed")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def counts_line(counts, what):
+    """The line that reports a run's counts (:func:`sheaflinalg.sweep.run`'s) of ``what`` (``"runs"``)."""
+    elsewhere = f", {counts['elsewhere']} being run by another driver" if counts["elsewhere"] else ""
+    return (f"{counts['planned']} {what} planned: {counts['done']} done now, {counts['failed']} failed now, "
+            f"{counts['skipped']} kept from before{elsewhere}")
 
 
 def run(args):
@@ -71,7 +84,5 @@ def _run(sweep, args):
         print(f"\nsheaflinalg sweep: interrupted; the finished runs are stored in {args.db}: run the same "
               "command again to resume", file=sys.stderr)
         return 130
-    elsewhere = f", {counts['elsewhere']} being run by another driver" if counts["elsewhere"] else ""
-    print(f"{counts['planned']} runs planned: {counts['done']} done now, {counts['failed']} failed now, "
-          f"{counts['skipped']} kept from before{elsewhere}")
+    print(counts_line(counts, "runs"))
     return 0 if counts["failed"] == 0 else 1

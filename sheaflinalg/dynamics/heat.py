@@ -23,6 +23,7 @@ from .implicit.run import run_graph_implicit
 from .implicit.settings import DEFAULTS as IMPLICIT_DEFAULTS
 from .implicit.settings import ImplicitSettings
 from ..network.paths import GRAPH, engine, require_chain
+from ..sheaf.skip_edges.encoding import is_split
 
 #: The options of each method beyond those every method uses.
 METHODS = {"euler": tuple(EULER_DEFAULTS), "exact": tuple(EXACT_DEFAULTS), "implicit": tuple(IMPLICIT_DEFAULTS)}
@@ -37,7 +38,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
          sliding_min_flips=_E["sliding_min_flips"], check_stability=_E["check_stability"],
          adaptive=_E["adaptive"], progress=True,
          threads=None, method="euler", t_max=_X["t_max"], max_events=_X["max_events"], cg_tol=_I["cg_tol"],
-         cg_max_iter=_I["cg_max_iter"]):
+         cg_max_iter=_I["cg_max_iter"], skip_encoding="sum"):
     """Run the restricted sheaf heat equation by forward Euler (implicitly, or exactly) until it settles.
 
     Options shown as ``<default ...>`` belong to one method; giving one to the other method
@@ -136,6 +137,12 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     cg_max_iter : int
         Implicit: conjugate-gradient iterations per step at most (default 200; a truncated solve is
         still a descent direction).
+    skip_encoding : {"sum", "edges"}
+        ``"edges"``: the paper's encoding of skip connections (one edge per parent of an ``add`` or
+        ``concat`` node, :mod:`sheaflinalg.sheaf.skip_edges.encoding`), ``method="euler"``: the flow
+        settles at the least-squares state of the tall system (for the pattern it reaches), not at the
+        forward pass.  The records' edge blocks are then that layout's.  ``method="implicit"`` takes
+        ``"sum"`` only on a network with additions or concatenations.
 
     Returns
     -------
@@ -171,7 +178,10 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
     if method == "implicit":
         require_graph(net)
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
-    shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress)
+    shared = _problem.SharedSettings.validated(alpha, tol, init, seed, threads, progress, skip_encoding)
+    if method == "implicit" and shared.skip_encoding == "edges" and any(is_split(n, "edges") for n in net.graph.nodes):
+        raise ValueError("heat(method='implicit') takes skip_encoding='sum' only on a network with add or concat "
+                         "nodes (its Laplacian solves are the default encoding's); use method='euler'")
     reduced = _problem.check_reduced(net, reduced, pins, soft_pins)
     if method == "exact":
         settings, run = ExactSettings.validated(net, **own), run_exact

@@ -16,6 +16,7 @@ from ..sheaf.pins import specs as _pins
 from ..network.graph.forward import evaluate
 from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm, unbounded_nodes
 from ..sheaf.layout import Layout
+from ..sheaf.skip_edges.encoding import check_skip_encoding
 from ..sheaf.state import initial_state
 from ..network.paths import GRAPH, engine
 
@@ -29,7 +30,7 @@ def spectral_norm(W):
     return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
 
 
-def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None):
+def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding="sum"):
     """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
 
     ``delta_Omega = I - N`` where ``N`` holds one block per block row and per
@@ -49,7 +50,8 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None):
     norm of every restriction map over every pattern
     (:func:`sheaflinalg.sheaf.matrix_free.bound.graph_lambda_max_bound`).  A product of two values
     (``mul``, ``matmul``) has no bound over every state: it is read at ``state`` (``{node: rows}``,
-    the input ``x`` included), and without one the bound is ``inf``.
+    the input ``x`` included), and without one the bound is ``inf``.  Under ``skip_encoding="edges"``
+    an ``add`` or ``concat`` node has one block row per parent (a chain has none: the same bound).
 
     Examples
     --------
@@ -61,7 +63,7 @@ def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None):
     check_network(net, graphs=True)
     gamma_max, reluctance = check_tol(gamma_max, "gamma_max"), check_tol(reluctance, "reluctance")  # finite, >= 0
     if engine(net) == GRAPH:
-        return graph_lambda_max_bound(net.graph, gamma_max, reluctance, state)
+        return graph_lambda_max_bound(net.graph, gamma_max, reluctance, state, check_skip_encoding(skip_encoding))
     m = 1.0
     for W in net.weights[1:]:
         m = max(m, spectral_norm(W))
@@ -78,13 +80,14 @@ class SharedSettings:
     seed: object
     threads: int
     progress: bool
+    skip_encoding: str = "sum"
 
     @classmethod
-    def validated(cls, alpha, tol, init, seed, threads, progress):
+    def validated(cls, alpha, tol, init, seed, threads, progress, skip_encoding="sum"):
         check_seed(seed)
         return cls(alpha=check_positive(alpha, "alpha"), tol=check_tol(tol, "tol"), init=init, seed=seed,
                    threads=resolve_threads(check_optional_int(threads, "threads")),
-                   progress=check_bool(progress, "progress"))
+                   progress=check_bool(progress, "progress"), skip_encoding=check_skip_encoding(skip_encoding))
 
 
 @dataclass
@@ -139,7 +142,9 @@ def check_reduced(net, reduced, pins, soft_pins):
 
 def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     """The :class:`HeatProblem` of validated ``settings`` (``X`` as returned by ``as_samples``)."""
-    resolved = _pins.resolve_pins(net, X, Layout.for_network(net, reduced=reduced), pins, soft_pins, reluctance)
+    edges = settings.skip_encoding == "edges" and engine(net) == GRAPH
+    layout = Layout.from_graph(net.graph, reduced, "edges") if edges else Layout.for_network(net, reduced=reduced)
+    resolved = _pins.resolve_pins(net, X, layout, pins, soft_pins, reluctance)
     lay, hard, soft, lam, anchor = resolved.layout, resolved.hard, resolved.soft, resolved.lam, resolved.anchor
     net.forward(X)          # refuses a network whose forward pass overflows, naming the node (a chain: the layer)
     # Copy: for one free row or one sample the columns view can alias the caller's init array.
@@ -147,7 +152,7 @@ def prepare(net, X, settings, pins, soft_pins, reluctance, reduced):
     S0[hard.index] = hard.values.T
     unbounded = tuple(unbounded_nodes(net.graph)) if engine(net) == GRAPH else ()
     state = start_states(net, X, lay, S0) if unbounded else None
-    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam, state)
+    bound = lambda_max_bound(net, soft.gamma.max() if soft.size else 0.0, lam, state, settings.skip_encoding)
     if not np.isfinite(bound):
         raise ValueError(f"the weights are too large: the bound on lambda_max(L[Omega,Omega]) overflows "
                          f"({bound}); no dt is stable")

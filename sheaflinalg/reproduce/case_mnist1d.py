@@ -15,13 +15,21 @@ from ..network.ops import MASK
 from . import mnist1d_cnn
 from .case_analysis import feature_maps
 from .case_report import (DATA_SEED, SHARE_HEADER, Settings, common_outputs, node_rows, notes, profile_figure, study,
-                          summary_rows)
+                          summary_rows, trained_case)
 from .output import table_texts
 
-__all__ = ["DATA_SEED", "SETTINGS", "case_mnist1d"]
+__all__ = ["DATA_SEED", "SETTINGS", "case_mnist1d", "case_network"]
 
 SETTINGS = {False: Settings(5000, mnist1d_cnn.Protocol(epochs=100), 20, 20, 100, 24),
             True: Settings(500, mnist1d_cnn.Protocol(epochs=10), 2, 1, 3, 3)}
+
+
+def case_network(root, quick=False, progress=False):
+    """``(network, data)``: the case study's trained CNN, kept at ``root/networks/`` (where ``sheaflinalg
+    reproduce case_mnist1d --out ROOT`` keeps it) or trained there now, and its MNIST-1D data set."""
+    net, _, data = trained_case(root, SETTINGS[quick], f"mnist1d_cnn_{'quick' if quick else 'full'}",
+                                mnist1d_cnn.build, progress)
+    return net, data
 
 
 def dead_channels(net, X):

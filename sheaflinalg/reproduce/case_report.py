@@ -65,14 +65,21 @@ class Study:
     data: object            # the MNIST-1D data set
 
 
+def trained_case(root, s, name, build, progress=False):
+    """``(network, record, data)``: the MNIST-1D data set of the settings ``s`` and the model ``build`` trained on
+    it, or the network kept at ``root/networks/<name>.npz`` when it was trained the same way."""
+    data = tasks.mnist1d(seed=DATA_SEED, n_samples=s.n_samples)
+    check_directory(os.path.join(root, "networks"), "out")
+    net, record = backprop.trained(os.path.join(root, "networks", f"{name}.npz"), data, build, s.protocol,
+                                   {"seed": DATA_SEED, "n_samples": s.n_samples}, name, progress)
+    return net, record, data
+
+
 def study(outputs, s, name, build, groups, progress=False):
     """Data, training (or the kept network ``networks/<name>.npz``), certificate and analysis: the :class:`Study`
     of the settings ``s``; ``build`` makes the untrained model, ``groups`` groups node values (:func:`analyse`)."""
-    data = tasks.mnist1d(seed=DATA_SEED, n_samples=s.n_samples)
-    check_directory(outputs.path("networks"), "out")
+    net, record, data = trained_case(outputs.root, s, name, build, progress)
     rel = os.path.join("networks", f"{name}.npz")
-    net, record = backprop.trained(outputs.path(rel), data, build, s.protocol,
-                                   {"seed": DATA_SEED, "n_samples": s.n_samples}, name, progress)
     labels = data.Y_test.argmax(axis=1)
     predicted = backprop.predictions(net, data.X_test)
     report = verify(net, data.X_test[:s.n_verify])

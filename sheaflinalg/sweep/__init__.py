@@ -12,10 +12,8 @@ import json
 import os
 
 from .._common.atomic import write_text
-from .._common.progress import progress_bar
-from .._common.threads import pool_workers
 from .._common.validation import check_path
-from . import execute
+from .drive import drive
 from .spec import Spec, SpecError, load as load_spec
 from .store import Store, StoreError
 
@@ -62,59 +60,7 @@ def run(spec, db, jobs=None, client=None, scheduler=None, retry_failed=False, pr
     [True, True]
     """
     spec = spec if isinstance(spec, Spec) else load_spec(spec)
-    check_path(db, "db")
-    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
-        raise ValueError(f"jobs must be a positive integer, got {jobs!r}")
-    if client is not None and not callable(getattr(client, "submit", None)):
-        raise TypeError(f"client must be a dask.distributed.Client, got {type(client).__name__}")
-    if not isinstance(retry_failed, bool):
-        raise TypeError(f"retry_failed must be True or False, got {type(retry_failed).__name__}")
-    own_client = scheduler is not None and client is None
-    if own_client:              # before the store: a bad address writes nothing
-        client = execute.connect(scheduler)
-    try:
-        return _run(spec, db, jobs, client, retry_failed, progress)
-    finally:
-        if own_client:
-            client.close()
-
-
-def _run(spec, db, jobs, client, retry_failed, progress):
-    """The body of :func:`run`: register, claim and compute the pending runs, write each outcome."""
-    store = Store(db)
-    try:
-        store.register(spec)
-        ids = spec.run_ids()
-        keep = store.finished_ids(ids, ("done",) if retry_failed else ("done", "failed"))
-        pending = [(i, p) for i, (rid, p) in enumerate(zip(ids, spec.runs)) if rid not in keep]
-        counts = {"planned": len(ids), "done": 0, "failed": 0, "skipped": len(ids) - len(pending), "elsewhere": 0}
-        claimed = _claimed(store, ids, pending, retry_failed, counts)
-        workers = pool_workers(jobs, len(pending))
-        if client is not None:
-            outcomes = execute.dask(spec.function, claimed, spec.labels, client, tick=store.beat)
-        elif workers <= 1:
-            outcomes = execute.serial(spec.function, claimed, spec.labels)
-        else:
-            outcomes = execute.pool(spec.function, claimed, spec.labels, workers, tick=store.beat)
-        with progress_bar(len(pending), progress and len(pending) > 1, f"sweep {spec.name}", unit="run") as bar:
-            for i, outcome in outcomes:
-                store.write(spec, ids[i], spec.runs[i], outcome)
-                counts[outcome["status"]] += 1
-                bar.update(1)
-                bar.set_postfix(done=counts["done"], failed=counts["failed"], refresh=False)
-        return counts
-    finally:
-        store.close()           # releases the claims of runs not finished (Ctrl-C): they stay pending
-
-
-def _claimed(store, ids, pending, retry_failed, counts):
-    """The pending runs this driver claims, one at a time as the executor asks for them."""
-    for i, params in pending:
-        state = store.claim(ids[i], retry_failed)
-        if state == "claimed":
-            yield i, params
-        else:
-            counts["skipped" if state == "finished" else "elsewhere"] += 1
+    return drive(spec, db, jobs, client, scheduler, retry_failed, progress)
 
 
 def load(db, sweep=None, records=False):

@@ -112,14 +112,18 @@ def parameters(function):
     return {**spec["setup"], **spec["keywords"]}
 
 
-def run(function, params):
+def run(function, params, context=None):
     """Run one parameter set; returns ``(metrics dict, artifacts dict of arrays)``.
 
     Runs with one kernel thread and one BLAS thread, so the numbers do not depend on where it runs.
+    ``context`` (optional): an object whose ``run(params)`` computes the run instead of ``function``'s
+    call (a survey's network and inputs, :class:`sheaflinalg.sweep.survey.SurveyTask`).
     """
     with num_threads(1), blas_limit(1):
         start = time.perf_counter()
-        if function in ("train", "sgd"):
+        if context is not None:
+            metrics, arrays = context.run(params)
+        elif function in ("train", "sgd"):
             metrics, arrays = _training(function, params)
         else:
             metrics, arrays = _inputs(function, params)

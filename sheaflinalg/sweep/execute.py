@@ -19,12 +19,12 @@ CONNECT_S = 5
 TICK_S = 10.0       # while waiting for results, the driver calls ``tick`` (its heartbeat) this often
 
 
-def execute_one(function, params, labels=()):
-    """Run one parameter set (``labels`` are recorded, not passed); returns its outcome (never raises
-    for a failed run, except Ctrl-C)."""
+def execute_one(function, params, labels=(), context=None):
+    """Run one parameter set (``labels`` are recorded, not passed; ``context``: see :func:`calls.run`);
+    returns its outcome (never raises for a failed run, except Ctrl-C)."""
     started = time.time()
     try:
-        metrics, arrays = calls.run(function, {k: v for k, v in params.items() if k not in labels})
+        metrics, arrays = calls.run(function, {k: v for k, v in params.items() if k not in labels}, context)
         status, error = "done", None
     except Exception as exc:  # a failed run is a result, recorded with its error
         metrics, arrays, status = {}, {}, "failed"
@@ -34,27 +34,27 @@ def execute_one(function, params, labels=()):
             "started": started, "finished": finished, "seconds": finished - started}
 
 
-def serial(function, runs, labels, tick=None):
+def serial(function, runs, labels, tick=None, context=None):
     """Outcomes ``(index, outcome)`` of the runs ``[(index, params)]`` (any iterable), one after another
-    (``tick``: unused here, the runs run in the caller's thread)."""
+    (``tick``: unused here, the runs run in the caller's thread; ``context``: see :func:`calls.run`)."""
     for i, params in runs:
-        yield i, execute_one(function, params, labels)
+        yield i, execute_one(function, params, labels, context)
 
 
-def pool(function, runs, labels, jobs, tick=None):
+def pool(function, runs, labels, jobs, tick=None, context=None):
     """The same in ``jobs`` worker processes, at most ``jobs`` runs in flight; outcomes in completion order.
     ``tick()`` is called every :data:`TICK_S` seconds while waiting."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     with process_pool(jobs) as ex:
-        yield from _stream(lambda params: ex.submit(execute_one, function, params, labels),
+        yield from _stream(lambda params: ex.submit(execute_one, function, params, labels, context),
                            lambda fs: wait(fs, timeout=TICK_S, return_when=FIRST_COMPLETED).done,
                            lambda fs: [f.cancel() for f in fs], runs, jobs, tick)
 
 
-def dask(function, runs, labels, client, tick=None):
+def dask(function, runs, labels, client, tick=None, context=None):
     """The same on a Dask cluster (``client``: a ``dask.distributed.Client``), two runs in flight per
-    worker thread."""
+    worker thread; a ``context`` is sent to every worker once (``Client.scatter``), not with each run."""
     from dask.distributed import wait
 
     def wait_any(fs):
@@ -64,7 +64,9 @@ def dask(function, runs, labels, client, tick=None):
             return set()
 
     limit = max(1, 2 * sum(client.nthreads().values()))
-    yield from _stream(lambda params: client.submit(execute_one, function, params, labels, pure=False),
+    if context is not None:
+        context = client.scatter(context, broadcast=True)
+    yield from _stream(lambda params: client.submit(execute_one, function, params, labels, context, pure=False),
                        wait_any, client.cancel, runs, limit, tick)
 
 

@@ -263,8 +263,8 @@ class Store:
                                     or sorted(json.loads(old[2])) != sorted(ids)):
                 raise StoreError(
                     f"{self.path}: a sweep named {spec.name!r} with another specification ({len(json.loads(old[2]))} "
-                    f"runs of {old[0]}) is stored here; give this one its own name (name = \"...\" in [sweep]) "
-                    "or another --db")
+                    f"runs of {old[0]}) is stored here; give this one its own name (name = \"...\" in [sweep]; a "
+                    "survey's --name) or another --db")
             have = self._columns()
             for axis in spec.axes:
                 col = f"p_{axis}"

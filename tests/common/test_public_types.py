@@ -67,6 +67,7 @@ CASES = {
     "sl.discord.attention_blocks": (lambda bad: sl.discord.attention_blocks(bad), "graph network"),
     "sl.discord.pinned": (lambda bad: sl.discord.pinned(bad, X, Y), NETWORK),
     "sl.discord.residuals": (lambda bad: sl.discord.residuals(bad, X, np.zeros((3, 10))), NETWORK),
+    "sl.survey": (lambda bad: sl.survey(bad, X, [0, 0, 0], store="unused.db", progress=False), NETWORK),
     "sl.sweep.run": (lambda bad: sl.sweep.run(bad, "unused.db", progress=False), "specification"),
     "sl.sweep.load": (lambda bad: sl.sweep.load(bad), "file name"),
     "sl.sweep.status": (lambda bad: sl.sweep.status(bad), "file name"),

@@ -27,5 +27,5 @@ PUBLIC = dict(item for module, label in ((sl, "sl"), (sl.discord, "sl.discord"),
 RESULTS = {"sl.Block", "sl.FlowResult", "sl.HarmonicExtension", "sl.VerificationReport", "sl.HeatResult", "sl.HeatHistory",
            "sl.Completion", "sl.ExactHeatResult", "sl.ImplicitHeatResult", "sl.ConvergenceStudy", "sl.TrainResult", "sl.History",
            "sl.TrainingInfo", "sl.SpectrumResult", "sl.discord.EdgeResiduals", "sl.discord.NodeResiduals",
-           "sl.discord.PinnedDiscord", "sl.discord.AttentionBlock", "sl.discord.HeadDiscord", "sl.sweep.Spec", "sl.tasks.Dataset", "sl.tasks.Experiment",
+           "sl.discord.PinnedDiscord", "sl.discord.AttentionBlock", "sl.discord.HeadDiscord", "sl.sweep.Spec", "sl.SurveyResult", "sl.tasks.Dataset", "sl.tasks.Experiment",
            "sl.tasks.SweepRecord"}

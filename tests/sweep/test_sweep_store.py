@@ -163,9 +163,9 @@ def test_a_file_in_the_place_of_the_artifacts_directory_is_refused_before_any_ru
 def test_workers_are_never_more_than_runs_or_cores(tmp_path, monkeypatch):
     seen = []
 
-    def fake_pool(function, runs, labels, jobs, tick=None):
+    def fake_pool(function, runs, labels, jobs, tick=None, context=None):
         seen.append(jobs)
-        return execute.serial(function, runs, labels)
+        return execute.serial(function, runs, labels, context=context)
 
     monkeypatch.setattr(execute, "pool", fake_pool)
     monkeypatch.setattr(threads, "available_cores", lambda: 3)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..._common.validation import as_float64, as_samples
+from ..._common.validation import as_float64, as_samples, check_bool
 from ...network.model import check_network
 from ...sheaf.pins.completion import complete
 from ..edge_residuals import EdgeResiduals, residuals
@@ -166,7 +166,7 @@ def _targets(net, Y, M):
     return Y
 
 
-def pinned(net, X, Y, max_iter=100, backend="auto"):
+def pinned(net, X, Y, max_iter=100, backend="auto", progress=True):
     """Pin the output stalk to the labels ``Y`` and find the heat equation's equilibrium.
 
     Parameters
@@ -179,6 +179,9 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
         Largest number of pattern updates (see :func:`sheaflinalg.complete`).
     backend : {"auto", "cholmod", "superlu"}
         Sparse Cholesky backend.
+    progress : bool
+        Show a bar of the conjugate gradients that a graph network with many outputs is solved by
+        (:mod:`~sheaflinalg.discord.pinning.schur`).
 
     Returns
     -------
@@ -201,8 +204,9 @@ def pinned(net, X, Y, max_iter=100, backend="auto"):
     check_network(net, graphs=True)
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     Y = _targets(net, Y, X.shape[0])
-    equilibrium = pinned_equilibrium if engine(net) == GRAPH else _chain_equilibrium
-    state, layout, settled, sliding, damped = equilibrium(net, X, Y, max_iter, backend)
+    progress = check_bool(progress, "progress")
+    state, layout, settled, sliding, damped = pinned_equilibrium(net, X, Y, max_iter, backend, progress) \
+        if engine(net) == GRAPH else _chain_equilibrium(net, X, Y, max_iter, backend)
     res = residuals(net, X, state, layout)
     return PinnedDiscord(state=state, layout=layout, by_edge=res.by_edge(), edge_names=res.edge_names,
                          residuals=res, settled=settled, sliding=sliding, damped=damped,

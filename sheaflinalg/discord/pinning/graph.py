@@ -30,25 +30,30 @@ from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_re
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
+from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
 from .output_newton import held_outputs
+from .schur import recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
 
 
-def pinned_equilibrium(net, X, Y, max_iter, backend):
+def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     """``(state, layout, settled, sliding, damped)`` of the output pinned to ``Y`` (validated, flat ``X`` and
     ``Y``).
 
     ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0 (the parents of
     ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface) and the ``(node, i, j)``
     entries of max-pool windows held equal; ``damped[s]`` counts the Gauss-Newton steps of sample ``s`` that
-    were shortened (smooth nodes).  ``backend`` is unused (nothing is factored).
+    were shortened (smooth nodes).  ``backend`` is unused (nothing is factored).  The solves are refused
+    before any work when their memory estimate exceeds the memory available; ``progress`` shows the
+    conjugate gradients of many outputs (:mod:`~sheaflinalg.discord.pinning.schur`).
     """
     graph = net.graph
     sheaf = GraphSheaf(graph)
     search = None
-    solver = _MatrixFree(graph, sheaf.maps, net.output)
+    solver = _MatrixFree(graph, sheaf.maps, net.output, progress)
+    solver.check_memory(X.shape[0])
     if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
         search = LineSearch(sheaf, solver.layout, X.shape[0])
     state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
@@ -119,19 +124,53 @@ class LineSearch:
 
 
 class _MatrixFree:
-    """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation."""
+    """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation:
+    ``G`` by substitutions when it is small, else (an identity output, no pair held equal) conjugate gradients
+    on the ``k x k`` system (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the
+    sample's previous solve)."""
 
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
+    #: Most held coordinates solved through ``G`` (more: conjugate gradients, a few dozen products).
+    DIRECT_K = 32
+    #: Most bytes of one sample's ``G`` and its substitutions (more: conjugate gradients).
+    DIRECT_BYTES = 256 * 2**20
+    #: Most search directions a sample keeps to precondition its next solve.
+    RECYCLE = 512
     #: Pairs of max-pool entries held equal are columns ``e_i - e_j`` (the Filippov search may hold them).
     holds_pairs = True
 
-    def __init__(self, graph, maps, phi="identity"):
-        self.graph, self.maps, self.phi = graph, maps, phi
+    def __init__(self, graph, maps, phi="identity", progress=False):
+        self.graph, self.maps, self.phi, self.progress = graph, maps, phi, progress
         self.layout = Layout.from_graph(graph, reduced=phi == "identity")
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
         self.n_free = Layout.from_graph(graph, reduced=True).n_free
+        self._last = {}                 # (sample's bytes, k) -> its last lam: the next solve's start
+        self.steps = 0                  # products with the k x k system (conjugate gradients)
+
+    def direct(self, k, pairs=False):
+        """Whether ``k`` held coordinates are solved through ``G`` (few and ``G`` small; always for a nonlinear
+        output or pairs held equal)."""
+        small = k <= self.DIRECT_K and k * self.n_free * FLOAT * 3 <= self.DIRECT_BYTES
+        return small or pairs or self.phi != "identity"
+
+    def memory(self, M, k):
+        """Estimated peak bytes of the solves of ``M`` samples with ``k`` held coordinates: the state and the
+        forward values, and ``G``'s block with its substitutions (direct) or the iteration's vectors."""
+        n = self.n_free * FLOAT
+        if not self.direct(k):
+            return 8 * M * n + 2 * M * self.RECYCLE * k * FLOAT
+        return 2 * M * n + 3 * n * k * min(M, max(1, self.BLOCK // k))
+
+    def check_memory(self, M, available=None):
+        """Refuse (:class:`~sheaflinalg._common.memory.InsufficientMemoryError`) before any work when
+        :meth:`memory` of the outputs exceeds the memory available."""
+        k = self.output.size
+        n_bytes = self.memory(M, k)
+        if n_bytes >= BATCH_FLOOR:
+            check_memory(n_bytes, f"the pinned discord of {M} sample(s) ({k} outputs, {self.n_free} "
+                         f"coordinates each)", "pass fewer samples at a time (samples are independent)", available)
 
     def __call__(self, X, Y, pattern, surface=(), values=None):
         """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` (a nonlinear output:
@@ -139,12 +178,32 @@ class _MatrixFree:
         (one sample when ``surface`` is given); ``values``: the nodes' values under ``pattern`` when the caller
         has them."""
         index, minus = self._columns(surface)
-        k = index.size
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
+        if self.direct(index.size, bool(np.any(minus >= 0))):
+            self._direct(w, targets, Y, pattern, index, minus)
+        else:
+            self._conjugate_gradients(X, w, targets, pattern, index)
+        w[:, index[minus < 0]] = targets[:, minus < 0]
+        w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
+        return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
+
+    def _columns(self, surface):
+        """``(index, minus)``: per held coordinate its position in the free cochain and, for a pair held equal,
+        the other's (``-1`` otherwise); the output's first."""
+        start = [self.layout.free(held[0]).start for held in surface]
+        index = np.concatenate([self.output, [s + held[1] for s, held in zip(start, surface)]]).astype(np.int64)
+        minus = np.concatenate([np.full(self.output.size, -1), [s + held[2] if len(held) == 3 else -1
+                                                                for s, held in zip(start, surface)]])
+        return index, minus.astype(np.int64)
+
+    def _direct(self, w, targets, Y, pattern, index, minus):
+        """``w += G lam`` with the columns of ``G`` substituted, blocks of samples at a time (``targets`` of a
+        nonlinear output: replaced by the held outputs' minimiser)."""
+        k = index.size
         step = max(1, self.BLOCK // k)
-        for lo in range(0, X.shape[0], step):
+        for lo in range(0, w.shape[0], step):
             rows = slice(lo, lo + step)
             b = w[rows].shape[0]
             # column i of sample m is row m * k + i, under sample m's pattern
@@ -160,18 +219,29 @@ class _MatrixFree:
                 targets[rows] = held_outputs(self.phi, A, t0, Y[rows])[0]
             lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
-        w[:, index[minus < 0]] = targets[:, minus < 0]
-        w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
-        return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
-    def _columns(self, surface):
-        """``(index, minus)``: per held coordinate its position in the free cochain and, for a pair held equal,
-        the other's (``-1`` otherwise); the output's first."""
-        start = [self.layout.free(held[0]).start for held in surface]
-        index = np.concatenate([self.output, [s + held[1] for s, held in zip(start, surface)]]).astype(np.int64)
-        minus = np.concatenate([np.full(self.output.size, -1), [s + held[2] if len(held) == 3 else -1
-                                                                for s, held in zip(start, surface)]])
-        return index, minus.astype(np.int64)
+    def _conjugate_gradients(self, X, w, targets, pattern, index):
+        """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
+        before starts from its last ``lam``, preconditioned by its last :data:`RECYCLE` search directions
+        (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little)."""
+        keys = [(hash(x.tobytes()), index.size) for x in X]
+        last = [self._last.get(key) for key in keys]
+        start, precondition = None, None
+        if all(entry is not None for entry in last):
+            start = np.stack([entry[0] for entry in last])
+            m = max(entry[1].shape[0] for entry in last)
+            Z, SZ = (np.stack([np.pad(entry[j], ((0, m - entry[j].shape[0]), (0, 0))) for entry in last])
+                     for j in (1, 2))
+            precondition = recycled(Z, SZ)
+        op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
+        lam, shift, steps, directions = schur_cg(op, index, targets - w[:, index], start=start,
+                                                 progress=self.progress, precondition=precondition)
+        self.steps += steps
+        for i, key in enumerate(keys):
+            old = (np.empty((0, index.size)),) * 2 if last[i] is None else last[i][1:]
+            new = (np.empty((0, index.size)),) * 2 if directions is None else (d[i] for d in directions)
+            self._last[key] = (lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
+        w += shift
 
 
 def _held(v, index, minus):

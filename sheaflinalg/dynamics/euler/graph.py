@@ -42,7 +42,8 @@ class _Setup:
     """What every sample block shares: the sheaf, the layout's slices, the pins' columns, the step."""
 
     sheaf: GraphSheaf
-    slices: list           # (node name, free slice, edge slice)
+    slices: list           # (node name, free slice)
+    edges: list            # (residual key, edge slice) of every edge but the output edge
     out: tuple             # (yhat slice, output node slice) or None (reduced)
     output: str
     adjoint: bool
@@ -72,15 +73,15 @@ class StateBlock:
     def forces(self, edges=True):
         """``(F, E, pattern)`` of the current state, the pattern read off it (``E`` None unless ``edges``)."""
         st, S = self.setup, self.S
-        values = {name: S[:, free] for name, free, _ in st.slices}
+        values = {name: S[:, free] for name, free in st.slices}
         res = st.sheaf.residuals(self.X, values)
         force = st.sheaf.force(res)
         F = np.empty_like(S)
         E = np.empty((S.shape[0], st.edge_blocks[-1].stop)) if edges else None
-        for name, free, edge in st.slices:
+        for name, free in st.slices:
             F[:, free] = force[name]
-            if edges:
-                E[:, edge] = res.edges[name]
+        for key, edge in st.edges if edges else ():
+            E[:, edge] = res.edges[key]
         if st.out is not None:
             yhat, z = st.out
             e_y = output_residual(st.output, S[:, z], S[:, yhat])
@@ -152,11 +153,12 @@ class StateBlock:
 
 def graph_setup(problem, settings):
     lay, graph = problem.layout, problem.net.graph
-    slices = [(n.name, lay.free(n.name), lay.edge(f"e_{n.name}")) for n in graph.nodes]
+    slices = [(n.name, lay.free(n.name)) for n in graph.nodes]
+    edges = [(b.name[2:], lay.edge(b.name)) for b in lay.edge_blocks if b.name != "e_y"]
     out = None if lay.reduced else (lay.free("yhat"), lay.free(graph.output_node))
     scale = np.full(lay.n_free, problem.settings.alpha * settings.dt)
     scale[problem.hard.index] = 0.0
-    return _Setup(sheaf=GraphSheaf(graph), slices=slices, out=out, output=graph.output,
+    return _Setup(sheaf=GraphSheaf(graph, lay.skip_encoding), slices=slices, edges=edges, out=out, output=graph.output,
                   adjoint=settings.output_force == "adjoint", scale=scale, update=np.flatnonzero(scale),
                   soft_index=problem.soft.index, soft_gamma=problem.soft.gamma, lam=problem.lam,
                   edge_blocks=[lay.edge(b.name) for b in lay.edge_blocks],

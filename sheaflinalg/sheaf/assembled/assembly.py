@@ -152,8 +152,8 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
         ``"sum"``: one defining hyperedge per node, ``delta_Omega`` square and
         unit lower triangular.  ``"edges"``: the paper's encoding, one
         two-endpoint edge per parent of an ``add`` or ``concat`` node
-        (:mod:`sheaflinalg.sheaf.skip_edges.encoding`), ``delta_Omega`` tall (not with
-        pins, soft pins, reluctance, free inputs or ``linearise_at``).
+        (:mod:`sheaflinalg.sheaf.skip_edges.encoding`), ``delta_Omega`` tall; pins, soft
+        pins, reluctance and free inputs act on the same coordinates under both.
 
     Returns
     -------
@@ -180,9 +180,7 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     M, n_out = X.shape[0], net.n_outputs
     augmented = not (pins is None and soft_pins is None and reluctance is None and free_inputs is None
                      and linearise_at is None)
-    if check_skip_encoding(skip_encoding) == "edges" and augmented:
-        raise ValueError("skip_encoding='edges' takes no pins, soft_pins, reluctance, free_inputs or linearise_at "
-                         "(they are defined on the default encoding, skip_encoding='sum')")
+    check_skip_encoding(skip_encoding)
     if augmented:
         r = resolve_pins(net, X, Layout.for_network(net, reduced), pins, soft_pins, reluctance, free_inputs)
     if linearise_at is not None:
@@ -197,4 +195,4 @@ def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, rel
     if not augmented:
         return SheafSystem(net, X, pattern, reduced=reduced, skip_encoding=skip_encoding)
     return AugmentedSheafSystem(net, X, pattern, reduced, r.hard, r.soft, r.lam, r.anchor, r.free_inputs,
-                                linearise_at)
+                                linearise_at, skip_encoding=skip_encoding)

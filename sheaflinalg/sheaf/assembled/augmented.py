@@ -22,7 +22,7 @@ class AugmentedSheafSystem(SheafSystem):
       anchors (one per free coordinate);
     * free coordinates (``Omega``) are the layout's free coordinates minus the
       hard-pinned ones, plus the freed input coordinates, in full-cochain order
-      (so freed inputs come first); all other coordinates form ``U``, in
+      (so freed inputs come first; the same under either skip encoding); all other coordinates form ``U``, in
       full-cochain order (pinned coordinates sit where they are in the
       cochain), then the stubborn vertices, then the anchors;
     * edges are the layout's edges, then one soft-pin edge per soft pin
@@ -48,9 +48,9 @@ class AugmentedSheafSystem(SheafSystem):
     """
 
     def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None,
-                 as_graph=False):
+                 as_graph=False, skip_encoding="sum"):
         check_network(net, graphs=True)
-        super().__init__(net, X, pattern, reduced, as_graph)
+        super().__init__(net, X, pattern, reduced, as_graph, skip_encoding)
         if linearise_at is not None:
             self._linearise(np.asarray(linearise_at, dtype=np.float64).reshape(self.n_samples, -1))
         lay = self.layout

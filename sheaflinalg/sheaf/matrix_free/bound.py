@@ -33,6 +33,7 @@ import numpy as np
 
 from ...network.graph.nodes import INPUT
 from ...network.ops.linear import spectral_norm
+from ..skip_edges.encoding import is_split
 
 __all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound", "unbounded_nodes",
            "state_dependent_nodes"]
@@ -60,22 +61,28 @@ def map_norm_bound(node, graph, state=None):
     return bound
 
 
-def block_norms(graph, state=None, norms=None):
+def block_norms(graph, state=None, norms=None, skip_encoding="sum"):
     """``I + (n_vu)``: one row and column per node in topological order, then ``yhat`` (see the module);
-    ``norms`` (``{name: n}``) replaces the bound of the nodes it names."""
+    ``norms`` (``{name: n}``) replaces the bound of the nodes it names.  Under ``skip_encoding="edges"`` an
+    ``add`` or ``concat`` node has one row per parent (its edge: 1 on the node, ``n_vu`` on that parent),
+    the rows of the output edge last; the matrix is then tall."""
     names = [node.name for node in graph.nodes]
     at = {name: i for i, name in enumerate(names)}
-    M = np.eye(len(names) + 1)
+    rows = []
     for node in graph.nodes:
+        rows += [(node, [p]) for p in node.inputs] if is_split(node, skip_encoding) else [(node, node.inputs)]
+    M = np.zeros((len(rows) + 1, len(names) + 1))
+    for r, (node, parents) in enumerate(rows):
         n = norms[node.name] if norms and node.name in norms else map_norm_bound(node, graph, state)
-        for parent in node.inputs:
+        M[r, at[node.name]] = 1.0
+        for parent in parents:
             if parent != INPUT:
-                M[at[node.name], at[parent]] += n
-    M[len(names), at[graph.output_node]] += 1.0
+                M[r, at[parent]] += n
+    M[len(rows), [at[graph.output_node], len(names)]] += 1.0
     return M
 
 
-def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None):
+def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding="sum"):
     """``||I + (n_vu)||_2^2 + gamma_max + reluctance``: a bound on ``lambda_max`` for every pattern.
 
     Parameters
@@ -101,7 +108,7 @@ def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None):
     >>> round(graph_lambda_max_bound(net.graph), 6)
     3.24698
     """
-    M = block_norms(graph, state)
+    M = block_norms(graph, state, skip_encoding=skip_encoding)
     if not np.all(np.isfinite(M)):
         return math.inf
     return float(np.linalg.norm(M, 2)) ** 2 + float(gamma_max) + float(reluctance)

@@ -46,6 +46,12 @@ class GraphCoboundary:
         The graph's :class:`~sheaflinalg.sheaf.matrix_free.node_maps.NodeMaps`, when the caller has them.
     layout : Layout, optional
         The graph's layout (reduced exactly when ``jacobians`` is None), when the caller has it.
+    rows : dict, optional
+        ``{node: [mask of parent 0, mask of parent 1, ...]}``: float 0/1 vectors of the node's size (None:
+        every row) restricting each parent's map ``F_(u_i->v)`` to the rows where its mask is 1.  The
+        operator is then the square unit lower triangular block ``T`` of the tall ``delta_Omega`` of
+        ``skip_encoding="edges"`` that picks one parent's edge per row of an ``add`` node
+        (:mod:`sheaflinalg.sheaf.skip_edges.iterative`).
 
     Examples
     --------
@@ -60,8 +66,9 @@ class GraphCoboundary:
     True
     """
 
-    def __init__(self, graph, pattern, jacobians=None, maps=None, layout=None):
+    def __init__(self, graph, pattern, jacobians=None, maps=None, layout=None, rows=None):
         self.graph = graph
+        self.rows = {} if rows is None else rows
         self.jacobians = jacobians
         self.layout = Layout.from_graph(graph, reduced=jacobians is None) if layout is None else layout
         self.maps = NodeMaps(graph) if maps is None else maps
@@ -80,11 +87,18 @@ class GraphCoboundary:
         self._pattern = pattern
         self._prepared = {name: self.maps.prepare(name, rows) for name, rows in pattern.items()}
 
+    def _mask(self, node, i):
+        masks = self.rows.get(node.name)
+        return None if masks is None else masks[i]
+
     def _forward(self, node, i, x):
-        return self.maps.forward(node.name, i, x, self._prepared.get(node.name))
+        y = self.maps.forward(node.name, i, x, self._prepared.get(node.name))
+        mask = self._mask(node, i)
+        return y if mask is None else y * mask
 
     def _transpose(self, node, i, y):
-        return self.maps.transpose(node.name, i, y, self._prepared.get(node.name))
+        mask = self._mask(node, i)
+        return self.maps.transpose(node.name, i, y if mask is None else y * mask, self._prepared.get(node.name))
 
     def _blocks(self, w):
         return {name: w[:, where] for name, where in self._slices}

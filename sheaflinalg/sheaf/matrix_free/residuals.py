@@ -11,6 +11,10 @@ the free node values is ``-(delta_P^T e)``: this is ``-grad`` of the energy
 ``e_y = yhat - phi(z_out)`` and its adjoint force are separate
 (:func:`output_residual`, :func:`output_adjoint`): callers pin, drop or
 replace it (training's loss).
+
+Under ``skip_encoding="edges"`` (:mod:`sheaflinalg.sheaf.skip_edges.encoding`) an ``add`` or ``concat``
+node ``v`` has one edge per parent instead, ``e_(v<u_i) = (w_v - F_i w_(u_i))[R_i]`` (the bias on the first
+parent's), keyed by the edge's name without ``e_``; its force is ``-sum_i`` of them, each scattered to its rows.
 """
 
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ import numpy as np
 from ...network import activations
 from ...network.graph.forward import node_steps
 from ...network.graph.nodes import INPUT
+from ..skip_edges.encoding import fed_rows, is_split, split_edge_names
 from .node_maps import NodeMaps
 
 
@@ -46,6 +51,8 @@ class GraphSheaf:
     Parameters
     ----------
     graph : Graph
+    skip_encoding : {"sum", "edges"}
+        ``"edges"``: one edge per parent of an ``add`` or ``concat`` node (see the module).
 
     Examples
     --------
@@ -58,9 +65,13 @@ class GraphSheaf:
     (array([[-2.]]), array([[-2.]]))
     """
 
-    def __init__(self, graph):
+    def __init__(self, graph, skip_encoding="sum"):
         self.graph = graph
         self.maps = NodeMaps(graph)
+        # {node: [(edge key, rows its parent feeds)]} of the nodes split under "edges"
+        self._split = {node.name: [(name[2:], fed_rows(F)) for name, F in
+                                   zip(split_edge_names(node), node.rule.blocks(node, graph))]
+                       for node in graph.nodes if is_split(node, skip_encoding)}
         self._steps = None      # the forward steps, made at the first residuals (a force alone needs none)
         self._pattern_dtype = {name: graph.node(name).rule.pattern.dtype for name in graph.pattern_nodes}
 
@@ -79,18 +90,40 @@ class GraphSheaf:
                                                      dtype=self._pattern_dtype[node.name])
             step(inputs, prediction, rows, False)
             np.subtract(w, prediction, out=prediction)
-            edges[node.name] = prediction
+            if node.name in self._split:
+                edges.update(self._split_edges(node, inputs, w, prediction))
+            else:
+                edges[node.name] = prediction
         return StateResiduals(edges, pattern)
+
+    def _split_edges(self, node, inputs, w, summed):
+        """``{edge key: residual}`` of a split node from its hyperedge's residual ``summed``: the first parent's
+        edge (it carries the bias) is ``summed + sum over k > 0 of F_k w_(u_k)``, the others ``w_v - F_i w_(u_i)``."""
+        mapped = [self.maps.forward(node.name, i, x) for i, x in enumerate(inputs)]
+        return {key: (summed + sum(mapped[1:]) if i == 0 else w - mapped[i])[:, rows]
+                for i, (key, rows) in enumerate(self._split[node.name])}
+
+    def _scattered(self, node, edges):
+        """A split node's edges, each scattered to the node's rows (its parents' order)."""
+        parts = []
+        for key, rows in self._split[node.name]:
+            part = np.zeros((edges[key].shape[0], self.graph.sizes[node.name]))
+            part[:, rows] = edges[key]
+            parts.append(part)
+        return parts
 
     def force(self, residuals):
         """``{node: -(delta_P^T e)_v}``: minus the energy's gradient on every node's value (output edge excluded)."""
         edges, pattern = residuals.edges, residuals.pattern
-        force = {name: -e for name, e in edges.items()}
+        parts = {name: self._scattered(self.graph.node(name), edges) for name in self._split}
+        force = {node.name: -(sum(parts[node.name]) if node.name in parts else edges[node.name])
+                 for node in self.graph.nodes}
         for node in self.graph.nodes:
             rows = self.maps.prepare(node.name, pattern.get(node.name))   # once for all parents (a tangent's)
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    force[parent] += self.maps.transpose(node.name, i, edges[node.name], rows)
+                    e = parts[node.name][i] if node.name in parts else edges[node.name]
+                    force[parent] += self.maps.transpose(node.name, i, e, rows)
         return force
 
     @staticmethod

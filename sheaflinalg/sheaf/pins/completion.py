@@ -29,6 +29,7 @@ the minimum-norm least-squares completion (LSMR from zero), and
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..._common.validation import as_samples, check_choice, check_int
 from ...network.model import check_network
@@ -38,6 +39,8 @@ from ..assembled.factor import check_backend, cholesky
 from ..layout import Layout
 from ..patterns import graph_pattern, same_pattern
 from .specs import pins_or_clamp, resolve_pins
+from ..skip_edges.encoding import check_skip_encoding
+from ..verification.rank import unit_triangular_rows
 from ..verification.verify import unit_lower_triangular_certificate
 from ...network.paths import GRAPH, engine
 
@@ -120,8 +123,15 @@ def _defining_rows(system):
     """Rows of ``delta_Omega`` holding each free coordinate's defining edge, or None (a freed input has none).
 
     The layout's edges come first in every sample's rows, one per layout free
-    coordinate and in the same order (``e_z1 -> z1``, ``e_a1 -> a1``, ...).
+    coordinate and in the same order (``e_z1 -> z1``, ``e_a1 -> a1``, ...).  Under
+    ``skip_encoding="edges"``: for each free coordinate the first row whose last
+    nonzero is exactly 1 there (:func:`~sheaflinalg.sheaf.verification.rank.unit_triangular_rows`).
     """
+    if system.skip_encoding == "edges":     # tall: the rows of the rank certificate's unit triangular block
+        A = sp.csr_matrix(system.delta_free, copy=True)
+        A.eliminate_zeros()
+        A.sort_indices()
+        return unit_triangular_rows(A)
     lfi = np.asarray(system.layout_free_index)
     if np.any(lfi < 0):
         return None
@@ -189,7 +199,7 @@ def _solve(system, nonunique, backend):
 
 
 def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
-             nonunique="error", max_iter=100, backend="auto", *, clamp=None):
+             nonunique="error", max_iter=100, backend="auto", *, clamp=None, skip_encoding="sum"):
     """Complete the unclamped coordinates of the neural sheaf (partial clamping).
 
     Parameters
@@ -225,6 +235,10 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     clamp : dict, optional
         Deprecated alias of ``pins`` (a ``DeprecationWarning``; removed in the
         next release).  Giving both is a ``TypeError``.
+    skip_encoding : {"sum", "edges"}
+        ``"edges"``: the paper's encoding of skip connections (one edge per parent of an ``add`` or
+        ``concat`` node, :mod:`sheaflinalg.sheaf.skip_edges.encoding`); the completion is then the
+        least-squares solution of the tall pinned system, and the pattern is read off it as under ``"sum"``.
 
     Returns
     -------
@@ -247,6 +261,7 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     M = X.shape[0]
     check_choice(nonunique, NONUNIQUE, "nonunique")
     check_backend(backend)
+    check_skip_encoding(skip_encoding)
     max_iter = check_int(max_iter, "max_iter")
     # Validate everything before any work.
     resolved = resolve_pins(net, X, None, pins, soft_pins, reluctance, free_inputs)
@@ -264,7 +279,8 @@ def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, 
     while it < max_iter:
         it += 1
         s = assemble(net, Xc, pattern=_from_list(net, pat), reduced=reduced, pins=pins if pins is not None else {},
-                     soft_pins=soft_pins, reluctance=reluctance, free_inputs=fi, linearise_at=zlin)
+                     soft_pins=soft_pins, reluctance=reluctance, free_inputs=fi, linearise_at=zlin,
+                     skip_encoding=skip_encoding)
         omega, unique, method = _solve(s, nonunique, backend)
         omega = omega.reshape(M, s.n_free_sample)
         lfi = s.layout_free_index

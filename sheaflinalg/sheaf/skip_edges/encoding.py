@@ -82,7 +82,7 @@ def node_edges(graph, skip_encoding="sum"):
     return edges
 
 
-def _fed_rows(F):
+def fed_rows(F):
     """Rows of a restriction-map block (1-D diagonal, dense or sparse) holding a nonzero entry."""
     if sp.issparse(F):
         F = sp.csr_matrix(F, copy=True)     # eliminate_zeros works in place: never on the caller's block
@@ -124,7 +124,7 @@ def split_row(node, entries):
     parents, extra, own = entries[:n_parents], entries[n_parents:-1], entries[-1]
     rows = []
     for i, (name, (u, F)) in enumerate(zip(split_edge_names(node), parents)):
-        fed = _fed_rows(F)
+        fed = fed_rows(F)
         kept = [(u, _take_rows(F, fed))] + ([(c, _take_rows(B, fed)) for c, B in extra] if i == 0 else [])
         rows.append((name, kept + [(own[0], _take_rows(own[1], fed))]))
     return rows

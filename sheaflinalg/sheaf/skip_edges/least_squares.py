@@ -5,7 +5,11 @@ With one edge per parent of an ``add`` or ``concat`` node
 harmonic extension minimises the discord ``||delta_Omega w + delta_U u + c||``
 (``c`` the linearised output edge's offset): the normal equations
 ``L[Omega,Omega] w = -delta_Omega^T (delta_U u + c)``, solved with one sparse
-Cholesky factorisation (:mod:`sheaflinalg.sheaf.assembled.factor`).  ``L[Omega,Omega]`` is
+Cholesky factorisation (:mod:`sheaflinalg.sheaf.assembled.factor`, ``solver="direct"``) or,
+matrix-free, by conjugate gradients preconditioned with the square unit lower
+triangular block that forward substitution inverts
+(:mod:`sheaflinalg.sheaf.skip_edges.iterative`, ``solver="iterative"``; ``"auto"`` picks it
+for a graph network with additions from :data:`ITERATIVE_FROM` free coordinates per sample).  ``L[Omega,Omega]`` is
 positive definite because ``delta_Omega`` has full column rank
 (:mod:`sheaflinalg.sheaf.verification.rank`).  At an ``add`` node the two edges pull
 ``x_v`` towards each parent: the result is a compromise, not their sum.
@@ -17,12 +21,47 @@ least-squares extension needs; with ``skip_encoding="sum"`` it is
 
 import numpy as np
 
-from ..._common.validation import check_optional_int
-from ..assembled.assembly import assemble
+from ..._common.validation import as_samples, check_choice, check_optional_int, check_tol
+from ...network.model import check_network
+from ...network.paths import GRAPH, engine
+from ..assembled.assembly import assemble, check_pattern
 from ..assembled.factor import check_backend, cholesky
 from ..harmonic import HarmonicExtension
 from ..harmonic import harmonic_extension as forward_substitution
-from .encoding import check_skip_encoding
+from .encoding import check_skip_encoding, is_split
+from .iterative import TOL, iterative_extension
+
+#: The values of ``solver``.
+SOLVERS = ("auto", "direct", "iterative")
+#: ``solver="auto"`` is iterative on a graph network with additions from this many free coordinates per
+#: sample (benchmarks/skip_edges.py: below it the factorisation takes milliseconds).
+ITERATIVE_FROM = 2000
+
+
+def resolved_solver(net, solver):
+    """``"direct"`` or ``"iterative"``: what ``solver`` (checked) means for ``net``; a chain, or a network
+    without additions (``delta_Omega`` square), is solved by its forward substitution either way.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> resolved_solver(sl.Network.random([2, 3, 1], seed=0), "auto")
+    'direct'
+    >>> resolved_solver(sl.Network.random([2, 3, 1], seed=0), "cg")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown solver 'cg'; expected one of 'auto', 'direct', 'iterative'
+    """
+    check_choice(solver, SOLVERS, "solver")
+    if engine(net) != GRAPH or not any(is_split(node, "edges") for node in net.graph.nodes):
+        return "direct"
+    if solver == "auto":
+        return "iterative" if _n_free(net) >= ITERATIVE_FROM else "direct"
+    return solver
+
+
+def _n_free(net):
+    return sum(net.graph.sizes[node.name] for node in net.graph.nodes) + net.n_outputs
 
 
 def solve_normal_equations(system, backend="auto"):
@@ -42,7 +81,7 @@ def solve_normal_equations(system, backend="auto"):
     return factor.solve(rhs).reshape(system.n_samples, -1)
 
 
-def least_squares_extension(net, X, pattern=None, backend="auto"):
+def least_squares_extension(net, X, pattern=None, backend="auto", solver="auto", tol=TOL):
     """The harmonic extension of the boundary data ``(x, 1, ..., 1)`` under ``skip_encoding="edges"``.
 
     Parameters
@@ -54,7 +93,15 @@ def least_squares_extension(net, X, pattern=None, backend="auto"):
     pattern : sequence or dict, optional
         Frozen pattern (see :func:`sheaflinalg.assemble`); default: the forward pass's.
     backend : {"auto", "cholmod", "superlu"}
-        Sparse Cholesky backend.
+        Sparse Cholesky backend (``solver="direct"``).
+    solver : {"auto", "direct", "iterative"}
+        ``"direct"``: a sparse Cholesky factorisation of ``L[Omega,Omega]``;
+        ``"iterative"``: preconditioned CGLS, matrix-free (graph networks;
+        :func:`~sheaflinalg.sheaf.skip_edges.iterative.iterative_extension`);
+        ``"auto"``: iterative from :data:`ITERATIVE_FROM` free coordinates.
+    tol : float
+        The iterative solver's stopping tolerance (relative, see
+        docs/graph-networks.md: the result agrees with the direct solve to about ``1e-12``).
 
     Returns
     -------
@@ -77,6 +124,9 @@ def least_squares_extension(net, X, pattern=None, backend="auto"):
     [1.666667, 1.333333, 1.333333]
     """
     check_backend(backend)
+    check_tol(tol, "tol", zero=False)
+    if resolved_solver(net, solver) == "iterative":
+        return _iterative(net, X, pattern, tol)
     system = assemble(net, X, pattern, skip_encoding="edges")
     free = solve_normal_equations(system, backend)
     lay = system.layout
@@ -85,7 +135,15 @@ def least_squares_extension(net, X, pattern=None, backend="auto"):
                              self_consistent=forward.self_consistent, layout=lay)
 
 
-def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum"):
+def _iterative(net, X, pattern, tol):
+    """The iterative solver's extension (inputs checked as :func:`sheaflinalg.assemble` checks them)."""
+    check_network(net, graphs=True)
+    X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
+    pattern = None if pattern is None else check_pattern(net, pattern, X.shape[0])
+    return iterative_extension(net.graph, X, pattern, tol=tol)[0]
+
+
+def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum", solver="auto"):
     """Harmonic extension of the boundary data ``(x, 1, ..., 1)``.
 
     Parameters
@@ -108,6 +166,9 @@ def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum"):
         least-squares solution of the tall system (:func:`least_squares_extension`),
         which differs from the forward pass wherever an ``add`` or ``concat``
         node has parents that disagree.
+    solver : {"auto", "direct", "iterative"}
+        How ``"edges"`` solves its least-squares problem (:func:`least_squares_extension`);
+        checked, and without effect, under ``"sum"``.
 
     Returns
     -------
@@ -124,7 +185,8 @@ def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum"):
     >>> sl.harmonic_extension(net, [[1.0]], skip_encoding="edges").output.round(6).tolist()
     [[1.333333]]
     """
+    check_choice(solver, SOLVERS, "solver")
     if check_skip_encoding(skip_encoding) == "sum":
         return forward_substitution(net, X, pattern=pattern, threads=threads)
     check_optional_int(threads, "threads")
-    return least_squares_extension(net, X, pattern)
+    return least_squares_extension(net, X, pattern, solver=solver)

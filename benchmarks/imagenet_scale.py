@@ -1,0 +1,165 @@
+"""Cost of the spectrum and of the pinned discord of torchvision ResNets as the image grows (issue 34, part 5).
+
+For each image side (default 32, 64, 128, 224) and each case, one input image in a fresh process (so that its
+peak resident memory is its own): ``sl.spectrum(net, x)`` (reduced system; ``lambda_min`` by Lanczos on
+``L^{-1} = delta^{-1} delta^{-T}``, ``lambda_max`` on ``L``, eigenvectors, and the edge energies of both
+eigenvectors, which sum to the eigenvalues) and ``sl.discord.pinned(net, x, y)`` (the 1000-class head pinned to
+a one-hot label: many held coordinates, so conjugate gradients on the k x k system, see
+``sheaflinalg.discord.pinning.schur``).  The baseline, in the same process and run: ``sheaflinalg``'s own
+forward pass of the image (median of 3), which the times are printed as ratios of.  Wall seconds, the peak
+resident memory of the process, and the load average before and after each case are printed; ``--figure``
+draws the curves (seconds and peak memory against the number of pixels) with the package's figure helper.
+
+Torch builds the models (random weights, seeded batch-norm statistics, float64).  Run:
+``.venv/bin/python benchmarks/imagenet_scale.py [--sides 32 64] [--cases resnet18:spectrum resnet18:pinned]
+[--max-iter 20] [--figure docs/img/imagenet_scale.png]``; ``--budget S`` skips the larger sides of a case once
+one of its runs took more than ``S`` seconds; ``--rows OUT --figure F`` redraws the figure from the JSON rows an
+earlier run printed.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _network(model, side):
+    """The sheaflinalg network of a torchvision model (tests' zoo: seeded weights and statistics) at ``side``."""
+    sys.path.insert(0, os.path.join(HERE, os.pardir, "tests"))
+    from helpers import zoo
+
+    import sheaflinalg as sl
+
+    torch_model, _ = zoo.build(model)
+    return sl.Network.from_torch(torch_model.double(), input_shape=(3, side, side))
+
+
+def run_one(model, side, what, max_iter):
+    """One case in this process: a dict of its numbers (printed as JSON by ``--one``)."""
+    import sheaflinalg as sl
+
+    net = _network(model, side)
+    x = np.random.default_rng(1).standard_normal((1, 3 * side * side))
+    forward = []
+    for _ in range(3):
+        t = time.perf_counter()
+        net.forward(x)
+        forward.append(time.perf_counter() - t)
+    out = {"model": model, "side": side, "what": what, "n_free": int(sum(net.graph.sizes.values())),
+           "forward": float(np.median(forward))}
+    t = time.perf_counter()
+    if what == "spectrum":
+        sp = sl.spectrum(net, x, progress=False)
+        out["seconds"] = time.perf_counter() - t
+        energy = sl.spectral.edge_energy(net, x, sp)
+        top = sorted(energy, key=lambda e: -energy[e][0])[:3]
+        out.update(lambda_min=float(sp.lambda_min[0]), lambda_max=float(sp.lambda_max[0]),
+                   condition=float(sp.condition[0]), top_edges=[[e, float(energy[e][0])] for e in top])
+    else:
+        from sheaflinalg.discord.pinning import graph as pinning
+
+        steps = []
+        original = pinning.schur_cg
+
+        def counted(*args, **kwargs):
+            result = original(*args, **kwargs)
+            steps.append(result[2])
+            return result
+        pinning.schur_cg = counted
+        y = np.zeros((1, net.n_outputs))
+        y[0, 0] = 1.0
+        pd = sl.discord.pinned(net, x, y, max_iter=max_iter, progress=False)
+        out["seconds"] = time.perf_counter() - t
+        out.update(settled=bool(pd.settled[0]), total=float(pd.total[0]), solves=len(steps), cg_steps=steps)
+    out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    return out
+
+
+def _load():
+    return os.getloadavg()[0]
+
+
+def run_case(model, side, what, max_iter):
+    """One case in a fresh process, with the load before and after."""
+    before = _load()
+    proc = subprocess.run([sys.executable, __file__, "--one", model, str(side), what, str(max_iter)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        return {"model": model, "side": side, "what": what, "error": proc.stderr.strip().splitlines()[-1:]}
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out["load"] = (before, _load())
+    return out
+
+
+def figure(rows, path):
+    """Seconds and peak memory against the number of pixels, one line per case."""
+    sys.path.insert(0, os.path.join(HERE, os.pardir))
+    from sheaflinalg.plotting.figure import new_figure, save_figure
+
+    fig, (ax_t, ax_m) = new_figure(1, 2, figsize=(9, 3.5))
+    for key in sorted({(r["model"], r["what"]) for r in rows}):
+        done = [r for r in rows if (r["model"], r["what"]) == key and "seconds" in r]
+        pixels = [r["side"] ** 2 for r in done]
+        ax_t.plot(pixels, [r["seconds"] for r in done], "o-", label=" ".join(key))
+        ax_m.plot(pixels, [r["peak_gib"] for r in done], "o-", label=" ".join(key))
+    for ax, label in ((ax_t, "wall seconds"), (ax_m, "peak RSS (GiB)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("pixels (side^2)")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+    print(f"figure: {path}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--sides", type=int, nargs="+", default=[32, 64, 128, 224])
+    parser.add_argument("--cases", nargs="+", default=["resnet18:spectrum", "resnet18:pinned"])
+    parser.add_argument("--max-iter", type=int, default=20, help="pattern updates of the pinned discord")
+    parser.add_argument("--budget", type=float, default=None, help="skip larger sides after a slower run")
+    parser.add_argument("--figure", default=None)
+    parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument("--rows", default=None, help="redraw --figure from rows printed by an earlier run")
+    args = parser.parse_args()
+    if args.rows:
+        with open(args.rows) as f:
+            figure([json.loads(line) for line in f if line.startswith("{")], args.figure)
+        return
+    if args.one:
+        model, side, what, max_iter = args.one
+        print(json.dumps(run_one(model, int(side), what, int(max_iter))))
+        return
+    rows, over = [], set()
+    for side in sorted(args.sides):           # sides outer, cases inner: interleaved under the same load
+        for case in args.cases:
+            if case in over:
+                continue
+            model, what = case.split(":")
+            row = run_case(model, side, what, args.max_iter)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            if args.budget is not None and row.get("seconds", float("inf")) > args.budget:
+                over.add(case)
+    print(f"\n{'case':<20}{'side':>6}{'N':>11}{'seconds':>10}{'x forward':>11}{'peak GiB':>10}{'load':>12}")
+    for r in rows:
+        if "seconds" in r:
+            print(f"{r['model'] + ' ' + r['what']:<20}{r['side']:>6}{r['n_free']:>11}{r['seconds']:>10.1f}"
+                  f"{r['seconds'] / r['forward']:>11.0f}{r['peak_gib']:>10.2f}{r['load'][0]:>6.1f}/{r['load'][1]:.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    if args.figure:
+        figure(rows, args.figure)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""The pinned solve of many outputs by conjugate gradients on the k x k system (sheaflinalg.discord.pinning.schur)
+against the direct path through G and a naive dense pinned minimiser; the memory refusal before any work."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.naive_graph import coboundary
+from helpers.random_graphs import graph_networks, random_inputs
+import sheaflinalg as sl
+from sheaflinalg._common import memory
+from sheaflinalg.discord.pinning import graph as pinning, schur
+from sheaflinalg.network.graph.forward import evaluate
+
+
+def _naive_pinned(net, lay, x, pattern, held, targets):
+    """The minimiser of ``||delta w + c||^2`` over the free coordinates with ``w[held] = targets``, from the
+    dense coboundary of the definitions (one sample, its pattern)."""
+    delta, u, _ = coboundary(net.graph, lay, x, pattern, reduced=True)
+    D = delta[:, lay.free_index]
+    free = np.setdiff1d(np.arange(lay.n_free), held)
+    w = np.zeros(lay.n_free)
+    w[held] = targets
+    w[free] = np.linalg.lstsq(D[:, free], -(delta @ u + D[:, held] @ targets), rcond=None)[0]
+    return w
+
+
+def _solvers(net):
+    """The same frozen solve by both paths: ``G`` substituted, and conjugate gradients (``DIRECT_K = 0``)."""
+    sheaf_maps = pinning.GraphSheaf(net.graph).maps
+    direct, iterative = pinning._MatrixFree(net.graph, sheaf_maps), pinning._MatrixFree(net.graph, sheaf_maps)
+    iterative.DIRECT_K = 0
+    return direct, iterative
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=graph_networks(), held=st.integers(0, 2))
+def test_conjugate_gradients_solve_the_frozen_pinned_problem_as_g_and_the_dense_minimiser(case, held):
+    net, seed, mode = case          # every mode: all active, all dead, mixed, max-pool ties and exact zeros
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    rng = np.random.default_rng(seed)
+    Y = net.forward(X) + rng.normal(0, 0.5, size=(3, net.n_outputs))
+    direct, iterative = _solvers(net)
+    lay = direct.layout
+    pattern = evaluate(net.graph, X).pattern
+    inner = [(node.name, j) for node in net.graph.nodes[:-1] for j in range(net.graph.sizes[node.name])]
+    surface = [inner[i] for i in rng.choice(len(inner), size=min(held, len(inner)), replace=False)]
+    for s in range(3):
+        one = {name: p[s:s + 1] for name, p in pattern.items()}
+        got = iterative(X[s:s + 1], Y[s:s + 1], one, surface)[0]
+        want = direct(X[s:s + 1], Y[s:s + 1], one, surface)[0]
+        index = np.concatenate([direct.output, [lay.free(u).start + j for u, j in surface]]).astype(int)
+        naive = _naive_pinned(net, lay, X[s], {n: p[0] for n, p in one.items()}, index,
+                              np.concatenate([Y[s], np.zeros(len(surface))]))
+        scale = 1.0 + np.abs(naive).max()
+        np.testing.assert_allclose(want, naive, atol=1e-8 * scale)
+        np.testing.assert_allclose(got, naive, atol=1e-8 * scale)
+    assert iterative.steps > 0
+
+
+def _conv_net(n_out=40):
+    """A small convolutional network with a max pool and a wide linear head."""
+    return sl.Network.from_nodes((2, 6, 6), [
+        sl.Node("c", "conv", ["x"], {"stride": 1, "padding": 1, "dilation": 1, "groups": 1},
+                {"weight": np.random.default_rng(0).normal(size=(3, 2, 3, 3)), "bias": np.zeros(3)}),
+        sl.Node("r", "relu", ["c"]),
+        sl.Node("p", "maxpool", ["r"], {"kernel_size": 2, "stride": 2, "padding": 0, "dilation": 1}),
+        sl.Node("f", "reshape", ["p"], {"shape": (27,)}),
+        sl.Node("fc", "linear", ["f"], params={"weight": np.random.default_rng(1).normal(size=(n_out, 27)),
+                                                 "bias": np.zeros(n_out)})])
+
+
+def test_the_pinned_discord_by_conjugate_gradients_is_the_direct_ones(monkeypatch):
+    net = _conv_net()
+    X = np.random.default_rng(2).uniform(-1, 1, size=(3, 72))
+    X[0] = 0.5                      # a constant image: every pooling window ties
+    Y = net.forward(X) + np.random.default_rng(3).normal(size=(3, 40))
+    want = sl.discord.pinned(net, X, Y, progress=False)
+    monkeypatch.setattr(pinning._MatrixFree, "DIRECT_K", 0)     # 40 outputs by conjugate gradients
+    got = sl.discord.pinned(net, X, Y, progress=False)
+    np.testing.assert_allclose(got.state, want.state, atol=1e-8 * (1 + np.abs(want.state).max()))
+    np.testing.assert_array_equal(got.settled, want.settled)
+
+
+def test_a_pinned_discord_that_would_not_fit_is_refused_before_any_work(monkeypatch):
+    net = _conv_net(4)
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**10)
+    monkeypatch.setattr(pinning, "BATCH_FLOOR", 0)
+    monkeypatch.setattr(pinning, "iterate_pattern", lambda *a, **k: pytest.fail("work started"))
+    with pytest.raises(sl.InsufficientMemoryError, match=r"pinned discord of 50 sample\(s\) \(4 outputs.*fewer samples"):
+        sl.discord.pinned(net, np.ones((50, 72)), np.ones((50, 4)), progress=False)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), m=st.integers(1, 6), repeated=st.booleans())
+def test_the_recycled_preconditioner_is_symmetric_positive_definite_and_inverts_s_on_the_directions(seed, m, repeated):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(6, 6))
+    S = np.eye(6) + A @ A.T
+    Z = rng.normal(size=(1, m, 6))
+    if repeated:                    # a dependent direction and a zero one (a sample that stopped early)
+        Z = np.concatenate([Z, 2 * Z[:, :1], np.zeros((1, 1, 6))], axis=1)
+    H = np.stack([schur.recycled(Z, Z @ S)(e[None])[0] for e in np.eye(6)])
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+    assert np.linalg.eigvalsh(H).min() > 0
+    np.testing.assert_allclose(H @ S @ Z[0].T, Z[0].T, atol=1e-8 * (1 + np.abs(Z).max()))
