@@ -26,6 +26,7 @@ from ...network.model import check_network
 from ...sheaf.pins.completion import complete
 from ..edge_residuals import EdgeResiduals, residuals
 from .graph import pinned_equilibrium
+from ...sheaf.matrix_free.switching import ROUNDING, node_values, ties_at
 from ..node_residuals import NodeResiduals, node_table
 from ...network.paths import GRAPH, engine
 
@@ -49,13 +50,18 @@ class PinnedDiscord:
         network's per node and channel, split by every pattern node
         (:mod:`sheaflinalg.discord.node_residuals`).
     settled : ndarray of bool, shape (n_samples,)
-        The sample reached a consistent equilibrium (possibly on a switching surface).
-    sliding : list of list of (int, int)
+        The sample reached a consistent equilibrium (possibly on a switching surface); False means that no
+        equilibrium was found within ``max_iter`` (:attr:`outcome` ``"unsettled"``).
+    sliding : list of list of tuple
         Per sample, the ``(layer, neuron)`` coordinates held on the switching surface ``z = 0``
-        (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes).
+        (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes, and
+        ``(node, i, j)``: entries ``i`` and ``j`` of a max-pool's parent ``node`` held equal).
     damped : ndarray of int, shape (n_samples,)
-        Per sample, the Gauss-Newton steps shortened by the line search (graphs with smooth nodes and an
-        identity output; zero otherwise).
+        Per sample, the Gauss-Newton steps shortened by the line search (graphs with smooth nodes; zero
+        otherwise).
+    ties : ndarray of int, shape (n_samples,)
+        Per sample, the switching surfaces the equilibrium is on (pre-activations of ReLUs zero to rounding,
+        max-pool windows with tied largest entries), held ones included (see :attr:`outcome`).
     """
 
     state: np.ndarray
@@ -66,6 +72,34 @@ class PinnedDiscord:
     settled: np.ndarray
     sliding: list = field(default_factory=list)
     damped: np.ndarray = None
+    ties: np.ndarray = None
+
+    @property
+    def outcome(self):
+        """Per sample, what was found (an array of str):
+
+        - ``"settled"``: an equilibrium off every switching surface (its pattern agrees with its solution);
+        - ``"decided"``: an equilibrium on a switching surface (a ReLU's pre-activation exactly 0, a max-pool
+          window's entries tied) where the side read off the state (``z >= 0`` active, the first maximum) is
+          at rest: either side gives the same equilibrium, nothing is held;
+        - ``"sliding"``: a Filippov equilibrium: coordinates held on a switching surface where both sides
+          push into it (:attr:`sliding`: ReLU pre-activations held at 0, max-pool entries held equal);
+        - ``"unsettled"``: no equilibrium found within ``max_iter`` (the pattern iteration or the Filippov
+          search did not end, or a damped Gauss-Newton iteration of smooth nodes had not come to rest);
+          the state is the last iterate, and its discord is not the pinned one.
+
+        Examples
+        --------
+        >>> import numpy as np, sheaflinalg as sl
+        >>> net = sl.Network.random([2, 8, 1], seed=0)
+        >>> X, Y = sl.tasks.paraboloid(4, seed=0)
+        >>> sl.discord.pinned(net, X, Y).outcome.tolist()
+        ['settled', 'sliding', 'settled', 'settled']
+        """
+        M = len(self.settled)
+        ties = np.zeros(M, dtype=np.int64) if self.ties is None else self.ties
+        held = np.array([bool(s) for s in self.sliding]) if self.sliding else np.zeros(M, dtype=bool)
+        return np.where(~self.settled, "unsettled", np.where(held, "sliding", np.where(ties > 0, "decided", "settled")))
 
     @property
     def total(self):
@@ -104,10 +138,11 @@ class PinnedDiscord:
             rows = [f"{'Edge':<8}{'discord ' + head + ' (mean +- std)':>34}"]
             for name, (mean, std) in self.summary(convention).items():
                 rows.append(f"{name:<8}{mean:>18.{digits}f} +- {std:.{digits}f}")
-        unsettled = int((~self.settled).sum())
-        n_sliding = sum(1 for s in self.sliding if s)
-        rows.append(f"{self.state.shape[0]} samples; {n_sliding} on a switching surface; "
-                    f"{unsettled} not settled")
+        outcome = self.outcome
+        rows.append(f"{self.state.shape[0]} samples; {int(np.sum(outcome == 'settled'))} settled, "
+                    f"{int(np.sum(outcome == 'decided'))} decided at a tie or zero, "
+                    f"{int(np.sum(outcome == 'sliding'))} sliding (Filippov), "
+                    f"{int(np.sum(outcome == 'unsettled'))} with no equilibrium found")
         return "\n".join(rows)
 
 
@@ -151,6 +186,9 @@ def pinned(net, X, Y, max_iter=100, backend="auto", progress=True):
     Returns
     -------
     PinnedDiscord
+        Its :attr:`~PinnedDiscord.outcome` tells per sample whether the equilibrium is off the switching
+        surfaces, decided at a tie or zero, sliding (Filippov), or not found (``"unsettled"``: the last
+        iterate is returned, and its discord is not the pinned one).
 
     Examples
     --------
@@ -171,7 +209,18 @@ def pinned(net, X, Y, max_iter=100, backend="auto", progress=True):
         if engine(net) == GRAPH else _chain_equilibrium(net, X, Y, max_iter, backend)
     res = residuals(net, X, state, layout)
     return PinnedDiscord(state=state, layout=layout, by_edge=res.by_edge(), edge_names=res.edge_names,
-                         residuals=res, settled=settled, sliding=sliding, damped=damped)
+                         residuals=res, settled=settled, sliding=sliding, damped=damped,
+                         ties=_ties(net, X, state, layout))
+
+
+def _ties(net, X, state, layout):
+    """Per sample, the switching surfaces ``state`` is on (:func:`~sheaflinalg.sheaf.matrix_free.switching.ties_at`;
+    a chain's: its pre-activations zero to rounding)."""
+    if engine(net) == GRAPH:
+        return ties_at(net.graph, X.reshape(X.shape[0], -1), node_values(net.graph, layout, state))
+    z = [state[:, layout.free(layout.z(l))] for l in range(1, net.n_hidden + 1)]
+    return sum(np.sum(np.abs(v) <= ROUNDING * np.maximum(1.0, np.abs(v).max(axis=1, keepdims=True)), axis=1)
+               for v in z)
 
 
 def _chain_equilibrium(net, X, Y, max_iter, backend):

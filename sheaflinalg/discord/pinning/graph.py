@@ -1,21 +1,22 @@
-"""The pinned equilibrium of a graph network: the output pinned to the labels, Filippov sliding on ReLU surfaces.
+"""The pinned equilibrium of a graph network: the output pinned to the labels, Filippov sliding on switching
+surfaces.
 
 The output is pinned (the output node of the reduced sheaf for an identity
 output, ``yhat`` otherwise), the discord is minimised for a frozen activation
 pattern, and the pattern is updated from the solution until it is
-consistent (pattern iteration and Filippov sliding on ReLU switching
-surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  For an identity output
-the frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
+consistent (pattern iteration and Filippov sliding on ReLU and max-pool switching
+surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  The frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
 outputs, and the switching-surface coordinates), the minimiser is
 ``w = w0 + G lam`` where ``w0`` is the forward pass under the pattern (the
 unpinned minimiser), the columns of ``G = L^{-1} E`` are one backward and one
 forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
 :class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`) and ``lam`` solves the
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
-held coordinates ``E^T w = y``).  A nonlinear output re-linearises ``phi``
-(Gauss-Newton) in :func:`~sheaflinalg.complete`.  As for chains
-(:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov equilibrium is found by
-frozen-pattern solves with the sliding coordinates pinned at 0.
+held coordinates ``E^T w = y``; a held pair of max-pool entries is the column ``e_i - e_j``).  A nonlinear
+output's node is free: its value minimises the discord as a function of the held values plus the output
+edge (:func:`~sheaflinalg.discord.pinning.output_newton.held_outputs`, Newton in ``k`` dimensions), no
+re-linearisation of the sheaf.  As for chains (:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov
+equilibrium is found by frozen-pattern solves with the sliding coordinates held.
 
 On a graph with smooth nodes (pattern :data:`~sheaflinalg.network.ops.TANGENT`) the pattern iteration is a
 Gauss-Newton iteration (re-linearise at the state, solve the linear pinned problem); it is damped
@@ -25,12 +26,12 @@ Gauss-Newton iteration (re-linearise at the state, solve the linear pinned probl
 import numpy as np
 
 from ...network.graph.forward import evaluate
-from ...sheaf.pins.completion import complete
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
+from .output_newton import held_outputs
 from .schur import recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
@@ -41,25 +42,21 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     """``(state, layout, settled, sliding, damped)`` of the output pinned to ``Y`` (validated, flat ``X`` and
     ``Y``).
 
-    ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0: the parents of
-    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface; ``damped[s]`` counts the
-    Gauss-Newton steps of sample ``s`` that were shortened (smooth nodes, identity output).  An identity
-    output's solves are refused before any work when their memory estimate exceeds the memory available;
-    ``progress`` shows the conjugate gradients of many outputs (:mod:`~sheaflinalg.discord.pinning.schur`).
+    ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0 (the parents of
+    ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface) and the ``(node, i, j)``
+    entries of max-pool windows held equal; ``damped[s]`` counts the Gauss-Newton steps of sample ``s`` that
+    were shortened (smooth nodes).  ``backend`` is unused (nothing is factored).  The solves are refused
+    before any work when their memory estimate exceeds the memory available; ``progress`` shows the
+    conjugate gradients of many outputs (:mod:`~sheaflinalg.discord.pinning.schur`).
     """
     graph = net.graph
     sheaf = GraphSheaf(graph)
     search = None
-    if net.output == "identity":
-        solver = _MatrixFree(graph, sheaf.maps, progress)
-        solver.check_memory(X.shape[0])
-        if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
-            search = LineSearch(sheaf, solver.layout, X.shape[0])
-        state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
-    else:
-        solver = _Completion(net, backend)
-        c = complete(net, X, pins={"yhat": Y}, max_iter=max_iter, backend=backend)
-        state, pattern, settled = c.state.copy(), c.pattern, c.settled_samples.copy()
+    solver = _MatrixFree(graph, sheaf.maps, net.output, progress)
+    solver.check_memory(X.shape[0])
+    if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
+        search = LineSearch(sheaf, solver.layout, X.shape[0])
+    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
     layout = solver.layout
     settled |= at_rest(sheaf, X, state, layout)
     sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
@@ -94,8 +91,15 @@ class LineSearch:
         self.damped = np.zeros(n_samples, dtype=np.int64)
 
     def energy(self, X, state):
-        """Per-sample pinned energy of ``state`` (free cochains, the pinned output in place)."""
-        return self.sheaf.energy(self.sheaf.residuals(X, node_values(self.sheaf.graph, self.layout, state)))
+        """Per-sample pinned energy of ``state`` (free cochains, the pinned output in place; a nonlinear output's
+        edge included)."""
+        graph = self.sheaf.graph
+        energy = self.sheaf.energy(self.sheaf.residuals(X, node_values(graph, self.layout, state)))
+        if not self.layout.reduced:
+            e_y = output_residual(graph.output, state[:, self.layout.free(graph.output_node)],
+                                  state[:, self.layout.free("yhat")])
+            energy += 0.5 * np.einsum("ij,ij->i", e_y, e_y)
+        return energy
 
     def __call__(self, X, old, new, samples):
         """``(state, shortened)``: the state taken from ``old`` towards ``new`` and whether its step was
@@ -120,9 +124,10 @@ class LineSearch:
 
 
 class _MatrixFree:
-    """Frozen-pattern pinned solves of an identity output without a matrix (see the module docstring): ``G``
-    by substitutions when it is small, else conjugate gradients on the ``k x k`` system
-    (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the sample's previous solve)."""
+    """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation:
+    ``G`` by substitutions when it is small, else (an identity output, no pair held equal) conjugate gradients
+    on the ``k x k`` system (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the
+    sample's previous solve)."""
 
     #: Rows (samples x held coordinates) per block of ``G``: one substitution pass solves them all.
     BLOCK = 4096
@@ -132,23 +137,28 @@ class _MatrixFree:
     DIRECT_BYTES = 256 * 2**20
     #: Most search directions a sample keeps to precondition its next solve.
     RECYCLE = 512
+    #: Pairs of max-pool entries held equal are columns ``e_i - e_j`` (the Filippov search may hold them).
+    holds_pairs = True
 
-    def __init__(self, graph, maps, progress=False):
-        self.graph, self.maps, self.progress = graph, maps, progress
-        self.layout = Layout.from_graph(graph, reduced=True)
+    def __init__(self, graph, maps, phi="identity", progress=False):
+        self.graph, self.maps, self.phi, self.progress = graph, maps, phi, progress
+        self.layout = Layout.from_graph(graph, reduced=phi == "identity")
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
+        self.n_free = Layout.from_graph(graph, reduced=True).n_free
         self._last = {}                 # (sample's bytes, k) -> its last lam: the next solve's start
         self.steps = 0                  # products with the k x k system (conjugate gradients)
 
-    def direct(self, k):
-        """Whether ``k`` held coordinates are solved through ``G`` (cheap: few, and ``G`` small)."""
-        return k <= self.DIRECT_K and k * self.layout.n_free * FLOAT * 3 <= self.DIRECT_BYTES
+    def direct(self, k, pairs=False):
+        """Whether ``k`` held coordinates are solved through ``G`` (few and ``G`` small; always for a nonlinear
+        output or pairs held equal)."""
+        small = k <= self.DIRECT_K and k * self.n_free * FLOAT * 3 <= self.DIRECT_BYTES
+        return small or pairs or self.phi != "identity"
 
     def memory(self, M, k):
         """Estimated peak bytes of the solves of ``M`` samples with ``k`` held coordinates: the state and the
         forward values, and ``G``'s block with its substitutions (direct) or the iteration's vectors."""
-        n = self.layout.n_free * FLOAT
+        n = self.n_free * FLOAT
         if not self.direct(k):
             return 8 * M * n + 2 * M * self.RECYCLE * k * FLOAT
         return 2 * M * n + 3 * n * k * min(M, max(1, self.BLOCK // k))
@@ -159,26 +169,38 @@ class _MatrixFree:
         k = self.output.size
         n_bytes = self.memory(M, k)
         if n_bytes >= BATCH_FLOOR:
-            check_memory(n_bytes, f"the pinned discord of {M} sample(s) ({k} outputs, {self.layout.n_free} "
+            check_memory(n_bytes, f"the pinned discord of {M} sample(s) ({k} outputs, {self.n_free} "
                          f"coordinates each)", "pass fewer samples at a time (samples are independent)", available)
 
     def __call__(self, X, Y, pattern, surface=(), values=None):
-        """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` and every
-        ``(node, j)`` of ``surface`` at 0 (one sample when ``surface`` is given); ``values``: the nodes'
-        values under ``pattern`` when the caller has them."""
-        index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
+        """Free cochains minimising the discord under ``pattern`` with the output at ``Y`` (a nonlinear output:
+        ``yhat``) and every ``(node, j)`` of ``surface`` at 0, every ``(node, i, j)`` with ``i`` and ``j`` equal
+        (one sample when ``surface`` is given); ``values``: the nodes' values under ``pattern`` when the caller
+        has them."""
+        index, minus = self._columns(surface)
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
-        if self.direct(index.size):
-            self._direct(w, targets, pattern, index)
+        if self.direct(index.size, bool(np.any(minus >= 0))):
+            self._direct(w, targets, Y, pattern, index, minus)
         else:
             self._conjugate_gradients(X, w, targets, pattern, index)
-        w[:, index] = targets
-        return w
+        w[:, index[minus < 0]] = targets[:, minus < 0]
+        w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
+        return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
-    def _direct(self, w, targets, pattern, index):
-        """``w += G lam`` with the columns of ``G`` substituted, blocks of samples at a time."""
+    def _columns(self, surface):
+        """``(index, minus)``: per held coordinate its position in the free cochain and, for a pair held equal,
+        the other's (``-1`` otherwise); the output's first."""
+        start = [self.layout.free(held[0]).start for held in surface]
+        index = np.concatenate([self.output, [s + held[1] for s, held in zip(start, surface)]]).astype(np.int64)
+        minus = np.concatenate([np.full(self.output.size, -1), [s + held[2] if len(held) == 3 else -1
+                                                                for s, held in zip(start, surface)]])
+        return index, minus.astype(np.int64)
+
+    def _direct(self, w, targets, Y, pattern, index, minus):
+        """``w += G lam`` with the columns of ``G`` substituted, blocks of samples at a time (``targets`` of a
+        nonlinear output: replaced by the held outputs' minimiser)."""
         k = index.size
         step = max(1, self.BLOCK // k)
         for lo in range(0, w.shape[0], step):
@@ -187,10 +209,15 @@ class _MatrixFree:
             # column i of sample m is row m * k + i, under sample m's pattern
             op = GraphCoboundary(self.graph, {name: np.repeat(p[rows], k, axis=0) for name, p in pattern.items()},
                                  maps=self.maps)
-            unit = np.zeros((b * k, self.layout.n_free))
+            unit = np.zeros((b * k, self.n_free))
             unit[np.arange(b * k), np.tile(index, b)] = 1.0
+            pair = np.tile(minus >= 0, b)
+            unit[np.flatnonzero(pair), np.tile(minus, b)[pair]] = -1.0
             G = op.solve(op.solve_transpose(unit)).reshape(b, k, -1)
-            lam = np.linalg.solve(G[:, :, index].transpose(0, 2, 1), (targets[rows] - w[rows][:, index])[..., None])
+            A, t0 = _held(G, index, minus).transpose(0, 2, 1), _held(w[rows], index, minus)
+            if self.phi != "identity":      # the output node is free: its value minimises with phi's edge
+                targets[rows] = held_outputs(self.phi, A, t0, Y[rows])[0]
+            lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
 
     def _conjugate_gradients(self, X, w, targets, pattern, index):
@@ -216,17 +243,10 @@ class _MatrixFree:
             self._last[key] = (lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
         w += shift
 
-class _Completion:
-    """Frozen-pattern pinned solves of a nonlinear output: :func:`~sheaflinalg.complete` with ``yhat`` pinned."""
 
-    def __init__(self, net, backend):
-        self.net, self.backend = net, backend
-        self.layout = Layout.from_graph(net.graph, reduced=False)
-
-    def __call__(self, X, Y, pattern, surface=(), values=None):
-        """:func:`~sheaflinalg.complete` under ``pattern`` (``values`` unused: it evaluates its own)."""
-        return complete(self.net, X, pins=_surface_pins({"yhat": Y}, surface), pattern=pattern,
-                        backend=self.backend).state
+def _held(v, index, minus):
+    """``E^T v`` along the last axis: the held coordinates' values (a pair's difference)."""
+    return v[..., index] - np.where(minus >= 0, v[..., np.maximum(minus, 0)], 0.0)
 
 
 def at_rest(sheaf, X, state, layout):
@@ -256,14 +276,3 @@ def _pinned_forces(sheaf, X, state, layout):
                 graph.output, z, state[:, layout.free("yhat")]))
         return res.edges, force
     return forces
-
-
-def _surface_pins(pins, surface):
-    """The output pin and ``z_j = 0`` on every surface coordinate, as :func:`~sheaflinalg.complete` pins."""
-    out = dict(pins)
-    for u in sorted({u for u, _ in surface}):
-        idx = sorted(j for v, j in surface if v == u)
-        out[f"{u}[{','.join(map(str, idx))}]"] = np.zeros((1, len(idx)))
-    return out
-
-

@@ -49,6 +49,8 @@ from ..patterns import graph_pattern, same_pattern
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
+#: Filippov searches of a sample whose equilibrium the surface check pushed off a surface (:func:`settle_surfaces`).
+SEARCHES = 3
 
 
 def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
@@ -116,31 +118,38 @@ def mask_nodes(graph):
     return [node for node in graph.nodes if node.rule.pattern is MASK]
 
 
-def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
-    """``(state, [(node, j), ...], pattern)`` of a Filippov equilibrium of one sample, or None.
+def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
+    """``(state, held, pattern)`` of a Filippov equilibrium of one sample, or None.
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
-    that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0``; a consistent
-    solution is accepted when both sides push into the surface at every held coordinate, and one that
-    fails the condition is released to the side it is pushed to.  ``sheaf`` is the graph's
-    :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates are never the output node's,
-    so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s, the sample's forward values.
+    that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0`` (``(node, j)`` in
+    ``held``) and the two entries of every max-pool window whose selection flips in it equal (``(node, i, j)``,
+    ``node`` the window's parent); a consistent solution is accepted when both sides push into the surface at
+    every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
+    ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
+    are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
+    the sample's forward values.  Pairs that share an entry hold a group of entries equal; only a solve
+    whose ``holds_pairs`` attribute is true holds pairs (otherwise a cycle of selections alone is not
+    searched: None); ``held``: the coordinates and pairs held from the start.
     """
     graph = sheaf.graph
-    surface, seen = set(), set()
+    holds_pairs = getattr(solve, "holds_pairs", False)
+    searched = (MASK, SELECTION) if holds_pairs else (MASK,)
+    surface, seen = set(held), set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
             # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
-            pat[node.name][0, [j for u, j in surface if u == node.inputs[0]]] = True
+            pat[node.name][0, [held[1] for held in surface if len(held) == 2 and held[0] == node.inputs[0]]] = True
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
         flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
                  for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
+        pairs = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
-                                              if graph.node(n).rule.pattern is not MASK}, 1)[0]
-        if not flips and not moved:
+                                              if graph.node(n).rule.pattern not in searched}, 1)[0]
+        if not flips and not pairs and not moved:
             released = _release(graph, sheaf, x, values, surface, pat)
             if not released:
                 return state[0], sorted(surface), pat
@@ -148,13 +157,29 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None):
             continue
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
-            if not flips:
-                return None         # max-pool selections cycle: not a ReLU switching surface
-            surface |= flips        # the pattern cycles: the flipping coordinates slide
+            if not flips | pairs:
+                return None         # another piece (a clamp, a tangent; a selection if not held) cycles
+            surface |= flips            # the pattern cycles: the flipping coordinates slide
+            for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
+                if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
+                    surface.add(pair)
             continue
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _flipped_windows(graph, old, new):
+    """``{(u, i, j)}``: the entries ``i < j`` of the parent ``u`` of a max-pool window whose selection is ``i`` in
+    one of the one-sample patterns ``old``, ``new`` and ``j`` in the other."""
+    pairs = set()
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            for a, b in zip(old[name][0], new[name][0]):
+                if a != b:
+                    pairs.add((node.inputs[0], int(min(a, b)), int(max(a, b))))
+    return pairs
 
 
 def read_pattern(graph, x, values, previous, tied=None):
@@ -245,11 +270,12 @@ def _decide_ties(graph, values, previous, new, tied):
 
 
 def _release(graph, sheaf, x, values, surface, pat):
-    """Surface coordinates where Filippov's condition fails, set in ``pat`` to the side they are pushed to."""
+    """Held coordinates and groups of tied entries where Filippov's condition fails, set in ``pat`` to the side
+    they are pushed to (:func:`_release_ties` for the max-pool windows)."""
     res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
     force = sheaf.force(res)
-    released = set()
-    for u, j in surface:
+    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat)
+    for u, j in (held for held in surface if len(held) == 2):
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
         below = above - sum((1.0 - node.rule.slope(node)) * res.edges[node.name][0, j] for node in children)
@@ -260,30 +286,84 @@ def _release(graph, sheaf, x, values, surface, pat):
     return released
 
 
+def _release_ties(graph, res, force, pairs, pat):
+    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie, one window's) fails Filippov's
+    condition; the window's selection in ``pat`` is then the group's entry with the largest force.
+
+    The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
+    ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
+    over the group: ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the tie).
+    """
+    released = set()
+    for group in _groups(pairs):
+        u = group[0][0]
+        entries = sorted({j for held in group for j in held[1:]})
+        for node in (n for n in graph.nodes if n.rule.pattern is SELECTION and n.inputs[0] == u):
+            for w in np.flatnonzero(np.isin(pat[node.name][0], entries)):
+                e = res.edges[node.name][0, w]
+                F = force[u][0, entries] - e * (np.array(entries) == res.pattern[node.name][0, w])
+                gap = F.sum() / len(entries) + e / len(entries) - F         # c - F_s
+                tol = 1e-9 * (1.0 + abs(e) + np.abs(F).max())
+                if gap.min() < min(e, 0.0) - tol or gap.max() > tol:
+                    released.update(group)
+                    pat[node.name][0, w] = entries[int(np.argmax(F))]
+    return released
+
+
+def _tied_entries(surface, u):
+    """The sets of entries of ``u`` that the pairs of ``surface`` hold equal."""
+    return [{j for held in group for j in held[1:]} for group in _groups([h for h in surface if len(h) == 3])
+            if group[0][0] == u]
+
+
+def _groups(pairs):
+    """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
+    root = {}
+
+    def find(entry):
+        while root.setdefault(entry, entry) != entry:
+            root[entry] = root[root[entry]]
+            entry = root[entry]
+        return entry
+
+    for u, i, j in pairs:
+        root[find((u, i))] = find((u, j))
+    groups = {}
+    for pair in pairs:
+        groups.setdefault(find(pair[:2]), []).append(pair)
+    return list(groups.values())
+
+
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
-    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface, after the surface check of
-    the settled samples (:func:`check_surfaces`) and the Filippov search of the others
-    (:func:`on_switching_surface`, whose equilibria are checked again); ``state``, ``pattern`` and
-    ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest`` are
-    :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
+    """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface (and ``(node, i, j)`` max-pool
+    entries held equal), after the surface check of the settled samples (:func:`check_surfaces`) and the
+    Filippov search of the others (:func:`on_switching_surface`, whose equilibria are checked again; one that
+    the check pushes off a surface is searched again from there, up to :data:`SEARCHES` times); ``state``,
+    ``pattern`` and ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest``
+    are :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
     sliding = [[] for _ in range(X.shape[0])]
     values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
     decided = None if tied is None else forward_zeros(sheaf.graph, tied)
     check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest, decided)
-    searched = ~settled
-    for s in np.flatnonzero(searched):
-        rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
-        one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
-        found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one)
-        if found is not None:
-            state[s, :found[0].size], sliding[s], rows = found
-            for name, p in pattern.items():
-                p[s] = rows[name][0]
-            settled[s] = True
-    if searched.any():          # a Filippov equilibrium may leave more coordinates at exactly 0
-        again = settled & searched
+    todo = ~settled
+    for _ in range(SEARCHES):
+        for s in np.flatnonzero(todo):
+            rows = {name: p[s:s + 1].copy() for name, p in pattern.items()}
+            one = None if tied is None else {name: v[s:s + 1] for name, v in tied.items()}
+            found = on_switching_surface(solve, sheaf, X[s:s + 1], Y[s:s + 1], rows, max_iter, one, sliding[s])
+            sliding[s] = []
+            if found is not None:
+                state[s, :found[0].size], sliding[s], rows = found
+                for name, p in pattern.items():
+                    p[s] = rows[name][0]
+                settled[s] = True
+        again = settled & todo          # a Filippov equilibrium may leave more coordinates at exactly 0
         check_surfaces(sheaf, X, values, pattern, again, sliding, forces, rest, decided)
-        settled &= again | ~searched
+        pushed = settled & todo & ~again
+        settled &= again | ~todo
+        todo = pushed
+        if not todo.any():
+            break
     return sliding
 
 
@@ -365,9 +445,31 @@ def _on_surface(graph, values, settled, sliding, decided=None):
         if decided is not None:
             mask &= ~decided[u]
         for s in np.flatnonzero(mask.any(axis=1)):
-            for v, j in sliding[s]:
-                if v == u:
-                    mask[s, j] = False
+            for held in sliding[s]:
+                if len(held) == 2 and held[0] == u:
+                    mask[s, held[1]] = False
         if mask.any():
             on[u] = mask
     return on
+
+
+def ties_at(graph, X, values):
+    """Per sample, the number of switching surfaces the state ``values`` (``{node: (M, size)}``) is on: mask
+    coordinates whose parent is zero up to :data:`ROUNDING`, max-pool windows whose largest entry is tied
+    with another up to :data:`ROUNDING`.  On a settled sample that holds none of them (no sliding), each is
+    decided: the side read off the state is at rest (``z >= 0`` active; a window's first maximum)."""
+    values = {**values, INPUT: X}
+    count = np.zeros(X.shape[0], dtype=np.int64)
+    for u in {node.inputs[0] for node in mask_nodes(graph)}:
+        z = values[u]
+        count += np.sum(np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True)), axis=1)
+    for node in (graph.node(n) for n in graph.pattern_nodes):
+        if node.rule.pattern is SELECTION:
+            z = values[node.inputs[0]]
+            channels, n_in, index, _ = node.rule.windows(node, graph)
+            pos = np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]
+            entries = np.where(index[None] >= 0, z[:, pos], -np.inf)              # (M, C, P, K)
+            scale = ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1))[:, None, None, None]
+            best = entries.max(axis=3, keepdims=True)
+            count += np.sum(np.sum(entries >= best - scale, axis=3) > 1, axis=(1, 2))
+    return count
