@@ -98,3 +98,35 @@ def jacobian(name, z):
         y = apply(name, z)
         return y[..., :, None] * np.eye(z.shape[-1]) - y[..., :, None] * y[..., None, :]
     return jacobian_diagonal(check_output(name), z)[..., :, None] * np.eye(z.shape[-1])
+
+
+def curvature(name, z, r):
+    """``sum_i r_i nabla^2 phi_i(z)`` per row: the second-order term of ``1/2 ||phi(z) - y||^2``'s Hessian beyond
+    ``J^T J`` (``r = phi(z) - y``).
+
+    Parameters
+    ----------
+    name : str
+        Output activation other than ``"identity"`` (whose term is 0).
+    z, r : ndarray, shape (M, n)
+
+    Returns
+    -------
+    ndarray, shape (M, n, n)
+
+    Examples
+    --------
+    >>> curvature("sigmoid", np.zeros((1, 2)), np.ones((1, 2))).tolist()     # sigmoid'' (0) = 0
+    [[[0.0, 0.0], [0.0, 0.0]]]
+    """
+    p = apply(name, z)
+    if name == "softmax":        # nabla^2 p_i = p_i (e_i - p)(e_i - p)^T - p_i J, J = diag(p) - p p^T
+        u = r * p
+        J = jacobian(name, z)
+        outer = (u[:, :, None] * np.eye(z.shape[1]) - u[:, :, None] * p[:, None, :] - p[:, :, None] * u[:, None, :]
+                 + u.sum(axis=1)[:, None, None] * p[:, :, None] * p[:, None, :])
+        return outer - np.einsum("m,mij->mij", np.einsum("mi,mi->m", r, p), J)
+    second = {"sigmoid": lambda: p * (1.0 - p) * (1.0 - 2.0 * p), "tanh": lambda: -2.0 * p * (1.0 - p * p)}
+    if name not in second:
+        raise ValueError(check_output(name) if name != "identity" else "the identity output has no curvature term")
+    return (r * second[name]())[:, :, None] * np.eye(z.shape[1])

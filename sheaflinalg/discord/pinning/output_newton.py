@@ -74,7 +74,7 @@ def held_outputs(phi, A, t0, y):
         J = activations.jacobian(phi, z[todo])
         grad = Sd + np.einsum("mji,mj->mi", J, r)
         H = S[todo][:, :n, :n] + np.einsum("mji,mjk->mik", J, J)
-        newton = H + _curvature(phi, z[todo], r)
+        newton = H + activations.curvature(phi, z[todo], r)
         convex = np.linalg.eigvalsh(newton)[:, 0] > 0.0       # Newton where it is a descent, Gauss-Newton else
         H[convex] = newton[convex]
         step = -np.linalg.solve(H, grad[..., None])[..., 0]
@@ -110,15 +110,3 @@ def _backtrack(objective, f, grad, z, step, halvings=50):
     stuck[rows] = True
     return out, stuck
 
-
-def _curvature(phi, z, r):
-    """``sum_i r_i nabla^2 phi_i(z)`` per row: the output edge's Hessian beyond ``J^T J`` (``r = phi(z) - y``)."""
-    p = activations.apply(phi, z)
-    if phi == "softmax":        # nabla^2 p_i = p_i (e_i - p)(e_i - p)^T - p_i J, J = diag(p) - p p^T
-        u = r * p
-        J = activations.jacobian(phi, z)
-        outer = (u[:, :, None] * np.eye(z.shape[1]) - u[:, :, None] * p[:, None, :] - p[:, :, None] * u[:, None, :]
-                 + u.sum(axis=1)[:, None, None] * p[:, :, None] * p[:, None, :])
-        return outer - np.einsum("m,mij->mij", np.einsum("mi,mi->m", r, p), J)
-    second = p * (1.0 - p) * (1.0 - 2.0 * p) if phi == "sigmoid" else -2.0 * p * (1.0 - p * p)
-    return (r * second)[:, :, None] * np.eye(z.shape[1])
