@@ -32,6 +32,9 @@ def _chain_workloads(sl):
         "chain: train (joint dynamics)": lambda: sl.train(net, X, Y, steps=20, progress=False),
         "chain: train (equilibrium)": lambda: sl.train(soft, X, labels, method="equilibrium", epochs=1,
                                                        batch_size=3, progress=False),
+        "chain: train (equilibrium, large nudging)": lambda: sl.train(soft, X, labels, method="equilibrium",
+                                                                      epochs=1, batch_size=3, nudging=0.5,
+                                                                      progress=False),
         "chain: train (imex)": lambda: sl.train(net, X, Y, method="imex", steps=5, progress=False),
         "chain: gradient descent": lambda: sl.sgd(net, X, Y, epochs=5, progress=False),
     }
