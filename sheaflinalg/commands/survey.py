@@ -7,6 +7,7 @@ import numpy as np
 
 from . import add_output, number, refuse_ignored
 from .sweep import add_run_options, counts_line
+from .user_inputs import add_input_options, check_user_files, fit_network, load_network
 
 HELP = "spectrum and pinned discord of every input of a data set, one row per input in an SQLite store"
 RESUME = "finished inputs are kept in the store: run the same command again to continue"
@@ -20,8 +21,8 @@ def add_arguments(parser):
     p.add_argument("--network", metavar="FILE.onnx|FILE.npz",
                    help="an ONNX file or a saved network (default: the MNIST-1D CNN of the case study, trained or "
                         "kept in --case-dir)")
-    p.add_argument("--inputs", metavar="X.npy|X.npz[:key]", help="the inputs, one per row (with --network)")
-    p.add_argument("--labels", metavar="y.npy|y.npz[:key]", help="their true classes (integers; needed by the discord)")
+    add_input_options(p, labels="their true classes, one integer per input (y.npy, or y.npz[:key]; needed by the "
+                                "discord)")
     p.add_argument("--case-dir", default="results/paper", metavar="DIR",
                    help="where the case study's network is kept (default: sheaflinalg reproduce's results/paper)")
     p.add_argument("--limit", type=number("--limit", int, minimum=1), help="only the first N inputs")
@@ -91,10 +92,9 @@ def _data(args):
         return net, data.X_test, data.Y_test.argmax(axis=1)
     if args.inputs is None:
         raise ValueError("--network needs --inputs X.npy|X.npz[:key] (one row per input)")
-    from .user_inputs import load_inputs, load_network
-
+    check_user_files(args)                  # the inputs and labels read and checked before the network
     net = load_network(args.network)
-    return (net, *load_inputs(args.inputs, args.labels, net))
+    return (net, *fit_network(*args.user_arrays, net, args.inputs, args.labels))
 
 
 def _run(args):
