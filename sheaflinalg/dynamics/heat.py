@@ -23,7 +23,7 @@ from .implicit.run import run_graph_implicit
 from .implicit.settings import DEFAULTS as IMPLICIT_DEFAULTS
 from .implicit.settings import ImplicitSettings
 from ..network.paths import GRAPH, engine, require_chain
-from ..sheaf.skip_edges.encoding import is_split
+from ..sheaf.skip_edges.encoding import DEFAULT_SKIP_ENCODING, is_split
 
 #: The options of each method beyond those every method uses.
 METHODS = {"euler": tuple(EULER_DEFAULTS), "exact": tuple(EXACT_DEFAULTS), "implicit": tuple(IMPLICIT_DEFAULTS)}
@@ -38,7 +38,7 @@ def heat(net, X, alpha=1.0, dt=_E["dt"], max_steps=_E["max_steps"], tol=1e-12, i
          sliding_min_flips=_E["sliding_min_flips"], check_stability=_E["check_stability"],
          adaptive=_E["adaptive"], progress=True,
          threads=None, method="euler", t_max=_X["t_max"], max_events=_X["max_events"], cg_tol=_I["cg_tol"],
-         cg_max_iter=_I["cg_max_iter"], skip_encoding="sum"):
+         cg_max_iter=_I["cg_max_iter"], skip_encoding=DEFAULT_SKIP_ENCODING):
     """Run the restricted sheaf heat equation by forward Euler (implicitly, or exactly) until it settles.
 
     Options shown as ``<default ...>`` belong to one method; giving one to the other method

@@ -16,7 +16,7 @@ from ..sheaf.pins import specs as _pins
 from ..network.graph.forward import evaluate
 from ..sheaf.matrix_free.bound import graph_lambda_max_bound, spectral_norm, unbounded_nodes
 from ..sheaf.layout import Layout
-from ..sheaf.skip_edges.encoding import check_skip_encoding
+from ..sheaf.skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding
 from ..sheaf.state import initial_state
 from ..network.paths import GRAPH, engine
 
@@ -30,7 +30,7 @@ def spectral_norm(W):
     return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
 
 
-def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding="sum"):
+def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
 
     ``delta_Omega = I - N`` where ``N`` holds one block per block row and per
@@ -80,10 +80,10 @@ class SharedSettings:
     seed: object
     threads: int
     progress: bool
-    skip_encoding: str = "sum"
+    skip_encoding: str = DEFAULT_SKIP_ENCODING
 
     @classmethod
-    def validated(cls, alpha, tol, init, seed, threads, progress, skip_encoding="sum"):
+    def validated(cls, alpha, tol, init, seed, threads, progress, skip_encoding=DEFAULT_SKIP_ENCODING):
         check_seed(seed)
         return cls(alpha=check_positive(alpha, "alpha"), tol=check_tol(tol, "tol"), init=init, seed=seed,
                    threads=resolve_threads(check_optional_int(threads, "threads")),

@@ -25,7 +25,7 @@ from ..network.errors import GraphNetworkError
 from ..network.graph.chain import chain_names
 from ..network.graph.nodes import INPUT
 from ..network.model import parameter_offsets
-from .skip_edges.encoding import check_skip_encoding, node_edges
+from .skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding, node_edges
 
 
 def _chain_names(names, n_layers):
@@ -106,7 +106,7 @@ class Layout:
     """
 
     #: How nodes with several parents are encoded (:meth:`from_graph`); a chain has none.
-    skip_encoding = "sum"
+    skip_encoding = DEFAULT_SKIP_ENCODING
 
     def __init__(self, dims, reduced=False, names=None):
         dims = check_dims(dims)
@@ -141,7 +141,7 @@ class Layout:
         return "v_y" if name == "yhat" else f"v_{name}"
 
     @classmethod
-    def from_graph(cls, graph, reduced=False, skip_encoding="sum"):
+    def from_graph(cls, graph, reduced=False, skip_encoding=DEFAULT_SKIP_ENCODING):
         """The layout of a feedforward computational graph (:class:`~sheaflinalg.network.graph.Graph`).
 
         Coordinates: the input ``"x"``, every node (free, named as the node),

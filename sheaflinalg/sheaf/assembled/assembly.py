@@ -12,7 +12,7 @@ from .augmented import AugmentedSheafSystem
 from ..layout import Layout
 from ..patterns import normalise_graph_pattern, normalise_pattern
 from ..pins.specs import resolve_pins
-from ..skip_edges.encoding import check_skip_encoding
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding
 from .system import SheafSystem
 from ...network.paths import GRAPH, engine
 
@@ -114,7 +114,7 @@ def check_system_memory(net, n_samples):
 
 
 def assemble(net, x, pattern=None, reduced=False, pins=None, soft_pins=None, reluctance=None,
-             free_inputs=None, linearise_at=None, skip_encoding="sum"):
+             free_inputs=None, linearise_at=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """Assemble the neural sheaf of ``net`` at input(s) ``x``.
 
     Parameters

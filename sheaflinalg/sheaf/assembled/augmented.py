@@ -7,6 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...network.model import check_network
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING
 from .sparse_blocks import csr_from_blocks
 from .system import SheafSystem
 
@@ -48,7 +49,7 @@ class AugmentedSheafSystem(SheafSystem):
     """
 
     def __init__(self, net, X, pattern, reduced, hard, soft, lam, anchor, free_inputs, linearise_at=None,
-                 as_graph=False, skip_encoding="sum"):
+                 as_graph=False, skip_encoding=DEFAULT_SKIP_ENCODING):
         check_network(net, graphs=True)
         super().__init__(net, X, pattern, reduced, as_graph, skip_encoding)
         if linearise_at is not None:

@@ -17,7 +17,7 @@ from .block_rows import graph_rows, static_rows
 from ..harmonic import graph_extension, harmonic_extension
 from ..layout import Layout
 from ..patterns import output_jacobian
-from ..skip_edges.encoding import check_skip_encoding, split_static_rows
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding, split_static_rows
 from .sparse_blocks import csr_from_blocks, transpose_times
 from ...network.paths import GRAPH, engine
 
@@ -68,7 +68,7 @@ class SheafSystem:
         :func:`sheaflinalg.sheaf.skip_edges.least_squares.least_squares_extension`.
     """
 
-    def __init__(self, net, X, pattern, reduced=False, as_graph=False, skip_encoding="sum"):
+    def __init__(self, net, X, pattern, reduced=False, as_graph=False, skip_encoding=DEFAULT_SKIP_ENCODING):
         check_network(net, graphs=True)
         self.network = net
         self.X = X

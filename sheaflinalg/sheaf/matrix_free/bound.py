@@ -33,7 +33,7 @@ import numpy as np
 
 from ...network.graph.nodes import INPUT
 from ...network.ops.linear import spectral_norm
-from ..skip_edges.encoding import is_split
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, is_split
 
 __all__ = ["spectral_norm", "map_norm_bound", "block_norms", "graph_lambda_max_bound", "unbounded_nodes",
            "state_dependent_nodes"]
@@ -61,7 +61,7 @@ def map_norm_bound(node, graph, state=None):
     return bound
 
 
-def block_norms(graph, state=None, norms=None, skip_encoding="sum"):
+def block_norms(graph, state=None, norms=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """``I + (n_vu)``: one row and column per node in topological order, then ``yhat`` (see the module);
     ``norms`` (``{name: n}``) replaces the bound of the nodes it names.  Under ``skip_encoding="edges"`` an
     ``add`` or ``concat`` node has one row per parent (its edge: 1 on the node, ``n_vu`` on that parent),
@@ -82,7 +82,7 @@ def block_norms(graph, state=None, norms=None, skip_encoding="sum"):
     return M
 
 
-def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding="sum"):
+def graph_lambda_max_bound(graph, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """``||I + (n_vu)||_2^2 + gamma_max + reluctance``: a bound on ``lambda_max`` for every pattern.
 
     Parameters

@@ -24,7 +24,7 @@ import numpy as np
 from ...network import activations
 from ...network.graph.forward import node_steps
 from ...network.graph.nodes import INPUT
-from ..skip_edges.encoding import fed_rows, is_split, split_edge_names
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, fed_rows, is_split, split_edge_names
 from .node_maps import NodeMaps
 
 
@@ -65,7 +65,7 @@ class GraphSheaf:
     (array([[-2.]]), array([[-2.]]))
     """
 
-    def __init__(self, graph, skip_encoding="sum"):
+    def __init__(self, graph, skip_encoding=DEFAULT_SKIP_ENCODING):
         self.graph = graph
         self.maps = NodeMaps(graph)
         # {node: [(edge key, rows its parent feeds)]} of the nodes split under "edges"

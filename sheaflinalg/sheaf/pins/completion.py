@@ -39,7 +39,7 @@ from ..assembled.factor import check_backend, cholesky
 from ..layout import Layout
 from ..patterns import graph_pattern, same_pattern
 from .specs import pins_or_clamp, resolve_pins
-from ..skip_edges.encoding import check_skip_encoding
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding
 from ..verification.rank import unit_triangular_rows
 from ..verification.verify import unit_lower_triangular_certificate
 from ...network.paths import GRAPH, engine
@@ -199,7 +199,7 @@ def _solve(system, nonunique, backend):
 
 
 def complete(net, X, pins=None, soft_pins=None, free_inputs=None, pattern=None, reluctance=None,
-             nonunique="error", max_iter=100, backend="auto", *, clamp=None, skip_encoding="sum"):
+             nonunique="error", max_iter=100, backend="auto", *, clamp=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """Complete the unclamped coordinates of the neural sheaf (partial clamping).
 
     Parameters

@@ -27,8 +27,10 @@ import scipy.sparse as sp
 
 from ..._common.validation import check_choice
 
+#: The default ``skip_encoding``: one defining hyperedge per node (``delta_Omega`` square, unit lower triangular).
+DEFAULT_SKIP_ENCODING = "sum"
 #: The values of ``skip_encoding``.
-SKIP_ENCODINGS = ("sum", "edges")
+SKIP_ENCODINGS = (DEFAULT_SKIP_ENCODING, "edges")
 
 
 def check_skip_encoding(value):
@@ -65,7 +67,7 @@ def split_edge_names(node):
             for i, u in enumerate(node.inputs)]
 
 
-def node_edges(graph, skip_encoding="sum"):
+def node_edges(graph, skip_encoding=DEFAULT_SKIP_ENCODING):
     """The edges of the nodes of ``graph`` in order, as ``(name, size, kind, layer, "parents->node")``.
 
     One defining edge ``"e_<node>"`` per node; under ``"edges"`` a node with

@@ -28,7 +28,7 @@ from ..assembled.assembly import assemble, check_pattern
 from ..assembled.factor import check_backend, cholesky
 from ..harmonic import HarmonicExtension
 from ..harmonic import harmonic_extension as forward_substitution
-from .encoding import check_skip_encoding, is_split
+from .encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding, is_split
 from .iterative import TOL, iterative_extension
 
 #: The values of ``solver``.
@@ -143,7 +143,7 @@ def _iterative(net, X, pattern, tol):
     return iterative_extension(net.graph, X, pattern, tol=tol)[0]
 
 
-def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum", solver="auto"):
+def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding=DEFAULT_SKIP_ENCODING, solver="auto"):
     """Harmonic extension of the boundary data ``(x, 1, ..., 1)``.
 
     Parameters
@@ -186,7 +186,7 @@ def harmonic_extension(net, X, pattern=None, threads=None, skip_encoding="sum", 
     [[1.333333]]
     """
     check_choice(solver, SOLVERS, "solver")
-    if check_skip_encoding(skip_encoding) == "sum":
+    if check_skip_encoding(skip_encoding) == DEFAULT_SKIP_ENCODING:
         return forward_substitution(net, X, pattern=pattern, threads=threads)
     check_optional_int(threads, "threads")
     return least_squares_extension(net, X, pattern, solver=solver)

@@ -13,7 +13,7 @@ from ..assembled.assembly import assemble, check_system_memory
 from ..assembled.factor import check_backend, cholesky, resolved_backend
 from ..harmonic import graph_extension, harmonic_extension
 from ..layout import Layout
-from ..skip_edges.encoding import check_skip_encoding
+from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding
 from .matrix_free import EPS, condition_bound, discord_bound, matrix_free_checks
 from .verify_edges import verify_edges
 from ...network.graph.nodes import INPUT
@@ -210,7 +210,7 @@ class VerificationReport:
                 "det delta_Omega = 1 holds by structure")
 
 
-def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding="sum", progress=False):
+def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding=DEFAULT_SKIP_ENCODING, progress=False):
     """Certify, per sample, ``det delta_Omega = 1`` and harmonic extension = forward pass, at any size.
 
     For each sample: (1) an exact certificate that ``delta_Omega`` is square,
