@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 
+from ._common.interrupt import catching_interrupts, check_interrupt
 from .commands import NAMES, check_outputs
 
 
@@ -65,7 +66,10 @@ def main(argv=None):
         return 2
     try:
         check_outputs(args)
-        return int(args._run(args) or 0)
+        with catching_interrupts():
+            status = int(args._run(args) or 0)
+            check_interrupt()     # a Ctrl-C whose exception a finaliser swallowed still counts
+        return status
     except (ValueError, TypeError, OSError, MemoryError, ImportError) as exc:
         message = " ".join(str(exc).split())  # one line
         print(f"sheaflinalg {args.command}: error: {message}", file=sys.stderr)

@@ -4,6 +4,7 @@
 (``progress="no"`` would show the bar).
 """
 
+from .interrupt import check_interrupt
 from .validation import check_bool
 
 
@@ -16,9 +17,18 @@ def progress_bar(total, enabled, desc, unit="it"):
 
 
 def progress_iter(iterable, total, enabled, desc):
-    """``iterable`` wrapped in a tqdm bar when ``enabled`` and there are at least two items."""
+    """``iterable`` wrapped in a tqdm bar when ``enabled`` and there are at least two items.
+
+    Before each item it checks for a Ctrl-C that a finaliser swallowed (:mod:`._common.interrupt`).
+    """
     if not check_bool(enabled, "progress") or total < 2:
-        return iterable
+        return _checked(iterable)
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, leave=False)
+    return _checked(tqdm(iterable, total=total, desc=desc, leave=False))
+
+
+def _checked(iterable):
+    for item in iterable:
+        check_interrupt()
+        yield item
