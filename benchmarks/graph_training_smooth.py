@@ -24,7 +24,8 @@ takes each side's fastest run).
 
 Run: ``.venv/bin/python benchmarks/graph_training_smooth.py [--seeds 0 1 2] [--epochs 20] [--arch vit]``
 (default: seed 0, 2 epochs of each network, a few minutes on 2 cores; ``--profile``: where one epoch of
-equilibrium training spends its time, cProfile by function).
+equilibrium training spends its time, cProfile by function; ``--per-batch --repeat 3``: CPU time per batch of
+both after one epoch of torch training, in interleaved rounds).
 """
 
 import argparse
@@ -156,6 +157,46 @@ def profile(data, cfg):
         pstats.Stats(prof).sort_stats("tottime").print_stats(15)
 
 
+def per_batch(data, cfg):
+    """CPU time per batch after one epoch of torch training (``--per-batch``): ``GraphEquilibrium.gradient`` at the
+    default nudging against torch's forward, backward and Adam step on the same 20 batches of ``--batch-size``,
+    ``process_time`` (the wall clock means little on a loaded machine), in ``--repeat`` interleaved rounds."""
+    import torch
+    from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
+    from sheaflinalg.training.velocity import GraphParameters
+
+    rows = [slice(k * cfg.batch_size, (k + 1) * cfg.batch_size) for k in range(20)]
+    for arch in cfg.arch:
+        model = build(arch, 0)
+        train_torch(model, data, arch, epoch_orders(0, data.X_train.shape[0], 1), cfg.lr, cfg.batch_size)
+        net = sl.Network.from_torch(model, input_shape=SHAPES[arch]).replace(output="softmax")
+        oracle = GraphEquilibrium(net.graph, "cross_entropy")
+        theta = GraphParameters(net.graph).flat()
+        g, X = np.empty_like(theta), torch.from_numpy(data.X_train).reshape(-1, *SHAPES[arch])
+        labels, optimizer = torch.from_numpy(data.Y_train.argmax(1)), torch.optim.Adam(model.parameters(), lr=cfg.lr)
+
+        def equilibrium():
+            return [oracle.gradient(theta, data.X_train[r], data.Y_train[r], 1e-6, g).iterations for r in rows]
+
+        def backprop():
+            for r in rows:
+                loss = torch.nn.functional.cross_entropy(model(X[r]), labels[r])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        times = {equilibrium: [], backprop: []}
+        for _ in range(1 + cfg.repeat):         # the first round warms up, untimed
+            for run_ in times:
+                start = time.process_time()
+                out = run_()
+                times[run_].append((time.process_time() - start) / len(rows) * 1e3)
+        eq, bp = (np.array(times[f][1:]) for f in (equilibrium, backprop))
+        print(f"{arch}: equilibrium {np.median(eq):.1f} ms (min {eq.min():.1f}), torch {np.median(bp):.1f} ms "
+              f"(min {bp.min():.1f}) a batch: {np.median(eq) / np.median(bp):.2f}x of medians, "
+              f"{eq.min() / bp.min():.2f}x of minima; backward substitutions per batch {np.bincount(out).tolist()}",
+              flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--arch", nargs="+", choices=tuple(SHAPES), default=list(SHAPES))
@@ -166,12 +207,17 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1, help="threads of both libraries (default 1)")
     p.add_argument("--repeat", type=int, default=1, help="runs of every network and seed (fastest times kept)")
     p.add_argument("--profile", action="store_true", help="only: where one epoch of equilibrium training goes")
+    p.add_argument("--per-batch", action="store_true",
+                   help="only: CPU time per batch of both after one epoch of torch training (--repeat rounds)")
     cfg = p.parse_args(argv)
     data = sl.tasks.mnist1d()
     with same_threads(cfg.threads):
         warm_up(data, cfg)
         if cfg.profile:
             profile(data, cfg)
+            return 0
+        if cfg.per_batch:
+            per_batch(data, cfg)
             return 0
         rows = [run(arch, seed, data, cfg) for arch in cfg.arch for seed in cfg.seeds]
     print(f"\nMNIST-1D, {cfg.epochs} epochs, batch {cfg.batch_size}, Adam lr {cfg.lr:g}, float64, {cfg.threads} "

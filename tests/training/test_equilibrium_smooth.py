@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import sheaflinalg as sl
-from helpers.equilibrium_twin import check_equilibrium
+from helpers.equilibrium_twin import check_equilibrium, dense, loss_gradient
 from helpers.naive_graph import forward as naive_forward
 from helpers.random_graphs import EVERY_STEP, random_graph, random_inputs
 from sheaflinalg.network.graph import forward as forward_module
@@ -20,7 +20,9 @@ from sheaflinalg.training.backpropagation import descent_direction
 from sheaflinalg.training.equilibrium import graph as graph_module
 from sheaflinalg.training.equilibrium.graph import GraphEquilibrium
 from sheaflinalg.training.equilibrium.loss_edge import FIXED_POINT_STEPS
-from sheaflinalg.training.equilibrium.smooth import converged, takes_smooth_path
+from sheaflinalg.sheaf.layout import Layout
+from sheaflinalg.training.equilibrium.settings import BIAS_SHARE
+from sheaflinalg.training.equilibrium.smooth import settled, settling_tolerance, takes_smooth_path
 from sheaflinalg.training.velocity import GraphParameters
 
 #: The random graphs' steps without piecewise-linear nodes (no rectifier, max-pool or clamp).
@@ -49,13 +51,46 @@ def _batch(seed, net, M=4):
     return random_inputs(net, seed, M).reshape(M, -1), np.eye(net.n_outputs)[rng.integers(0, net.n_outputs, size=M)]
 
 
-@pytest.mark.parametrize("seed, net", GRAPHS, ids=[str(s) for s, _ in GRAPHS])
-@pytest.mark.parametrize("nudging", [1e-6, 1e-4, -1e-3])
-def test_the_smooth_path_settles_at_the_dense_energys_stationary_point(seed, net, nudging):
-    assert takes_smooth_path(net.graph, nudging)
+def _backprops_residuals(net, X, Y, nudging):
+    """Per sample, the edge residuals ``delta^{-T} u`` at the forward pass (``u = -b grad L`` on the output
+    node): backpropagation's, from one sample's dense coboundary (free layout order)."""
+    graph, lay = net.graph, Layout.from_graph(net.graph, reduced=True)
+    rows = []
+    for x, y in zip(X, Y):
+        values, _ = naive_forward(graph, x)
+        w = np.concatenate([values[node.name] for node in graph.nodes])
+        delta, _, _ = dense(graph, lay, x, w)
+        pull = np.zeros(lay.n_free)
+        out = lay.free(graph.output_node)
+        pull[out] = -nudging * loss_gradient(net.output, "cross_entropy", w[out], y)
+        rows.append(np.linalg.solve(delta[:, lay.free_index].T, pull))
+    return np.array(rows), lay
+
+
+@pytest.mark.parametrize("seed, net, nudging, symmetric", [
+    (seed, net, nudging, False) for seed, net in GRAPHS for nudging in (1e-6, 1e-4, -1e-3)] + [
+    (seed, net, nudging, True) for seed, net in GRAPHS[:3] for nudging in (1e-4, -1e-3)])
+def test_the_smooth_path_stops_within_its_declared_share_of_the_bias(seed, net, nudging, symmetric, monkeypatch):
+    """The residuals the gradient reads (the nodes with parameters) are within BIAS_SHARE of the nudging's
+    bias of the equilibrium's (solved to rounding by the pattern iteration, which the dense twin checks to
+    be the energy's stationary point): one-sided, ``|e* - e_bp|`` (``e_bp`` backpropagation's residuals at
+    the forward pass, from the dense coboundary); symmetric, its square relative to ``|e*|``."""
+    graph = net.graph
+    assert takes_smooth_path(graph, nudging)
     X, Y = _batch(seed, net)
-    eq = check_equilibrium(net, X, Y, "cross_entropy", nudging)
-    assert eq.report.unsettled == 0 and eq.report.iterations <= FIXED_POINT_STEPS
+    theta = GraphParameters(graph).flat()
+    smooth = GraphEquilibrium(graph, "cross_entropy", symmetric=symmetric).settle(theta, X, Y, nudging)
+    assert smooth.report.unsettled == 0 and smooth.report.iterations <= FIXED_POINT_STEPS
+    monkeypatch.setattr(graph_module, "takes_smooth_path", lambda graph, nudging: False)
+    exact = check_equilibrium(net, X, Y, "cross_entropy", nudging)
+    backprop, lay = _backprops_residuals(net, X, Y, nudging)
+    read = [node.name for node in graph.nodes if node.params]
+    error, bias, size = (np.max([np.abs(a[name]).max(axis=1) for name in read], axis=0) for a in (
+        {name: smooth.edges[name] - exact.edges[name] for name in read},
+        {name: exact.edges[name] - backprop[:, lay.free(name)] for name in read}, exact.edges))
+    share = bias * (bias / size if symmetric else 1.0)
+    assert np.all(error <= 2.0 * BIAS_SHARE * share + 1e-11 * size)
+    assert np.all(bias > 1e-4 * abs(nudging) * size)      # a bias to measure: the test can fail
 
 
 @pytest.mark.parametrize("seed, net", GRAPHS[:3], ids=[str(s) for s, _ in GRAPHS[:3]])
@@ -143,10 +178,21 @@ def _dense(block):
 
 
 def test_the_contraction_bound_accepts_a_fast_step_and_not_a_slow_one():
-    excess, before = np.array([0.5, 3.0, 3.0, 3.0, 3.0]), np.array([9.0, 1e6, 4.0, 7.0, 2.0])
+    move, before = np.array([0.5, 3.0, 3.0, 3.0, 3.0]), np.array([9.0, 1e6, 4.0, 7.0, 2.0])
     # 0.5 <= 1; rate 3e-6: 3e-6 / (1 - 3e-6) * 3 <= 1; rate 0.75 > 1/2; rate 3/7: 0.75 * 3 > 1; growing
-    assert converged(excess, before).tolist() == [True, True, False, False, False]
-    assert converged(excess, None).tolist() == [True, False, False, False, False]
+    assert settled(move, before, np.ones(5)).tolist() == [True, True, False, False, False]
+    assert settled(move, None, np.ones(5)).tolist() == [True, False, False, False, False]
+    assert not settled(move, before, np.full(5, 1e-6)).any()     # bounds 0.03 and 9e-6
+
+
+def test_the_tolerance_is_a_share_of_the_bias_and_never_below_the_rounding():
+    size, floor = np.array([1e-6, 1e-6, 1e-6]), np.array([0.0, 0.0, 1e-15])
+    bias = np.array([1e-9, 1e-20, 1e-9])
+    one = settling_tolerance(bias, size, floor)
+    np.testing.assert_allclose(one, [BIAS_SHARE * 1e-9, 1e-18, BIAS_SHARE * 1e-9])
+    both = settling_tolerance(bias, size, floor, symmetric=True)      # the bias of symmetric nudging: O(b^2)
+    np.testing.assert_allclose(both, [BIAS_SHARE * 1e-12, 1e-18, BIAS_SHARE * 1e-12])
+    np.testing.assert_allclose(settling_tolerance(None, size, floor), [1e-18, 1e-18, 1e-15 + 1e-18])
 
 
 def test_graphs_with_pieces_or_at_large_nudging_take_the_pattern_iteration():

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._common.threads import blas_limit
-from ..._common.validation import check_int
+from ..._common.validation import check_bool, check_int
 from ...network.graph.forward import evaluate
 from ...network.ops import MASK, SELECTION
 from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
@@ -174,6 +174,9 @@ class GraphEquilibrium(EquilibriumOracle):
     loss : {"mse", "cross_entropy"}
     max_iter : int
         Frozen-pattern solves per sample at most (pattern iteration, then sliding).
+    symmetric : bool, optional
+        Whether the caller averages the gradients of ``+b`` and ``-b`` (the smooth path's tolerance is then
+        tied to that method's ``O(b^2)`` bias: :func:`~.smooth.settling_tolerance`).
 
     Examples
     --------
@@ -191,9 +194,9 @@ class GraphEquilibrium(EquilibriumOracle):
     (1, 0, True)
     """
 
-    def __init__(self, graph, loss, max_iter=20):
+    def __init__(self, graph, loss, max_iter=20, symmetric=False):
         check_graph_loss(loss)
-        self.graph, self.loss = graph, loss
+        self.graph, self.loss, self.symmetric = graph, loss, check_bool(symmetric, "symmetric")
         self.max_iter = check_int(max_iter, "max_iter")
         self.params = GraphParameters(graph)
         self.velocity = ParameterVelocity(graph)
@@ -224,11 +227,11 @@ class GraphEquilibrium(EquilibriumOracle):
     def _settle(self, theta, X, Y, nudging):
         graph = self.params.graph(theta)
         sheaf = GraphSheaf(graph)
-        solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
-        smooth = smooth_equilibrium(graph, sheaf.maps, X, Y, nudging, self.loss) \
+        smooth = smooth_equilibrium(graph, sheaf.maps, X, Y, nudging, self.loss, self.symmetric) \
             if takes_smooth_path(graph, nudging) else None
         tied = None
         if smooth is None:
+            solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
             tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
             state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
             sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled,
@@ -241,7 +244,7 @@ class GraphEquilibrium(EquilibriumOracle):
             # ones to check: reading them off the state again is needed only for other pattern kinds
             res = StateResiduals(edges, pattern) if tied is not None and _masks_and_selections(graph) \
                 else sheaf.residuals(X, values)
-        else:       # no switching surfaces (no masks); the residuals are the last step's, at its tangents
+        else:       # no switching surfaces (no masks); the residuals are the last step's, at the state's tangents
             (values, edges, pattern, tangents, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
             sliding, res = [[] for _ in range(X.shape[0])], StateResiduals(edges, tangents)
         z = values[graph.output_node]
@@ -249,7 +252,7 @@ class GraphEquilibrium(EquilibriumOracle):
         if tied is not None:    # ties decided by the response: the selections and masks solved under, their residuals
             res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern in (SELECTION, MASK)
                                          else p for name, p in res.pattern.items()})
-        if smooth is None:      # the smooth iteration stops only at its fixed point, where the force vanishes
+        if smooth is None:      # the smooth iteration stops within its declared tolerance of its fixed point
             settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
         decided = 0 if tied is None else decided_slides(graph, tied, pattern, values, settled)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy, decided)

@@ -42,7 +42,7 @@ def make_oracle(prob, cfg):
     net = prob.net
     chain = net.chain
     if chain is None:
-        return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations)
+        return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations, cfg.symmetric)
     return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations, chain.names)
 
 

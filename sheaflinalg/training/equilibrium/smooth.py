@@ -7,23 +7,35 @@ loss's pull with the tangents at ``x`` itself, and ``x`` the forward pass that a
 (``x_v = f_v(x_parents) + e_v``).  The pattern iteration of :mod:`.graph` reaches it by solving the
 linearised problem exactly at every linearisation point (each solve a fixed point of a few backward and
 forward substitutions, :func:`~.loss_edge.fixed_point`) and moving the point to the solution; here both
-fixed points are one: from the forward pass, every step is one backward substitution of ``u`` under the
-tangents at the current state and one nonlinear forward pass with its residuals, which gives the next
-state, its tangents and its ``u``.  At nudging ``b`` every step moves the state ``O(b)`` times less (the
-loss's pull is ``O(b)``, and so is the Gauss-Newton term it leaves out).
+fixed points are one map of the residuals, ``T(e) = J(x(e))^T u(x(e))`` (``x(e)`` the forward pass with
+``e``): from ``e_0 = 0`` every step is one nonlinear forward pass with the last residuals (the state, its
+tangents and its ``u``) and one backward substitution of ``u`` under those tangents, ``e_k = T(e_{k-1})``.
+The first is backpropagation: ``e_1 = J(x_0)^T u_0`` at the forward pass ``x_0``.  ``T`` contracts by
+``q = O(b)`` (the loss's pull is ``O(b)``, and so is the Gauss-Newton term it leaves out).
 
-It stops when the state is within the tolerances of the fixed point: every linearisation point within
-:data:`~sheaflinalg.network.ops.tangent.SAME_POINT` relative (each node's :meth:`same_pattern`, the pattern
-iteration's criterion) and ``u`` within its rounding (:func:`~.loss_edge.coefficient_excess`, the fixed
-point's), by its last step or by the bound the contraction of its last two steps gives (:func:`converged`):
-the state is then the equilibrium the pattern iteration settles on, to the same rounding.  There the force on
-the state vanishes: the residuals are ``e = delta^{-T} u`` under the state's own tangents, so ``delta^T e = u``
-on the output node and 0 elsewhere, and the force ``-delta^T e - b grad L`` is ``-(u + b grad L) = 0``; its
-departure is bounded by the same tolerances, so the caller does not measure the force again (a backward pass
-that cost as much as the whole iteration's forward passes; the tests' dense twin measures it).  At ``b = 1e-6``
-the second step moves the state by ``~1e-12`` at a rate ``~1e-6``: 2 steps, each a backward substitution
-and a forward pass (the pattern iteration: 2 or 3 frozen solves of 3 backward and forward substitutions
-each).
+When to stop (:func:`settled`).  Two steps give the contraction, ``q ~ |e_k - e_{k-1}| / |e_{k-1} - e_{k-2}|``,
+and with it the a-posteriori bound of a contraction on the error left, ``|e_k - e*| <= q / (1 - q) |e_k -
+e_{k-1}|``.  The method has a bias of its own: the equilibrium's residuals ``e*`` are not backpropagation's
+``e_1`` (they differ by ``O(b)`` relative, and so does ``g``: one-sided nudging's bias; symmetric nudging
+cancels its first order and leaves ``O(b^2)``).  The iteration stops as soon as the bound is below
+:func:`settling_tolerance`: :data:`~.settings.BIAS_SHARE` of that bias, measured on the sample itself
+(``|e_k - e_1|``, one-sided; its square relative to ``|e_k|``, symmetric), never below the rounding of the
+substitutions (:data:`~sheaflinalg.network.ops.tangent.SAME_POINT` relative).  Steps, bias and tolerance are
+maxima over the residuals the gradient reads (the nodes with parameters: their velocity is their residual
+times a function of the state), per sample.  Since ``q = O(b)`` the error
+left is ``O(q)`` times the bias, of smaller order; the step that would only confirm it is not made.  At
+``b = 1e-6`` that is 2 backward substitutions and 2 forward passes with tangents (one-sided; symmetric: 3
+and 3), also on trained networks whose contraction is ``1e-4`` to ``1e-3`` (the previous rule, every point
+and ``u`` to rounding, took a third step and a confirming forward pass there).
+
+The result is ``(x_{k-1}, e_k)``: the state of the last forward pass and the residuals solved at its tangents
+(what the envelope theorem's gradient takes).  ``e_k`` is within the tolerance of ``e*``; the state, the
+forward pass of ``e_{k-1}``, is ``O(|e_k - e_{k-1}|)`` from the equilibrium's, which moves the gradient
+``g = -velocity / b`` by ``O(b)`` times less than the same error in the residuals (the velocity is the
+residuals, ``O(b)``, times functions of the state), so the forward pass of ``e_k`` is not made either.  At
+the stop the force on the state, ``-(delta^T e + b grad L)``, is of the order of the last step (the residuals
+solve ``delta^T e = u`` under the state's own tangents); the caller does not measure it (the tests' dense
+twin checks the stop against the equilibrium solved to rounding).
 Like :func:`~.loss_edge.fixed_point` it gives up (None: the caller takes the pattern iteration) when a
 sample cannot converge within :data:`~.loss_edge.FIXED_POINT_STEPS` steps at the rate its last two show.
 """
@@ -31,9 +43,10 @@ sample cannot converge within :data:`~.loss_edge.FIXED_POINT_STEPS` steps at the
 import numpy as np
 
 from ...network.graph.forward import evaluate, node_steps
-from ...network.ops.tangent import point_excess
+from ...network.ops.tangent import SAME_POINT
 from ...network.graph.nodes import INPUT
-from .loss_edge import FIXED_POINT_STEPS, coefficient_excess, gradient, out_of_reach, takes_fixed_point
+from .loss_edge import FIXED_POINT_STEPS, gradient, out_of_reach, takes_fixed_point
+from .settings import BIAS_SHARE
 
 
 def takes_smooth_path(graph, nudging):
@@ -43,7 +56,7 @@ def takes_smooth_path(graph, nudging):
     return takes_fixed_point(nudging, 0) and bool(nodes) and all(node.rule.smooth for node in nodes)
 
 
-def smooth_equilibrium(graph, maps, X, Y, nudging, loss):
+def smooth_equilibrium(graph, maps, X, Y, nudging, loss, symmetric=False):
     """``(values, edges, pattern, tangents, steps)`` of the nudged equilibria of a batch of a smooth graph (the
     module), or None.
 
@@ -57,16 +70,19 @@ def smooth_equilibrium(graph, maps, X, Y, nudging, loss):
     nudging : float
         ``b`` (small: :func:`~.loss_edge.takes_fixed_point`).
     loss : str
+    symmetric : bool, optional
+        Whether the caller averages ``+b`` and ``-b`` (its bias is ``O(b^2)``: a tighter tolerance,
+        :func:`settling_tolerance`).
 
     Returns
     -------
     values : dict
-        ``{node: (M, size)}``: every node's value (C-ordered, the forward pass's arrays).
+        ``{node: (M, size)}``: every node's value at the last forward pass (C-ordered, its arrays).
     edges : dict
-        ``{node: (M, size)}``: every node's edge residual (its own array): the state is ``values``'
-        forward pass with them added.
+        ``{node: (M, size)}``: every node's edge residual (its own array), solved under the tangents of
+        ``values``: within :func:`settling_tolerance` of the equilibrium's.
     pattern : dict
-        The linearisation points of the state (its parents' values: the fixed point's up to the tolerance).
+        The linearisation points of ``values`` (their parents' values).
     tangents : dict
         ``{node: Linearisation}``: the smooth nodes' tangents there (made with the forward pass's values).
     steps : int
@@ -91,21 +107,75 @@ def smooth_equilibrium(graph, maps, X, Y, nudging, loss):
     current = evaluate(graph, X, tangents=True, steps=steps, whole=True)
     F = current.values[graph.output_node]
     u = -nudging * gradient(output, loss, F, Y)
-    moved = None
+    floor = 4e-16 * abs(nudging) * (1.0 + np.abs(F).max(axis=1))     # the rounding of u's own gradient
+    read = [node.name for node in graph.nodes if node.params] or [node.name for node in graph.nodes]
+    first = previous = moved = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for step in range(1, FIXED_POINT_STEPS + 1):
             e = pull_back(graph, maps, current.tangents, u)
-            new = evaluate(graph, X, residuals=e, tangents=True, steps=steps, whole=True)
-            u_new = -nudging * gradient(output, loss, new.values[graph.output_node], Y)
-            excess = np.maximum(coefficient_excess(u_new, u, F, nudging),
-                                np.max([point_excess(new.pattern[name], current.pattern[name])
-                                        for name in graph.pattern_nodes], axis=0, initial=0.0))
-            if np.all(converged(excess, moved)):
-                return {node.name: new.values[node.name] for node in graph.nodes}, e, new.pattern, new.tangents, step
-            if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
+            size, move, bias = _measure(e, previous, first, read)
+            tolerance = settling_tolerance(bias, size, floor, symmetric)
+            if np.all(settled(move, moved, tolerance)):
+                return current.values, e, current.pattern, current.tangents, step
+            if moved is not None and out_of_reach(move / tolerance, moved / tolerance, FIXED_POINT_STEPS - step):
                 return None
-            current, u, moved = new, u_new, excess
+            current = evaluate(graph, X, residuals=e, tangents=True, steps=steps, whole=True)
+            u = -nudging * gradient(output, loss, current.values[graph.output_node], Y)
+            first, previous, moved = e if first is None else first, e, move
     return None
+
+
+def _measure(e, previous, first, read):
+    """Per sample, the largest ``|e_v|``, ``|e_v - previous_v|`` and ``|e_v - first_v|`` (None without
+    ``first``) over the nodes ``read``: those whose residuals the gradient reads (the nodes with parameters,
+    whose velocity is their residual times a function of the state), every node in a graph without any."""
+    size, move, bias = (np.zeros(next(iter(e.values())).shape[0]) for _ in range(3))
+    for name in read:
+        a = e[name]
+        np.maximum(size, np.abs(a).max(axis=1, initial=0.0), out=size)
+        if previous is not None:
+            np.maximum(move, np.abs(a - previous[name]).max(axis=1, initial=0.0), out=move)
+        if first is not None and first is not previous:
+            np.maximum(bias, np.abs(a - first[name]).max(axis=1, initial=0.0), out=bias)
+    if previous is None:
+        return size, size, None
+    return size, move, (move if first is previous else bias)
+
+
+def settling_tolerance(bias, size, floor, symmetric=False):
+    """Per sample, the error in the residuals the smooth iteration may leave (the module's rule).
+
+    Parameters
+    ----------
+    bias : ndarray or None
+        ``|e_k - e_1|`` per sample: the step from backpropagation's residuals, the one-sided nudging's bias in
+        them (None before the second step: the rounding alone).
+    size : ndarray
+        ``|e_k|`` per sample.
+    floor : ndarray
+        The rounding of ``u`` per sample (absolute).
+    symmetric : bool, optional
+        The bias of symmetric nudging, ``bias^2 / size`` (its first order cancels).
+
+    Returns
+    -------
+    ndarray
+        :data:`~.settings.BIAS_SHARE` times the bias, at least the substitutions' rounding
+        (:data:`~sheaflinalg.network.ops.tangent.SAME_POINT` relative to ``size``, and ``floor``).
+
+    Examples
+    --------
+    >>> tolerance = settling_tolerance(np.array([1e-9, 0.0]), np.array([1e-6, 1e-6]), np.zeros(2))
+    >>> [float(f"{t:.3g}") for t in tolerance]     # 1% of the bias; the rounding, 1e-12 of |e|
+    [1e-11, 1e-18]
+    >>> float(f"{settling_tolerance(np.array([1e-9]), np.array([1e-6]), np.zeros(1), symmetric=True)[0]:.3g}")
+    1e-14
+    """
+    rounding = SAME_POINT * size + floor
+    if bias is None:
+        return rounding
+    share = BIAS_SHARE * bias * (bias / np.maximum(size, np.finfo(float).tiny) if symmetric else 1.0)
+    return np.maximum(rounding, share)
 
 
 def pull_back(graph, maps, tangents, u):
@@ -150,19 +220,18 @@ def _owned(part, argument):
     return part.flags.writeable and part.flags.c_contiguous and not np.may_share_memory(part, argument)
 
 
-def converged(excess, before):
-    """Per sample, whether the iterate is within the tolerance of the fixed point: its step ``excess`` (in units
-    of the tolerance) is at most 1, or, after two steps (``before``: the previous step's), the contraction
-    they show (``rate = excess / before`` below 1/2) bounds the distance to the fixed point,
-    ``rate / (1 - rate) * excess``, by 1 (the a-posteriori bound of a contraction: the step that would
-    confirm it is saved).
+def settled(move, before, tolerance):
+    """Per sample, whether the iterate is within ``tolerance`` of the fixed point: its step ``move`` is at
+    most the tolerance, or, after two steps (``before``: the previous step), the contraction they show
+    (``rate = move / before`` below 1/2) bounds the distance to the fixed point, ``rate / (1 - rate) * move``
+    (the a-posteriori bound of a contraction: the step that would confirm it is saved).
 
     Examples
     --------
-    >>> converged(np.array([0.5, 50.0, 50.0]), np.array([1e6, 1e6, 60.0])).tolist()
+    >>> settled(np.array([0.5, 50.0, 50.0]), np.array([1e6, 1e6, 60.0]), np.ones(3)).tolist()
     [True, True, False]
     """
     if before is None:
-        return excess <= 1.0
-    rate = excess / before
-    return (excess <= 1.0) | ((rate < 0.5) & (rate / (1.0 - rate) * excess <= 1.0))
+        return move <= tolerance
+    rate = move / before
+    return (move <= tolerance) | ((rate < 0.5) & (rate / (1.0 - rate) * move <= tolerance))
