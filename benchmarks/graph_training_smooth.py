@@ -184,16 +184,16 @@ def per_batch(data, cfg):
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-        times = {equilibrium: [], backprop: []}
+        times, steps = {equilibrium: [], backprop: []}, []
         for _ in range(1 + cfg.repeat):         # the first round warms up, untimed
             for run_ in times:
                 start = time.process_time()
-                out = run_()
+                steps = run_() or steps
                 times[run_].append((time.process_time() - start) / len(rows) * 1e3)
         eq, bp = (np.array(times[f][1:]) for f in (equilibrium, backprop))
         print(f"{arch}: equilibrium {np.median(eq):.1f} ms (min {eq.min():.1f}), torch {np.median(bp):.1f} ms "
               f"(min {bp.min():.1f}) a batch: {np.median(eq) / np.median(bp):.2f}x of medians, "
-              f"{eq.min() / bp.min():.2f}x of minima; backward substitutions per batch {np.bincount(out).tolist()}",
+              f"{eq.min() / bp.min():.2f}x of minima; batches by their backward substitutions {np.bincount(steps).tolist()}",
               flush=True)
 
 
