@@ -3,6 +3,7 @@
 Samples are rows; a feature map is flattened in C order, channel first.
 """
 
+import numpy as np
 from numba import njit
 
 
@@ -37,3 +38,15 @@ def channel_affine(x, scale, shift, out):
             a, b = scale[c], shift[c]
             for i in range(n):
                 out[s, c * n + i] = x[s, c * n + i] * a + b
+
+
+@njit(cache=True, nogil=True)
+def silu_both(z, value, slope):
+    """``value = z s`` and ``slope = s (1 + z (1 - s))`` with ``s = 1 / (1 + exp(-z))``, entry by entry (SiLU's
+    value and derivative in one pass over ``z``, rows of any stride)."""
+    for r in range(z.shape[0]):
+        for j in range(z.shape[1]):
+            v = z[r, j]
+            s = 1.0 / (1.0 + np.exp(-v))
+            value[r, j] = v * s
+            slope[r, j] = s * (1.0 + v * (1.0 - s))

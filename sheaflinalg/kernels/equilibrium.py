@@ -364,3 +364,19 @@ def output_coefficients(G, C, F, Y, b, code, loss, tol, cap, V, W, status):
         full[n:] = C[s]
         for i in range(r):
             V[s, i] = _dot(Ginv[i], full, r)
+
+
+@njit(cache=True, nogil=True)
+def row_maxima(a, b, size, move):
+    """Per row ``s``: ``size[s]`` raised to ``max_j |a[s, j]|`` and ``move[s]`` to ``max_j |a[s, j] - b[s, j]|``
+    (in place, one pass, no temporaries): the smooth equilibrium's step sizes, node by node.  A NaN makes the
+    maximum infinite (a diverging iteration must not look settled)."""
+    for s in range(a.shape[0]):
+        largest, step = size[s], move[s]
+        for j in range(a.shape[1]):
+            d, m = abs(a[s, j]), abs(a[s, j] - b[s, j])
+            if not d <= largest:
+                largest = d if d == d else np.inf
+            if not m <= step:
+                step = m if m == m else np.inf
+        size[s], move[s] = largest, step

@@ -370,3 +370,35 @@ def test_a_frozen_pattern_of_the_wrong_shape_is_refused_before_the_compiled_loop
     pattern = {k: v[:2] for k, v in forward.evaluate(g, X).pattern.items()}
     with pytest.raises(ValueError, match=r"frozen pattern of node 'r0' must have shape \(3, 1024\), got \(2, 1024\)"):
         forward.evaluate(g, X, pattern=pattern)
+
+
+# ------------------------------------------------------- the smooth equilibrium's entry-by-entry kernels
+_ENTRIES = st.floats(-800.0, 800.0) | st.sampled_from([0.0, -0.0, 1e-300, -40.0, 40.0, 710.0, -710.0])
+
+
+@given(st.lists(_ENTRIES, min_size=6, max_size=6), st.booleans())
+def test_silu_both_is_the_definitions_expressions_bit_for_bit(entries, strided):
+    from scipy.special import expit
+
+    from sheaflinalg.kernels.elementwise import silu_both
+    z = np.array(entries).reshape(2, 3)
+    z = np.asfortranarray(z) if strided else z
+    value, slope = np.empty(z.shape), np.empty(z.shape)
+    silu_both(z, value, slope)
+    s = expit(z)                    # sigmoid(z), then z s and s (1 + z (1 - s)): the rule's numpy expressions
+    np.testing.assert_array_equal(value, z * s)
+    np.testing.assert_array_equal(slope, s * (1.0 + z * (1.0 - s)))
+
+
+@given(st.lists(st.floats(-1e3, 1e3) | st.just(np.nan), min_size=12, max_size=12), st.booleans())
+def test_row_maxima_raise_sizes_and_steps_row_by_row_and_a_nan_makes_them_infinite(entries, strided):
+    from sheaflinalg.kernels.equilibrium import row_maxima
+    a, b = np.array(entries[:6]).reshape(2, 3), np.array(entries[6:]).reshape(2, 3)
+    if strided:
+        a, b = np.hstack([a, a])[:, ::2], np.hstack([b, b])[:, ::2]
+    size, move = np.array([0.5, 0.0]), np.array([0.0, 7.0])
+    want = [np.maximum(start, np.where(np.isnan(x), np.inf, np.abs(x)).max(axis=1))
+            for start, x in ((size.copy(), a), (move.copy(), a - b))]
+    row_maxima(a, b, size, move)
+    np.testing.assert_array_equal(size, want[0])
+    np.testing.assert_array_equal(move, want[1])

@@ -42,6 +42,7 @@ sample cannot converge within :data:`~.loss_edge.FIXED_POINT_STEPS` steps at the
 
 import numpy as np
 
+from ...kernels.equilibrium import row_maxima
 from ...network.graph.forward import evaluate, node_steps
 from ...network.ops.tangent import SAME_POINT
 from ...network.graph.nodes import INPUT
@@ -129,14 +130,12 @@ def _measure(e, previous, first, read):
     """Per sample, the largest ``|e_v|``, ``|e_v - previous_v|`` and ``|e_v - first_v|`` (None without
     ``first``) over the nodes ``read``: those whose residuals the gradient reads (the nodes with parameters,
     whose velocity is their residual times a function of the state), every node in a graph without any."""
-    size, move, bias = (np.zeros(next(iter(e.values())).shape[0]) for _ in range(3))
+    size, move, bias, spare = (np.zeros(next(iter(e.values())).shape[0]) for _ in range(4))
     for name in read:
         a = e[name]
-        np.maximum(size, np.abs(a).max(axis=1, initial=0.0), out=size)
-        if previous is not None:
-            np.maximum(move, np.abs(a - previous[name]).max(axis=1, initial=0.0), out=move)
+        row_maxima(a, a if previous is None else previous[name], size, move)
         if first is not None and first is not previous:
-            np.maximum(bias, np.abs(a - first[name]).max(axis=1, initial=0.0), out=bias)
+            row_maxima(a, first[name], spare, bias)
     if previous is None:
         return size, size, None
     return size, move, (move if first is previous else bias)
