@@ -12,7 +12,8 @@ and test loss and accuracy) that a sheaflinalg history makes; an untimed warm-up
 first (numba's compilation stays out of every clock).
 
 The table gives, per seed and as means: test accuracy after the last epoch, seconds per epoch, the
-ratio to torch's, and the equilibria the oracle reported unsettled and sliding per epoch.
+ratio to torch's, the equilibria the oracle reported unsettled and sliding per epoch, and the ratios of
+the process's CPU seconds (both rows on one thread: a shared machine's load inflates wall times, not these).
 
 Run: ``.venv/bin/python benchmarks/image_training.py [--seeds 0 1 2] [--epochs 20] [--bias no yes]``
 """
@@ -117,21 +118,29 @@ def one_seed(data, cfg, bias):
     small = tuple(a[:2 * cfg.batch_size] for a in data)
     run_torch(torch_cnn(cfg.seed, cfg.size, bias), small, epoch_orders(cfg.seed, small[0].shape[0], 1), cfg)
     run_equilibrium(net, small, cfg, 1)                                  # the warm-up, untimed
+    cpu = [time.process_time()]
     reference = run_torch(model, data, epoch_orders(cfg.seed, data[0].shape[0], cfg.epochs), cfg)
+    cpu.append(time.process_time())
     equilibrium = run_equilibrium(net, data, cfg, cfg.epochs)
-    return reference, equilibrium[:4], rounds(model, equilibrium[4], data, cfg)
+    cpu.append(time.process_time())
+    return reference, equilibrium[:4], rounds(model, equilibrium[4], data, cfg), (cpu[2] - cpu[1]) / (cpu[1] - cpu[0])
 
 
 def rounds(model, net, data, cfg):
     """Seconds per epoch of torch and of the equilibrium at the trained weights, in alternating rounds (one
     epoch each: torch's goes on training, the equilibrium's starts from ``net`` every round):
-    ``(torch median, torch min, equilibrium median, equilibrium min)``."""
+    ``(torch median, torch min, equilibrium median, equilibrium min, ratio of the medians of the process's CPU
+    seconds)`` (CPU time: what a shared machine's load does not inflate, on one thread)."""
     times = []
     for r in range(cfg.rounds):
         orders = epoch_orders(cfg.seed + 1000 + r, data[0].shape[0], 1)
-        times.append((run_torch(model, data, orders, cfg)[1], run_equilibrium(net, data, cfg, 1)[1]))
+        cpu = time.process_time()
+        wall_torch = run_torch(model, data, orders, cfg)[1]
+        cpu_torch, cpu = time.process_time() - cpu, time.process_time()
+        times.append((wall_torch, run_equilibrium(net, data, cfg, 1)[1], cpu_torch, time.process_time() - cpu))
     t = np.array(times)
-    return np.median(t[:, 0]), t[:, 0].min(), np.median(t[:, 1]), t[:, 1].min()
+    return (np.median(t[:, 0]), t[:, 0].min(), np.median(t[:, 1]), t[:, 1].min(),
+            np.median(t[:, 3]) / np.median(t[:, 2]))
 
 
 def main(argv=None):
@@ -155,15 +164,16 @@ def main(argv=None):
     data = (X[:n], Y[:n], X[n:], Y[n:])
     print(f"{args.size}x{args.size} images: {100 * np.mean(X == 0):.0f}% of the pixels exactly 0")
     print("bias | seed | torch acc | eq acc | torch s/epoch | eq s/epoch | ratio | unsettled/epoch | sliding/epoch "
-          "| rounds: torch median (min) | eq median (min) | ratio of medians (minima)")
+          "| rounds: torch median (min) | eq median (min) | ratio of medians (minima) | CPU ratio: training run "
+          "| CPU ratio: rounds' medians")
     for bias in args.bias:
         rows = []
         for seed in args.seeds:
             cfg = argparse.Namespace(**vars(args), seed=seed)
             with same_threads(args.threads):
-                (acc_t, sec_t), (acc_e, sec_e, unsettled, sliding), timed = one_seed(data, cfg, bias == "yes")
-            rows.append((acc_t, acc_e, sec_t, sec_e, sec_e / sec_t, unsettled, sliding, *timed,
-                         timed[2] / timed[0], timed[3] / timed[1]))
+                (acc_t, sec_t), (acc_e, sec_e, unsettled, sliding), timed, cpu = one_seed(data, cfg, bias == "yes")
+            rows.append((acc_t, acc_e, sec_t, sec_e, sec_e / sec_t, unsettled, sliding, *timed[:4],
+                         timed[2] / timed[0], timed[3] / timed[1], cpu, timed[4]))
             print(_row(bias, seed, rows[-1]), flush=True)
         print(_row(bias, "mean", np.mean(rows, axis=0)) + f"  (load {os.getloadavg()[0]:.2f})", flush=True)
     return 0
@@ -172,7 +182,8 @@ def main(argv=None):
 def _row(bias, seed, r):
     """One line of the table."""
     return (f"{bias} | {seed} | {r[0]:.3f} | {r[1]:.3f} | {r[2]:.3f} | {r[3]:.3f} | {r[4]:.2f}x | {r[5]:.1f} | "
-            f"{r[6]:.1f} | {r[7]:.3f} ({r[8]:.3f}) | {r[9]:.3f} ({r[10]:.3f}) | {r[11]:.2f}x ({r[12]:.2f}x)")
+            f"{r[6]:.1f} | {r[7]:.3f} ({r[8]:.3f}) | {r[9]:.3f} ({r[10]:.3f}) | {r[11]:.2f}x ({r[12]:.2f}x) | "
+            f"{r[13]:.2f}x | {r[14]:.2f}x")
 
 
 if __name__ == "__main__":

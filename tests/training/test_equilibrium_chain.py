@@ -10,7 +10,7 @@ from helpers import naive
 from helpers.strategies import networks
 import sheaflinalg as sl
 from sheaflinalg.training.equilibrium.chain import ChainEquilibrium
-from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative
+from sheaflinalg.training.equilibrium.loss_edge import NudgingTooNegative, fixed_point_tolerance, takes_fixed_point
 
 LOSSES = {"identity": ("mse",), "tanh": ("mse",), "sigmoid": ("mse", "cross_entropy"),
           "softmax": ("mse", "cross_entropy")}
@@ -119,6 +119,16 @@ def cases(draw, max_hidden=3, max_width=8):
     return net, X, Y, loss, b
 
 
+def _fixed_point_slack(net, x, y, pattern, b, loss, held, twin):
+    """How far beyond rounding a frozen solve may be from the dense minimiser ``twin``: when it takes the fixed
+    point, ten times its declared tolerance of the nudging's displacement (``twin`` against the minimiser at a
+    thousandth of ``b``); 0 on the Gram path."""
+    if not takes_fixed_point(b, len(held)):
+        return 0.0
+    move = twin - dense_minimiser(net, x, y, pattern, 1e-3 * b, loss, held)
+    return 10 * fixed_point_tolerance(b, 1) * np.abs(move).max()
+
+
 # ---------------------------------------------------------------- the equilibrium is the exact minimiser
 @settings(max_examples=40)
 @given(cases())
@@ -151,7 +161,8 @@ def test_equilibrium_is_the_dense_minimiser_and_self_consistent(case):
         # Same state as the dense minimiser under the same pattern (a strictly convex problem).
         if loss == "cross_entropy" or net.output == "identity":
             twin = dense_minimiser(net, X[s], Y[s], [p[s] for p in eq.pattern], b, loss, held)
-            assert np.allclose(w, twin, rtol=1e-8, atol=1e-9 * scale)
+            slack = _fixed_point_slack(net, X[s], Y[s], [p[s] for p in eq.pattern], b, loss, held, twin)
+            assert np.allclose(w, twin, rtol=1e-8, atol=1e-9 * scale + slack)
         # yhat holds the targets; the reported residuals are the state's.
         assert np.array_equal(eq.state[s, -n_out:], Y[s])
         e = eq.residuals[s, :-n_out]
@@ -183,8 +194,9 @@ def test_frozen_solve_matches_dense_twin_for_any_pattern(case, kind):
     for s in range(X.shape[0]):
         twin = dense_minimiser(net, X[s], Y[s], [m[s] > 0 for m in masks], b, loss)
         zs, acts = split_sample(net, twin)
+        slack = _fixed_point_slack(net, X[s], Y[s], [m[s] > 0 for m in masks], b, loss, [], twin)
         for mine, ref in zip(fr.Zs + fr.As, zs + acts):
-            assert np.allclose(mine[s], ref, rtol=1e-8, atol=1e-9 * (1 + np.abs(twin).max()))
+            assert np.allclose(mine[s], ref, rtol=1e-8, atol=1e-9 * (1 + np.abs(twin).max()) + slack)
 
 
 def test_sliding_equilibria_occur_and_hold_their_coordinates_on_the_surface():
@@ -386,6 +398,9 @@ def test_fixed_point_and_gram_paths_give_the_same_equilibrium(case, b):
         gram = oracle.settle(net.parameters(), X, Y, b)
     finally:
         loss_edge.FIXED_POINT_NUDGING = saved
+    # the fixed point stops within its declared tolerance of the exact (Gram) solution, or at rounding
+    tol = max(loss_edge.fixed_point_tolerance(b, 1), 1e-11)
     scale = np.abs(gram.residuals).max() + 1e-300
-    assert np.abs(fast.residuals - gram.residuals).max() <= 1e-11 * scale
-    assert np.allclose(fast.state, gram.state, rtol=1e-12, atol=1e-12)
+    assert np.abs(fast.residuals - gram.residuals).max() <= 10 * tol * scale
+    move = np.abs(gram.state - oracle.settle(net.parameters(), X, Y, 1e-3 * b).state).max()  # the nudging's
+    assert np.abs(fast.state - gram.state).max() <= 1e-12 * (1 + np.abs(gram.state).max()) + 10 * tol * move

@@ -77,14 +77,14 @@ def test_a_confident_sample_at_nudging_1_settles():
     assert newton < 100 and np.abs(gradient).max() <= 1e-14 * b      # the rounding of p - y: 1e-16
 
 
-@pytest.mark.parametrize("b, converges", [(1e-6, True), (1e-4, True), (0.3, False), (3.0, False)])
-def test_the_fixed_point_solves_its_equation_or_gives_up_after_two_steps(b, converges):
-    # identity output, squared error: u = -b (F + M u - Y) is the linear system (I + b M) u = -b (F - Y);
-    # M = J J^T of norm about 30, so the iteration contracts by about 30 b per step
+def _linear_fixed_point(b, order, scale=1.0):
+    """``(u, exact, calls)``: the fixed point of the identity output's squared error, ``u = -b (F + M u - Y)``, whose
+    exact solution is the linear system ``(I + b M) u = -b (F - Y)``; ``M = J J^T`` of norm about ``30 scale^2``,
+    so the iteration contracts by about ``30 scale^2 b`` per step."""
     from sheaflinalg.training.equilibrium.loss_edge import fixed_point
     rng = np.random.default_rng(1)
     S, n = 6, 4
-    J = rng.standard_normal((S, n, 15))
+    J = scale * rng.standard_normal((S, n, 15))
     M = J @ J.transpose(0, 2, 1)
     F, Y = rng.standard_normal((S, n)), rng.standard_normal((S, n))
     calls = []
@@ -93,9 +93,30 @@ def test_the_fixed_point_solves_its_equation_or_gives_up_after_two_steps(b, conv
         calls.append(u.copy())
         return u.copy(), np.einsum("sij,sj->si", M, u)
 
-    u = fixed_point(respond, F, Y, b, "identity", "mse")
-    if converges:
-        exact = np.linalg.solve(np.eye(n) + b * M, -b * (F - Y)[..., None])[..., 0]
-        np.testing.assert_allclose(u, exact, rtol=1e-13, atol=1e-300)
-    else:       # contraction 30 b >= 9: the second step shows it cannot reach rounding in 8 steps
-        assert u is None and len(calls) == 2
+    u = fixed_point(respond, F, Y, b, "identity", "mse", order)
+    return u, np.linalg.solve(np.eye(n) + b * M, -b * (F - Y)[..., None])[..., 0], calls
+
+
+@pytest.mark.parametrize("b, order", [(1e-6, 1), (1e-6, 2), (1e-4, 1), (1e-4, 2), (-1e-4, 2)])
+def test_the_fixed_point_solves_its_equation_to_the_declared_tolerance(b, order):
+    from sheaflinalg.training.equilibrium.loss_edge import fixed_point_tolerance
+    u, exact, _ = _linear_fixed_point(b, order)
+    tol = max(fixed_point_tolerance(b, order), 1e-13)               # or to rounding, when that comes first
+    assert np.all(np.abs(u - exact).max(axis=1) <= tol * np.abs(exact).max(axis=1))
+
+
+@pytest.mark.parametrize("b", [0.3, 3.0])
+def test_the_fixed_point_gives_up_after_two_steps(b):
+    u, _, calls = _linear_fixed_point(b, 1)     # contraction 30 b >= 9: the second step shows it cannot converge
+    assert u is None and len(calls) == 2
+
+
+def test_the_fixed_point_skips_the_confirming_step_only_within_the_bias():
+    # contraction about 3e-7 at b = 1e-6: the second step moves u by about 1e-13 relative, below one-sided
+    # nudging's tolerance (1e-8) but not symmetric nudging's (1e-14), which takes the step to rounding
+    from sheaflinalg.training.equilibrium.loss_edge import fixed_point_tolerance
+    for order, steps in ((1, 2), (2, 3)):
+        u, exact, calls = _linear_fixed_point(1e-6, order, scale=0.1)
+        assert len(calls) == steps
+        tol = max(fixed_point_tolerance(1e-6, order), 1e-13)
+        assert np.all(np.abs(u - exact).max(axis=1) <= tol * np.abs(exact).max(axis=1))

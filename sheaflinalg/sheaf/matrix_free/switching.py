@@ -102,10 +102,17 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     return state, pattern, settled, iterations
 
 
+class _Ties(dict):
+    """The forward values of :func:`forward_ties`, with their zero pre-activations (:func:`forward_zeros`)
+    found once for the batch in ``zeros``."""
+
+
 def forward_ties(graph, X):
     """``{node: (M, size)}``: every node's forward value and the input's under ``"x"``, the ``tied`` argument of
     :func:`read_pattern` (and of :func:`iterate_pattern`, :func:`settle_surfaces`)."""
-    return {**evaluate(graph, X).values, INPUT: X}
+    tied = _Ties({**evaluate(graph, X).values, INPUT: X})
+    tied.zeros = forward_zeros(graph, tied)
+    return tied
 
 
 def node_values(graph, layout, state):
@@ -204,7 +211,10 @@ def read_pattern(graph, x, values, previous, tied=None):
 
 def forward_zeros(graph, tied):
     """``{u: (M, n) bool}``: the coordinates of every mask node's parent ``u`` whose forward value (``tied``,
-    :func:`forward_ties`) is zero up to :data:`ROUNDING`: a tie of the rectifier's two sides."""
+    :func:`forward_ties`) is zero up to :data:`ROUNDING`: a tie of the rectifier's two sides (found once per
+    batch: :func:`forward_ties` keeps them)."""
+    if getattr(tied, "zeros", None) is not None:
+        return tied.zeros
     zeros = {}
     for u in {node.inputs[0] for node in mask_nodes(graph)}:
         f = tied[u]
@@ -404,6 +414,8 @@ def check_surfaces(sheaf, X, values, pattern, settled, sliding, forces, rest, de
     int
         The number of coordinates reported as sliding.
     """
+    if not settled.any():
+        return 0
     graph = sheaf.graph
     on = _on_surface(graph, values, settled, sliding, decided)
     if not on:

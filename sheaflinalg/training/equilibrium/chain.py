@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._common.validation import check_dims, check_int, check_real
+from ..._common.validation import check_bool, check_dims, check_int, check_real
 from ...network import activations
 from ...network.model import parameter_offsets
 from ...sheaf.layout import Layout
@@ -121,6 +121,10 @@ class ChainEquilibrium(EquilibriumOracle):
         Largest number of pattern iterations (frozen solves) per sample.
     names : sequence of str, optional
         The chain's node names (``net.chain.names``; default ``z1, a1, ...``): the labels of :attr:`layout`.
+    symmetric : bool
+        Whether the caller averages the answers at ``+b`` and ``-b`` (symmetric nudging): the frozen solves'
+        fixed point then solves to the tighter tolerance of the ``O(b^2)`` bias
+        (:func:`~.loss_edge.fixed_point_tolerance`).
 
     Examples
     --------
@@ -134,8 +138,10 @@ class ChainEquilibrium(EquilibriumOracle):
     (0, 0)
     """
 
-    def __init__(self, dims, output="identity", loss=None, loss_param=None, max_iter=MAX_ITER, names=None):
+    def __init__(self, dims, output="identity", loss=None, loss_param=None, max_iter=MAX_ITER, names=None,
+                 symmetric=False):
         self.dims = check_dims(dims)
+        self.order = 2 if check_bool(symmetric, "symmetric") else 1
         self.output = activations.check_output(output)
         self.loss, self.loss_param = resolve_loss(loss, loss_param, output)
         check_equilibrium_loss(self.loss)
@@ -189,7 +195,7 @@ class ChainEquilibrium(EquilibriumOracle):
         todo = np.arange(S)
         for it in range(1, self.max_iter + 1):
             frozen = frozen_equilibrium(Ws, bs, X[todo], Y[todo], [m[todo] for m in search.masks], b,
-                                        self.output, self.loss, search.held(todo), Zs if it == 1 else None)
+                                        self.output, self.loss, search.held(todo), Zs if it == 1 else None, self.order)
             batch.store(todo, frozen, it)
             settled = search.update(todo, frozen, Ws, bs, X)
             batch.settled[todo[settled]] = True

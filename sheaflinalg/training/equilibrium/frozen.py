@@ -17,8 +17,9 @@ matrix by :func:`~.loss_edge.fixed_point`: ``u = -b grad loss(f + J J^T u)``
 contracts by about ``|b| ||H M||`` per step, each step one backward
 substitution (:func:`~.chain_linear.backward`) and one forward substitution of
 the residuals (:func:`~.chain_linear.state_shift`, which moves every layer, so
-the converged step's shifts give the state without another forward pass); 3
-steps reach rounding at ``b = 1e-6`` and 6 at ``1e-3`` on MNIST-1D, 2.5 to 3
+the converged step's shifts give the state without another forward pass); it
+stops within :func:`~.loss_edge.fixed_point_tolerance` (a fraction of the nudging's own bias), 2-3 steps at
+``b = 1e-6`` on MNIST-1D, 2.5 to 3
 times faster than the ``n_out`` backward substitutions of ``G``.  A batch
 whose iteration cannot converge within 8 steps, at the rate its last two steps
 show, takes the Gram path as soon as that shows.
@@ -62,7 +63,7 @@ class Frozen:
     newton: int
 
 
-def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=None):
+def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=None, order=1):
     """The minimiser of the energy with the pattern ``masks`` frozen (and ``held`` coordinates at ``z = 0``).
 
     Parameters
@@ -82,6 +83,8 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
     base : list of ndarray, optional
         ``z_l`` at zero residuals under ``masks`` when the caller has them (the forward pass, for the forward
         pattern); computed otherwise.
+    order : {1, 2}
+        The nudging's bias order (1: one-sided, 2: symmetric), the accuracy of :func:`~.loss_edge.fixed_point`.
 
     Returns
     -------
@@ -97,7 +100,7 @@ def frozen_equilibrium(Ws, bs, X, Y, masks, b, output, loss, held=None, base=Non
     Zs0 = forward(Ws, bs, X, masks)[0] if base is None or n_held else base
     solved = None
     if takes_fixed_point(b, n_held):
-        solved = fixed_point(_respond(Ws, masks), Zs0[-1], Y, b, output, loss)
+        solved = fixed_point(_respond(Ws, masks), Zs0[-1], Y, b, output, loss, order)
     newton = 0
     if solved is None:
         (ez, ea), newton = _gram_solve(Ws, masks, Zs0, Y, b, output, loss, held, n_held)

@@ -16,8 +16,9 @@ pattern but the loss's Newton steps in ``R^{n_out}``.  At a small nudging
 (``|b| <= 1e-3``, nothing held) the chains' fixed point
 (:func:`~.loss_edge.fixed_point`) comes first: ``u = -b grad L(f + J J^T u)``,
 each step one backward substitution of ``u`` and one forward substitution of
-its residuals (3 steps to rounding at ``b = 1e-6``), about 2.6 times faster
-than the Gram matrix on the MNIST-1D CNN.
+its residuals (2 steps at ``b = 1e-6``: it stops within
+:func:`~.loss_edge.fixed_point_tolerance` of the solution, a fraction of the nudging's own bias), about
+2.6 times faster than the Gram matrix on the MNIST-1D CNN.
 
 Coordinates held on a ReLU switching surface (Filippov sliding,
 :mod:`~sheaflinalg.sheaf.matrix_free.switching`) are extra rows of
@@ -106,8 +107,8 @@ class _NudgedSolve:
     #: Rows (samples x seeds) per batched backward substitution.
     BLOCK = 4096
 
-    def __init__(self, graph, maps, loss, nudging):
-        self.graph, self.maps, self.loss, self.nudging = graph, maps, loss, nudging
+    def __init__(self, graph, maps, loss, nudging, order=1):
+        self.graph, self.maps, self.loss, self.nudging, self.order = graph, maps, loss, nudging, order
         self.layout = Layout.from_graph(graph, reduced=True)
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
@@ -116,13 +117,12 @@ class _NudgedSolve:
     def __call__(self, X, Y, pattern, surface=(), values=None):
         index = np.concatenate([self.output, [self.layout.free(u).start + j for u, j in surface]]).astype(np.int64)
         values = evaluate(self.graph, X, pattern, threads=1).values if values is None else values
-        w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
         if takes_fixed_point(self.nudging, len(surface)):
-            solved = fixed_point(self._respond(pattern, X.shape[0]), w[:, self.output], Y, self.nudging,
-                                 self.graph.output, self.loss)
+            solved = fixed_point(self._respond(pattern, X.shape[0]), values[self.graph.output_node], Y,
+                                 self.nudging, self.graph.output, self.loss, self.order)
             if solved is not None:
-                e, shift = solved
-                return np.concatenate([w + shift, e], axis=1)
+                return self._state(values, *solved)
+        w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
         e = np.empty_like(w)
         step = max(1, self.BLOCK // index.size)
         for lo in range(0, X.shape[0], step):
@@ -131,6 +131,16 @@ class _NudgedSolve:
         w += GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout).solve(e)
         w[:, index[self.output.size:]] = 0.0       # held on the surface: exactly, not up to rounding
         return np.concatenate([w, e], axis=1)
+
+    def _state(self, values, e, shift):
+        """``[w + shift, e]``, ``w`` the nodes' ``values`` side by side, written in one pass into one array."""
+        n = self.layout.n_free
+        out = np.empty((e.shape[0], 2 * n))
+        for node in self.graph.nodes:
+            where = self.layout.free(node.name)
+            np.add(values[node.name], shift[:, where], out=out[:, where])
+        out[:, n:] = e
+        return out
 
     def _respond(self, pattern, M):
         """The response to output coefficients ``u`` for :func:`~.loss_edge.fixed_point`: the residuals
@@ -175,8 +185,9 @@ class GraphEquilibrium(EquilibriumOracle):
     max_iter : int
         Frozen-pattern solves per sample at most (pattern iteration, then sliding).
     symmetric : bool, optional
-        Whether the caller averages the gradients of ``+b`` and ``-b`` (the smooth path's tolerance is then
-        tied to that method's ``O(b^2)`` bias: :func:`~.smooth.settling_tolerance`).
+        Whether the caller averages the gradients of ``+b`` and ``-b``: the smooth path's tolerance
+        (:func:`~.smooth.settling_tolerance`) and the loss edge's fixed point's
+        (:func:`~.loss_edge.fixed_point_tolerance`) are then tied to that method's ``O(b^2)`` bias.
 
     Examples
     --------
@@ -231,7 +242,7 @@ class GraphEquilibrium(EquilibriumOracle):
             if takes_smooth_path(graph, nudging) else None
         tied = None
         if smooth is None:
-            solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging))
+            solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging), 2 if self.symmetric else 1)
             tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
             state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
             sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled,
@@ -242,8 +253,8 @@ class GraphEquilibrium(EquilibriumOracle):
                      for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
             # with every tie decided, the residuals as solved under the pattern solved under (below) are the
             # ones to check: reading them off the state again is needed only for other pattern kinds
-            res = StateResiduals(edges, pattern) if tied is not None and _masks_and_selections(graph) \
-                else sheaf.residuals(X, values)
+            as_solved = tied is not None and _masks_and_selections(graph)
+            res = StateResiduals(edges, pattern) if as_solved else sheaf.residuals(X, values)
         else:       # no switching surfaces (no masks); the residuals are the last step's, at the state's tangents
             (values, edges, pattern, tangents, iterations), settled = smooth, np.ones(X.shape[0], dtype=bool)
             sliding, res = [[] for _ in range(X.shape[0])], StateResiduals(edges, tangents)
@@ -253,7 +264,7 @@ class GraphEquilibrium(EquilibriumOracle):
             res = StateResiduals(edges, {name: pattern[name] if graph.node(name).rule.pattern in (SELECTION, MASK)
                                          else p for name, p in res.pattern.items()})
         if smooth is None:      # the smooth iteration stops within its declared tolerance of its fixed point
-            settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding)
+            settled &= self._at_rest(sheaf, X, Y, nudging, values, res, sliding, as_solved)
         decided = 0 if tied is None else decided_slides(graph, tied, pattern, values, settled)
         report = SettleReport(iterations, int(np.sum(~settled)), sum(len(s) for s in sliding), energy, decided)
         return GraphSettlement(graph, values, edges, pattern, settled, sliding, report)
@@ -271,13 +282,25 @@ class GraphEquilibrium(EquilibriumOracle):
             return res.edges, force
         return forces
 
-    def _at_rest(self, sheaf, X, Y, nudging, values, res, sliding):
+    def _at_rest(self, sheaf, X, Y, nudging, values, res, sliding, as_solved=False):
         """Per sample, whether the force on every coordinate (the nudged loss's pull on the output node
-        included, the held surface coordinates excluded) vanishes to :data:`REST` relative."""
-        _, force = self._forces(sheaf, X, Y, nudging)(values, res)
+        included, the held surface coordinates excluded) vanishes to :data:`REST` relative.
+
+        ``as_solved``: ``res`` holds the residuals and the pattern the frozen solves returned.  Those residuals
+        are ``delta_P^{-T}`` of seeds on the output and held coordinates only (a backward substitution under
+        ``P``: the fixed point's ``u``, or the Gram path's coefficients), so the force ``-delta_P^T e`` is
+        minus the seeds, zero to rounding on every other coordinate: only the output node's force is computed
+        (the interior one is asserted in the tests)."""
+        out = self.graph.output_node
+        if as_solved and out in res.edges:
+            pull, _ = loss_pull(self.graph.output, self.loss, values[out], Y)
+            force = {out: nudging * pull - res.edges[out]}
+        else:
+            _, force = self._forces(sheaf, X, Y, nudging)(values, res)
         for s, held in enumerate(sliding):
             for u, j in held:
-                force[u][s, j] = 0.0
+                if u in force:
+                    force[u][s, j] = 0.0
         largest = np.max([np.abs(f).max(axis=1) for f in force.values()], axis=0)
         scale = 1.0 + np.maximum(np.max([np.abs(v).max(axis=1) for v in values.values()], axis=0),
                                  np.abs(X).max(axis=1))

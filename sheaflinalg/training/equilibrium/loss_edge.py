@@ -37,6 +37,7 @@ import numpy as np
 from ...kernels.equilibrium import gradients, newton_matrix, output_coefficients, potentials
 from ...kernels.potentials import PHI_CODES
 from ...network.errors import NetworkOverflowError
+from .settings import BIAS_SHARE
 
 #: The losses an exact equilibrium is found for.
 EQUILIBRIUM_LOSSES = ("mse", "cross_entropy")
@@ -189,7 +190,40 @@ def takes_fixed_point(b, n_held):
     return not n_held and abs(b) <= FIXED_POINT_NUDGING
 
 
-def fixed_point(respond, F, Y, b, output, loss):
+def fixed_point_tolerance(b, order):
+    """The relative error of the output coefficients ``u`` the fixed point may leave at nudging ``b``:
+    :data:`~.settings.BIAS_SHARE` (the one share of the nudging's own bias every equilibrium iteration may
+    leave) of the bias of the nudging's ``order``, ``|b|`` relative one-sided and ``b^2`` symmetric.  The
+    iteration stops at the iterate whose a-posteriori error (:func:`remaining_error`) is below it: the step
+    that would only confirm convergence (at the default ``b = 1e-6`` it moves ``u`` by about ``b^2``
+    relative) is skipped; the rounding floor of :func:`coefficient_excess` ends it when reached first.
+
+    Examples
+    --------
+    >>> fixed_point_tolerance(1e-6, 1), fixed_point_tolerance(-1e-3, 2)
+    (1e-08, 1e-08)
+    """
+    if order not in (1, 2):
+        raise ValueError(f"the nudging's bias order is 1 (one-sided) or 2 (symmetric), got {order!r}")
+    return BIAS_SHARE * abs(b) ** order
+
+
+def remaining_error(step, before):
+    """Per sample, the a-posteriori bound on ``|u - u*|`` of an iterate ``u`` whose step to its successor is
+    ``step`` (max norm), ``before`` the step that led to it: with the contraction factor ``q = step / before``
+    estimated from the two, ``|u - u*| <= step + q / (1 - q) step = step / (1 - q)`` (infinite where ``q >= 1``).
+
+    Examples
+    --------
+    >>> remaining_error(np.array([1e-12, 2.0]), np.array([1e-6, 1.0])).tolist()
+    [1.000001000001e-12, inf]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = step / before
+        return np.where(q < 1.0, step / (1.0 - q), np.inf)
+
+
+def fixed_point(respond, F, Y, b, output, loss, order=1):
     """The output coefficients ``u = -b grad loss(F + J J^T u)`` by fixed-point iteration, without ``J J^T``.
 
     Parameters
@@ -203,26 +237,33 @@ def fixed_point(respond, F, Y, b, output, loss):
     b : float
         Nudging (nonzero, ``|b|`` small: the iteration contracts by about ``|b| ||H J J^T||`` per step).
     output, loss : str
+    order : {1, 2}
+        The bias order of the nudging (1: one-sided, 2: symmetric), for :func:`fixed_point_tolerance`.
 
     Returns
     -------
     response or None
-        ``respond(u)`` of the iterate ``u`` whose successor agrees with it to rounding (already computed
-        for that step); None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS`
-        steps at the rate its last two steps show (:func:`out_of_reach`), or has not converged in them.
+        ``respond(u)`` of the iterate ``u`` (already computed for that step) whose successor agrees with it to
+        rounding, or whose remaining error (:func:`remaining_error`) is below :func:`fixed_point_tolerance`
+        relative; None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS` steps at the
+        rate its last two steps show (:func:`out_of_reach`), or has not converged in them.
     """
+    tol = fixed_point_tolerance(b, order)
     u = -b * gradient(output, loss, F, Y)
-    moved = None
+    moved = size = None
     with np.errstate(all="ignore"):         # a diverging iteration is detected, not warned about
         for step in range(1, FIXED_POINT_STEPS + 1):
             response, shift = respond(u)
             new = -b * gradient(output, loss, F + shift, Y)
-            excess = coefficient_excess(new, u, F, b)
-            if np.all(excess <= 1.0):
+            excess, last = coefficient_excess(new, u, F, b), np.abs(new - u).max(axis=1)
+            done = excess <= 1.0
+            if size is not None:
+                done |= remaining_error(last, size) <= tol * np.abs(new).max(axis=1)
+            if np.all(done):
                 return response
             if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
                 return None
-            u, moved = new, excess
+            u, moved, size = new, excess, last
     return None
 
 

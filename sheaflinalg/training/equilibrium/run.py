@@ -43,7 +43,8 @@ def make_oracle(prob, cfg):
     chain = net.chain
     if chain is None:
         return GraphEquilibrium(net.graph, prob.loss, cfg.max_pattern_iterations, cfg.symmetric)
-    return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations, chain.names)
+    return ChainEquilibrium(net.dims, net.output, prob.loss, None, cfg.max_pattern_iterations, chain.names,
+                            cfg.symmetric)
 
 
 class EquilibriumRun(EpochRun):
