@@ -79,8 +79,10 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
         if todo.size == 0:
             break                   # all settled, or cycling: their equilibria are on a surface
         iterations += 1
-        rows = {name: p[todo] for name, p in pattern.items()}
-        solved = solve(X[todo], Y[todo], rows, values=first if iterations == 1 else None)
+        every = todo.size == M             # every sample: the batch's own arrays, not copies of them
+        rows = dict(pattern) if every else {name: p[todo] for name, p in pattern.items()}
+        solved = solve(X if every else X[todo], Y if every else Y[todo], rows,
+                       values=first if iterations == 1 else None)
         short = np.zeros(todo.size, dtype=bool)
         if damp is not None and iterations > 1:
             solved, short = damp(X[todo], state[todo], solved, todo)
@@ -88,8 +90,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
             state = solved          # every sample: no copy
         else:
             state[todo] = solved
-        new = read_pattern(graph, X[todo], node_values(graph, solve.layout, solved), rows,
-                           None if tied is None else {name: v[todo] for name, v in tied.items()})
+        new = read_pattern(graph, X if every else X[todo], node_values(graph, solve.layout, solved), rows,
+                           tied if tied is None or every else {name: v[todo] for name, v in tied.items()})
         same = same_pattern(graph, new, rows, todo.size) & ~short
         for name in graph.pattern_nodes:
             pattern[name][todo] = new[name]
