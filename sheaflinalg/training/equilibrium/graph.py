@@ -53,11 +53,9 @@ from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..output_edge import check_graph_loss, loss_gradient_scale, loss_pull
 from ..velocity import GraphParameters, ParameterVelocity
 from .oracle import EquilibriumOracle, SettleReport
-from .loss_edge import fixed_point, potential, solve_coefficients, takes_fixed_point
+from .loss_edge import REST, fixed_point, potential, solve_coefficients, takes_fixed_point
 from .smooth import smooth_equilibrium, takes_smooth_path
 
-#: Relative size of the force below which a state is an equilibrium (rounding of the substitutions).
-REST = 1e-9
 #: Largest nudging ``|b|`` at which a max-pool tie of the forward pass is decided by the selection solved under
 #: (:func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`): the state is then ``O(b)`` from the
 #: window's sliding mode, the order of the method's own error in the gradient.  Measured on a Conv -> ReLU ->

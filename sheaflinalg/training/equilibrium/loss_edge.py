@@ -48,6 +48,11 @@ FIXED_POINT_NUDGING = 1e-3
 #: Steps of the fixed point before the Gram path takes over.
 FIXED_POINT_STEPS = 8
 
+#: Relative size of the force below which a state is an equilibrium (rounding of the substitutions; the graph
+#: oracle's rest check).  The fixed point's step ``|T(u) - u|`` is the force it leaves on the output node, so
+#: it stops early (:func:`fixed_point_tolerance`) only once that step is below it too.
+REST = 1e-9
+
 _NEWTON_CAP = 100
 #: A full Newton step (exact Hessian) this small against ``w`` ends the iteration: convergence is quadratic,
 #: so it leaves an error of order ``1e-16`` and the step that would confirm it is skipped.
@@ -245,7 +250,7 @@ def fixed_point(respond, F, Y, b, output, loss, order=1):
     response or None
         ``respond(u)`` of the iterate ``u`` (already computed for that step) whose successor agrees with it to
         rounding, or whose remaining error (:func:`remaining_error`) is below :func:`fixed_point_tolerance`
-        relative; None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS` steps at the
+        relative and whose step (the force left on the output node) below :data:`REST`; None as soon as some sample cannot converge within :data:`FIXED_POINT_STEPS` steps at the
         rate its last two steps show (:func:`out_of_reach`), or has not converged in them.
     """
     tol = fixed_point_tolerance(b, order)
@@ -258,7 +263,8 @@ def fixed_point(respond, F, Y, b, output, loss, order=1):
             excess, last = coefficient_excess(new, u, F, b), np.abs(new - u).max(axis=1)
             done = excess <= 1.0
             if size is not None:
-                done |= remaining_error(last, size) <= tol * np.abs(new).max(axis=1)
+                done |= (remaining_error(last, size) <= tol * np.abs(new).max(axis=1)) & \
+                    (last <= REST * (1.0 + np.abs(F).max(axis=1)))
             if np.all(done):
                 return response
             if moved is not None and out_of_reach(excess, moved, FIXED_POINT_STEPS - step):
