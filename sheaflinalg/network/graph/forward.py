@@ -24,7 +24,8 @@ from ..._common.blocks import block_bounds, map_blocks
 from ..._common.spare import spare_empty
 from ..._common.threads import blas_limit, resolve_threads
 from ..errors import NetworkOverflowError
-from ..ops.tangent import Linearisation, Stacked, Tangent
+from ..ops.tangent import Stacked, Tangent
+from .fusion import BlockPass, Overflow, fusion_plan
 from .nodes import INPUT
 
 
@@ -100,7 +101,8 @@ def sample_blocks(graph, M):
     return block_bounds(M, sum(node_work(node, graph) for node in graph.nodes), BLOCK_WORK, MAX_BLOCKS)
 
 
-def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=False, steps=None, whole=False):
+def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=False, steps=None, whole=False,
+             fuse=True):
     """Every node's value for the batch ``X`` (``(n_samples, n_inputs)``, checked by the caller).
 
     Parameters
@@ -124,6 +126,10 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=Fals
     whole : bool, optional
         The batch as one sample block whatever its size (:func:`sample_blocks` otherwise): for callers whose
         passes are too short to gain from blocks (the result does not depend on ``threads`` either way).
+    fuse : bool, optional
+        With no frozen ``pattern`` and no ``residuals``: batch norms and additions write their value, check it
+        and run the rectifier that reads it in one pass (:func:`~sheaflinalg.network.graph.fusion.fusion_plan`,
+        the default); False: node by node.  The values are the same bit for bit.
 
     Returns
     -------
@@ -155,14 +161,17 @@ def evaluate(graph, X, pattern=None, threads=None, residuals=None, tangents=Fals
     consistent = np.ones(M, dtype=bool)
     bounds = [0, M] if whole else sample_blocks(graph, M)
     made = {name: {} for name in used} if tangents else None
+    plan = fusion_plan(graph, fuse and pattern is None and residuals is None)
 
     def block(lo_hi):
         return _run_block(graph, steps, values, used, pattern is not None, consistent, *lo_hi, residuals=residuals,
-                          tangents=made)
+                          tangents=made, plan=plan)
 
     with blas_limit(1):     # one BLAS thread per block, also for one block: its products are short
         failed = map_blocks(block, list(zip(bounds[:-1], bounds[1:])), threads)
     failed = [f for f in failed if f is not None]
+    if failed and any(unit.checked is not None for unit in plan):   # node by node: the first node that overflows
+        return evaluate(graph, X, pattern, threads, residuals, tangents, steps, whole, fuse=False)
     if failed:
         k, s = min(failed)
         node = graph.nodes[k]
@@ -231,24 +240,14 @@ def _node_arrays(graph, M):
     return arrays
 
 
-def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals=None, tangents=None):
+def _run_block(graph, steps, values, used, frozen, consistent, lo, hi, residuals=None, tangents=None, plan=None):
     """The graph on the samples ``lo <= s < hi``, written into their rows of ``values``, ``used`` and
     ``consistent`` (``residuals``: added to every node's value as it is computed; ``tangents``: ``{name:
-    {lo: linearisation}}``, filled by the steps that make one); returns ``(node index, sample)`` of the
-    first value that is not finite, or None."""
-    local = {INPUT: values[INPUT][lo:hi]}
-    with np.errstate(over="ignore", invalid="ignore"):
-        for k, (node, step) in enumerate(zip(graph.nodes, steps)):
-            out = local[node.name] = values[node.name][lo:hi]
-            pattern = used[node.name][lo:hi] if node.name in used else None
-            agrees = step([local[p] for p in node.inputs], out, pattern, frozen)
-            if residuals is not None:
-                out += residuals[node.name][lo:hi]
-            # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
-            if not (np.isfinite(np.sum(out)) or np.all(np.isfinite(out))):
-                return k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])
-            if isinstance(agrees, Linearisation):
-                tangents[node.name][lo] = agrees
-            elif agrees is not None:
-                consistent[lo:hi] &= agrees
+    {lo: linearisation}}``, filled by the steps that make one; ``plan``: :func:`fusion_plan`, default node by
+    node); returns ``(node index, sample)`` of the first value that is not finite, or None."""
+    try:
+        BlockPass(graph, steps, values, used, frozen, consistent, lo, hi, residuals, tangents).run(
+            plan or fusion_plan(graph, False))
+    except Overflow as error:
+        return error.where
     return None

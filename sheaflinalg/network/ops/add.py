@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ...kernels.elementwise import checked_add
+from .relu import rectifier_slope
 from .rule import MANY, Placement, identity_map
 
 
@@ -30,6 +32,15 @@ class Add(Placement):
             for x in inputs[2:]:
                 out += x
         return step
+
+    def checked_forward(self, node, graph, then=None):
+        slope = rectifier_slope(then)
+        if len(node.inputs) != 2 or (then is not None and slope is None):
+            return None
+
+        def step(inputs, out, then_out, then_mask):
+            return checked_add(inputs[0], inputs[1], out, slope or 0.0, then_mask, then_out, then is not None)
+        return step, False
 
     def blocks(self, node, graph, pattern=None):
         return [np.ones(graph.sizes[node.name]) for _ in node.inputs]

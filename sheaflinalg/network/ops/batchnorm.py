@@ -5,7 +5,8 @@ The running statistics are not parameters of the sheaf: the node is trained as t
 
 import numpy as np
 
-from ...kernels.elementwise import channel_affine
+from ...kernels.elementwise import channel_affine, checked_affine
+from .relu import rectifier_slope
 from .rule import OpRule, entries_touched, per_channel
 
 
@@ -39,6 +40,16 @@ class BatchNorm(OpRule):
         def step(inputs, out, pattern, frozen):
             channel_affine(inputs[0], scale, shift, out)
         return step
+
+    def checked_forward(self, node, graph, then=None):
+        scale, shift = node.params["scale"], node.params["shift"]
+        slope = rectifier_slope(then)
+        if then is not None and slope is None:
+            return None
+
+        def step(inputs, out, then_out, then_mask):
+            return checked_affine(inputs[0], scale, shift, out, slope or 0.0, then_mask, then_out, then is not None)
+        return step, True
 
     def blocks(self, node, graph, pattern=None):
         return [per_channel(node, graph, node.params["scale"])]

@@ -89,3 +89,17 @@ class Rectifier(Elementwise):
 
 
 RULE = Rectifier()
+
+
+def rectifier_slope(node):
+    """The inactive slope of a rectifier node (relu, leaky_relu), None for any other node (or None).
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> rectifier_slope(sl.Node("r", "relu", ["x"])), rectifier_slope(sl.Node("s", "add", ["x", "x"]))
+    (0.0, None)
+    """
+    if node is None or not isinstance(node.rule, Rectifier):
+        return None
+    return float(node.rule.slope(node))

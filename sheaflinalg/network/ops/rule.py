@@ -132,6 +132,17 @@ class OpRule:
         """Validate ``node``'s attributes and parameters against its parents' shapes; its per-sample output shape."""
         self._missing("shape")
 
+    def checked_forward(self, node, graph, then=None):
+        """A forward step that also checks its values, and runs the node ``then`` (a rectifier reading this node
+        alone) in the same pass: ``step(inputs, out, then_out, then_mask) -> finite``, or None (no such step:
+        the default).  ``then_mask`` receives the rectifier's pattern read off (``then`` None: empty arrays).
+
+        Returns ``(step, checks_inputs)`` (``finite`` says whether every value written, and the inputs if
+        ``checks_inputs``, is finite) or None.  The forward pass uses it when no pattern is frozen
+        (``graph/fusion.py``): a pass over values out of the caches costs as much as the arithmetic.
+        """
+        return None
+
     def forward(self, node, graph):
         """``step(inputs, out, pattern, frozen) -> agrees``, writing the node's value for a block of samples.
 
