@@ -95,6 +95,20 @@ def test_a_spare_buffer_is_reused_only_once_nothing_holds_it():
     assert spare_empty(4096).__array_interface__["data"][0] == address
 
 
+def test_one_buffer_above_the_spare_size_is_kept_while_the_memory_allows(monkeypatch):
+    from sheaflinalg._common import spare
+
+    monkeypatch.setattr(spare, "SPARE_BYTES", 8 * 1000)
+    address = spare_empty(5000).__array_interface__["data"][0]
+    assert spare_empty(5000).__array_interface__["data"][0] == address     # kept, and nothing holds it
+    other = spare_empty(6000).__array_interface__["data"][0]               # the one large buffer kept now
+    assert spare_empty(6000).__array_interface__["data"][0] == other
+    assert sum(b.size > 1000 for b in spare._spares) == 1
+    monkeypatch.setattr(spare, "LARGE_SHARE", 0.0)                          # no memory to spare: none kept
+    held = spare_empty(7000)
+    assert all(b is not held for b in spare._spares)
+
+
 def test_a_forward_pass_held_by_the_caller_is_never_overwritten_by_the_next():
     g = small_cnn()
     rng = np.random.default_rng(2)
