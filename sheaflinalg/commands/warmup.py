@@ -41,7 +41,8 @@ def _chain_workloads(sl):
 
 
 def _graph_network(sl):
-    """A small CNN with every compiled graph kernel: convolution, ReLU, max and average pooling, a residual sum."""
+    """A small CNN with every compiled graph kernel: convolution, ReLU, batch norm, max and average pooling, a residual
+    sum."""
     rng = np.random.default_rng(1)
     conv = {"stride": 1, "padding": 1, "dilation": 1, "groups": 1}
     pool = {"kernel_size": 2, "stride": 2, "padding": 0, "dilation": 1}
@@ -49,7 +50,8 @@ def _graph_network(sl):
         sl.Node("conv1", "conv", ["x"], conv, {"weight": rng.normal(0, 0.5, (3, 1, 3)), "bias": np.zeros(3)}),
         sl.Node("relu1", "relu", ["conv1"]),
         sl.Node("conv2", "conv", ["relu1"], conv, {"weight": rng.normal(0, 0.5, (3, 3, 3)), "bias": np.zeros(3)}),
-        sl.Node("res", "add", ["conv2", "relu1"]),
+        sl.Node("bn", "batchnorm", ["conv2"], params={"scale": np.ones(3), "shift": np.zeros(3)}),
+        sl.Node("res", "add", ["bn", "relu1"]),
         sl.Node("max", "maxpool", ["res"], pool),
         sl.Node("avg", "avgpool", ["max"], {"kernel_size": 2, "stride": 2, "padding": 0, "ceil_mode": False,
                                             "count_include_pad": True}),
