@@ -27,7 +27,10 @@ from ..network.graph.nodes import INPUT
 class AttentionBlock:
     """One attention block: its ``scores``, ``weights`` (softmax) and ``output`` nodes and its head count.
 
-    ``name`` is the output node's (the block's value).
+    ``name`` is the output node's (the block's value).  ``queries``, ``keys`` and ``values`` are the factors
+    of the two products (``Q``, ``K^T`` as the scores' second factor, ``V``) where they are nodes whose
+    leading axes are the heads too (None otherwise: the network's input, or a factor broadcast over the
+    heads).
     """
 
     name: str
@@ -35,11 +38,21 @@ class AttentionBlock:
     weights: str
     output: str
     heads: int
+    queries: str = None
+    keys: str = None
+    values: str = None
 
     @property
     def nodes(self):
         """The block's nodes in topological order."""
         return (self.scores, self.weights, self.output)
+
+    @property
+    def roles(self):
+        """``{role: node}`` of every node whose value the heads split (``queries``, ``keys``, ``values``,
+        ``scores``, ``weights``, ``output``; a factor that is None left out): the one grouping by head."""
+        names = ("queries", "keys", "values", "scores", "weights", "output")
+        return {role: getattr(self, role) for role in names if getattr(self, role) is not None}
 
 
 def attention_blocks(graph):
@@ -52,8 +65,9 @@ def attention_blocks(graph):
     >>> nodes = [kt, sl.Node("s", "matmul", ["x", "kt"], {"alpha": 0.5}),
     ...          sl.Node("p", "softmax", ["s"], {"axis": 2, "causal": False}),
     ...          sl.Node("o", "matmul", ["p", "x"], {"alpha": 1.0})]
-    >>> attention_blocks(sl.Network.from_nodes((2, 3, 4), nodes).graph)
-    [AttentionBlock(name='o', scores='s', weights='p', output='o', heads=2)]
+    >>> [block] = attention_blocks(sl.Network.from_nodes((2, 3, 4), nodes).graph)
+    >>> block.nodes, block.heads, block.keys, block.queries         # the queries and values are the input x
+    (('s', 'p', 'o'), 2, 'kt', None)
     """
     graph = getattr(graph, "graph", graph)         # a Network's graph
     if not isinstance(graph, Graph):
@@ -67,8 +81,17 @@ def attention_blocks(graph):
         outputs = [child for child in graph.nodes if child.op == "matmul" and child.inputs[0] == node.name]
         if scores.op == "matmul" and len(shape) >= 2 and len(outputs) == 1:
             out = outputs[0].name
-            blocks.append(AttentionBlock(out, scores.name, node.name, out, math.prod(shape[:-2])))
+            factors = [_split_by_heads(graph, name, shape[:-2])
+                       for name in (*scores.inputs, outputs[0].inputs[1])]
+            blocks.append(AttentionBlock(out, scores.name, node.name, out, math.prod(shape[:-2]), *factors))
     return blocks
+
+
+def _split_by_heads(graph, name, heads):
+    """``name`` if it is a node whose value's leading axes are ``heads`` (the heads' shape), else None."""
+    if name == INPUT or tuple(graph.shapes[name][:len(heads)]) != tuple(heads):
+        return None
+    return name
 
 
 @dataclass
@@ -79,7 +102,8 @@ class HeadDiscord:
     ----------
     blocks : list of AttentionBlock
     values : dict
-        ``{block name: {node: (n_samples, heads)}}``: ``1/2 ||r_h||^2`` of each of the block's edges.
+        ``{block name: {node: (n_samples, heads)}}``: ``1/2 ||r_h||^2`` of the edge of each node the heads
+        split (:attr:`AttentionBlock.roles`: the block's three and its factors).
     """
 
     blocks: list
@@ -87,7 +111,7 @@ class HeadDiscord:
 
     def by_block(self):
         """``{block name: (n_samples, heads)}``: the discord of each head over the block's three edges."""
-        return {b.name: sum(self.values[b.name].values()) for b in self.blocks}
+        return {b.name: sum(self.values[b.name][name] for name in b.nodes) for b in self.blocks}
 
     def rows(self):
         """``[(block, head, discord)]``: the mean over the samples of each head's discord, block by block."""
@@ -111,5 +135,5 @@ def head_discord(residuals):
     if not blocks:
         raise ValueError("the network has no attention block (a softmax over the last axis between two matmul "
                          "nodes); per-axis discord of any node: NodeResiduals.by_axis")
-    values = {b.name: {name: residuals.by_groups(name, b.heads) for name in b.nodes} for b in blocks}
+    values = {b.name: {name: residuals.by_groups(name, b.heads) for name in b.roles.values()} for b in blocks}
     return HeadDiscord(blocks, values)

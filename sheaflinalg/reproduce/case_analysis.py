@@ -111,31 +111,6 @@ def feature_maps(graph):
     return {node.name: 0 for node in graph.nodes if len(graph.shapes[node.name]) >= 2}
 
 
-def heads_axis(shape, heads):
-    """The axis of a node's value ``shape`` that indexes the attention heads, or None.
-
-    An attention node's value is ``(heads, tokens, features)`` (queries, keys, values, scores, their
-    softmax, the heads' outputs) or, before and after the transposes, ``(tokens, heads, features)``: the
-    one of the first two axes of length ``heads``.  A value of another rank, or where neither or both
-    of them has that length, has no heads axis that its shape shows.
-
-    Examples
-    --------
-    >>> heads_axis((2, 8, 16), 2), heads_axis((8, 2, 16), 2), heads_axis((8, 32), 2), heads_axis((2, 2, 4), 2)
-    (0, 1, None, None)
-    """
-    if len(shape) != 3 or (shape[0] == heads) == (shape[1] == heads):
-        return None
-    return 0 if shape[0] == heads else 1
-
-
-def attention_heads(graph, heads):
-    """``{node: its heads axis}`` for the nodes of ``graph`` whose value has one (:func:`heads_axis`): the
-    grouping of :func:`analyse` by head."""
-    axes = {node.name: heads_axis(graph.shapes[node.name], heads) for node in graph.nodes}
-    return {name: axis for name, axis in axes.items() if axis is not None}
-
-
 def along(values, shape, axis):
     """Sum of squares of per-sample node values ``(n, size)`` over everything but ``axis`` of ``shape``: ``(n, shape[axis])``.
 
@@ -169,7 +144,8 @@ def analyse(net, X, Y, index, n_pinned, groups=feature_maps, max_iter=100):
     ``net`` is a classifier with an identity output (its outputs are logits); the first ``n_pinned``
     misclassified inputs are pinned.  ``groups(graph) -> {node: axis}`` names the nodes whose energy and
     discord are also summed per index of one axis of their value (:func:`along`): per channel
-    (:func:`feature_maps`, the default), per attention head (:func:`attention_heads`).  ``max_iter`` bounds
+    (:func:`feature_maps`, the default), per attention head (the nodes the heads split, from
+    :func:`sheaflinalg.discord.attention_blocks`: the ViT's case study).  ``max_iter`` bounds
     the pattern updates of a pinned equilibrium (:func:`sheaflinalg.discord.pinned`).
     """
     X, Y = X[index], Y[index]
@@ -198,5 +174,5 @@ def _pinned_discord(net, X, target, axes, max_iter):
                     sliding=np.zeros(0, dtype=np.int64))
     pd = pinned(net, X, target, max_iter=max_iter)
     return dict(edges=list(pd.edge_names), discord=pd.by_edge, settled=pd.settled,
-                channel_discord={n: 0.5 * along(pd.residuals[n], shapes[n], axis) for n, axis in axes.items()},
+                channel_discord={n: pd.residuals.by_axis(n, axis) for n, axis in axes.items()},
                 sliding=np.array([len(s) for s in pd.sliding], dtype=np.int64))

@@ -12,7 +12,7 @@ go to the output directory; the network is reused by a rerun (``networks/``).
 import numpy as np
 
 from . import mnist1d_vit
-from .case_analysis import attention_heads
+from ..discord.heads import attention_blocks
 from .case_report import (SHARE_HEADER, Settings, common_outputs, node_rows, notes, profile_figure, quartiles, shares,
                           study, summary_rows)
 from .output import table_texts
@@ -23,31 +23,22 @@ SETTINGS = {False: Settings(5000, mnist1d_vit.Protocol(epochs=50, lr=1e-3), 10, 
             True: Settings(500, mnist1d_vit.Protocol(epochs=20, lr=1e-3), 2, 1, 3, 3, max_iter=10)}
 
 
+#: The case study's name of each role of an attention block's nodes (:attr:`AttentionBlock.roles`).
+PARTS = {"queries": "q", "keys": "k", "values": "v", "scores": "scores", "weights": "softmax", "output": "P V"}
+
+
 def _groups(graph):
-    return attention_heads(graph, mnist1d_vit.HEADS)
-
-
-def part(graph, name):
-    """What an attention node with a heads axis computes: ``q``, ``k``, ``v`` (a projection split into heads,
-    and the keys transposed), ``scores``, ``softmax`` or ``P V`` (the heads' outputs, before they are merged):
-    the first projection or attention product up its chain of first parents."""
-    while True:
-        node = graph.node(name)
-        kind = node.op
-        if kind == "softmax":
-            return "softmax"
-        if kind == "matmul":
-            return "scores" if name.endswith(".scores") else "P V"
-        if kind == "linear":
-            return name.rsplit(".", 1)[-1]
-        name = node.inputs[0]
+    """``{node: 0}`` for the nodes the heads split (their leading axis): the library's grouping by head
+    (:func:`sheaflinalg.discord.attention_blocks`, the same as ``NodeResiduals.per_head``)."""
+    return {name: 0 for block in attention_blocks(graph) for name in block.roles.values()}
 
 
 def head_rows(graph, stage_of):
-    """``{"block i part": [node, ...]}``: the nodes with a heads axis by block and :func:`part`, in order."""
+    """``{"block i part": [node]}``: the nodes the heads split, by block and role (:data:`PARTS`), in order."""
     rows = {}
-    for name in _groups(graph):
-        rows.setdefault(f"{stage_of[name].rsplit(' ', 1)[0]} {part(graph, name)}", []).append(name)
+    for block in attention_blocks(graph):
+        for role, name in block.roles.items():
+            rows.setdefault(f"{stage_of[name].rsplit(' ', 1)[0]} {PARTS[role]}", []).append(name)
     return rows
 
 

@@ -289,7 +289,9 @@ def test_the_damped_gauss_newton_iteration_reaches_a_stationary_point_where_full
     # oscillate; the damped steps decrease the pinned energy to a point where its dense gradient (the naive
     # twins' J^T r on the free coordinates) is small
     from helpers.graph_examples import attention_block
+    from sheaflinalg.discord.pinning import graph
     from sheaflinalg.discord.pinning.graph import LineSearch
+    monkeypatch.setattr(graph, "SECOND_ORDER", False)       # the Gauss-Newton iteration (Newton's: below)
     net = attention_block(3, 2, 2, seed=0)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(6, net.n_inputs))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 import sheaflinalg as sl
 from sheaflinalg.reproduce import case_report, case_vit, mnist1d_vit
-from sheaflinalg.reproduce.case_analysis import along, analyse, attention_heads, auc, heads_axis
+from sheaflinalg.discord.pinning.targets import relabelled
+from sheaflinalg.reproduce.case_analysis import along, analyse, auc
 
 QUICK = case_vit.SETTINGS[True]
 
@@ -86,17 +87,17 @@ def test_stages_and_parts_cover_every_node_in_order(vit):
     assert stages["embedding"][0] == "embed" and stages["head"][-1] == "head"
     stage_of = {n: s for s, nodes in stages.items() for n in nodes}
     rows = case_vit.head_rows(net.graph, stage_of)
-    assert sum(len(v) for v in rows.values()) == len(attention_heads(net.graph, mnist1d_vit.HEADS))
+    assert sum(len(v) for v in rows.values()) == len(case_vit._groups(net.graph)) == 2 * 6
     assert rows["block 0 scores"] == ["scaled_dot_product_attention.scores"]
     assert rows["block 1 softmax"] == ["scaled_dot_product_attention_1.weights"]
-    assert "scaled_dot_product_attention.keys" in rows["block 0 k"]
+    assert rows["block 0 k"] == ["scaled_dot_product_attention.keys"]      # K^T, the scores' second factor
+    assert rows["block 0 q"] == ["transpose_1"] and rows["block 1 P V"] == ["scaled_dot_product_attention_1"]
 
 
 def test_per_head_sums_add_up_to_the_nodes_energy_and_discord(vit):
     net, data = vit
-    a = analyse(net, data.X_test, data.Y_test, np.arange(4), n_pinned=1,
-                groups=lambda g: attention_heads(g, mnist1d_vit.HEADS), max_iter=5)
-    assert len(a.channel_energy) == 2 * 11    # per block: q, k, v (view, transpose), keys, scores, softmax, P V, merge
+    a = analyse(net, data.X_test, data.Y_test, np.arange(4), n_pinned=1, groups=case_vit._groups, max_iter=5)
+    assert len(a.channel_energy) == 2 * 6     # per block: q, k (K^T), v, scores, softmax, P V
     for name, e in a.channel_energy.items():
         assert e.shape == (4, mnist1d_vit.HEADS)
         np.testing.assert_allclose(e.sum(axis=1), a.energy[:, a.nodes.index(name)], rtol=1e-12)
@@ -107,12 +108,14 @@ def test_per_head_sums_add_up_to_the_nodes_energy_and_discord(vit):
     name = "scaled_dot_product_attention_1"
     np.testing.assert_allclose(a.channel_energy[name][1], (sp.node_vector(name, sample=1) ** 2).sum(axis=(1, 2)),
                                rtol=1e-8)
-
-
-def test_heads_axis_reads_the_shape():
-    assert heads_axis((2, 8, 16), 2) == 0 and heads_axis((8, 2, 16), 2) == 1 and heads_axis((4, 8, 8), 4) == 0
-    for shape in ((8, 32), (2, 2, 16), (8, 8, 16), (2, 8, 16, 1), (32,)):
-        assert heads_axis(shape, 2) is None
+    # the case study's discord per head is the library's (NodeResiduals.per_head), node by node
+    X, logits = data.X_test[a.index[a.pinned]], net.forward(data.X_test[a.index])[a.pinned]
+    pd = sl.discord.pinned(net, X, relabelled(logits, a.labels[a.pinned]), max_iter=5, progress=False)
+    heads = pd.residuals.per_head().values
+    assert sorted(n for per in heads.values() for n in per) == sorted(a.channel_discord)
+    for per in heads.values():
+        for name, d in per.items():
+            np.testing.assert_allclose(a.channel_discord[name], d, rtol=1e-12, atol=1e-300)
 
 
 @settings(max_examples=25, deadline=None)

@@ -31,11 +31,15 @@ from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
+from .newton import PinnedNewton
 from .output_newton import held_outputs
 from .schur import recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
+#: Newton steps (the curvature of the smooth nodes) on graphs whose pattern nodes are all smooth, with an
+#: identity output; False: the damped Gauss-Newton iteration alone.
+SECOND_ORDER = True
 
 
 def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
@@ -54,14 +58,42 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     search = None
     solver = _MatrixFree(graph, sheaf.maps, net.output, progress)
     solver.check_memory(X.shape[0])
-    if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
-        search = LineSearch(sheaf, solver.layout, X.shape[0])
-    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, max_iter, damp=search)
     layout = solver.layout
+    if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
+        search = LineSearch(sheaf, layout, X.shape[0])
+    newton = second_order(graph, layout)
+    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, 1 if newton else max_iter, damp=search)
+    if newton:                              # from the first Gauss-Newton solution
+        state, settled = _newton(sheaf, solver, X, state, max_iter, search)
+        pattern = sheaf.residuals(X, node_values(graph, layout, state)).pattern
     settled |= at_rest(sheaf, X, state, layout)
     sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
                               REST, max_iter)
     return state, layout, settled, sliding, np.zeros(X.shape[0], dtype=np.int64) if search is None else search.damped
+
+
+def second_order(graph, layout):
+    """Whether the pinned equilibrium is found by Newton steps (:mod:`~sheaflinalg.discord.pinning.newton`):
+    :data:`SECOND_ORDER`, an identity output (held in the reduced layout) and every pattern node smooth."""
+    nodes = [graph.node(n) for n in graph.pattern_nodes]
+    return SECOND_ORDER and layout.reduced and bool(nodes) and all(node.rule.smooth for node in nodes)
+
+
+def _newton(sheaf, solver, X, state, max_iter, search):
+    """``(state, rested)`` of :class:`~sheaflinalg.discord.pinning.newton.PinnedNewton` from ``state``, in blocks
+    of samples whose ``G`` (held coordinates x free coordinates) fits :attr:`_MatrixFree.BLOCK` rows."""
+    layout = solver.layout
+
+    def gradient(x, w):
+        _, force = _pinned_forces(sheaf, x, w, layout)(node_values(sheaf.graph, layout, w))
+        return -np.concatenate([force[node.name] for node in sheaf.graph.nodes], axis=1)
+    block = max(1, solver.BLOCK // solver.output.size)
+    rested = np.zeros(X.shape[0], dtype=bool)
+    newton = PinnedNewton(sheaf, layout, solver.output, gradient, lambda x, w: at_rest(sheaf, x, w, layout), search)
+    for lo in range(0, X.shape[0], block):
+        rows = slice(lo, lo + block)
+        state[rows], rested[rows] = newton.run(X[rows], state[rows], max_iter, first=lo)
+    return state, rested
 
 
 class LineSearch:
