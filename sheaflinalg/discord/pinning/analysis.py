@@ -57,8 +57,8 @@ class PinnedDiscord:
         (a graph network's: ``(node, coordinate)`` of the parents of ``relu``/``leaky_relu`` nodes, and
         ``(node, i, j)``: entries ``i`` and ``j`` of a max-pool's parent ``node`` held equal).
     damped : ndarray of int, shape (n_samples,)
-        Per sample, the Gauss-Newton steps shortened by the line search (graphs with smooth nodes; zero
-        otherwise).
+        Per sample, the Gauss-Newton or Newton steps shortened by the line search (graphs with smooth
+        nodes; zero otherwise).
     ties : ndarray of int, shape (n_samples,)
         Per sample, the switching surfaces the equilibrium is on (pre-activations of ReLUs zero to rounding,
         max-pool windows with tied largest entries), held ones included (see :attr:`outcome`).
@@ -85,7 +85,7 @@ class PinnedDiscord:
         - ``"sliding"``: a Filippov equilibrium: coordinates held on a switching surface where both sides
           push into it (:attr:`sliding`: ReLU pre-activations held at 0, max-pool entries held equal);
         - ``"unsettled"``: no equilibrium found within ``max_iter`` (the pattern iteration or the Filippov
-          search did not end, or a damped Gauss-Newton iteration of smooth nodes had not come to rest);
+          search did not end, or the damped (Gauss-)Newton iteration of smooth nodes had not come to rest);
           the state is the last iterate, and its discord is not the pinned one.
 
         Examples

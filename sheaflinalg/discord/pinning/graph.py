@@ -21,6 +21,9 @@ equilibrium is found by frozen-pattern solves with the sliding coordinates held.
 On a graph with smooth nodes (pattern :data:`~sheaflinalg.network.ops.TANGENT`) the pattern iteration is a
 Gauss-Newton iteration (re-linearise at the state, solve the linear pinned problem); it is damped
 (:class:`LineSearch`): the full step is tried first and halved until the pinned energy decreases (Armijo).
+When every pattern node is smooth and the output is the identity, the steps after the first Gauss-Newton
+solve are Newton's, with the nodes' curvature (:mod:`~sheaflinalg.discord.pinning.newton`, the same line
+search), which come to rest where the Gauss-Newton iteration crawls (pins far from the forward pass).
 """
 
 import numpy as np
@@ -48,7 +51,7 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
 
     ``sliding[s]`` lists the ``(node, coordinate)`` pairs of sample ``s`` held at 0 (the parents of
     ``relu``/``leaky_relu`` nodes whose equilibrium is on the switching surface) and the ``(node, i, j)``
-    entries of max-pool windows held equal; ``damped[s]`` counts the Gauss-Newton steps of sample ``s`` that
+    entries of max-pool windows held equal; ``damped[s]`` counts the (Gauss-)Newton steps of sample ``s`` that
     were shortened (smooth nodes).  ``backend`` is unused (nothing is factored).  The solves are refused
     before any work when their memory estimate exceeds the memory available; ``progress`` shows the
     conjugate gradients of many outputs (:mod:`~sheaflinalg.discord.pinning.schur`).
