@@ -134,3 +134,15 @@ def test_the_preconditioner_and_the_hessian_products_are_the_dense_ones_at_the_f
         want = delta.T @ delta @ (dense @ r[s])
         want[held] = 0.0
         np.testing.assert_allclose(Hr[s], want, rtol=1e-6, atol=1e-8)
+
+
+def test_a_pin_at_the_networks_own_output_rests_at_once_and_max_iter_is_checked():
+    net = _smooth_chain(2)
+    X = np.random.default_rng(3).normal(size=(2, 3))
+    Y = net.forward(X)
+    Y[1] += 2.0                                             # one sample at its own output, one far from it
+    pd = sl.discord.pinned(net, X, Y, max_iter=1, progress=False)
+    assert pd.outcome.tolist() == ["settled", "unsettled"] and pd.total[0] < 1e-25
+    assert sl.discord.pinned(net, X, Y, progress=False).settled.all()
+    with pytest.raises(ValueError, match="max_iter"):
+        sl.discord.pinned(net, X, Y, max_iter=0)

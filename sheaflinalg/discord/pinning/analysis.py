@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..._common.validation import as_float64, as_samples, check_bool
+from ..._common.validation import as_float64, as_samples, check_bool, check_int
 from ...network.model import check_network
 from ...sheaf.pins.completion import complete
 from ..edge_residuals import EdgeResiduals, residuals
@@ -205,6 +205,7 @@ def pinned(net, X, Y, max_iter=100, backend="auto", progress=True):
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     Y = _targets(net, Y, X.shape[0])
     progress = check_bool(progress, "progress")
+    max_iter = check_int(max_iter, "max_iter", 1)
     state, layout, settled, sliding, damped = pinned_equilibrium(net, X, Y, max_iter, backend, progress) \
         if engine(net) == GRAPH else _chain_equilibrium(net, X, Y, max_iter, backend)
     res = residuals(net, X, state, layout)
