@@ -64,7 +64,7 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     layout = solver.layout
     if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
         search = LineSearch(sheaf, layout, X.shape[0])
-    newton = second_order(graph, layout)
+    newton = second_order(graph, solver)
     state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, 1 if newton else max_iter, damp=search)
     if newton:                              # from the first Gauss-Newton solution
         state, settled = _newton(sheaf, solver, X, state, max_iter, search)
@@ -75,11 +75,13 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     return state, layout, settled, sliding, np.zeros(X.shape[0], dtype=np.int64) if search is None else search.damped
 
 
-def second_order(graph, layout):
+def second_order(graph, solver):
     """Whether the pinned equilibrium is found by Newton steps (:mod:`~sheaflinalg.discord.pinning.newton`):
-    :data:`SECOND_ORDER`, an identity output (held in the reduced layout) and every pattern node smooth."""
+    :data:`SECOND_ORDER`, every pattern node smooth, an identity output (held in the reduced layout) with few
+    enough outputs for ``G`` (:meth:`_MatrixFree.direct`: the preconditioner keeps it)."""
     nodes = [graph.node(n) for n in graph.pattern_nodes]
-    return SECOND_ORDER and layout.reduced and bool(nodes) and all(node.rule.smooth for node in nodes)
+    return (SECOND_ORDER and solver.layout.reduced and solver.direct(solver.output.size) and bool(nodes)
+            and all(node.rule.smooth for node in nodes))
 
 
 def _newton(sheaf, solver, X, state, max_iter, search):
