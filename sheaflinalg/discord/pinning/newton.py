@@ -41,6 +41,8 @@ class GaussNewtonInverse:
         ``delta_Omega`` of the samples at their states (reduced layout: one edge per free block).
     index : ndarray of int, shape (k,)
         The held coordinates (free order).
+    n_samples : int
+        The rows of ``op`` (``G``, ``k`` columns of ``L^{-1}`` per sample, is kept: ``k x n_free`` each).
 
     Examples
     --------
