@@ -128,3 +128,10 @@ def test_loose_solves_then_tightened_give_the_tight_solves_state(monkeypatch):
     assert settled.any()
     np.testing.assert_allclose(loose.state[settled], tight.state[settled],
                                atol=1e-9 * (1 + np.abs(tight.state).max()))
+
+
+def test_a_solve_through_g_that_would_not_fit_is_refused_with_what_needs_it(monkeypatch):
+    net = _conv_net(4)              # four outputs: the direct path (G), checked at the solve itself
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**10)
+    with pytest.raises(sl.InsufficientMemoryError, match=r"pinned solve through G \(4 held coordinates"):
+        sl.discord.pinned(net, np.ones((1, 72)), np.ones((1, 4)), progress=False)

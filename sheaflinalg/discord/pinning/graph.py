@@ -244,6 +244,8 @@ class _MatrixFree:
         nonlinear output: replaced by the held outputs' minimiser)."""
         k = index.size
         step = max(1, self.BLOCK // k)
+        check_memory(3 * self.n_free * k * min(step, w.shape[0]) * FLOAT, f"a pinned solve through G ({k} held "
+                     f"coordinates, {self.n_free} each)", "pin fewer outputs, or a smaller image")
         for lo in range(0, w.shape[0], step):
             rows = slice(lo, lo + step)
             b = w[rows].shape[0]
