@@ -3,9 +3,11 @@
 For each image side (default 32, 64, 128, 224) and each case, one input image in a fresh process (so that its
 peak resident memory is its own): ``sl.spectrum(net, x)`` (reduced system; ``lambda_min`` by Lanczos on
 ``L^{-1} = delta^{-1} delta^{-T}``, ``lambda_max`` on ``L``, eigenvectors, and the edge energies of both
-eigenvectors, which sum to the eigenvalues) and ``sl.discord.pinned(net, x, y)`` (the 1000-class head pinned to
-a one-hot label: many held coordinates, so conjugate gradients on the k x k system, see
-``sheaflinalg.discord.pinning.schur``).  The baseline, in the same process and run: ``sheaflinalg``'s own
+eigenvectors, which sum to the eigenvalues) and ``sl.discord.pinned(net, x, y)`` (the 1000-class head pinned
+``--pin-distance`` (default 0.1) away from its own output along a seeded random direction, or to a one-hot label
+with ``--pin-distance 0``: many held coordinates, so conjugate gradients on the k x k system, see
+``sheaflinalg.discord.pinning.schur``; its progress bars on stderr, its outcome and conjugate-gradient steps per
+frozen solve printed).  The baseline, in the same process and run: ``sheaflinalg``'s own
 forward pass of the image (median of 3), which the times are printed as ratios of.  Wall seconds, the peak
 resident memory of the process, and the load average before and after each case are printed; ``--figure``
 draws the curves (seconds and peak memory against the number of pixels) with the package's figure helper.
@@ -41,7 +43,7 @@ def _network(model, side):
     return sl.Network.from_torch(torch_model.double(), input_shape=(3, side, side))
 
 
-def run_one(model, side, what, max_iter):
+def run_one(model, side, what, max_iter, distance=0.1):
     """One case in this process: a dict of its numbers (printed as JSON by ``--one``)."""
     import sheaflinalg as sl
 
@@ -54,7 +56,7 @@ def run_one(model, side, what, max_iter):
         forward.append(time.perf_counter() - t)
     out = {"model": model, "side": side, "what": what, "n_free": int(sum(net.graph.sizes.values())),
            "forward": float(np.median(forward))}
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     if what == "spectrum":
         sp = sl.spectrum(net, x, progress=False)
         out["seconds"] = time.perf_counter() - t
@@ -73,26 +75,36 @@ def run_one(model, side, what, max_iter):
             steps.append(result[2])
             return result
         pinning.schur_cg = counted
-        y = np.zeros((1, net.n_outputs))
-        y[0, 0] = 1.0
-        pd = sl.discord.pinned(net, x, y, max_iter=max_iter, progress=False)
+        pd = sl.discord.pinned(net, x, _pin(net, x, distance), max_iter=max_iter, progress=True)
         out["seconds"] = time.perf_counter() - t
-        out.update(settled=bool(pd.settled[0]), total=float(pd.total[0]), solves=len(steps), cg_steps=steps)
+        out.update(outcome=str(pd.outcome[0]), settled=bool(pd.settled[0]), total=float(pd.total[0]),
+                   solves=len(steps), cg_steps=steps, distance=distance)
+    out["cpu_seconds"] = time.process_time() - cpu
     out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out
+
+
+def _pin(net, x, distance):
+    """The pinned output: ``distance`` away from the network's own along a seeded random direction (0: one-hot)."""
+    if distance == 0:
+        y = np.zeros((1, net.n_outputs))
+        y[0, 0] = 1.0
+        return y
+    u = np.random.default_rng(2).standard_normal((1, net.n_outputs))
+    return net.forward(x) + distance * u / np.linalg.norm(u)
 
 
 def _load():
     return os.getloadavg()[0]
 
 
-def run_case(model, side, what, max_iter):
-    """One case in a fresh process, with the load before and after."""
+def run_case(model, side, what, max_iter, distance):
+    """One case in a fresh process, with the load before and after (its progress bars on this stderr)."""
     before = _load()
-    proc = subprocess.run([sys.executable, __file__, "--one", model, str(side), what, str(max_iter)],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, __file__, "--one", model, str(side), what, str(max_iter), str(distance)],
+                          stdout=subprocess.PIPE, text=True)
     if proc.returncode:
-        return {"model": model, "side": side, "what": what, "error": proc.stderr.strip().splitlines()[-1:]}
+        return {"model": model, "side": side, "what": what, "error": f"exit status {proc.returncode}"}
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     out["load"] = (before, _load())
     return out
@@ -121,10 +133,12 @@ def figure(rows, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
     parser.add_argument("--sides", type=int, nargs="+", default=[32, 64, 128, 224])
     parser.add_argument("--cases", nargs="+", default=["resnet18:spectrum", "resnet18:pinned"])
     parser.add_argument("--max-iter", type=int, default=20, help="pattern updates of the pinned discord")
+    parser.add_argument("--pin-distance", type=float, default=0.1,
+                        help="the pinned output's distance from the network's own (0: a one-hot label)")
     parser.add_argument("--budget", type=float, default=None, help="skip larger sides after a slower run")
     parser.add_argument("--figure", default=None)
     parser.add_argument("--json", default=None, help="also write the rows here")
@@ -135,8 +149,8 @@ def main():
             figure([json.loads(line) for line in f if line.startswith("{")], args.figure)
         return
     if args.one:
-        model, side, what, max_iter = args.one
-        print(json.dumps(run_one(model, int(side), what, int(max_iter))))
+        model, side, what, max_iter, distance = args.one
+        print(json.dumps(run_one(model, int(side), what, int(max_iter), float(distance))))
         return
     rows, over = [], set()
     for side in sorted(args.sides):           # sides outer, cases inner: interleaved under the same load
@@ -144,16 +158,18 @@ def main():
             if case in over:
                 continue
             model, what = case.split(":")
-            row = run_case(model, side, what, args.max_iter)
+            row = run_case(model, side, what, args.max_iter, args.pin_distance)
             rows.append(row)
             print(json.dumps(row), flush=True)
             if args.budget is not None and row.get("seconds", float("inf")) > args.budget:
                 over.add(case)
-    print(f"\n{'case':<20}{'side':>6}{'N':>11}{'seconds':>10}{'x forward':>11}{'peak GiB':>10}{'load':>12}")
+    print(f"\n{'case':<20}{'side':>6}{'N':>11}{'seconds':>10}{'cpu s':>8}{'x forward':>11}{'peak GiB':>10}"
+          f"{'load':>12}  outcome")
     for r in rows:
         if "seconds" in r:
             print(f"{r['model'] + ' ' + r['what']:<20}{r['side']:>6}{r['n_free']:>11}{r['seconds']:>10.1f}"
-                  f"{r['seconds'] / r['forward']:>11.0f}{r['peak_gib']:>10.2f}{r['load'][0]:>6.1f}/{r['load'][1]:.1f}")
+                  f"{r['cpu_seconds']:>8.1f}{r['seconds'] / r['forward']:>11.0f}{r['peak_gib']:>10.2f}"
+                  f"{r['load'][0]:>6.1f}/{r['load'][1]:.1f}  {r.get('outcome', '')} {r.get('cg_steps', '')}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -105,3 +105,33 @@ def test_the_recycled_preconditioner_is_symmetric_positive_definite_and_inverts_
     np.testing.assert_allclose(H, H.T, atol=1e-10)
     assert np.linalg.eigvalsh(H).min() > 0
     np.testing.assert_allclose(H @ S @ Z[0].T, Z[0].T, atol=1e-8 * (1 + np.abs(Z).max()))
+
+
+def test_loose_solves_then_tightened_give_the_tight_solves_state(monkeypatch):
+    net = _conv_net()
+    X = np.random.default_rng(4).uniform(-1, 1, size=(2, 72))
+    X[1, :36] = 0.0                 # exact zero pre-activations where the bias is 0
+    Y = net.forward(X) + 0.5 * np.random.default_rng(5).normal(size=(2, 40))
+    monkeypatch.setattr(pinning._MatrixFree, "DIRECT_K", 0)
+    tols = []
+    original = pinning.schur_cg
+    monkeypatch.setattr(pinning, "schur_cg", lambda *a, **k: tols.append(k["tol"]) or original(*a, **k))
+    monkeypatch.setattr(pinning._MatrixFree, "LOOSE", None)
+    tight = sl.discord.pinned(net, X, Y, progress=False)
+    assert set(tols) == {schur.TOL}
+    monkeypatch.setattr(pinning._MatrixFree, "LOOSE", 1e-4)
+    tols.clear()
+    loose = sl.discord.pinned(net, X, Y, progress=False)
+    assert 1e-4 in tols and schur.TOL in tols          # loose first, tightened where the pattern held
+    np.testing.assert_array_equal(loose.settled, tight.settled)
+    settled = tight.settled
+    assert settled.any()
+    np.testing.assert_allclose(loose.state[settled], tight.state[settled],
+                               atol=1e-9 * (1 + np.abs(tight.state).max()))
+
+
+def test_a_solve_through_g_that_would_not_fit_is_refused_with_what_needs_it(monkeypatch):
+    net = _conv_net(4)              # four outputs: the direct path (G), checked at the solve itself
+    monkeypatch.setattr(memory, "available_bytes", lambda: 2**10)
+    with pytest.raises(sl.InsufficientMemoryError, match=r"pinned solve through G \(4 held coordinates"):
+        sl.discord.pinned(net, np.ones((1, 72)), np.ones((1, 4)), progress=False)

@@ -30,13 +30,13 @@ import numpy as np
 
 from ...network.graph.forward import evaluate
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
-from ...sheaf.matrix_free.switching import iterate_pattern, node_values, settle_surfaces
+from ...sheaf.matrix_free.switching import iterate_pattern, node_values, read_pattern, same_pattern, settle_surfaces
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
 from .newton import PinnedNewton
 from .output_newton import held_outputs
-from .schur import recycled, schur_cg
+from .schur import TOL, recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
@@ -174,6 +174,10 @@ class _MatrixFree:
     DIRECT_BYTES = 256 * 2**20
     #: Most search directions a sample keeps to precondition its next solve.
     RECYCLE = 512
+    #: Relative residual of a first conjugate-gradient solve: tightened to :data:`~.schur.TOL` only for the
+    #: samples whose solution reads the pattern it was solved under (inexact Newton: a pattern about to
+    #: change needs no solve to rounding).  ``None`` solves every time to ``TOL``.
+    LOOSE = 1e-6
     #: Pairs of max-pool entries held equal are columns ``e_i - e_j`` (the Filippov search may hold them).
     holds_pairs = True
 
@@ -221,7 +225,7 @@ class _MatrixFree:
         if self.direct(index.size, bool(np.any(minus >= 0))):
             self._direct(w, targets, Y, pattern, index, minus)
         else:
-            self._conjugate_gradients(X, w, targets, pattern, index)
+            self._loose_then_tight(X, w, targets, pattern, index)
         w[:, index[minus < 0]] = targets[:, minus < 0]
         w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
         return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
@@ -240,6 +244,8 @@ class _MatrixFree:
         nonlinear output: replaced by the held outputs' minimiser)."""
         k = index.size
         step = max(1, self.BLOCK // k)
+        check_memory(3 * self.n_free * k * min(step, w.shape[0]) * FLOAT, f"a pinned solve through G ({k} held "
+                     f"coordinates, {self.n_free} each)", "pin fewer outputs, or a smaller image")
         for lo in range(0, w.shape[0], step):
             rows = slice(lo, lo + step)
             b = w[rows].shape[0]
@@ -257,7 +263,27 @@ class _MatrixFree:
             lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
 
-    def _conjugate_gradients(self, X, w, targets, pattern, index):
+    def _loose_then_tight(self, X, w, targets, pattern, index):
+        """:meth:`_conjugate_gradients` to :data:`LOOSE`, then on to ``TOL`` for the samples whose loose solution
+        reads back ``pattern`` (``w`` updated in place: the others' patterns change, their loose state is the
+        next pattern's reading)."""
+        if self.LOOSE is None or self.LOOSE <= TOL:
+            self._conjugate_gradients(X, w, targets, pattern, index, TOL)
+            return
+        loose = w.copy()
+        self._conjugate_gradients(X, loose, targets, pattern, index, self.LOOSE)
+        state = loose.copy()
+        state[:, index] = targets
+        read = read_pattern(self.graph, X, node_values(self.graph, self.layout, state), pattern)
+        tighten = np.flatnonzero(same_pattern(self.graph, read, pattern, X.shape[0]))
+        if tighten.size:            # from the loose lam (the sample's last), on the forward values again
+            part = w[tighten]
+            self._conjugate_gradients(X[tighten], part, targets[tighten],
+                                      {name: p[tighten] for name, p in pattern.items()}, index, TOL)
+            loose[tighten] = part
+        w[...] = loose
+
+    def _conjugate_gradients(self, X, w, targets, pattern, index, tol=TOL):
         """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
         before starts from its last ``lam``, preconditioned by its last :data:`RECYCLE` search directions
         (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little)."""
@@ -271,7 +297,7 @@ class _MatrixFree:
                      for j in (1, 2))
             precondition = recycled(Z, SZ)
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
-        lam, shift, steps, directions = schur_cg(op, index, targets - w[:, index], start=start,
+        lam, shift, steps, directions = schur_cg(op, index, targets - w[:, index], start=start, tol=tol,
                                                  progress=self.progress, precondition=precondition)
         self.steps += steps
         for i, key in enumerate(keys):
