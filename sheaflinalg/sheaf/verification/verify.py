@@ -14,8 +14,10 @@ from ..assembled.factor import check_backend, cholesky, resolved_backend
 from ..harmonic import graph_extension, harmonic_extension
 from ..layout import Layout
 from ..skip_edges.encoding import DEFAULT_SKIP_ENCODING, check_skip_encoding
-from .matrix_free import EPS, condition_bound, discord_bound, matrix_free_checks
+from .condition import CONDITION_STEPS, condition_lower_estimate
+from .matrix_free import EPS, coboundary_at, condition_bound, discord_bound, matrix_free_checks
 from .verify_edges import verify_edges
+from ..._common.threads import blas_limit
 from ...network.graph.nodes import INPUT
 from ...network.paths import GRAPH, engine
 
@@ -94,8 +96,12 @@ class VerificationReport:
     self_consistent : ndarray of bool
     condition : ndarray
         Estimate of the 1-norm condition number of ``delta_Omega``
-        (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square); matrix-free, an upper
-        bound on its 2-norm condition number, computed only when ``harmonic = forward`` fails (``nan`` otherwise).
+        (``L[Omega,Omega] = delta_Omega^T delta_Omega`` has about its square); matrix-free, of its 2-norm
+        condition number: a sound upper bound where ``harmonic = forward`` fails, else a lower estimate
+        (:func:`~sheaflinalg.sheaf.verification.condition.condition_lower_estimate`: a few Lanczos steps at
+        each end of the spectrum).  ``condition_kind`` says which.
+    condition_kind : str
+        ``"1-norm estimate"`` (assembled), ``"upper bound"`` or ``"lower estimate"`` (matrix-free).
     rounding_bound : dict
         ``{check name: per-sample array}``: what rounding errors alone can make
         the numerical checks read, in the check's own units (``inf`` when the
@@ -128,6 +134,7 @@ class VerificationReport:
     logdet_tol: float
     notes: list = field(default_factory=list)
     condition: np.ndarray = None
+    condition_kind: str = "1-norm estimate"
     inconclusive: dict = field(default_factory=dict)
     rounding_bound: dict = field(default_factory=dict)
     path: str = None
@@ -184,6 +191,8 @@ class VerificationReport:
             undecided = int(np.sum(self.inconclusive.get(name, 0)))
             lines.append(f"{name:32s} {int(np.sum(ok)):>4d}/{ok.size:<4d} {undecided or '':>12} {worst:>14s}")
         lines.append("")
+        if self.factor_backend == MATRIX_FREE and self.condition is not None:
+            lines.append(_condition_line(self.condition_kind, self.condition))
         if CHECKS[1] not in values:
             lines.append("log|det delta_Omega| = log det L[Omega,Omega] = 0 by structure (the determinant of a unit "
                          "lower triangular matrix, certified above): not computed")
@@ -266,7 +275,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding=DEF
         extension from the forward pass (``tol`` and ``logdet_tol`` do not apply).
     progress : bool
         A progress bar (stderr): over the samples when assembled, over the three passes (the forward
-        pass, the product, the substitution) when matrix-free.
+        pass, the product, the substitution) and the condition number when matrix-free.
 
     Returns
     -------
@@ -296,7 +305,7 @@ def verify(net, X, tol=1e-10, logdet_tol=1e-8, backend="auto", skip_encoding=DEF
     if not _assembles(net, backend):
         # the forward pass, its copy in free order, the substitution, the boundary term and the residual
         check_batch(M, 5 * FLOAT * Layout.for_network(net).n_free, "the verification")
-        with progress_bar(3, progress, "verify (matrix-free)", unit="pass") as bar:
+        with progress_bar(4, progress, "verify (matrix-free)", unit="pass") as bar:
             return _verify_matrix_free(net, X, tol, logdet_tol, bar)
     check_batch(M, 2 * FLOAT * Layout.for_network(net).n_free, "the verification")   # beside the harmonic extension
     h = harmonic_extension(net, X)
@@ -363,7 +372,7 @@ def _decided(report, bounds):
 
 def _verify_matrix_free(net, X, tol, logdet_tol, bar):
     """:func:`verify` without assembling (:mod:`.matrix_free`): the structural certificate, the substitution
-    and the discord; the rounding bounds of the checks that fail (``bar``: a progress bar of three passes)."""
+    and the discord; the rounding bounds of the checks that fail (``bar``: a progress bar of four steps: three passes and the condition number)."""
     graph, M = net.graph, X.shape[0]
     h = harmonic_extension(net, X) if engine(net) == GRAPH else graph_extension(graph, X)
     bar.update()
@@ -378,11 +387,28 @@ def _verify_matrix_free(net, X, tol, logdet_tol, bar):
     if not np.all(checks[CHECKS[3]]):
         state = {node.name: h.node(node.name) for node in graph.nodes}
         report.condition = np.full(M, condition_bound(graph, {**state, INPUT: X}))
+        report.condition_kind = "upper bound"
         with np.errstate(over="ignore", invalid="ignore"):
             bounds[CHECKS[3]] = c.n_free * EPS * report.condition
+    else:
+        with blas_limit(1):
+            op = coboundary_at(graph, h.free, h.pattern, Layout.from_graph(graph))
+            report.condition = condition_lower_estimate(op, M)
+        report.condition_kind = "lower estimate"
+    bar.update()
     if not np.all(checks[CHECKS[5]]):
         bounds[CHECKS[5]] = discord_bound(graph, X, h.free, h.pattern, c.scale)
     return _decided(report, bounds)
+
+
+def _condition_line(kind, condition):
+    """The report's line on ``cond_2(delta_Omega)`` (matrix-free): a bound or a labelled estimate."""
+    worst = float(np.max(condition))
+    if kind == "upper bound":
+        return f"cond_2(delta_Omega) <= {worst:.3e} (largest over the samples; a sound bound)"
+    return (f"cond_2(delta_Omega) >= {worst:.3e} (largest over the samples; an estimate from {CONDITION_STEPS} "
+            "Lanczos steps at each end of L's spectrum, a lower bound; the sound upper bound is computed only "
+            "where the substitution check fails)")
 
 
 def _describe(net):
