@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.graph_examples import every_op_network
@@ -163,6 +163,26 @@ def test_the_nodes_of_a_pass_in_two_threads_change_nothing(monkeypatch):
     w = np.random.default_rng(9).normal(size=(3, delta.layout.n_free))
     monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
     assert sorted(delta._halves()[0] + delta._halves()[1]) == list(range(len(NET.graph.nodes)))
+    assert delta.apply(w, threads=2).tobytes() == delta.apply(w).tobytes()
+    assert delta.apply_transpose(w, threads=2).tobytes() == delta.apply_transpose(w).tobytes()
+
+
+@given(case=graph_networks(outputs=("identity", "softmax")))
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_both_passes_of_random_graphs_in_two_threads_are_the_one_thread_passes(case, monkeypatch):
+    """Every step and activation mode (all active, all dead, mixed, exact zeros, max-pool ties): ``delta w`` and
+    ``delta^T e`` with the nodes (and the transpose's sums) shared by two threads are the one-thread passes, bit
+    for bit."""
+    from sheaflinalg._common import threads as _threads
+    from sheaflinalg.sheaf.matrix_free.coboundary import GraphCoboundary
+
+    net, seed, mode = case
+    X = random_inputs(net, seed, 2, mode).reshape(2, -1)
+    z = net.evaluate(X)
+    delta = GraphCoboundary(net.graph, z.pattern, np.ones((2, net.graph.n_outputs)))
+    w = np.random.default_rng(seed).normal(size=(2, delta.layout.n_free))
+    monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
+    assert sorted(delta._sums()[0] + delta._sums()[1]) == list(range(len(net.graph.nodes)))
     assert delta.apply(w, threads=2).tobytes() == delta.apply(w).tobytes()
     assert delta.apply_transpose(w, threads=2).tobytes() == delta.apply_transpose(w).tobytes()
 

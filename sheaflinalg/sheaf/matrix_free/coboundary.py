@@ -121,14 +121,14 @@ class GraphCoboundary:
     def _halves(self):
         """The nodes' indices in two halves of about equal work (their rules' estimates), by the graph alone."""
         if getattr(self, "_halves_cache", None) is None:
-            work = [node.rule.work(node, self.graph) for node in self.graph.nodes]
-            halves, loads = ([], []), [0, 0]
-            for i in sorted(range(len(work)), key=lambda i: (-work[i], i)):
-                lighter = int(loads[1] < loads[0])
-                halves[lighter].append(i)
-                loads[lighter] += work[i]
-            self._halves_cache = (sorted(halves[0]), sorted(halves[1]))
+            self._halves_cache = _two_halves([node.rule.work(node, self.graph) for node in self.graph.nodes])
         return self._halves_cache
+
+    def _sums(self):
+        """The nodes' indices in two halves of about equal size (the free blocks the transpose adds into)."""
+        if getattr(self, "_sums_cache", None) is None:
+            self._sums_cache = _two_halves([self.graph.sizes[node.name] for node in self.graph.nodes])
+        return self._sums_cache
 
     def apply(self, w, threads=1):
         """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets).
@@ -162,15 +162,37 @@ class GraphCoboundary:
             edge = e[:, self._edges[node.name]]
             return [(parent, self._transpose(node, i, edge)) for i, parent in enumerate(node.inputs)
                     if parent != INPUT]
-        for node, parts in zip(self.graph.nodes, self._each_node(transposes, threads)):
-            free[node.name] += e[:, self._edges[node.name]]
-            for parent, part in parts:
-                free[parent] -= part
+        parts = self._each_node(transposes, threads)
+        if isinstance(parts, map):
+            for node, node_parts in zip(self.graph.nodes, parts):
+                free[node.name] += e[:, self._edges[node.name]]
+                for parent, part in node_parts:
+                    free[parent] -= part
+        else:
+            self._sum_parts(e, free, parts)
         if self.jacobians is not None:
             ey = e[:, self.layout.edge("e_y")]
             free["yhat"] += ey
             free[self.graph.output_node] -= _jacobian_transpose_product(self.jacobians, ey)
         return out
+
+    def _sum_parts(self, e, free, parts):
+        """``free[v] = e_v - (the parts sent to v)`` for every node ``v``, the blocks shared by two threads in
+        two fixed halves; each block adds its parts in the nodes' order, as one thread does (bit for bit)."""
+        nodes = self.graph.nodes
+        into = {node.name: [] for node in nodes}
+        for node_parts in parts:
+            for parent, part in node_parts:
+                into[parent].append(part)
+
+        def add(half):
+            for i in half:
+                name = nodes[i].name
+                value = free[name]
+                value += e[:, self._edges[name]]
+                for part in into[name]:
+                    value -= part
+        map_blocks(add, self._sums(), 2)
 
     def solve(self, r, out=None):
         """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given)."""
@@ -205,3 +227,20 @@ class GraphCoboundary:
                 if parent != INPUT:
                     free[parent] += self._transpose(node, i, free[node.name])
         return out
+
+
+def _two_halves(weights):
+    """Indices ``0 .. len(weights) - 1`` in two sorted halves of about equal total weight (heaviest first, each to
+    the lighter half).
+
+    Examples
+    --------
+    >>> _two_halves([5, 1, 4, 2])
+    ([0, 1], [2, 3])
+    """
+    halves, loads = ([], []), [0, 0]
+    for i in sorted(range(len(weights)), key=lambda i: (-weights[i], i)):
+        lighter = int(loads[1] < loads[0])
+        halves[lighter].append(i)
+        loads[lighter] += weights[i]
+    return sorted(halves[0]), sorted(halves[1])
