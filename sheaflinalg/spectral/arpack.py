@@ -83,7 +83,7 @@ def arpack_extremes(apply_pair, apply_L, apply_Linv, n, k, tol, maxiter, ncv, sa
                                           v0=_start_vector(n))
     except ArpackNotConverged as exc:
         raise _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sample) from None
-    return _extremes(wl, Vl, mu, Vs, apply_L)
+    return _extremes((wl, Vl), mu, Vs, apply_L)
 
 
 def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples, lanczos=False):
@@ -101,7 +101,7 @@ def arpack_group(apply_batch, single, n, k, tol, maxiter, ncv, samples, lanczos=
     except ArpackNotConverged as exc:
         raise _not_converged(exc, *single(exc.system), n, k_arpack, tol, maxiter, ncv,
                              samples[exc.system]) from None
-    return [_extremes(wl, Vl, mu, Vs, single(u)[0]) for u, ((wl, Vl), (mu, Vs)) in enumerate(results)]
+    return [_extremes(largest, mu, Vs, single(u)[0]) for u, (largest, (mu, Vs)) in enumerate(results)]
 
 
 def _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sample):
@@ -117,14 +117,15 @@ def _not_converged(exc, apply_L, apply_Linv, n, k_arpack, tol, maxiter, ncv, sam
         sample, which, res, tol)
 
 
-def _extremes(wl, Vl, mu, Vs, apply_L):
-    """ARPACK's eigenpairs of ``L`` and ``L^{-1}`` as (smallest ascending, V_s, largest descending, V_l,
-    residuals)."""
+def _extremes(largest, mu, Vs, apply_L):
+    """ARPACK's eigenpairs of ``L`` (``largest``: ``(wl, Vl)``, or ``(wl, None, residual estimate)`` without its
+    vector) and ``L^{-1}`` as (smallest ascending, V_s, largest descending, V_l, residuals)."""
+    wl, Vl = largest[:2]
     order = np.argsort(wl)[::-1]
-    wl, Vl = wl[order], Vl[:, order]
+    wl, Vl = wl[order], (None if Vl is None else Vl[:, order])
     order = np.argsort(mu)[::-1]
     ws, Vs = 1.0 / mu[order], Vs[:, order]  # mu descending -> lambda ascending
-    return ws, Vs, wl, Vl, (_residual(apply_L, ws, Vs), _residual(apply_L, wl, Vl))
+    return ws, Vs, wl, Vl, (_residual(apply_L, ws, Vs), largest[2] if Vl is None else _residual(apply_L, wl, Vl))
 
 
 def arpack_samples(run, groups, n, k, vectors, progress):
@@ -165,13 +166,19 @@ def per_system(make_operator, samples, n, k, tol, maxiter, ncv):
     return run
 
 
-def batched(make_operator, samples, n, k, tol, maxiter, ncv, lanczos=False):
+def batched(make_operator, samples, n, k, tol, maxiter, ncv, lanczos=False, step=None):
     """``run`` of :func:`arpack_samples` for groups of systems sharing one operator ``make_operator(group)``
     (``apply_batch``, ``single``, counters ``n_matvec``, ``n_solve``; system ``i`` of the operator is
-    ``group[i]``); ``lanczos`` as in :func:`~sheaflinalg.spectral.arpack_pair.largest_pairs`."""
+    ``group[i]``); ``lanczos`` as in :func:`~sheaflinalg.spectral.arpack_pair.largest_pairs`; ``step()`` (a
+    progress bar's update), when given, is called after every step's products."""
     def run(group):
         op = make_operator(group)
-        results = arpack_group(op.apply_batch, op.single, n, k, tol, maxiter, ncv, [int(samples[u]) for u in group],
+        apply_batch = op.apply_batch
+        if step is not None:
+            def apply_batch(a, b):
+                op.apply_batch(a, b)
+                step()
+        results = arpack_group(apply_batch, op.single, n, k, tol, maxiter, ncv, [int(samples[u]) for u in group],
                                lanczos)
         return results, op.n_matvec + op.n_solve
     return run

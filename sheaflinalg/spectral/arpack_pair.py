@@ -159,7 +159,8 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     amortise its per-call work over the systems.
     ``ncv`` is one value for both problems or a pair ``(ncv_A, ncv_B)`` (:func:`problem_ncv`).
     ``lanczos=True`` (with ``k = 1``) finds the largest eigenpair of each ``A_u`` by the plain Lanczos
-    recurrence instead (:class:`~sheaflinalg.spectral.lanczos.LargestLanczos`; ``ncv_A`` unused).
+    recurrence instead (:class:`~sheaflinalg.spectral.lanczos.LargestLanczos`; ``ncv_A`` unused);
+    ``lanczos="value"`` its eigenvalue alone, ``(wA, None, residual estimate)``, in half the products.
 
     Returns
     -------
@@ -185,7 +186,7 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
                 for u in range(count)]
     def problem(i):
         if i == 0 and lanczos and k == 1:
-            return LargestLanczos(n, tol, maxiter, v0)
+            return LargestLanczos(n, tol, maxiter, v0, vector=lanczos != "value")
         return _Problem(n, k, tol, maxiter, problem_ncv(ncv, i), v0)
     problems = [(problem(0), problem(1)) for _ in range(count)]
     active = [[True, True] for _ in range(count)]

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._common.memory import BATCH_FLOOR, FLOAT, check_batch, check_memory
-from .._common.progress import progress_iter
+from .._common.progress import progress_bar, progress_iter
 from .._common.threads import blas_limit, get_num_threads, resolve_threads
 from .._common.validation import as_samples, check_bool, check_choice, check_int, check_optional_int, check_tol
 from ..network.model import NetworkOverflowError, check_network
@@ -42,8 +42,8 @@ from ..sheaf.assembled.system import check_system
 from .arpack import arpack_extremes, arpack_samples, batched, pair_of, per_system
 from .dense import dense_extremes, dense_laplacians
 from .arpack_pair import problem_ncv
-from .operators.graph_systems import (distinct_graph_patterns, distinct_rows, graph_dense_laplacians, graph_groups,
-                             graph_lanczos, graph_ncv, graph_operators, graph_pattern,
+from .operators.graph_systems import (LANCZOS_MIN, distinct_graph_patterns, distinct_rows, graph_dense_laplacians,
+                             graph_groups, graph_lanczos, graph_ncv, graph_operators, graph_pattern,
                              graph_weights)
 from .operators.chain import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
@@ -200,7 +200,9 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     k : int
         Number of smallest and of largest eigenpairs per sample.
     vectors : bool
-        Also return the eigenvectors (needed by the energy and stability diagnostics).
+        Also return the eigenvectors (needed by the energy and stability diagnostics).  A large graph
+        network's ``lambda_max`` then costs about half the products with ``L`` without them (its
+        Lanczos recurrence is not run a second time to build the eigenvector).
     system : {"reduced", "free"}
         ``"reduced"``: the block-tridiagonal Laplacian of appendix A on
         ``z1, a1, ..., z(k+1)`` (the paper's choice for identity output; it
@@ -238,7 +240,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         (OpenMP when installed); a child forked after they ran uses the
         serial kernels (GNU OpenMP cannot start threads there).
     progress : bool
-        Progress bar over the samples (ARPACK path; a graph network: over the groups of samples).
+        Progress bar over the samples (ARPACK path; a graph network: over the groups of samples, or over
+        the Lanczos steps when one group of a large system is all there is, e.g. one ImageNet image).
     pins, soft_pins, reluctance : optional
         Hard pins, soft pins and reluctance edges (format:
         :mod:`sheaflinalg.sheaf.pins.specs`).  With any of them the system is assembled
@@ -299,6 +302,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     method = _choose_method(method, full, N, k, dense_max)
     maxiter, ncv = _check_arpack_options(maxiter, ncv, k, N, method)
     lanczos = path == GRAPH and method == "arpack" and graph_lanczos(ncv, N, k, tol)
+    if lanczos and not vectors:
+        lanczos = "value"        # no second run of the recurrence for an eigenvector nobody asked for
     if path == GRAPH:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
@@ -378,11 +383,15 @@ def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, max
     if jacobians is not None:
         jacobians = jacobians[first]
     N = layout.n_free
-    return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
-                           lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,
-                                                   tol, maxiter, ncv, lanczos),
-                           graph_groups(first.size, N, k, ncv), net.n_parameters, first, inverse, layout, reduced,
-                           method, k, vectors, full, threads, progress)
+    groups = graph_groups(first.size, N, k, ncv)
+    # one group (one large image): a bar over its Lanczos steps instead of one over the groups
+    steps = progress and method == "arpack" and len(groups) == 1 and N >= LANCZOS_MIN
+    with progress_bar(None, steps, "spectrum", unit="step") as bar:
+        return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
+                               lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,
+                                                       tol, maxiter, ncv, lanczos, bar.update if steps else None),
+                               groups, net.n_parameters, first, inverse, layout, reduced,
+                               method, k, vectors, full, threads, progress)
 
 
 def _solve_distinct(dense, arpack, groups, n_parameters, first, inverse, layout, reduced, method, k, vectors, full,

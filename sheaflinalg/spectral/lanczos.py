@@ -46,6 +46,10 @@ class LargestLanczos:
         At most ``STEPS_PER_ITERATION * maxiter`` products (default :data:`DEFAULT_MAX_STEPS`).
     v0 : ndarray
         Start vector (not modified).
+    vector : bool
+        Also rebuild the eigenvector (a second run of the recurrence: as many products again, and one to
+        check its residual).  Without it, :meth:`result` gives the eigenvalue and the Ritz estimate of the
+        residual that stopped the recurrence.
 
     Examples
     --------
@@ -59,8 +63,8 @@ class LargestLanczos:
     (200.0, 1.0)
     """
 
-    def __init__(self, n, tol, maxiter, v0):
-        self.n, self.tol = n, tol
+    def __init__(self, n, tol, maxiter, v0, vector=True):
+        self.n, self.tol, self.vector = n, tol, vector
         self.max_steps = DEFAULT_MAX_STEPS if maxiter is None else STEPS_PER_ITERATION * int(maxiter)
         self._start = np.asarray(v0, dtype=np.float64) / np.linalg.norm(v0)
         self._alpha, self._beta = [], []
@@ -86,7 +90,10 @@ class LargestLanczos:
         return (self._v if self._phase == "check" else self._q), self._w
 
     def result(self):
-        """``(w, V)``: the eigenvalue as an array of one and the unit eigenvector as a column."""
+        """``(w, V)``: the eigenvalue as an array of one and the unit eigenvector as a column; without the vector
+        ``(w, None, residual)``, the relative Ritz estimate ``|beta_m s_m| / |theta|`` (at most ``tol``)."""
+        if not self.vector:
+            return np.array([self._theta]), None, self._estimate
         return np.array([self._theta]), self._v.reshape(-1, 1)
 
     def _orthogonalise(self, alpha, beta_prev):
@@ -107,7 +114,11 @@ class LargestLanczos:
                                     select_range=(m - 1, m - 1))
         self._theta, self._s = float(theta[0]), s[:, 0]
         if beta * abs(self._s[-1]) <= self.tol * abs(self._theta) or beta == 0.0:
-            self._start_replay()
+            self._estimate = beta * abs(self._s[-1]) / max(abs(self._theta), 1e-300)
+            if self.vector:
+                self._start_replay()
+            else:
+                self._phase = "done"
         elif m >= self.max_steps:
             raise spla.ArpackNoConvergence(f"the Lanczos recurrence did not converge in {m} products", [], [])
         else:

@@ -41,7 +41,8 @@ class SpectrumResult:
     residuals : ndarray, shape (n_samples, 2)
         Largest relative residual ``||L v - lambda v|| / lambda`` of the
         smallest / largest eigenpairs (zeros when ``vectors=False`` on the
-        dense path).
+        dense path; for the largest of a large graph network without vectors, the
+        Lanczos recurrence's Ritz estimate of it, at most ``tol``).
     layout : Layout or None
         Block layout of the eigenvectors (``None`` for a generic system).
     blocks : list of (str, slice or index array)

@@ -97,3 +97,50 @@ def test_graph_spectrum_by_lanczos_is_the_same_for_any_thread_count(monkeypatch)
     np.testing.assert_array_equal(one.lambda_max, four.lambda_max)
     np.testing.assert_array_equal(one.vectors_largest, four.vectors_largest)
     np.testing.assert_array_equal(one.lambda_min, four.lambda_min)
+
+
+def test_the_eigenvalue_alone_is_the_same_in_half_the_products():
+    """Without the eigenvector the recurrence stops where it converged: the same value bit for bit, no replay,
+    and the Ritz estimate that stopped it as the residual."""
+    A = _clustered(120, 1e-3, 5)
+    theta, _, products = _run(A)
+    problem = LargestLanczos(120, 1e-10, None, np.ones(120), vector=False)
+    alone = 0
+    while (request := problem.request()) is not None:
+        request[1][:] = A @ request[0]
+        alone += 1
+    w, V, estimate = problem.result()
+    assert w[0] == theta and V is None and alone == products // 2 and 0 <= estimate <= 1e-10
+    np.testing.assert_allclose(theta, np.linalg.eigvalsh(A)[-1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["mixed", "active", "dead", "ties"])
+def test_graph_spectrum_without_vectors_matches_dense_eigh_in_fewer_products(mode, monkeypatch):
+    net = random_graph(4, mode, "identity", steps=("conv", "maxpool", "relu", "residual"), branching=True)
+    X = random_inputs(net, 4, 2, mode)
+    dense = sl.spectrum(net, X, method="dense", progress=False)
+    monkeypatch.setattr(graph_spectrum, "LANCZOS_MIN", 1)
+    with_vectors = sl.spectrum(net, X, method="arpack", progress=False, tol=1e-10)
+    alone = sl.spectrum(net, X, method="arpack", progress=False, tol=1e-10, vectors=False)
+    assert alone.lambda_max.tobytes() == with_vectors.lambda_max.tobytes()
+    assert alone.lambda_min.tobytes() == with_vectors.lambda_min.tobytes()
+    assert alone.vectors_largest is None and alone.n_operator < with_vectors.n_operator
+    np.testing.assert_allclose(alone.lambda_max, dense.lambda_max, rtol=1e-10)
+    np.testing.assert_allclose(alone.lambda_min, dense.lambda_min, rtol=1e-9)
+    assert np.all(alone.residuals[:, 1] <= 1e-10)
+
+
+def test_one_large_system_shows_its_lanczos_steps(monkeypatch, capsys):
+    """One image of a large network is one group: the bar counts the Lanczos steps (the groups' bar would
+    stand still for minutes); the result is the same as without it."""
+    net = random_graph(6, "mixed", "identity")
+    X = random_inputs(net, 6, 1, "mixed")
+    monkeypatch.setattr(graph_spectrum, "LANCZOS_MIN", 1)
+    import sheaflinalg.spectral.drivers as drivers
+    monkeypatch.setattr(drivers, "LANCZOS_MIN", 1)
+    quiet = sl.spectrum(net, X, method="arpack", progress=False)
+    capsys.readouterr()
+    shown = sl.spectrum(net, X, method="arpack", progress=True)
+    err = capsys.readouterr().err
+    assert "spectrum" in err and "step" in err, err
+    assert shown.lambda_max.tobytes() == quiet.lambda_max.tobytes()
