@@ -155,7 +155,7 @@ class GraphCoboundary:
         ``threads``: 2 computes the nodes' transposed maps in two threads; they are added up in one
         fixed order (the nodes', as with one thread), so the result is the same bit for bit.
         """
-        out = np.zeros_like(e)
+        out = np.zeros(e.shape)      # calloc: the pages are zeroed as the (two) threads first write them
         free = self._blocks(out)
 
         def transposes(node):
@@ -213,7 +213,7 @@ class GraphCoboundary:
         """``delta_Omega^{-T} r`` by backward substitution in reverse topological order (into ``out``, not ``r``,
         if given: a buffer reused across calls spares the allocation's page faults)."""
         if out is None:
-            out = np.zeros_like(r)
+            out = np.zeros(r.shape)      # calloc: no pass over the pages before the first write
         else:
             out.fill(0.0)
         free = self._blocks(out)
