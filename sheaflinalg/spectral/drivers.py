@@ -111,6 +111,11 @@ def _check_arpack_options(maxiter, ncv, k, n, method):
     return maxiter, ncv
 
 
+#: Vectors of size ``N`` that the plain Lanczos recurrence of ``lambda_max`` keeps (its start, three of the
+#: recurrence): what it counts for in the memory estimate instead of ARPACK's ``ncv``.
+LANCZOS_VECTORS = 4
+
+
 def _check_vector_memory(n_samples, N, k, vectors, ncv):
     """Refuse eigenvector requests (and ARPACK's Krylov spaces) that would not fit in memory, before any work."""
     krylov = sum(min(N, max(2 * k + 1, 20)) if n is None else n for n in (problem_ncv(ncv, i) for i in range(2)))
@@ -309,7 +314,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     threads = None if threads is None else resolve_threads(threads)
     # the forward pass and its patterns, the output Jacobians (diagonals; dense for softmax), and per
     # sample 2k eigenvalues (and eigenvectors of size N)
-    _check_vector_memory(X.shape[0], N, k, vectors, ncv if method == "arpack" else 0)
+    krylov = (LANCZOS_VECTORS, problem_ncv(ncv, 1)) if lanczos else ncv     # the recurrence keeps a few vectors
+    _check_vector_memory(X.shape[0], N, k, vectors, krylov if method == "arpack" else 0)
     n_out = net.n_outputs
     jacobian = 0 if reduced else n_out * (n_out if net.output == "softmax" else 1)
     check_batch(X.shape[0], FLOAT * (3 * stalks + jacobian + 2 * k * (2 + (N if vectors else 0))), "the spectra")

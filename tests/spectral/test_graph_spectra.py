@@ -127,6 +127,29 @@ def test_eigenvectors_that_would_not_fit_are_refused_first(monkeypatch):
         sl.spectrum(NET, np.ones((100, 72)), k=200, method="arpack", progress=False)
 
 
+def test_the_memory_estimate_counts_the_lanczos_recurrence_not_arpacks_space(monkeypatch):
+    from sheaflinalg.spectral import drivers
+
+    seen = []
+
+    def record(n_samples, N, k, vectors, ncv):
+        seen.append((N, ncv))
+        raise RuntimeError("estimated")
+
+    monkeypatch.setattr(drivers, "_check_vector_memory", record)
+    rng = np.random.default_rng(0)
+    conv = {"stride": 1, "padding": 1, "dilation": 1, "groups": 1}
+    wide = sl.Network.from_nodes((1, 1000), [
+        sl.Node("conv", "conv", ["x"], conv, {"weight": rng.normal(size=(12, 1, 3)), "bias": np.zeros(12)}),
+        sl.Node("relu", "relu", ["conv"]),
+        sl.Node("flat", "reshape", ["relu"], {"shape": (12000,)}),
+        sl.Node("fc", "linear", ["flat"], params={"weight": rng.normal(size=(2, 12000)), "bias": np.zeros(2)})])
+    for ncv, expected in ((None, (drivers.LANCZOS_VECTORS, None)), (30, 30)):
+        with pytest.raises(RuntimeError, match="estimated"):
+            sl.spectrum(wide, np.ones((1, 1000)), ncv=ncv, progress=False)
+        assert seen[-1][0] >= 20_000 and seen[-1][1] == expected
+
+
 def test_a_graph_input_of_the_wrong_shape_is_refused():
     with pytest.raises(ValueError, match="72"):
         sl.spectrum(NET, np.ones((2, 71)), progress=False)
