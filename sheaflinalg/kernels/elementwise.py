@@ -38,9 +38,12 @@ def _rectified(v, active, slope):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _rectify_entry(v, slope, mask, out, s, j):
-    """``out[s, j]`` and ``mask[s, j]`` of a rectifier at ``v`` (mask read off ``v``); ``v - v + out - out``:
-    0 if both are finite, NaN otherwise."""
+def _rectify_entry(v, slope, mask, out, s, j, then):
+    """The check term of a value ``v`` just written: ``v - v``, 0 if it is finite and NaN otherwise; with
+    ``then``, also ``out[s, j]`` and ``mask[s, j]`` of a rectifier at ``v`` (mask read off ``v``), and the
+    term ``v - v + out - out``."""
+    if not then:
+        return v - v
     active = v >= 0
     mask[s, j] = active
     r = _rectified(v, active, slope)
@@ -84,11 +87,7 @@ def checked_affine(x, scale, shift, out, slope, mask, rectified, then):
                 v = x[s, j]
                 y = _affine(v, a, b)
                 out[s, j] = y
-                check += v - v
-                if then:
-                    check += _rectify_entry(y, slope, mask, rectified, s, j)
-                else:
-                    check += y - y
+                check += (v - v) + _rectify_entry(y, slope, mask, rectified, s, j, then)
     return check == 0.0
 
 
@@ -104,10 +103,7 @@ def checked_add(x, y, out, slope, mask, rectified, then):
         for j in range(x.shape[1]):
             v = x[s, j] + y[s, j]
             out[s, j] = v
-            if then:
-                check += _rectify_entry(v, slope, mask, rectified, s, j)
-            else:
-                check += v - v
+            check += _rectify_entry(v, slope, mask, rectified, s, j, then)
     return check == 0.0
 
 
