@@ -206,8 +206,9 @@ def test_both_passes_of_random_graphs_in_two_threads_are_the_one_thread_passes(c
     w = np.random.default_rng(seed).normal(size=(2, delta.layout.n_free))
     monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
     assert sorted(delta._sums()[0] + delta._sums()[1]) == list(range(len(net.graph.nodes)))
-    assert delta.apply(w, threads=2).tobytes() == delta.apply(w).tobytes()
-    assert delta.apply_transpose(w, threads=2).tobytes() == delta.apply_transpose(w).tobytes()
+    for threads in (2, 8):          # 8: more threads than this machine's cores
+        assert delta.apply(w, threads=threads).tobytes() == delta.apply(w).tobytes()
+        assert delta.apply_transpose(w, threads=threads).tobytes() == delta.apply_transpose(w).tobytes()
 
 
 def test_the_two_products_of_a_step_in_two_threads_change_nothing(monkeypatch):
