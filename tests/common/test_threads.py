@@ -409,16 +409,19 @@ def test_threads_of_training_and_harmonic_extension_are_checked(bad):
 
 def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monkeypatch):
     """A slow parallel path runs only short probes; a fast one takes most steps (same results).  The two
-    paths are the serial kernel, one of them delayed: the chooser's logic, not this machine's load."""
+    paths are the serial kernel, one of them delayed on a virtual clock that only the delays advance:
+    the chooser's logic, not this machine's load or speed."""
+    import types
     from sheaflinalg.training.euler import tiled
     X, Y = sl.tasks.paraboloid(3000, seed=0)
     net = sl.Network.random([2, 40, 1], seed=0)
     counts = {}
+    clock = [0.0]
 
     def slowed(kernel, name, delay):
         def run(*args):
             counts[name] = counts.get(name, 0) + args[6]           # n_steps
-            time.sleep(delay * args[6])
+            clock[0] += delay * args[6]
             return kernel(*args)
         return run
 
@@ -427,6 +430,7 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
         counts.clear()
         policy._CHOICES.clear()
         monkeypatch.setattr(policy, "usable_threads", lambda threads: threads)   # not this machine's load
+        monkeypatch.setattr(tiled, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
         for name in ("tiled_steps_parallel", "tiled_steps"):     # both serial: only the delay differs
             monkeypatch.setattr(tiled, name, slowed(tiled.tiled_steps, name, 2e-3 if name == slow else 0.0))
         fit = sl.train(net, X, Y, steps=6000, epoch_steps=1000, seed=0, stagnation=False, progress=False,
