@@ -3,7 +3,9 @@
 Every workload is timed in a fresh child process per revision (``PYTHONPATH`` pointing at an exported
 copy of that revision, so each imports its own package), the two revisions alternating round by round
 so that a busy machine slows both alike; a warm-up call first (numba's cache, imports); the median of
-``--runs`` calls is the figure, and the ratio after / before is the claim.
+``--runs`` calls is the figure, and the ratio after / before is the claim.  Each call's wall time and the
+CPU time of its process (all its threads, ``time.process_time``) are both printed: on a loaded machine
+the CPU time is the one to read.
 
 Workloads (the chain kernels and the graph walkers a redesign of the ops touches):
 
@@ -91,9 +93,9 @@ def child(name, runs):
     fn()
     times = []
     for _ in range(runs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append((time.perf_counter() - t, time.process_time() - c))
     print(json.dumps(times))
 
 
@@ -131,14 +133,16 @@ def main():
         paths = {"before": export(args.before, tmp), "after": export(args.after, tmp)}
         print(f"before = {args.before}, after = {args.after}; median of {args.runs} calls x {args.rounds} "
               f"alternating processes each")
-        print(f"{'workload':<24}{'before ms':>11}{'after ms':>11}{'after/before':>14}")
+        print(f"{'workload':<24}{'before ms':>11}{'after ms':>11}{'after/before':>14}"
+              f"{'CPU before':>12}{'CPU after':>11}{'after/before':>14}")
         for name in args.only:
             times = {"before": [], "after": []}
             for _ in range(args.rounds):
                 for which in ("before", "after"):
                     times[which] += measure(paths[which], name, args.runs)
-            b, a = (1e3 * statistics.median(times[w]) for w in ("before", "after"))
-            print(f"{name:<24}{b:11.1f}{a:11.1f}{a / b:14.3f}", flush=True)
+            (b, cb), (a, ca) = ([1e3 * statistics.median(t[i] for t in times[w]) for i in (0, 1)]
+                                for w in ("before", "after"))
+            print(f"{name:<24}{b:11.1f}{a:11.1f}{a / b:14.3f}{cb:12.1f}{ca:11.1f}{ca / cb:14.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,12 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .windows import window_indices, window_loop_sizes
+from .windows import window_indices
 
-#: index: (n_out_positions, n_kernel_offsets) int64 flat input positions, -1 in the padding.
-ConvGeometry = namedtuple("ConvGeometry", "index in_channels out_channels groups n_in_positions n_out_positions")
+#: index: (n_out_positions, n_kernel_offsets) int64 flat input positions, -1 in the padding; taps: the same table
+#: transposed, (n_kernel_offsets, n_out_positions) C-contiguous, as the im2col loops read it (along the positions:
+#: 10-45% faster than reading a column of ``index``, on ResNet-50's maps).  Made by :func:`table_geometry`.
+ConvGeometry = namedtuple("ConvGeometry", "index in_channels out_channels groups n_in_positions n_out_positions taps")
 
 #: Column entries (float64) of one chunk of samples: 1 MB, half the L2 cache of a core or less.
 CHUNK_ENTRIES = 1 << 17
@@ -47,33 +49,48 @@ def conv_geometry(in_channels, in_spatial, out_channels, groups, kernel, stride,
     ([[-1, 0, 1], [1, 2, 3], [3, 4, -1]], 3)
     """
     index, out_spatial = window_indices(in_spatial, kernel, stride, padding, dilation)
-    return ConvGeometry(index, int(in_channels), int(out_channels), int(groups), int(np.prod(in_spatial)),
-                        int(np.prod(out_spatial)))
+    return table_geometry(index, in_channels, out_channels, groups, np.prod(in_spatial), np.prod(out_spatial))
+
+
+def table_geometry(index, in_channels, out_channels, groups, n_in_positions, n_out_positions):
+    """The :class:`ConvGeometry` of the window table ``index`` ``(n_out_positions, n_kernel_offsets)``.
+
+    Examples
+    --------
+    >>> table_geometry(np.array([[-1, 0], [0, 1]]), 1, 1, 1, 2, 2).taps.tolist()
+    [[-1, 0], [0, 1]]
+    """
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    return ConvGeometry(index, int(in_channels), int(out_channels), int(groups), int(n_in_positions),
+                        int(n_out_positions), np.ascontiguousarray(index.T))
 
 
 @njit(cache=True, nogil=True)
-def columns(x, index, cols, scatter):
-    """im2col and its transpose (col2im), one loop: ``cols[c * K + q, s * n_out + p]`` <-> ``x[s, c * n_in + index[p, q]]``.
+def columns(x, taps, cols, scatter):
+    """im2col and its transpose (col2im), one loop: ``cols[c * K + q, s * n_out + p]`` <-> ``x[s, c * n_in + taps[q, p]]``.
 
-    ``scatter`` False: ``cols`` receives the windows of ``x`` (0 where ``index`` is -1).
+    ``scatter`` False: ``cols`` receives the windows of ``x`` (0 where ``taps`` is -1).
     ``scatter`` True: every column entry is added to its input position in ``x`` (padding skipped),
     in a fixed order (channel, tap, sample, position).
-    ``x`` (S, C * n_in) with C = ``cols.shape[0] // K``; ``cols`` (C * K, S * n_out).
+    ``x`` (S, C * n_in) with C = ``cols.shape[0] // K``; ``taps`` (K, n_out); ``cols`` (C * K, S * n_out).
     """
-    C = cols.shape[0] // index.shape[1]
-    S, n_out, K, n_in = window_loop_sizes(x, index, C)
+    K, n_out = taps.shape
+    C = cols.shape[0] // K
+    S, n_in = x.shape[0], x.shape[1] // C
     for c in range(C):
+        start = c * n_in
         for q in range(K):
-            row = c * K + q
+            row, tap = c * K + q, taps[q]
             for s in range(S):
                 base = s * n_out
-                for p in range(n_out):
-                    i = index[p, q]
-                    if scatter:
-                        if i >= 0:
-                            x[s, c * n_in + i] += cols[row, base + p]
-                    else:
-                        cols[row, base + p] = x[s, c * n_in + i] if i >= 0 else 0.0
+                if scatter:
+                    for p in range(n_out):
+                        if tap[p] >= 0:
+                            x[s, start + tap[p]] += cols[row, base + p]
+                else:
+                    for p in range(n_out):
+                        i = tap[p]
+                        cols[row, base + p] = x[s, start + i] if i >= 0 else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -148,7 +165,7 @@ def conv_forward(x, weight, bias, geom, out=None):
     if is_pointwise(geom):
         return _pointwise(x, W, bias, geom, out)
     for lo, hi, cols, prod in _chunks(geom, x.shape[0]):
-        columns(x[lo:hi], geom.index, cols, False)
+        columns(x[lo:hi], geom.taps, cols, False)
         _grouped_product(W, cols, prod, geom.groups, transpose=False)
         channels_to_samples(prod, bias, out[lo:hi])
     return out
@@ -197,7 +214,7 @@ def conv_transpose(y, weight, geom):
     for lo, hi, cols, prod in _chunks(geom, y.shape[0]):
         samples_to_channels(y[lo:hi], prod)
         _grouped_product(W, prod, cols, geom.groups, transpose=True)
-        columns(out[lo:hi], geom.index, cols, True)
+        columns(out[lo:hi], geom.taps, cols, True)
     return out
 
 
@@ -225,7 +242,7 @@ def conv_weight_velocity(x, e, geom):
     bias = np.zeros(geom.out_channels)
     part = np.empty_like(out[0])
     for lo, hi, cols, prod in _chunks(geom, x.shape[0]):
-        columns(x[lo:hi], geom.index, cols, False)
+        columns(x[lo:hi], geom.taps, cols, False)
         samples_to_channels(e[lo:hi], prod)
         for k in range(g):
             np.matmul(prod[k * c_out:(k + 1) * c_out], cols[k * c_in * geom.index.shape[1]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..._common.memory import BATCH_FLOOR, check_memory
 from ..._common.validation import as_int_tuple
-from ...kernels.convolution import ConvGeometry, conv_geometry
+from ...kernels.convolution import conv_geometry, table_geometry
 from ...kernels.windows import adaptive_table_bytes, adaptive_windows, output_size, window_indices, window_table_bytes
 
 WAY_OUT = ("use a smaller kernel, stride, padding or output size, or a smaller input (the table holds an "
@@ -149,8 +149,7 @@ def conv_transpose_geometry_of(node, graph):
     K = index.shape[1]
     kept = tuple(slice(0, n) for n in parent[1:])
     index = np.ascontiguousarray(index.reshape(full + (K,))[kept].reshape(-1, K))
-    return ConvGeometry(index, out[0], parent[0], node.attrs["groups"], int(np.prod(out[1:])),
-                        int(np.prod(parent[1:])))
+    return table_geometry(index, out[0], parent[0], node.attrs["groups"], np.prod(out[1:]), np.prod(parent[1:]))
 
 
 def pool_windows(node, graph):
