@@ -80,7 +80,7 @@ def run_one(model, side, what, max_iter, distance=0.1, threads=None):
         out["seconds"] = time.perf_counter() - t
         out.update(outcome=str(pd.outcome[0]), settled=bool(pd.settled[0]), total=float(pd.total[0]),
                    solves=len(solves), cg_steps=steps, held=[k for k, _ in solves], flips=[f for _, f in solves],
-                   sliding=len(pd.sliding[0]), distance=distance)
+                   sliding=len(pd.sliding[0]), damped=int(pd.damped[0]), distance=distance)
     out["cpu_seconds"] = time.process_time() - cpu
     out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out

@@ -46,6 +46,7 @@ from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
+from .window_ties import group_slides, tied_windows, window_entries
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -53,7 +54,7 @@ ROUNDING = 1e-12
 SEARCHES = 3
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None, start=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
@@ -62,15 +63,19 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     With ``damp`` (smooth nodes: a Gauss-Newton iteration), every solve after the first is a step from the
     previous state: ``damp(X, old, new, samples)`` returns the state taken on it (a line search) and per sample
-    whether the step was shortened (such a sample is not settled: a short step is no fixed point).
+    whether the step was shortened (such a sample is not settled: a short step is no fixed point).  ``start``:
+    ``(state, pattern)`` to go on from instead of the forward pass (the pattern read off the state; with
+    ``damp``, the first solve is a step from it too).
     """
     M = X.shape[0]
-    if tied is None:
+    if start is not None:
+        pattern, first = {name: p.copy() for name, p in start[1].items()}, None
+    elif tied is None:
         forward = evaluate(graph, X)
         pattern, first = forward.pattern, forward.values
     else:                           # the forward pass is at hand: its pattern read off its values
         pattern, first = graph_pattern(graph, tied), tied
-    state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
+    state = np.empty((M, getattr(solve, "width", solve.layout.n_free))) if start is None else start[0].copy()
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
     iterations = 0
@@ -84,7 +89,7 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
         solved = solve(X if every else X[todo], Y if every else Y[todo], rows,
                        values=first if iterations == 1 else None)
         short = np.zeros(todo.size, dtype=bool)
-        if damp is not None and iterations > 1:
+        if damp is not None and (iterations > 1 or start is not None):
             solved, short = damp(X[todo], state[todo], solved, todo)
         if todo.size == M:
             state = solved          # every sample: no copy
@@ -144,7 +149,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
     searched = (MASK, SELECTION) if holds_pairs else (MASK,)
-    surface, seen = set(held), set()
+    surface, seen, visited = set(held), {}, []
+    forward = {**evaluate(graph, x).values, INPUT: x} if holds_pairs else None
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -153,8 +159,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
-        flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
-                 for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
+        flips = _flipped_masks(graph, pat, new) - surface
         pairs = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
                                               if graph.node(n).rule.pattern not in searched}, 1)[0]
@@ -168,14 +173,26 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         if key in seen:
             if not flips | pairs:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
+            cycle = visited[seen[key]:] + [pat, new]    # every transition of the cycle, not only the last one
+            for old, nxt in zip(cycle[:-1], cycle[1:]):
+                flips |= _flipped_masks(graph, old, nxt) - surface
+                pairs |= tied_windows(graph, old, nxt, forward, ROUNDING) - surface if holds_pairs else set()
             surface |= flips            # the pattern cycles: the flipping coordinates slide
             for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
                 if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
                     surface.add(pair)
             continue
-        seen.add(key)
+        seen[key] = len(visited)
+        visited.append({name: np.array(rows) for name, rows in pat.items()})
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _flipped_masks(graph, old, new):
+    """``{(u, j)}``: the coordinates of the parent ``u`` of a mask node whose side differs in the one-sample
+    patterns ``old`` and ``new``."""
+    return {(node.inputs[0], int(j)) for node in mask_nodes(graph)
+            for j in np.flatnonzero(new[node.name][0] != old[node.name][0])}
 
 
 def _flipped_windows(graph, old, new):
@@ -299,26 +316,35 @@ def _release(graph, sheaf, x, values, surface, pat):
 
 
 def _release_ties(graph, res, force, pairs, pat):
-    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie, one window's) fails Filippov's
-    condition; the window's selection in ``pat`` is then the group's entry with the largest force.
+    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie) fails Filippov's condition; every
+    window's selection in the group is then set in ``pat`` to its entry of the group with the largest force.
 
     The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
     ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
-    over the group: ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the tie).
+    over the group: for one window, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the
+    tie); for several (overlapping windows sharing entries), :func:`~.window_ties.group_slides`.
     """
     released = set()
     for group in _groups(pairs):
         u = group[0][0]
-        entries = sorted({j for held in group for j in held[1:]})
-        for node in (n for n in graph.nodes if n.rule.pattern is SELECTION and n.inputs[0] == u):
-            for w in np.flatnonzero(np.isin(pat[node.name][0], entries)):
-                e = res.edges[node.name][0, w]
-                F = force[u][0, entries] - e * (np.array(entries) == res.pattern[node.name][0, w])
-                gap = F.sum() / len(entries) + e / len(entries) - F         # c - F_s
-                tol = 1e-9 * (1.0 + abs(e) + np.abs(F).max())
-                if gap.min() < min(e, 0.0) - tol or gap.max() > tol:
-                    released.update(group)
-                    pat[node.name][0, w] = entries[int(np.argmax(F))]
+        entries = np.array(sorted({j for held in group for j in held[1:]}))
+        windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
+                   for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
+        pulls = np.array([res.edges[node.name][0, w] for node, w in windows])
+        F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
+                                       for e, (node, w) in zip(pulls, windows))
+        tol = 1e-9 * (1.0 + np.abs(pulls).max(initial=0.0) + np.abs(F).max())
+        if len(windows) == 1:
+            gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
+            slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
+        else:
+            members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+            slides = not windows or group_slides(F, pulls, members, tol)
+        if not slides:
+            released.update(group)
+            for node, w in windows:
+                own = np.isin(entries, window_entries(node, graph, w))
+                pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
     return released
 
 

@@ -1,0 +1,82 @@
+"""Max-pool windows whose entries are held equal (a Filippov sliding mode of a max-pool switching surface):
+which entries to hold, and whether the held group slides.
+
+A window's selection that cycles among entries tied at the forward pass (a window over dead rectifiers:
+every entry exactly 0) is a group of entries moving together; a cycle of the pattern iteration visits them
+one at a time, so :func:`tied_windows` holds the whole tie at once.  Overlapping windows (a stride below the
+kernel) share entries: two sliding windows that share one hold the union of their entries equal, and each
+window's pull ``e_w`` (its edge residual, on its selected entry) is spread over its own entries of the group
+with convex weights.  :func:`group_slides` decides whether such weights exist: with ``F`` the force on every
+entry of the group without the windows' pulls, ``F_j + sum_w a_wj e_w`` must be one value over the group (a
+linear feasibility problem; one window: the closed form of
+:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`'s release).
+"""
+
+import numpy as np
+from scipy.optimize import linprog
+
+from ...network.ops import SELECTION
+
+def window_entries(node, graph, w):
+    """The parent's entries (flat) of window ``w`` of the max-pool ``node``."""
+    _, n_in, index, _ = node.rule.windows(node, graph)
+    c, p = divmod(int(w), index.shape[0])
+    return c * n_in + index[p][index[p] >= 0]
+
+
+def tied_windows(graph, old, new, forward, rounding):
+    """``{(u, i, j)}``: pairs chaining, in every max-pool window whose selection differs in the one-sample
+    patterns ``old`` and ``new``, both selections and every entry tied with the window's largest at the forward
+    pass (``forward``: ``{node: (1, size)}``, up to ``rounding`` relative)."""
+    pairs = set()
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is not SELECTION:
+            continue
+        u = node.inputs[0]
+        f = forward[u][0]
+        scale = rounding * max(1.0, float(np.abs(f).max()))
+        for w in np.flatnonzero(old[name][0] != new[name][0]):
+            entries = window_entries(node, graph, w)
+            tie = np.union1d(entries[f[entries] >= f[entries].max() - scale], [old[name][0, w], new[name][0, w]])
+            pairs.update((u, int(a), int(b)) for a, b in zip(tie[:-1], tie[1:]))
+    return pairs
+
+
+def group_slides(F, pulls, members, tol):
+    """Whether a group of entries held equal slides: convex weights ``a_w`` over each window's members with
+    ``F_j + sum_w a_wj pulls[w]`` one value ``c`` over the group (within ``tol`` per entry).
+
+    Parameters
+    ----------
+    F : ndarray, shape (n,)
+        The force on each entry of the group without the windows' pulls.
+    pulls : ndarray, shape (W,)
+        Each window's edge residual ``e_w`` (its pull on its selected entry).
+    members : ndarray of bool, shape (W, n)
+        The group's entries in each window.
+    tol : float
+
+    Examples
+    --------
+    >>> F = np.array([1.0, 1.0, 1.0])               # two windows pulling the shared middle entry down
+    >>> group_slides(F, np.array([-1.5, -1.5]), np.array([[1, 1, 0], [0, 1, 1]], bool), 1e-9)
+    True
+    >>> group_slides(F, np.array([0.5]), np.array([[1, 1, 1]], bool), 1e-9)   # a pull up: no sliding
+    False
+    """
+    W, n = members.shape
+    cols = np.argwhere(members)                          # (window, entry) of every weight
+    k = cols.shape[0]
+    # unknowns: the weights (k), c, and slacks above and below per entry (2 n)
+    A_eq = np.zeros((n + W, k + 1 + 2 * n))
+    A_eq[cols[:, 1], np.arange(k)] = pulls[cols[:, 0]]
+    A_eq[:n, k] = -1.0
+    A_eq[np.arange(n), k + 1 + np.arange(n)] = 1.0
+    A_eq[np.arange(n), k + 1 + n + np.arange(n)] = -1.0
+    A_eq[n + cols[:, 0], np.arange(k)] = 1.0
+    b_eq = np.concatenate([-F, np.ones(W)])
+    cost = np.concatenate([np.zeros(k + 1), np.ones(2 * n)])
+    bounds = [(0, None)] * k + [(None, None)] + [(0, None)] * (2 * n)
+    result = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    return bool(result.status == 0 and np.max(result.x[k + 1:k + 1 + n] + result.x[k + 1 + n:]) <= tol)
