@@ -43,9 +43,6 @@ REST = 1e-10
 #: Newton steps (the curvature of the smooth nodes) on graphs whose pattern nodes are all smooth, with an
 #: identity output; False: the damped Gauss-Newton iteration alone.
 SECOND_ORDER = True
-#: Samples whose patterns cycle (no smooth nodes) go on by damped solves before the Filippov search; False:
-#: straight to the search.
-DAMP_CYCLES = True
 
 
 def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
@@ -73,29 +70,9 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
         state, settled = _newton(sheaf, solver, X, state, max_iter, search)
         pattern = sheaf.residuals(X, node_values(graph, layout, state)).pattern
     settled |= at_rest(sheaf, X, state, layout)
-    damped = np.zeros(X.shape[0], dtype=np.int64) if search is None else search.damped
-    if DAMP_CYCLES and search is None and not settled.all():
-        damped[~settled] = _damped_continuation(sheaf, solver, X, Y, state, pattern, settled, max_iter)
     sliding = settle_surfaces(solver, sheaf, X, Y, state, pattern, settled, _pinned_forces(sheaf, X, state, layout),
                               REST, max_iter)
-    return state, layout, settled, sliding, damped
-
-
-def _damped_continuation(sheaf, solver, X, Y, state, pattern, settled, max_iter):
-    """Go on from the unsettled samples' states (their patterns cycle) by damped solves (:class:`LineSearch` on
-    the pinned energy, which each accepted step lowers: no cycle of states); ``state``, ``pattern`` and
-    ``settled`` are changed in place.  What still cycles then is near a switching surface, for the Filippov
-    search.  Returns the shortened steps of each unsettled sample."""
-    rows = np.flatnonzero(~settled)
-    part = {name: p[rows] for name, p in pattern.items()}
-    search = LineSearch(sheaf, solver.layout, rows.size)
-    new, part, done, _ = iterate_pattern(solver, sheaf.graph, X[rows], Y[rows], max_iter, damp=search,
-                                         start=(state[rows], part))
-    state[rows] = new
-    for name, p in part.items():
-        pattern[name][rows] = p
-    settled[rows] = done | at_rest(sheaf, X[rows], new, solver.layout)
-    return search.damped
+    return state, layout, settled, sliding, np.zeros(X.shape[0], dtype=np.int64) if search is None else search.damped
 
 
 def second_order(graph, solver):

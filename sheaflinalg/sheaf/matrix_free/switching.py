@@ -54,7 +54,7 @@ ROUNDING = 1e-12
 SEARCHES = 3
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None, start=None):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
@@ -63,19 +63,15 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None, start=No
     a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     With ``damp`` (smooth nodes: a Gauss-Newton iteration), every solve after the first is a step from the
     previous state: ``damp(X, old, new, samples)`` returns the state taken on it (a line search) and per sample
-    whether the step was shortened (such a sample is not settled: a short step is no fixed point).  ``start``:
-    ``(state, pattern)`` to go on from instead of the forward pass (the pattern read off the state; with
-    ``damp``, the first solve is a step from it too).
+    whether the step was shortened (such a sample is not settled: a short step is no fixed point).
     """
     M = X.shape[0]
-    if start is not None:
-        pattern, first = {name: p.copy() for name, p in start[1].items()}, None
-    elif tied is None:
+    if tied is None:
         forward = evaluate(graph, X)
         pattern, first = forward.pattern, forward.values
     else:                           # the forward pass is at hand: its pattern read off its values
         pattern, first = graph_pattern(graph, tied), tied
-    state = np.empty((M, getattr(solve, "width", solve.layout.n_free))) if start is None else start[0].copy()
+    state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
     iterations = 0
@@ -89,7 +85,7 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None, start=No
         solved = solve(X if every else X[todo], Y if every else Y[todo], rows,
                        values=first if iterations == 1 else None)
         short = np.zeros(todo.size, dtype=bool)
-        if damp is not None and (iterations > 1 or start is not None):
+        if damp is not None and iterations > 1:
             solved, short = damp(X[todo], state[todo], solved, todo)
         if todo.size == M:
             state = solved          # every sample: no copy
@@ -164,19 +160,19 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
                                               if graph.node(n).rule.pattern not in searched}, 1)[0]
         if not flips and not pairs and not moved:
-            released = _release(graph, sheaf, x, values, surface, pat)
+            kept = set()
+            released = _release(graph, sheaf, x, values, surface, pat, kept)
             if not released:
                 return state[0], sorted(surface), pat
-            surface -= released
+            surface = (surface - released) | kept
             continue
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
             if not flips | pairs:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
-            cycle = visited[seen[key]:] + [pat, new]    # every transition of the cycle, not only the last one
-            for old, nxt in zip(cycle[:-1], cycle[1:]):
-                flips |= _flipped_masks(graph, old, nxt) - surface
-                pairs |= tied_windows(graph, old, nxt, forward, ROUNDING) - surface if holds_pairs else set()
+            cycle = visited[seen[key]:] + [pat, new]    # the windows of every transition, not only the last one
+            for old, nxt in zip(cycle[:-1], cycle[1:]) if holds_pairs else ():
+                pairs |= tied_windows(graph, old, nxt, forward, ROUNDING) - surface
             surface |= flips            # the pattern cycles: the flipping coordinates slide
             for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
                 if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
@@ -298,12 +294,13 @@ def _decide_ties(graph, values, previous, new, tied):
             new[name] = np.where(tie & down, previous[name], new[name])
 
 
-def _release(graph, sheaf, x, values, surface, pat):
+def _release(graph, sheaf, x, values, surface, pat, kept):
     """Held coordinates and groups of tied entries where Filippov's condition fails, set in ``pat`` to the side
-    they are pushed to (:func:`_release_ties` for the max-pool windows)."""
+    they are pushed to (:func:`_release_ties` for the max-pool windows, which adds to ``kept`` the pairs of a
+    released group that are held again)."""
     res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
     force = sheaf.force(res)
-    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat)
+    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat, kept)
     for u, j in (held for held in surface if len(held) == 2):
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
@@ -315,9 +312,11 @@ def _release(graph, sheaf, x, values, surface, pat):
     return released
 
 
-def _release_ties(graph, res, force, pairs, pat):
+def _release_ties(graph, res, force, pairs, pat, kept):
     """The pairs ``(u, i, j)`` held equal whose group (the entries they tie) fails Filippov's condition; every
     window's selection in the group is then set in ``pat`` to its entry of the group with the largest force.
+    A group of several windows that their pulls reach only in part is held again without the entries left
+    short (their pairs in ``kept``), each window selecting its largest force among what it keeps.
 
     The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
     ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
@@ -330,16 +329,26 @@ def _release_ties(graph, res, force, pairs, pat):
         entries = np.array(sorted({j for held in group for j in held[1:]}))
         windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
                    for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
+        if not windows:
+            continue
         pulls = np.array([res.edges[node.name][0, w] for node, w in windows])
         F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
                                        for e, (node, w) in zip(pulls, windows))
-        tol = 1e-9 * (1.0 + np.abs(pulls).max(initial=0.0) + np.abs(F).max())
+        tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
         if len(windows) == 1:
             gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
             slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
         else:
             members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
-            slides = not windows or group_slides(F, pulls, members, tol)
+            slides, short = group_slides(F, pulls, members, tol)
+            if not slides and 1 < np.sum(~short) < entries.size:
+                released.update(group)
+                kept.update((u, int(a), int(b)) for a, b in zip(entries[~short][:-1], entries[~short][1:]))
+                for node, w in windows:
+                    own = np.isin(entries, window_entries(node, graph, w)) & ~short
+                    if own.any():
+                        pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
+                continue
         if not slides:
             released.update(group)
             for node, w in windows:

@@ -44,8 +44,10 @@ def tied_windows(graph, old, new, forward, rounding):
 
 
 def group_slides(F, pulls, members, tol):
-    """Whether a group of entries held equal slides: convex weights ``a_w`` over each window's members with
-    ``F_j + sum_w a_wj pulls[w]`` one value ``c`` over the group (within ``tol`` per entry).
+    """``(slides, short)``: whether a group of entries held equal slides, convex weights ``a_w`` over each
+    window's members with ``F_j + sum_w a_wj pulls[w]`` one value ``c`` over the group (within ``tol`` per
+    entry), and the entries that the closest weights leave off by more than ``tol`` (the windows' pulls do not
+    reach them: they belong to another level).
 
     Parameters
     ----------
@@ -60,9 +62,9 @@ def group_slides(F, pulls, members, tol):
     Examples
     --------
     >>> F = np.array([1.0, 1.0, 1.0])               # two windows pulling the shared middle entry down
-    >>> group_slides(F, np.array([-1.5, -1.5]), np.array([[1, 1, 0], [0, 1, 1]], bool), 1e-9)
+    >>> group_slides(F, np.array([-1.5, -1.5]), np.array([[1, 1, 0], [0, 1, 1]], bool), 1e-9)[0]
     True
-    >>> group_slides(F, np.array([0.5]), np.array([[1, 1, 1]], bool), 1e-9)   # a pull up: no sliding
+    >>> group_slides(F, np.array([0.5]), np.array([[1, 1, 1]], bool), 1e-9)[0]   # a pull up: no sliding
     False
     """
     W, n = members.shape
@@ -79,4 +81,7 @@ def group_slides(F, pulls, members, tol):
     cost = np.concatenate([np.zeros(k + 1), np.ones(2 * n)])
     bounds = [(0, None)] * k + [(None, None)] + [(0, None)] * (2 * n)
     result = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
-    return bool(result.status == 0 and np.max(result.x[k + 1:k + 1 + n] + result.x[k + 1 + n:]) <= tol)
+    if result.status != 0:
+        return False, np.ones(n, dtype=bool)
+    short = result.x[k + 1:k + 1 + n] + result.x[k + 1 + n:] > tol
+    return not short.any(), short
