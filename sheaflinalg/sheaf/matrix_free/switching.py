@@ -133,8 +133,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
     that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0`` (``(node, j)`` in
-    ``held``) and the two entries of every max-pool window whose selection flips in it equal (``(node, i, j)``,
-    ``node`` the window's parent); a consistent solution is accepted when both sides push into the surface at
+    ``held``) and, in every max-pool window whose selection flips during the cycle, both selections and the
+    entries tied with them at the forward pass equal (``(node, i, j)``, ``node`` the window's parent,
+    :func:`~.window_ties.tied_windows`); a consistent solution is accepted when both sides push into the surface at
     every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
     ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
     are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
