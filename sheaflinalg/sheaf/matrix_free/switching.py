@@ -46,7 +46,7 @@ from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
-from .window_ties import group_slides, tied_windows, window_entries
+from .window_ties import group_slides, window_entries
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -133,9 +133,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
 
     Frozen solves from the sample's last pattern ``pat`` (``{node: (1, n)}``, changed in place): a pattern
     that comes back (a cycle) holds the mask coordinates that flip in it at ``z = 0`` (``(node, j)`` in
-    ``held``) and, in every max-pool window whose selection flips during the cycle, both selections and the
-    entries tied with them at the forward pass equal (``(node, i, j)``, ``node`` the window's parent,
-    :func:`~.window_ties.tied_windows`); a consistent solution is accepted when both sides push into the surface at
+    ``held``) and the two entries of every max-pool window whose selection flips in it equal (``(node, i, j)``,
+    ``node`` the window's parent); a consistent solution is accepted when both sides push into the surface at
     every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
     ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
     are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
@@ -146,8 +145,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
     searched = (MASK, SELECTION) if holds_pairs else (MASK,)
-    surface, seen, visited = set(held), {}, []
-    forward = {**evaluate(graph, x).values, INPUT: x} if holds_pairs else None
+    surface, seen = set(held), set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -171,16 +169,12 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         if key in seen:
             if not flips | pairs:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
-            cycle = visited[seen[key]:] + [pat, new]    # the windows of every transition, not only the last one
-            for old, nxt in zip(cycle[:-1], cycle[1:]) if holds_pairs else ():
-                pairs |= tied_windows(graph, old, nxt, forward, ROUNDING) - surface
             surface |= flips            # the pattern cycles: the flipping coordinates slide
             for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
                 if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
                     surface.add(pair)
             continue
-        seen[key] = len(visited)
-        visited.append({name: np.array(rows) for name, rows in pat.items()})
+        seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
 

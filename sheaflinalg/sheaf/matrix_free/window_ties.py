@@ -1,46 +1,22 @@
 """Max-pool windows whose entries are held equal (a Filippov sliding mode of a max-pool switching surface):
-which entries to hold, and whether the held group slides.
+whether a held group slides.
 
-A window's selection that cycles among entries tied at the forward pass (a window over dead rectifiers:
-every entry exactly 0) is a group of entries moving together; a cycle of the pattern iteration visits them
-one at a time, so :func:`tied_windows` holds the whole tie at once.  Overlapping windows (a stride below the
-kernel) share entries: two sliding windows that share one hold the union of their entries equal, and each
-window's pull ``e_w`` (its edge residual, on its selected entry) is spread over its own entries of the group
-with convex weights.  :func:`group_slides` decides whether such weights exist: with ``F`` the force on every
-entry of the group without the windows' pulls, ``F_j + sum_w a_wj e_w`` must be one value over the group (a
-linear feasibility problem; one window: the closed form of
-:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`'s release).
+Overlapping windows (a stride below the kernel) share entries: two sliding windows that share one hold the
+union of their entries equal, and each window's pull ``e_w`` (its edge residual, on its selected entry) is
+spread over its own entries of the group with convex weights.  :func:`group_slides` decides whether such
+weights exist: with ``F`` the force on every entry of the group without the windows' pulls,
+``F_j + sum_w a_wj e_w`` must be one value over the group (a linear feasibility problem; one window: the
+closed form of :func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`'s release).
 """
 
 import numpy as np
 from scipy.optimize import linprog
-
-from ...network.ops import SELECTION
 
 def window_entries(node, graph, w):
     """The parent's entries (flat) of window ``w`` of the max-pool ``node``."""
     _, n_in, index, _ = node.rule.windows(node, graph)
     c, p = divmod(int(w), index.shape[0])
     return c * n_in + index[p][index[p] >= 0]
-
-
-def tied_windows(graph, old, new, forward, rounding):
-    """``{(u, i, j)}``: pairs chaining, in every max-pool window whose selection differs in the one-sample
-    patterns ``old`` and ``new``, both selections and every entry tied with the window's largest at the forward
-    pass (``forward``: ``{node: (1, size)}``, up to ``rounding`` relative)."""
-    pairs = set()
-    for name in graph.pattern_nodes:
-        node = graph.node(name)
-        if node.rule.pattern is not SELECTION:
-            continue
-        u = node.inputs[0]
-        f = forward[u][0]
-        scale = rounding * max(1.0, float(np.abs(f).max()))
-        for w in np.flatnonzero(old[name][0] != new[name][0]):
-            entries = window_entries(node, graph, w)
-            tie = np.union1d(entries[f[entries] >= f[entries].max() - scale], [old[name][0, w], new[name][0, w]])
-            pairs.update((u, int(a), int(b)) for a, b in zip(tie[:-1], tie[1:]))
-    return pairs
 
 
 def group_slides(F, pulls, members, tol):
