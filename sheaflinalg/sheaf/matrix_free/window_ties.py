@@ -44,6 +44,8 @@ def group_slides(F, pulls, members, tol):
     False
     """
     W, n = members.shape
+    if np.any(pulls > tol):         # a window pulling its entry up: that entry leaves the tie alone
+        return False, np.zeros(n, dtype=bool)
     cols = np.argwhere(members)                          # (window, entry) of every weight
     k = cols.shape[0]
     # unknowns: the weights (k), c, and slacks above and below per entry (2 n)
