@@ -162,7 +162,7 @@ class LineSearch:
 
 class _MatrixFree:
     """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation:
-    ``G`` by substitutions when it is small, else (an identity output, no pair held equal) conjugate gradients
+    ``G`` by substitutions when it is small, else (an identity output; pairs held equal too) conjugate gradients
     on the ``k x k`` system (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the
     sample's previous solve)."""
 
