@@ -75,23 +75,38 @@ def run_one(model, side, what, max_iter, distance=0.1, threads=None):
             top = sorted(energy, key=lambda e: -energy[e][0])[:3]
             out["top_edges"] = [[e, float(energy[e][0])] for e in top]
     else:
-        from sheaflinalg.discord.pinning import graph as pinning
-
-        steps = []
-        original = pinning.schur_cg
-
-        def counted(*args, **kwargs):
-            result = original(*args, **kwargs)
-            steps.append(result[2])
-            return result
-        pinning.schur_cg = counted
+        steps, solves = _count_solves()
         pd = sl.discord.pinned(net, x, _pin(net, x, distance), max_iter=max_iter, progress=True)
         out["seconds"] = time.perf_counter() - t
         out.update(outcome=str(pd.outcome[0]), settled=bool(pd.settled[0]), total=float(pd.total[0]),
-                   solves=len(steps), cg_steps=steps, distance=distance)
+                   solves=len(solves), cg_steps=steps, held=[k for k, _ in solves], flips=[f for _, f in solves],
+                   sliding=len(pd.sliding[0]), damped=int(pd.damped[0]), distance=distance)
     out["cpu_seconds"] = time.process_time() - cpu
     out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return out
+
+
+def _count_solves():
+    """``(steps, solves)``, filled as the pinned discord runs: the conjugate-gradient steps of every
+    ``schur_cg`` call, and per frozen solve its held columns and the activations flipped since the one before
+    (one image)."""
+    from sheaflinalg.discord.pinning import graph as pinning
+
+    steps, solves, last = [], [], {}
+    original, frozen = pinning.schur_cg, pinning._MatrixFree.__call__
+
+    def counted(*args, **kwargs):
+        result = original(*args, **kwargs)
+        steps.append(result[2])
+        return result
+
+    def solve(self, X, Y, pattern, surface=(), values=None):
+        flips = sum(int(np.sum(p != last[n])) for n, p in pattern.items() if n in last and p.shape == last[n].shape)
+        last.update({n: p.copy() for n, p in pattern.items()})
+        solves.append((self.output.size + len(surface), flips))
+        return frozen(self, X, Y, pattern, surface, values)
+    pinning.schur_cg, pinning._MatrixFree.__call__ = counted, solve
+    return steps, solves
 
 
 def _pin(net, x, distance):

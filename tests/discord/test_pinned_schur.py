@@ -59,6 +59,54 @@ def test_conjugate_gradients_solve_the_frozen_pinned_problem_as_g_and_the_dense_
     assert iterative.steps > 0
 
 
+def _naive_held(net, lay, x, pattern, index, minus, targets):
+    """The minimiser of ``||delta w + c||^2`` over the free coordinates with ``E^T w = targets`` (``E``'s columns
+    ``e_i``, or ``e_i - e_j`` for a pair held equal), from the dense coboundary and the KKT system."""
+    delta, u, _ = coboundary(net.graph, lay, x, pattern, reduced=True)
+    D = delta[:, lay.free_index]
+    E = np.zeros((lay.n_free, index.size))
+    E[index, np.arange(index.size)] = 1.0
+    pair = np.flatnonzero(minus >= 0)
+    E[minus[pair], pair] = -1.0
+    n = lay.n_free
+    kkt = np.block([[D.T @ D, E], [E.T, np.zeros((index.size, index.size))]])
+    return np.linalg.solve(kkt, np.concatenate([-D.T @ (delta @ u), targets]))[:n]
+
+
+@settings(max_examples=8, deadline=None)
+@given(case=graph_networks(), n_pairs=st.integers(1, 3), held=st.integers(0, 1))
+def test_pairs_held_equal_by_conjugate_gradients_are_the_direct_solve_and_the_dense_minimiser(case, n_pairs, held):
+    net, seed, mode = case          # every mode; pairs may share an entry (a group of three held equal)
+    X = random_inputs(net, seed, 2, mode).reshape(2, -1)
+    rng = np.random.default_rng(seed)
+    Y = net.forward(X) + rng.normal(0, 0.5, size=(2, net.n_outputs))
+    direct, iterative = _solvers(net)
+    lay = direct.layout
+    inner = [node.name for node in net.graph.nodes[:-1] if net.graph.sizes[node.name] >= 3]
+    if not inner:
+        return
+    u = inner[rng.integers(len(inner))]
+    entries = rng.choice(net.graph.sizes[u], size=min(n_pairs + 1, net.graph.sizes[u]), replace=False)
+    surface = [(u, int(min(a, b)), int(max(a, b))) for a, b in zip(entries[:-1], entries[1:])]
+    others = [(v, j) for v in inner if v != u for j in range(net.graph.sizes[v])]
+    surface += [others[i] for i in rng.choice(len(others), size=min(held, len(others)), replace=False)]
+    index, minus = direct._columns(surface)
+    pattern = evaluate(net.graph, X).pattern
+    for s in range(2):
+        one = {name: p[s:s + 1] for name, p in pattern.items()}
+        got = iterative(X[s:s + 1], Y[s:s + 1], one, surface)[0]
+        want = direct(X[s:s + 1], Y[s:s + 1], one, surface)[0]
+        naive = _naive_held(net, lay, X[s], {n: p[0] for n, p in one.items()}, index, minus,
+                            np.concatenate([Y[s], np.zeros(len(surface))]))
+        scale = 1.0 + np.abs(naive).max()
+        np.testing.assert_allclose(want, naive, atol=1e-8 * scale)
+        np.testing.assert_allclose(got, naive, atol=1e-8 * scale)
+        for held_pair in surface[:len(entries) - 1]:        # held equal exactly
+            start = lay.free(u).start
+            assert got[start + held_pair[1]] == got[start + held_pair[2]]
+    assert iterative.steps > 0
+
+
 def _conv_net(n_out=40):
     """A small convolutional network with a max pool and a wide linear head."""
     return sl.Network.from_nodes((2, 6, 6), [

@@ -8,6 +8,8 @@ to the side it is pushed to, and none of its coordinates reported sliding) other
 """
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.naive_graph import coboundary
 import sheaflinalg as sl
@@ -70,3 +72,23 @@ def test_coordinates_left_at_zero_by_the_inactive_side_slide_or_are_pushed_as_th
     assert sliding == expected_sliding and found == sum(map(len, expected_sliding))
     np.testing.assert_array_equal(settled, expected_settled)
     assert any(expected_sliding) and not expected_settled.all()     # the example has both cases
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**16), n_windows=st.integers(1, 4))
+def test_a_group_over_overlapping_windows_slides_exactly_when_convex_weights_balance_it(seed, n_windows):
+    from sheaflinalg.sheaf.matrix_free.window_ties import group_slides
+    rng = np.random.default_rng(seed)
+    n = 3 * n_windows + 1
+    members = np.zeros((n_windows, n), dtype=bool)
+    for w in range(n_windows):              # window w covers entries 3w .. 3w + 3: neighbours share one
+        members[w, 3 * w:3 * w + 4] = True
+    pulls = -rng.uniform(0.5, 2.0, n_windows)
+    weights = rng.uniform(0.1, 1.0, (n_windows, n)) * members
+    weights /= weights.sum(axis=1, keepdims=True)
+    c = rng.normal()
+    F = c - pulls @ weights                 # every entry's net force is c: a sliding group by construction
+    assert group_slides(F, pulls, members, 1e-9)[0]
+    F[rng.integers(n)] -= 10.0              # one entry pushed far down: no convex weights reach it
+    slides, short = group_slides(F, pulls, members, 1e-9)
+    assert not slides and short.any()

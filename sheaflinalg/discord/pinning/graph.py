@@ -36,7 +36,7 @@ from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
 from .newton import PinnedNewton
 from .output_newton import held_outputs
-from .schur import TOL, recycled, schur_cg
+from .schur import TOL, held_values, recycled, schur_cg
 
 #: Relative size of the force below which a state is an equilibrium.
 REST = 1e-10
@@ -162,7 +162,7 @@ class LineSearch:
 
 class _MatrixFree:
     """Frozen-pattern pinned solves without a matrix (see the module docstring); ``phi`` the output activation:
-    ``G`` by substitutions when it is small, else (an identity output, no pair held equal) conjugate gradients
+    ``G`` by substitutions when it is small, else (an identity output; pairs held equal too) conjugate gradients
     on the ``k x k`` system (:func:`~sheaflinalg.discord.pinning.schur.schur_cg`, warm-started from the
     sample's previous solve)."""
 
@@ -190,11 +190,11 @@ class _MatrixFree:
         self._last = {}                 # (sample's bytes, k) -> its last lam: the next solve's start
         self.steps = 0                  # products with the k x k system (conjugate gradients)
 
-    def direct(self, k, pairs=False):
-        """Whether ``k`` held coordinates are solved through ``G`` (few and ``G`` small; always for a nonlinear
-        output or pairs held equal)."""
+    def direct(self, k):
+        """Whether ``k`` held coordinates (pairs held equal among them) are solved through ``G`` (few and ``G``
+        small; always for a nonlinear output)."""
         small = k <= self.DIRECT_K and k * self.n_free * FLOAT * 3 <= self.DIRECT_BYTES
-        return small or pairs or self.phi != "identity"
+        return small or self.phi != "identity"
 
     def memory(self, M, k):
         """Estimated peak bytes of the solves of ``M`` samples with ``k`` held coordinates: the state and the
@@ -222,12 +222,11 @@ class _MatrixFree:
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
-        if self.direct(index.size, bool(np.any(minus >= 0))):
+        if self.direct(index.size):
             self._direct(w, targets, Y, pattern, index, minus)
         else:
-            self._loose_then_tight(X, w, targets, pattern, index)
-        w[:, index[minus < 0]] = targets[:, minus < 0]
-        w[:, minus[minus >= 0]] = w[:, index[minus >= 0]]      # held equal: exactly
+            self._loose_then_tight(X, w, targets, pattern, index, minus)
+        _hold(w, targets, index, minus)
         return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
     def _columns(self, surface):
@@ -257,59 +256,90 @@ class _MatrixFree:
             pair = np.tile(minus >= 0, b)
             unit[np.flatnonzero(pair), np.tile(minus, b)[pair]] = -1.0
             G = op.solve(op.solve_transpose(unit)).reshape(b, k, -1)
-            A, t0 = _held(G, index, minus).transpose(0, 2, 1), _held(w[rows], index, minus)
+            A, t0 = held_values(G, index, minus).transpose(0, 2, 1), held_values(w[rows], index, minus)
             if self.phi != "identity":      # the output node is free: its value minimises with phi's edge
                 targets[rows] = held_outputs(self.phi, A, t0, Y[rows])[0]
             lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
 
-    def _loose_then_tight(self, X, w, targets, pattern, index):
+    def _loose_then_tight(self, X, w, targets, pattern, index, minus):
         """:meth:`_conjugate_gradients` to :data:`LOOSE`, then on to ``TOL`` for the samples whose loose solution
         reads back ``pattern`` (``w`` updated in place: the others' patterns change, their loose state is the
         next pattern's reading)."""
         if self.LOOSE is None or self.LOOSE <= TOL:
-            self._conjugate_gradients(X, w, targets, pattern, index, TOL)
+            self._conjugate_gradients(X, w, targets, pattern, index, minus, TOL)
             return
         loose = w.copy()
-        self._conjugate_gradients(X, loose, targets, pattern, index, self.LOOSE)
+        self._conjugate_gradients(X, loose, targets, pattern, index, minus, self.LOOSE)
         state = loose.copy()
-        state[:, index] = targets
+        _hold(state, targets, index, minus)
         read = read_pattern(self.graph, X, node_values(self.graph, self.layout, state), pattern)
         tighten = np.flatnonzero(same_pattern(self.graph, read, pattern, X.shape[0]))
         if tighten.size:            # from the loose lam (the sample's last), on the forward values again
             part = w[tighten]
             self._conjugate_gradients(X[tighten], part, targets[tighten],
-                                      {name: p[tighten] for name, p in pattern.items()}, index, TOL)
+                                      {name: p[tighten] for name, p in pattern.items()}, index, minus, TOL)
             loose[tighten] = part
         w[...] = loose
 
-    def _conjugate_gradients(self, X, w, targets, pattern, index, tol=TOL):
+    def _conjugate_gradients(self, X, w, targets, pattern, index, minus, tol=TOL):
         """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
-        before starts from its last ``lam``, preconditioned by its last :data:`RECYCLE` search directions
+        before starts from its last ``lam`` (on the columns held both times: the Filippov search adds some),
+        preconditioned by its last :data:`RECYCLE` search directions when it held the same columns
         (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little)."""
-        keys = [(hash(x.tobytes()), index.size) for x in X]
+        columns = np.stack([index, minus], axis=1)
+        keys = [hash(x.tobytes()) for x in X]
         last = [self._last.get(key) for key in keys]
         start, precondition = None, None
-        if all(entry is not None for entry in last):
-            start = np.stack([entry[0] for entry in last])
-            m = max(entry[1].shape[0] for entry in last)
+        if any(entry is not None for entry in last):
+            start = np.stack([np.zeros(index.size) if entry is None else _carried(entry[0], entry[1], columns)
+                              for entry in last])
+        if all(entry is not None and np.array_equal(entry[0], columns) for entry in last):
+            m = max(entry[2].shape[0] for entry in last)
             Z, SZ = (np.stack([np.pad(entry[j], ((0, m - entry[j].shape[0]), (0, 0))) for entry in last])
-                     for j in (1, 2))
+                     for j in (2, 3))
             precondition = recycled(Z, SZ)
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
-        lam, shift, steps, directions = schur_cg(op, index, targets - w[:, index], start=start, tol=tol,
-                                                 progress=self.progress, precondition=precondition)
+        lam, shift, steps, directions = schur_cg(op, index, targets - held_values(w, index, minus), start=start,
+                                                 tol=tol, progress=self.progress, precondition=precondition,
+                                                 minus=minus)
         self.steps += steps
         for i, key in enumerate(keys):
-            old = (np.empty((0, index.size)),) * 2 if last[i] is None else last[i][1:]
+            same = last[i] is not None and np.array_equal(last[i][0], columns)
+            old = last[i][2:] if same else (np.empty((0, index.size)),) * 2
             new = (np.empty((0, index.size)),) * 2 if directions is None else (d[i] for d in directions)
-            self._last[key] = (lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
+            self._last[key] = (columns, lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
         w += shift
 
 
-def _held(v, index, minus):
-    """``E^T v`` along the last axis: the held coordinates' values (a pair's difference)."""
-    return v[..., index] - np.where(minus >= 0, v[..., np.maximum(minus, 0)], 0.0)
+def _carried(columns, lam, new):
+    """A start for the multipliers of the held columns ``new`` (rows ``(index, minus)``) from those of
+    ``columns``: the same column's ``lam``, 0 for a column not held before."""
+    start = np.zeros(new.shape[0])
+    where = {tuple(c): i for i, c in enumerate(columns.tolist())}
+    for i, c in enumerate(new.tolist()):
+        if tuple(c) in where:
+            start[i] = lam[where[tuple(c)]]
+    return start
+
+
+def _hold(w, targets, index, minus):
+    """Set the held coordinates of ``w`` (in place) exactly: a coordinate to its target, every entry of a group
+    held equal (pairs sharing entries) to the group's first entry."""
+    w[:, index[minus < 0]] = targets[:, minus < 0]
+    pairs = [(int(i), int(j)) for i, j in zip(index[minus >= 0], minus[minus >= 0])]
+    first = {entry: entry for pair in pairs for entry in pair}
+    changed = True
+    while changed:              # the smallest entry of each group spreads along its pairs
+        changed = False
+        for i, j in pairs:
+            low = min(first[i], first[j])
+            if first[i] != low or first[j] != low:
+                first[i] = first[j] = low
+                changed = True
+    if first:
+        entries = np.fromiter(first, dtype=np.int64)
+        w[:, entries] = w[:, [first[e] for e in entries.tolist()]]
 
 
 def at_rest(sheaf, X, state, layout):

@@ -15,6 +15,7 @@ the state costs no extra substitution.
 """
 
 import numpy as np
+from scipy import sparse
 
 from ..._common.progress import progress_bar
 
@@ -22,7 +23,7 @@ from ..._common.progress import progress_bar
 TOL = 1e-12
 
 
-def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, precondition=None):
+def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, precondition=None, minus=None):
     """``(lam, shift, steps)``: ``S lam = rhs`` per sample by conjugate gradients, ``shift = L^{-1} E lam``.
 
     Parameters
@@ -43,6 +44,9 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
         Show a bar of the steps.
     precondition : callable, optional
         ``precondition(r) -> P^{-1} r`` (rows are samples) for a symmetric positive definite ``P ~ S``.
+    minus : ndarray of int, shape (k,), optional
+        Per column, ``-1`` or the other entry of a pair held equal: the column ``e_i - e_j`` (``i`` from
+        ``index``; ``rhs`` its target difference).  The columns must be independent.
 
     Returns
     -------
@@ -69,7 +73,7 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
     """
     M, k = rhs.shape
     maxiter = 2 * k + 20 if maxiter is None else maxiter
-    product = _product(op, index, M)
+    product = _product(op, index, M, minus)
     lam, shift = np.zeros((M, k)), np.zeros((M, op.layout.n_free))
     r = rhs.copy()
     if start is not None:
@@ -139,13 +143,28 @@ def recycled(Z, SZ):
     return precondition
 
 
-def _product(op, index, M):
+def held_values(v, index, minus):
+    """``E^T v`` along the last axis: the held coordinates' values (a pair's difference)."""
+    return v[..., index] - np.where(minus >= 0, v[..., np.maximum(minus, 0)], 0.0)
+
+
+def _product(op, index, M, minus=None):
     """``product(p) -> (S p, L^{-1} E p)``: a backward and a forward substitution of the samples (buffers
-    reused by every step)."""
+    reused by every step); ``minus``: :func:`schur_cg`'s pairs."""
     seeds, e, full = (np.zeros((M, op.layout.n_free)) for _ in range(3))
+    pairs = minus is not None and bool(np.any(minus >= 0))
+    if pairs:                   # E as a sparse matrix: pairs of a group share entries
+        k = index.size
+        pair = np.flatnonzero(minus >= 0)
+        E = sparse.csr_matrix((np.concatenate([np.ones(k), -np.ones(pair.size)]),
+                               (np.concatenate([index, minus[pair]]), np.concatenate([np.arange(k), pair]))),
+                              shape=(op.layout.n_free, k))
 
     def product(p):
-        seeds[:, index] = p
+        if pairs:
+            seeds[...] = (E @ p.T).T
+        else:
+            seeds[:, index] = p
         op.solve(op.solve_transpose(seeds, out=e), out=full)
-        return full[:, index].copy(), full
+        return (held_values(full, index, minus) if pairs else full[:, index].copy()), full
     return product

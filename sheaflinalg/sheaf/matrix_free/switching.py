@@ -46,6 +46,7 @@ from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
+from .window_ties import group_slides, window_entries
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -153,16 +154,16 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         state = solve(x, y, pat, sorted(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
-        flips = {(node.inputs[0], int(j)) for node in mask_nodes(graph)
-                 for j in np.flatnonzero(new[node.name][0] != pat[node.name][0])} - surface
+        flips = _flipped_masks(graph, pat, new) - surface
         pairs = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
                                               if graph.node(n).rule.pattern not in searched}, 1)[0]
         if not flips and not pairs and not moved:
-            released = _release(graph, sheaf, x, values, surface, pat)
+            kept = set()
+            released = _release(graph, sheaf, x, values, surface, pat, kept)
             if not released:
                 return state[0], sorted(surface), pat
-            surface -= released
+            surface = (surface - released) | kept
             continue
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
@@ -176,6 +177,13 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _flipped_masks(graph, old, new):
+    """``{(u, j)}``: the coordinates of the parent ``u`` of a mask node whose side differs in the one-sample
+    patterns ``old`` and ``new``."""
+    return {(node.inputs[0], int(j)) for node in mask_nodes(graph)
+            for j in np.flatnonzero(new[node.name][0] != old[node.name][0])}
 
 
 def _flipped_windows(graph, old, new):
@@ -281,12 +289,13 @@ def _decide_ties(graph, values, previous, new, tied):
             new[name] = np.where(tie & down, previous[name], new[name])
 
 
-def _release(graph, sheaf, x, values, surface, pat):
+def _release(graph, sheaf, x, values, surface, pat, kept):
     """Held coordinates and groups of tied entries where Filippov's condition fails, set in ``pat`` to the side
-    they are pushed to (:func:`_release_ties` for the max-pool windows)."""
+    they are pushed to (:func:`_release_ties` for the max-pool windows, which adds to ``kept`` the pairs of a
+    released group that are held again)."""
     res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
     force = sheaf.force(res)
-    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat)
+    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat, kept)
     for u, j in (held for held in surface if len(held) == 2):
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
@@ -298,27 +307,48 @@ def _release(graph, sheaf, x, values, surface, pat):
     return released
 
 
-def _release_ties(graph, res, force, pairs, pat):
-    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie, one window's) fails Filippov's
-    condition; the window's selection in ``pat`` is then the group's entry with the largest force.
+def _release_ties(graph, res, force, pairs, pat, kept):
+    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie) fails Filippov's condition; every
+    window's selection in the group is then set in ``pat`` to its entry of the group with the largest force.
+    A group of several windows that their pulls reach only in part is held again without the entries left
+    short (their pairs in ``kept``), each window selecting its largest force among what it keeps.
 
     The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
     ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
-    over the group: ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the tie).
+    over the group: for one window, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the
+    tie); for several (overlapping windows sharing entries), :func:`~.window_ties.group_slides`.
     """
     released = set()
     for group in _groups(pairs):
         u = group[0][0]
-        entries = sorted({j for held in group for j in held[1:]})
-        for node in (n for n in graph.nodes if n.rule.pattern is SELECTION and n.inputs[0] == u):
-            for w in np.flatnonzero(np.isin(pat[node.name][0], entries)):
-                e = res.edges[node.name][0, w]
-                F = force[u][0, entries] - e * (np.array(entries) == res.pattern[node.name][0, w])
-                gap = F.sum() / len(entries) + e / len(entries) - F         # c - F_s
-                tol = 1e-9 * (1.0 + abs(e) + np.abs(F).max())
-                if gap.min() < min(e, 0.0) - tol or gap.max() > tol:
-                    released.update(group)
-                    pat[node.name][0, w] = entries[int(np.argmax(F))]
+        entries = np.array(sorted({j for held in group for j in held[1:]}))
+        windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
+                   for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
+        if not windows:
+            continue
+        pulls = np.array([res.edges[node.name][0, w] for node, w in windows])
+        F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
+                                       for e, (node, w) in zip(pulls, windows))
+        tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
+        if len(windows) == 1:
+            gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
+            slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
+        else:
+            members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+            slides, short = group_slides(F, pulls, members, tol)
+            if not slides and 1 < np.sum(~short) < entries.size:
+                released.update(group)
+                kept.update((u, int(a), int(b)) for a, b in zip(entries[~short][:-1], entries[~short][1:]))
+                for node, w in windows:
+                    own = np.isin(entries, window_entries(node, graph, w)) & ~short
+                    if own.any():
+                        pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
+                continue
+        if not slides:
+            released.update(group)
+            for node, w in windows:
+                own = np.isin(entries, window_entries(node, graph, w))
+                pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
     return released
 
 
