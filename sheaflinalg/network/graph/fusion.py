@@ -14,6 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ...kernels.elementwise import checked_add
 from ..ops.tangent import Linearisation
 from .nodes import INPUT
 
@@ -118,10 +119,12 @@ class BlockPass:
         out = self.local[name]
         agrees = self.steps[k]([self.local[p] for p in node.inputs], out,
                                self.used[name][lo:hi] if name in self.used else None, self.frozen)
-        if self.residuals is not None:
-            out += self.residuals[name][lo:hi]
-        # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
-        if check and not (np.isfinite(np.sum(out)) or np.all(np.isfinite(out))):
+        finite = True
+        if self.residuals is not None:      # added and checked in one compiled pass
+            finite = checked_add(out, self.residuals[name][lo:hi], out, 0.0, _NO_MASK, _NO_VALUES, False)
+        elif check:     # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
+            finite = np.isfinite(np.sum(out)) or np.all(np.isfinite(out))
+        if check and not finite:
             raise Overflow((k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])))
         if isinstance(agrees, Linearisation):
             self.tangents[name][lo] = agrees

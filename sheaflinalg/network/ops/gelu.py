@@ -7,11 +7,12 @@ their absolute value (checked on a fine grid in the tests).
 import numpy as np
 from scipy.special import ndtr
 
-from .pointwise import Pointwise
+from ...kernels.elementwise import GELU_C as _C
+from ...kernels.elementwise import GELU_K as _K
+from ...kernels.elementwise import gelu_both
+from .pointwise import Pointwise, into
 
 APPROXIMATIONS = ("none", "tanh")
-_K = np.sqrt(2.0 / np.pi)
-_C = 0.044715
 
 
 class GELU(Pointwise):
@@ -35,14 +36,18 @@ class GELU(Pointwise):
         return parent_shapes[0]
 
     def value(self, node, z):
-        return self._value(node, z, self._gate(node, z))
+        return self.both(node, z)[0]
 
     def derivative(self, node, z):
-        return self._derivative(node, z, self._gate(node, z))
+        return self.both(node, z)[1]
 
-    def both(self, node, z):
+    def both(self, node, z, out=None):
+        if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass, the same expressions to rounding
+            value, slope = np.empty(z.shape) if out is None else out, np.empty(z.shape)
+            gelu_both(z, value, slope, node.attrs["approximate"] == "tanh")
+            return value, slope
         gate = self._gate(node, z)          # Phi(z) (or the tanh) once for both
-        return self._value(node, z, gate), self._derivative(node, z, gate)
+        return into(out, self._value(node, z, gate)), self._derivative(node, z, gate)
 
     @staticmethod
     def _gate(node, z):

@@ -100,6 +100,21 @@ class MatMul(Tangent):
             return alpha * (A @ B).reshape(A.shape[0], -1)
         return f
 
+    def evaluated(self, node, graph):
+        f, alpha, shape = self.function(node, graph), float(node.attrs["alpha"]), graph.shapes[node.name]
+
+        def both(inputs, out):      # the product written into the node's rows (no temporary and copy)
+            if not out.flags.c_contiguous:
+                out[...] = f(inputs)
+                return self.linearise(node, graph, inputs)
+            A, B = self._factors(node, graph, inputs)
+            product = out.reshape((out.shape[0],) + shape)
+            np.matmul(A, B, out=product)
+            if alpha != 1.0:
+                product *= alpha
+            return self.linearise(node, graph, inputs)
+        return both
+
     def linearise(self, node, graph, point):
         A, B = self._factors(node, graph, point)
         shapes = tuple(graph.shapes[p] for p in node.inputs) + (graph.shapes[node.name],)

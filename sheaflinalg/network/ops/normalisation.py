@@ -30,6 +30,7 @@ import numbers
 
 import numpy as np
 
+from ...kernels.normalisation import groups_tangent, normalise_groups
 from .rule import csr
 from .tangent import Linearisation, Tangent
 
@@ -58,12 +59,10 @@ class Groups(Linearisation):
         self.y, self.sigma, self.centred = y, sigma, centred     # (M, G, n), (M, G)
 
     def apply(self, i, x):
-        x = x.reshape(self.y.shape)
-        n = self.y.shape[2]
-        out = x - np.einsum("sgn,sgn->sg", self.y, x)[..., None] * self.y / n
-        if self.centred:
-            out -= x.mean(axis=2, keepdims=True)
-        return (out / self.sigma[..., None]).reshape(x.shape[0], -1)
+        out = np.empty(x.shape)         # one compiled pass over each group (the numpy expressions, in their order)
+        groups_tangent(self.y.reshape(self.y.shape[0], -1), self.sigma, np.asarray(x, dtype=np.float64),
+                       self.centred, out)
+        return out
 
     transpose = apply       # J is symmetric
 
@@ -110,10 +109,13 @@ class Normalisation(Tangent):
             x = x - x.mean(axis=2, keepdims=True)
         return x, np.sqrt(np.mean(x * x, axis=2) + check_eps(node))
 
-    def statistics(self, node, graph, x):
-        """``(y, sigma)`` of rows ``x``: ``(M, G, n)`` and ``(M, G)``."""
-        x, sigma = self.spread(node, graph, x)
-        return x / sigma[..., None], sigma
+    def statistics(self, node, graph, x, out=None):
+        """``(y, sigma)`` of rows ``x``: ``(M, G, n)`` and ``(M, G)``, ``y`` also written into the rows ``out`` if
+        given; one compiled pass a group (:func:`~sheaflinalg.kernels.normalisation.normalise_groups`)."""
+        n, x = self.group_size(node, graph.shapes[node.inputs[0]]), np.asarray(x, dtype=np.float64)
+        y, sigma = np.empty(x.shape), np.empty((x.shape[0], x.shape[1] // n))
+        normalise_groups(x, n, self.centred, check_eps(node), y, sigma, y if out is None else out)
+        return y.reshape(x.shape[0], -1, n), sigma
 
     def function(self, node, graph):
         return lambda inputs: self.statistics(node, graph, inputs[0])[0].reshape(inputs[0].shape)
@@ -126,9 +128,8 @@ class Normalisation(Tangent):
         return self.groups(node, *self.statistics(node, graph, point[0]))
 
     def evaluated(self, node, graph):
-        def both(inputs):       # y and sigma once, for the value and the tangent
-            y, sigma = self.statistics(node, graph, inputs[0])
-            return y.reshape(inputs[0].shape), self.groups(node, y, sigma)
+        def both(inputs, out):      # y and sigma once, for the value (written with y) and the tangent
+            return self.groups(node, *self.statistics(node, graph, inputs[0], out))
         return both
 
     def norm_bound(self, node, graph):

@@ -53,6 +53,15 @@ class Normalize(Normalisation):
         free = d > check_eps(node)
         return Groups(y * (np.sqrt(y.shape[2]) * free)[..., None], d, False)
 
+    def statistics(self, node, graph, x, out=None):
+        """``(y, d)`` of rows ``x`` by group: ``(M, G, n)`` and ``(M, G)``, ``y`` also written into ``out`` if
+        given."""
+        x, d = self.spread(node, graph, x)
+        y = x / d[..., None]
+        if out is not None:
+            out[...] = y.reshape(out.shape)
+        return y, d
+
     def norm_bound(self, node, graph):
         """``1 / eps``: ``||J||_2 <= 1/d <= 1/eps`` for every state (the module's proof)."""
         return float(1.0 / check_eps(node))

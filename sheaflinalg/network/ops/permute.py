@@ -44,5 +44,31 @@ class Permute(Gather):
     def sources(self, node, graph):
         return sources(node, graph)
 
+    def forward(self, node, graph):
+        gather, moved = Gather.forward(self, node, graph), _moved(node, graph)
+
+        def step(inputs, out, pattern, frozen):
+            if not out.flags.c_contiguous:     # the rows must be viewed with the per-sample axes
+                return gather(inputs, out, pattern, frozen)
+            np.copyto(out.reshape(out.shape[:1] + graph.shapes[node.name]), moved(inputs[0]))
+        return step
+
+    def maps(self, node, graph):
+        axes = check_axes(node, graph.shapes[node.inputs[0]])
+        back = tuple(int(a) for a in np.argsort((0,) + tuple(a + 1 for a in axes)))
+        shape, moved = graph.shapes[node.name], _moved(node, graph)
+
+        def transpose(i, y, p):
+            return np.ascontiguousarray(y.reshape(y.shape[:1] + shape).transpose(back)).reshape(y.shape[0], -1)
+        return (lambda i, x, p: np.ascontiguousarray(moved(x)).reshape(x.shape[0], -1)), transpose
+
+
+def _moved(node, graph):
+    """``moved(x)``: the rows ``x`` of the parent as a strided view of shape ``(M,) + node's shape`` (a copy of it
+    is the node's value: numpy's strided copy runs whole axes, about twice as fast as a gather by index)."""
+    parent = graph.shapes[node.inputs[0]]
+    axes = (0,) + tuple(a + 1 for a in check_axes(node, parent))
+    return lambda x: x.reshape(x.shape[:1] + parent).transpose(axes)
+
 
 RULE = Permute()

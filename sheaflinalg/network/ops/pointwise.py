@@ -42,9 +42,10 @@ class Pointwise(Tangent):
         """``sup |f'|`` over the real line."""
         self._missing("slope_bound")
 
-    def both(self, node, z):
-        """``(f(z), f'(z))`` (a rule whose value and derivative share work, GELU's ``Phi(z)``, writes its own)."""
-        return self.value(node, z), self.derivative(node, z)
+    def both(self, node, z, out=None):
+        """``(f(z), f'(z))``, the value written into ``out`` (and returned) if given (a rule whose value and
+        derivative share work, GELU's ``Phi(z)``, writes its own)."""
+        return into(out, self.value(node, z)), self.derivative(node, z)
 
     def function(self, node, graph):
         return lambda inputs: self.value(node, inputs[0])
@@ -53,9 +54,8 @@ class Pointwise(Tangent):
         return Diagonal(self.derivative(node, point[0]))
 
     def evaluated(self, node, graph):
-        def value_and_tangent(inputs):
-            value, slopes = self.both(node, inputs[0])
-            return value, Diagonal(slopes)
+        def value_and_tangent(inputs, out):
+            return Diagonal(self.both(node, inputs[0], out)[1])
         return value_and_tangent
 
     def norm_bound(self, node, graph):
@@ -71,3 +71,11 @@ class Pointwise(Tangent):
 
     def work(self, node, graph):
         return 8 * graph.sizes[node.name]
+
+
+def into(out, value):
+    """``value``, copied into ``out`` and ``out`` returned if ``out`` is given."""
+    if out is None:
+        return value
+    out[...] = value
+    return out

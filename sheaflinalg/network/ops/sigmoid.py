@@ -23,8 +23,8 @@ class Sigmoid(Pointwise):
     def derivative(self, node, z):
         return self.both(node, z)[1]
 
-    def both(self, node, z):
-        s = expit(z)
+    def both(self, node, z, out=None):
+        s = expit(z) if out is None else expit(z, out=out)
         return s, s * (1.0 - s)
 
     def slope_bound(self, node):

@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import expit
 
 from ...kernels.elementwise import silu_both
-from .pointwise import Pointwise
+from .pointwise import Pointwise, into
 
 
 class SiLU(Pointwise):
@@ -25,13 +25,13 @@ class SiLU(Pointwise):
     def derivative(self, node, z):
         return self.both(node, z)[1]
 
-    def both(self, node, z):
+    def both(self, node, z, out=None):
         if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass, the same expressions
-            value, slope = np.empty(z.shape), np.empty(z.shape)
+            value, slope = np.empty(z.shape) if out is None else out, np.empty(z.shape)
             silu_both(z, value, slope)
             return value, slope
         s = expit(z)
-        return z * s, s * (1.0 + z * (1.0 - s))
+        return into(out, z * s), s * (1.0 + z * (1.0 - s))
 
     def slope_bound(self, node):
         return 1.1

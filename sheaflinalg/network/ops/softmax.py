@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from ...kernels.softmax import softmax_slices, softmax_tangent
 from .rule import csr
 from .tangent import Linearisation, Tangent
 
@@ -50,12 +51,17 @@ def allowed(node, graph):
     return np.broadcast_to(keep, shape[:-2] + (rows, length)).reshape(-1, length)
 
 
-def probabilities(node, graph, z):
-    """``(n_samples, n_slices, length)``: the softmax of every slice of the rows ``z``."""
-    keep = allowed(node, graph)
-    s = np.where(keep, z[:, slices(node, graph)], -np.inf)
-    e = np.exp(s - s.max(axis=2, keepdims=True))
-    return e / e.sum(axis=2, keepdims=True)
+def probabilities(node, graph, z, out=None):
+    """``(n_samples, n_slices, length)``: the softmax of every slice of the rows ``z``, written into the rows
+    ``out`` too (their stalk positions) if given; one compiled pass (numpy's expressions to rounding)."""
+    return _softmax(z, slices(node, graph), np.ascontiguousarray(allowed(node, graph)), out)
+
+
+def _softmax(z, positions, keep, out=None):
+    """:func:`probabilities` with the slices' ``positions`` and the mask ``keep`` made before."""
+    y = np.empty((z.shape[0],) + positions.shape)
+    softmax_slices(np.asarray(z, dtype=np.float64), positions, keep, y, np.empty(z.shape) if out is None else out)
+    return y
 
 
 class SliceTangent(Linearisation):
@@ -65,9 +71,8 @@ class SliceTangent(Linearisation):
         self.y, self.positions = y, positions
 
     def apply(self, i, x):
-        xs = x[:, self.positions]
-        out = np.empty_like(x)
-        out[:, self.positions] = self.y * (xs - np.sum(self.y * xs, axis=2, keepdims=True))
+        out = np.empty(x.shape)
+        softmax_tangent(self.y, self.positions, np.asarray(x, dtype=np.float64), out)
         return out
 
     transpose = apply
@@ -101,19 +106,20 @@ class Softmax(Tangent):
         return parent_shapes[0]
 
     def function(self, node, graph):
-        both = self.evaluated(node, graph)
-        return lambda inputs: both(inputs)[0]
+        def f(inputs):
+            out = np.empty(inputs[0].shape)
+            probabilities(node, graph, inputs[0], out)
+            return out
+        return f
 
     def linearise(self, node, graph, point):
         return SliceTangent(probabilities(node, graph, point[0]), slices(node, graph))
 
     def evaluated(self, node, graph):
-        positions = slices(node, graph)
+        positions, keep = slices(node, graph), np.ascontiguousarray(allowed(node, graph))
 
-        def both(inputs):       # the probabilities once, for the value and the tangent
-            out, y = np.empty_like(inputs[0]), probabilities(node, graph, inputs[0])
-            out[:, positions] = y
-            return out, SliceTangent(y, positions)
+        def both(inputs, out):      # the probabilities once, for the value and the tangent
+            return SliceTangent(_softmax(inputs[0], positions, keep, out), positions)
         return both
 
     def norm_bound(self, node, graph):

@@ -140,11 +140,16 @@ class Tangent(OpRule):
         return step
 
     def evaluated(self, node, graph):
-        """``both(inputs) -> (f(inputs), linearisation at inputs)``: the value and the tangent of a block of
-        samples in one go (a subclass whose tangent reuses the value's quantities, a normalisation's mean and
-        sigma, writes its own); the linearisation may keep references to ``inputs``."""
+        """``both(inputs, out) -> linearisation at inputs``: writes the value of a block of samples into ``out``
+        (its rows of the node's value) and makes the tangent there in one go (a subclass whose tangent reuses
+        the value's quantities, a normalisation's mean and sigma, writes its own); the linearisation may keep
+        references to ``inputs``, never to ``out`` (the caller adds residuals to it)."""
         f = self.function(node, graph)
-        return lambda inputs: (f(inputs), self.linearise(node, graph, inputs))
+
+        def both(inputs, out):
+            out[...] = f(inputs)
+            return self.linearise(node, graph, inputs)
+        return both
 
     def linearised_forward(self, node, graph):
         """:meth:`forward`'s step, except that reading the pattern off the inputs (not frozen) also returns
@@ -155,7 +160,7 @@ class Tangent(OpRule):
         def step(inputs, out, pattern, frozen):
             if frozen:
                 return frozen_step(inputs, out, pattern, frozen)
-            out[...], tangent = both(inputs)
+            tangent = both(inputs, out)
             np.concatenate(inputs, axis=1, out=pattern)
             return tangent
         return step
