@@ -8,13 +8,16 @@ to the side it is pushed to, and none of its coordinates reported sliding) other
 """
 
 import numpy as np
+from hypothesis import given, settings
 
 from helpers.naive_graph import coboundary
+from helpers.random_graphs import MODES, graph_networks, random_inputs
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
-from sheaflinalg.sheaf.matrix_free.switching import check_surfaces
+from sheaflinalg.sheaf.matrix_free.switching import check_surfaces, forward_pattern, forward_ties
+from sheaflinalg.sheaf.patterns import graph_pattern
 
 
 def _network(rng):
@@ -70,3 +73,19 @@ def test_coordinates_left_at_zero_by_the_inactive_side_slide_or_are_pushed_as_th
     assert sliding == expected_sliding and found == sum(map(len, expected_sliding))
     np.testing.assert_array_equal(settled, expected_settled)
     assert any(expected_sliding) and not expected_settled.all()     # the example has both cases
+
+
+@settings(max_examples=25)
+@given(case=graph_networks(modes=MODES))
+def test_the_forward_pattern_kept_with_the_ties_is_the_pattern_read_off_their_values(case):
+    # iterate_pattern starts from the pattern forward_ties' pass wrote instead of reading the windows again:
+    # the same masks and selections (ties: the first maximum; exact zeros: active) on every node kind
+    net, seed, mode = case
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    tied = forward_ties(net.graph, X)
+    kept, read = forward_pattern(net.graph, tied), graph_pattern(net.graph, tied)
+    assert set(kept) == set(read) == set(net.graph.pattern_nodes)
+    for name in read:
+        np.testing.assert_array_equal(kept[name], read[name])
+        assert kept[name] is not tied.pattern[name]         # a copy: iterate_pattern changes it in place
+    assert forward_pattern(net.graph, dict(tied)).keys() == read.keys()

@@ -195,15 +195,16 @@ class GraphCoboundary:
         map_blocks(add, self._sums(), 2)
 
     def solve(self, r, out=None):
-        """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given)."""
+        """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given).
+
+        Each node's block is written once, ``r_v`` plus its parents' maps added in the same pass (no copy of
+        ``r_v`` first): the same sums in the same order, bit for bit."""
         out = np.empty_like(r) if out is None else out
         free = self._blocks(out)
         for node in self.graph.nodes:
-            value = free[node.name]
-            value[...] = r[:, self._edges[node.name]]
-            for i, parent in enumerate(node.inputs):
-                if parent != INPUT:
-                    value += self._forward(node, i, free[parent])
+            value, edge = free[node.name], r[:, self._edges[node.name]]
+            parts = [self._forward(node, i, free[parent]) for i, parent in enumerate(node.inputs) if parent != INPUT]
+            _sum_into(value, edge, parts)
         if self.jacobians is not None:
             z = free[self.graph.output_node]
             free["yhat"][...] = r[:, self.layout.edge("e_y")] + _jacobian_product(self.jacobians, z)
@@ -211,22 +212,41 @@ class GraphCoboundary:
 
     def solve_transpose(self, r, out=None):
         """``delta_Omega^{-T} r`` by backward substitution in reverse topological order (into ``out``, not ``r``,
-        if given: a buffer reused across calls spares the allocation's page faults)."""
-        if out is None:
-            out = np.zeros(r.shape)      # calloc: no pass over the pages before the first write
-        else:
-            out.fill(0.0)
+        if given).
+
+        A node's block is complete once its children are done (reverse topological order): it is written
+        once, the transposed maps its children sent it added up in their order and ``r_v`` last (the sums of
+        a zeroed buffer added into, bit for bit), with no zero fill and no strided accumulation."""
+        out = np.empty(r.shape) if out is None else out
         free = self._blocks(out)
         edges = self._blocks(r)
+        sent = {}
         if self.jacobians is not None:
             free["yhat"][...] = edges["yhat"]
-            free[self.graph.output_node] += _jacobian_transpose_product(self.jacobians, free["yhat"])
+            sent[self.graph.output_node] = [_jacobian_transpose_product(self.jacobians, free["yhat"])]
         for node in reversed(self.graph.nodes):
-            free[node.name] += edges[node.name]
+            value = free[node.name]
+            _sum_into(value, edges[node.name], sent.pop(node.name, []), last=True)
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    free[parent] += self._transpose(node, i, free[node.name])
+                    sent.setdefault(parent, []).append(self._transpose(node, i, value))
         return out
+
+
+def _sum_into(out, edge, parts, last=False):
+    """``out = edge + parts[0] + parts[1] + ...``, left to right (``last``: ``parts[0] + ... + edge``, the order of a
+    zeroed block that the parts were added into before the edge), the last addition written into ``out`` (which
+    may be a strided view): one pass over it."""
+    terms = parts + [edge] if last else [edge] + parts
+    if len(terms) == 1:
+        out[...] = edge
+        return
+    total = terms[0]
+    if len(terms) > 2:
+        total = terms[0] + terms[1]
+        for term in terms[2:-1]:
+            total += term
+    np.add(total, terms[-1], out=out)
 
 
 def _two_halves(weights):

@@ -68,8 +68,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     if tied is None:
         forward = evaluate(graph, X)
         pattern, first = forward.pattern, forward.values
-    else:                           # the forward pass is at hand: its pattern read off its values
-        pattern, first = graph_pattern(graph, tied), tied
+    else:                           # the forward pass is at hand, with its pattern (copied: changed in place below)
+        pattern, first = forward_pattern(graph, tied), tied
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
@@ -106,15 +106,26 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
 
 class _Ties(dict):
     """The forward values of :func:`forward_ties`, with their zero pre-activations (:func:`forward_zeros`)
-    found once for the batch in ``zeros``."""
+    found once for the batch in ``zeros`` and the pattern the forward pass wrote as it went in ``pattern``."""
 
 
 def forward_ties(graph, X):
     """``{node: (M, size)}``: every node's forward value and the input's under ``"x"``, the ``tied`` argument of
     :func:`read_pattern` (and of :func:`iterate_pattern`, :func:`settle_surfaces`)."""
-    tied = _Ties({**evaluate(graph, X).values, INPUT: X})
-    tied.zeros = forward_zeros(graph, tied)
+    forward = evaluate(graph, X)
+    tied = _Ties({**forward.values, INPUT: X})
+    tied.zeros, tied.pattern = forward_zeros(graph, tied), forward.pattern
     return tied
+
+
+def forward_pattern(graph, tied):
+    """A copy of the pattern of the forward values ``tied``: the one :func:`forward_ties`' forward pass wrote
+    (the same as read off its values, ``z >= 0`` active and a window's first maximum, without reading the
+    windows again), or read off ``tied`` when it has none."""
+    made = getattr(tied, "pattern", None)
+    if made is None:
+        return graph_pattern(graph, tied)
+    return {name: rows.copy() for name, rows in made.items()}
 
 
 def node_values(graph, layout, state):
