@@ -211,7 +211,9 @@ def read_pattern(graph, x, values, previous, tied=None):
     whose pre-activation is 0 there (:func:`_decide_zeros`).
     """
     values = {**values, INPUT: x}
-    new = graph_pattern(graph, values, previous=previous)
+    selections = () if tied is None else [name for name in graph.pattern_nodes
+                                          if graph.node(name).rule.pattern is SELECTION]
+    new = graph_pattern(graph, values, previous=previous, skip=selections)
     for node in mask_nodes(graph):
         z = values[node.inputs[0]]
         rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
@@ -269,8 +271,10 @@ def _decide_zeros(graph, previous, new, tied):
 
 
 def _decide_ties(graph, values, previous, new, tied):
-    """Keep ``previous``'s selection (in ``new``, in place) in every window where the solution moved it down
-    from its forward value and the new maximum was tied with it at the forward pass (up to :data:`ROUNDING`).
+    """The selections (into ``new``) read off the solution, keeping ``previous``'s where it is still a maximum up to
+    rounding (:func:`~sheaflinalg.sheaf.patterns.graph_pattern`), and ``previous``'s again in every window where the
+    solution moved it down from its forward value and the new maximum was tied with it at the forward pass (up
+    to :data:`ROUNDING`); one compiled pass per node (the rule's ``read_decided``).
 
     Both selections give the forward value; the side the nudged state leaves the tie on is the sign of the
     response.  Up: the selected entry stays the largest, or another tied entry went up further and is read
@@ -284,12 +288,8 @@ def _decide_ties(graph, values, previous, new, tied):
     for name in graph.pattern_nodes:
         node = graph.node(name)
         if node.rule.pattern is SELECTION:
-            f, z = tied[node.inputs[0]], values[node.inputs[0]]
-            scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
-            before = np.take_along_axis(f, previous[name], axis=1)
-            tie = np.abs(np.take_along_axis(f, new[name], axis=1) - before) <= scale
-            down = np.take_along_axis(z, previous[name], axis=1) < before
-            new[name] = np.where(tie & down, previous[name], new[name])
+            u = node.inputs[0]
+            new[name] = node.rule.read_decided(node, graph, values[u], tied[u], previous[name], tie_rtol=ROUNDING)
 
 
 def _release(graph, sheaf, x, values, surface, pat):
