@@ -286,9 +286,9 @@ class GraphEquilibrium(EquilibriumOracle):
             sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled,
                                       self._forces(sheaf, X, Y, nudging), REST, self.max_iter, tied)
             n = solve.layout.n_free
-            values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
-            edges = {name: np.ascontiguousarray(v)
-                     for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
+            # views of the state (a kept buffer, held while they are): what reads them takes strided rows, the
+            # compiled velocity of a convolution copies its own (a copy of every node was a pass over 6 MB a batch)
+            values, edges = node_values(graph, solve.layout, state), node_values(graph, solve.layout, state[:, n:])
             # with every tie decided, the residuals as solved under the pattern solved under (below) are the
             # ones to check: reading them off the state again is needed only for other pattern kinds
             as_solved = tied is not None and _masks_and_selections(graph)
