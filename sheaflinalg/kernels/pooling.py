@@ -37,6 +37,20 @@ def _average(x, index, divisor, y, transpose):
                     y[s, c * n_out + p] = acc / divisor[p]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _window_max(x, s, base, row):
+    """``(max, flat position)`` of the window ``row`` (a row of the table) of sample ``s`` of ``x`` whose channel
+    starts at ``base``: the first maximum in the window's order."""
+    best = -np.inf
+    where = -1
+    for q in range(row.shape[0]):
+        i = row[q]
+        if i >= 0 and (where < 0 or x[s, base + i] > best):   # strict: the first maximum wins
+            best = x[s, base + i]
+            where = base + i
+    return best, where
+
+
 @njit(cache=True, nogil=True)
 def _max(x, index, values, argmax):
     C = values.shape[1] // index.shape[0]
@@ -44,15 +58,37 @@ def _max(x, index, values, argmax):
     for s in range(S):
         for c in range(C):
             for p in range(n_out):
-                best = -np.inf
-                where = -1
-                for q in range(K):
-                    i = index[p, q]
-                    if i >= 0 and (where < 0 or x[s, c * n_in + i] > best):   # strict: the first maximum wins
-                        best = x[s, c * n_in + i]
-                        where = c * n_in + i
+                best, where = _window_max(x, s, c * n_in, index[p])
                 values[s, c * n_out + p] = best
                 argmax[s, c * n_out + p] = where
+
+
+@njit(cache=True, nogil=True)
+def _row_scale(x, s):
+    """``max(1, max |x[s]|)``."""
+    top = 1.0
+    for i in range(x.shape[1]):
+        top = max(top, abs(x[s, i]))
+    return top
+
+
+@njit(cache=True, nogil=True)
+def _decided_max(z, forward, previous, index, keep_rtol, tie_rtol, out):
+    C = out.shape[1] // index.shape[0]
+    S, n_out, K, n_in = window_loop_sizes(z, index, C)
+    for s in range(S):
+        keep, tie = keep_rtol * _row_scale(z, s), tie_rtol * _row_scale(forward, s)
+        for c in range(C):
+            for p in range(n_out):
+                o = c * n_out + p
+                best, where = _window_max(z, s, c * n_in, index[p])
+                old = previous[s, o]
+                if z[s, old] >= best - keep:
+                    where = old
+                before = forward[s, old]
+                if abs(forward[s, where] - before) <= tie and z[s, old] < before:
+                    where = old
+                out[s, o] = where
 
 
 @njit(cache=True, nogil=True)
@@ -121,6 +157,33 @@ def max_pool(x, channels, n_in_positions, index, out=None, argmax=None):
     argmax = np.empty((M, channels * index.shape[0]), dtype=np.int64) if argmax is None else argmax
     _max(_check_x(x), index, values, argmax)
     return values, argmax
+
+
+def decided_max_pool(z, forward, previous, index, keep_rtol, tie_rtol):
+    """The selections read off ``z`` against ``previous`` (the selections it was solved under) with the ties of
+    the ``forward`` values decided, every window in one pass (the rules are
+    :func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`'s):
+
+    - the first maximum of the window of ``z``, unless the previous selection is still a maximum up to
+      ``keep_rtol`` times the sample's ``max(1, max |z|)`` (kept);
+    - then the previous selection again wherever the one read was tied with it in ``forward`` (up to ``tie_rtol``
+      times the sample's ``max(1, max |forward|)``) and ``z`` moved the previous one down from its forward value.
+
+    ``z``, ``forward`` (M, ``channels * n_in_positions``), ``previous`` (M, ``channels * n_out_positions``) int64;
+    ``index`` the window table.
+
+    Examples
+    --------
+    >>> index, z = np.array([[0, 1]]), np.array([[1.0, 2.0]])
+    >>> decided_max_pool(z, np.array([[3.0, 3.0]]), np.array([[0]]), index, 1e-12, 1e-12).tolist()  # tied, down
+    [[0]]
+    >>> decided_max_pool(z, np.array([[3.0, 1.0]]), np.array([[0]]), index, 1e-12, 1e-12).tolist()  # not tied
+    [[1]]
+    """
+    out = np.empty(previous.shape, dtype=np.int64)
+    _decided_max(_check_x(z), _check_x(forward), np.ascontiguousarray(previous, dtype=np.int64), index,
+                 float(keep_rtol), float(tie_rtol), out)
+    return out
 
 
 def max_pool_transpose(y, argmax, n_parent):

@@ -109,7 +109,7 @@ def same_pattern(graph, new, old, n_samples):
     return same
 
 
-def graph_pattern(graph, values, previous=None, rtol=1e-12):
+def graph_pattern(graph, values, previous=None, rtol=1e-12, skip=()):
     """The pattern every pattern node reads off its parents' values (``z >= 0`` active; first maximum of a
     window; a smooth node's linearisation point: its parents' values themselves, side by side).
 
@@ -117,10 +117,11 @@ def graph_pattern(graph, values, previous=None, rtol=1e-12):
     completion).  With ``previous`` (a pattern dict), a max-pool keeps its
     previous selection wherever that is still a maximum up to ``rtol`` times
     the sample's largest ``|value|`` in the parent (ties that a numerical solve
-    resolves by rounding noise, e.g. windows of dead ReLUs, do not flip).
+    resolves by rounding noise, e.g. windows of dead ReLUs, do not flip).  The nodes in ``skip`` are left out
+    (a caller that reads them its own way).
     """
     out = {}
-    for name in graph.pattern_nodes:
+    for name in (name for name in graph.pattern_nodes if name not in skip):
         node = graph.node(name)
         parents = [values[p] for p in node.inputs]
         z = parents[0] if len(parents) == 1 else np.concatenate(parents, axis=1)

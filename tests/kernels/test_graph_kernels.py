@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sheaflinalg.kernels.convolution import conv_forward, conv_geometry, conv_transpose
 from sheaflinalg.kernels.pooling import (average_pool, average_pool_transpose, max_pool,
                                          max_pool_transpose)
+from sheaflinalg.kernels import windows
 from sheaflinalg.kernels.windows import adaptive_windows, window_indices
 from sheaflinalg.network.errors import NetworkOverflowError
 from sheaflinalg.network.graph import Graph, Node
@@ -402,3 +403,15 @@ def test_row_maxima_raise_sizes_and_steps_row_by_row_and_a_nan_makes_them_infini
     row_maxima(a, b, size, move)
     np.testing.assert_array_equal(size, want[0])
     np.testing.assert_array_equal(move, want[1])
+
+
+@given(case=convolutions(), ceil_mode=st.booleans())
+def test_a_window_table_kept_for_the_next_call_is_the_built_one_and_cannot_be_written_through(case, ceil_mode):
+    W, spatial, _, stride, padding, dilation = case[:6]
+    kernel = W.shape[2:]
+    built = windows._window_indices(spatial, kernel, stride, padding, dilation, ceil_mode)
+    first = window_indices(spatial, kernel, stride, padding, dilation, ceil_mode)
+    first[0][...] = -7                      # a caller writing into its table
+    again = window_indices(list(spatial), kernel, stride, padding, dilation, ceil_mode)
+    np.testing.assert_array_equal(again[0], built[0])
+    assert again[1] == built[1] and again[0].dtype == np.int64

@@ -51,3 +51,21 @@ def test_substitutions_invert_the_products_on_a_residual_cnn():
     w = np.random.default_rng(0).normal(size=(3, op.layout.n_free))
     np.testing.assert_allclose(op.solve(op.apply(w)), w, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(op.apply_transpose(op.solve_transpose(w)), w, rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=15)
+@given(case=graph_networks(outputs=("identity", "softmax")), reduced=st.booleans())
+def test_substitutions_into_a_used_buffer_write_every_block_and_equal_the_fresh_ones(case, reduced):
+    # the substitutions write each block once, without zeroing the buffer first: nothing of what it held
+    # (NaN here) may survive, on graphs whose nodes have several children (additions, concatenations)
+    net, seed, mode = case
+    X = random_inputs(net, seed, 3, mode)
+    h = sl.harmonic_extension(net, X)
+    op = GraphCoboundary(net.graph, h.pattern, None if reduced else _jacobians(net, h))
+    w = np.random.default_rng(seed).normal(size=(3, op.layout.n_free))
+    for substitution in (op.solve, op.solve_transpose):
+        used = np.full_like(w, np.nan)
+        assert substitution(w, out=used) is used
+        np.testing.assert_array_equal(used, substitution(w))
+        np.testing.assert_allclose(op.apply(used) if substitution == op.solve else op.apply_transpose(used), w,
+                                   rtol=1e-9, atol=1e-9)

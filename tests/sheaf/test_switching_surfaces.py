@@ -12,11 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.naive_graph import coboundary
+from helpers.random_graphs import CNN_STEPS, MODES, graph_networks, random_inputs, random_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
 from sheaflinalg.sheaf.matrix_free.residuals import GraphSheaf
-from sheaflinalg.sheaf.matrix_free.switching import check_surfaces
+from sheaflinalg.network.graph.nodes import INPUT
+from sheaflinalg.sheaf.matrix_free.switching import check_surfaces, forward_pattern, forward_ties, read_pattern
+from sheaflinalg.sheaf.patterns import graph_pattern
 
 
 def _network(rng):
@@ -92,3 +95,63 @@ def test_a_group_over_overlapping_windows_slides_exactly_when_convex_weights_bal
     F[rng.integers(n)] -= 10.0              # one entry pushed far down: no convex weights reach it
     slides, short = group_slides(F, pulls, members, 1e-9)
     assert not slides and short.any()
+
+
+@settings(max_examples=25)
+@given(case=graph_networks(modes=MODES))
+def test_the_forward_pattern_kept_with_the_ties_is_the_pattern_read_off_their_values(case):
+    # iterate_pattern starts from the pattern forward_ties' pass wrote instead of reading the windows again:
+    # the same masks and selections (ties: the first maximum; exact zeros: active) on every node kind
+    net, seed, mode = case
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    tied = forward_ties(net.graph, X)
+    kept, read = forward_pattern(net.graph, tied), graph_pattern(net.graph, tied)
+    assert set(kept) == set(read) == set(net.graph.pattern_nodes)
+    for name in read:
+        np.testing.assert_array_equal(kept[name], read[name])
+        assert kept[name] is not tied.pattern[name]         # a copy: iterate_pattern changes it in place
+    assert forward_pattern(net.graph, dict(tied)).keys() == read.keys()
+
+
+def _decided_windows(z, f, previous, index, n_in, rtol=1e-12):
+    """The selections read off ``z`` with the forward ties decided, window by window from the rules of
+    switching.read_pattern: the first maximum of ``z``, the previous selection kept while it is a maximum up to
+    rounding, and given back where the read one was tied with it at the forward values ``f`` and ``z`` moved
+    the previous one down."""
+    out = np.empty_like(previous)
+    for s in range(z.shape[0]):
+        keep, tie = rtol * max(1.0, np.abs(z[s]).max()), rtol * max(1.0, np.abs(f[s]).max())
+        for o in range(previous.shape[1]):
+            window = [(o // index.shape[0]) * n_in + i for i in index[o % index.shape[0]] if i >= 0]
+            read = window[int(np.argmax(z[s, window]))]
+            old = previous[s, o]
+            if z[s, old] >= z[s, read] - keep:
+                read = old
+            if abs(f[s, read] - f[s, old]) <= tie and z[s, old] < f[s, old]:
+                read = old
+            out[s, o] = read
+    return out
+
+
+@settings(max_examples=40)
+@given(case=graph_networks(modes=("ties", "dead", "mixed"), steps=CNN_STEPS, axes=(1, 2)),
+       moved=st.sampled_from([0.0, 1e-13, 1e-6]))
+def test_the_selections_read_off_a_solution_decide_the_forward_ties_window_by_window(case, moved):
+    # the selections of read_pattern (one compiled pass per max-pool) against the rules written per window, at
+    # solutions that leave the forward values where they were, move them within rounding, or by a response;
+    # previous selections from the forward pass and at random in their windows
+    net, seed, mode = case
+    rng = np.random.default_rng(seed)
+    X = random_inputs(net, seed, 3, mode).reshape(3, -1)
+    tied = forward_ties(net.graph, X)
+    values = {name: v + moved * rng.integers(-1, 2, size=v.shape) * (1.0 + np.abs(v))
+              for name, v in tied.items() if name != INPUT}
+    for previous in (forward_pattern(net.graph, tied), random_pattern(net, rng, 3)):
+        new = read_pattern(net.graph, X, values, previous, tied)
+        for node in (net.graph.node(name) for name in net.graph.pattern_nodes):
+            if node.op == "maxpool":
+                _, n_in, index, _ = node.rule.windows(node, net.graph)
+                u = node.inputs[0]
+                z = X if u == INPUT else values[u]
+                np.testing.assert_array_equal(new[node.name],
+                                              _decided_windows(z, tied[u], previous[node.name], index, n_in))

@@ -10,7 +10,7 @@ from types import MappingProxyType
 import numpy as np
 import scipy.sparse as sp
 
-from ...kernels.pooling import max_pool, max_pool_transpose
+from ...kernels.pooling import decided_max_pool, max_pool, max_pool_transpose
 from .geometry import pool_shape, pool_window, pool_windows, window_reach
 from .rule import SELECTION, OpRule, entries_touched, parameterless
 
@@ -93,6 +93,13 @@ class MaxPool(OpRule):
             kept = np.take_along_axis(z, previous, axis=1) >= best - scale
             argmax = np.where(kept, previous, argmax)
         return argmax
+
+    def read_decided(self, node, graph, z, forward, previous, rtol=1e-12, tie_rtol=1e-12):
+        """:meth:`read_pattern` of ``z`` with ``previous``, then the windows tied at the ``forward`` values (up to
+        ``tie_rtol``) that ``z`` left on a lower entry given back to ``previous`` (the tie decided by the selection
+        solved under, :func:`~sheaflinalg.sheaf.matrix_free.switching.read_pattern`), in one compiled pass."""
+        _, _, index, _ = self.windows(node, graph)
+        return decided_max_pool(z, forward, previous, index, rtol, tie_rtol)
 
     def selected(self, node, graph, rows):
         """The parent's entries that some window selects, ``(n_samples, parent size)`` bool."""

@@ -198,35 +198,67 @@ class GraphCoboundary:
         """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given)."""
         out = np.empty_like(r) if out is None else out
         free = self._blocks(out)
-        for node in self.graph.nodes:
-            value = free[node.name]
-            value[...] = r[:, self._edges[node.name]]
-            for i, parent in enumerate(node.inputs):
-                if parent != INPUT:
-                    value += self._forward(node, i, free[parent])
+        self.solve_blocks({name: r[:, where] for name, where in self._edges.items()}, free)
         if self.jacobians is not None:
             z = free[self.graph.output_node]
             free["yhat"][...] = r[:, self.layout.edge("e_y")] + _jacobian_product(self.jacobians, z)
         return out
 
+    def solve_blocks(self, r, out):
+        """:meth:`solve` of the reduced system on node blocks: ``out[v] = r[v] + sum over parents u of F_(u->v)
+        out[u]`` in topological order, ``r`` and ``out`` ``{node: (n_samples, size)}`` (a node missing from ``r``
+        has no residual).  Each block is written once, its terms added in that order (bit for bit :meth:`solve`'s);
+        contiguous blocks (a caller's own arrays, not views of one cochain) spare the strided passes."""
+        for node in self.graph.nodes:
+            parts = [self._forward(node, i, out[parent]) for i, parent in enumerate(node.inputs) if parent != INPUT]
+            _sum_into(out[node.name], r.get(node.name), parts)
+        return out
+
     def solve_transpose(self, r, out=None):
         """``delta_Omega^{-T} r`` by backward substitution in reverse topological order (into ``out``, not ``r``,
-        if given: a buffer reused across calls spares the allocation's page faults)."""
-        if out is None:
-            out = np.zeros(r.shape)      # calloc: no pass over the pages before the first write
-        else:
-            out.fill(0.0)
+        if given)."""
+        out = np.empty(r.shape) if out is None else out
         free = self._blocks(out)
         edges = self._blocks(r)
+        sent = {}
         if self.jacobians is not None:
             free["yhat"][...] = edges["yhat"]
-            free[self.graph.output_node] += _jacobian_transpose_product(self.jacobians, free["yhat"])
+            sent[self.graph.output_node] = [_jacobian_transpose_product(self.jacobians, free["yhat"])]
+        self.solve_transpose_blocks(edges, free, sent)
+        return out
+
+    def solve_transpose_blocks(self, r, out, sent=None):
+        """:meth:`solve_transpose` of the reduced system on node blocks (as :meth:`solve_blocks`; ``sent``: parts
+        already sent to nodes, ``{node: [arrays]}``, consumed).
+
+        A node's block is complete once its children are done (reverse topological order): it is written once,
+        the transposed maps its children sent it added up in their order and ``r_v`` last (the sums of a zeroed
+        buffer added into, bit for bit), with no zero fill and no accumulation into strided blocks."""
+        sent = {} if sent is None else sent
         for node in reversed(self.graph.nodes):
-            free[node.name] += edges[node.name]
+            value = out[node.name]
+            _sum_into(value, r.get(node.name), sent.pop(node.name, []), last=True)
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
-                    free[parent] += self._transpose(node, i, free[node.name])
+                    sent.setdefault(parent, []).append(self._transpose(node, i, value))
         return out
+
+
+def _sum_into(out, edge, parts, last=False):
+    """``out = edge + parts[0] + parts[1] + ...``, left to right (``last``: ``parts[0] + ... + edge``, the order of a
+    zeroed block that the parts were added into before the edge; ``edge`` None: none), the last addition written
+    into ``out`` (which may be a strided view): one pass over it."""
+    terms = ([] if edge is None else [edge])
+    terms = parts + terms if last else terms + parts
+    if len(terms) < 2:
+        out[...] = terms[0] if terms else 0.0
+        return
+    total = terms[0]
+    if len(terms) > 2:
+        total = terms[0] + terms[1]
+        for term in terms[2:-1]:
+            total += term
+    np.add(total, terms[-1], out=out)
 
 
 def _two_halves(weights):

@@ -69,8 +69,8 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     if tied is None:
         forward = evaluate(graph, X)
         pattern, first = forward.pattern, forward.values
-    else:                           # the forward pass is at hand: its pattern read off its values
-        pattern, first = graph_pattern(graph, tied), tied
+    else:                           # the forward pass is at hand, with its pattern (copied: changed in place below)
+        pattern, first = forward_pattern(graph, tied), tied
     state = np.empty((M, getattr(solve, "width", solve.layout.n_free)))
     settled, cycling = np.zeros(M, dtype=bool), np.zeros(M, dtype=bool)
     history = [set() for _ in range(M)]
@@ -107,15 +107,26 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
 
 class _Ties(dict):
     """The forward values of :func:`forward_ties`, with their zero pre-activations (:func:`forward_zeros`)
-    found once for the batch in ``zeros``."""
+    found once for the batch in ``zeros`` and the pattern the forward pass wrote as it went in ``pattern``."""
 
 
 def forward_ties(graph, X):
     """``{node: (M, size)}``: every node's forward value and the input's under ``"x"``, the ``tied`` argument of
     :func:`read_pattern` (and of :func:`iterate_pattern`, :func:`settle_surfaces`)."""
-    tied = _Ties({**evaluate(graph, X).values, INPUT: X})
-    tied.zeros = forward_zeros(graph, tied)
+    forward = evaluate(graph, X)
+    tied = _Ties({**forward.values, INPUT: X})
+    tied.zeros, tied.pattern = forward_zeros(graph, tied), forward.pattern
     return tied
+
+
+def forward_pattern(graph, tied):
+    """A copy of the pattern of the forward values ``tied``: the one :func:`forward_ties`' forward pass wrote
+    (the same as read off its values, ``z >= 0`` active and a window's first maximum, without reading the
+    windows again), or read off ``tied`` when it has none."""
+    made = getattr(tied, "pattern", None)
+    if made is None:
+        return graph_pattern(graph, tied)
+    return {name: rows.copy() for name, rows in made.items()}
 
 
 def node_values(graph, layout, state):
@@ -208,7 +219,9 @@ def read_pattern(graph, x, values, previous, tied=None):
     whose pre-activation is 0 there (:func:`_decide_zeros`).
     """
     values = {**values, INPUT: x}
-    new = graph_pattern(graph, values, previous=previous)
+    selections = () if tied is None else [name for name in graph.pattern_nodes
+                                          if graph.node(name).rule.pattern is SELECTION]
+    new = graph_pattern(graph, values, previous=previous, skip=selections)
     for node in mask_nodes(graph):
         z = values[node.inputs[0]]
         rounding = np.abs(z) <= ROUNDING * np.maximum(1.0, np.abs(z).max(axis=1, keepdims=True))
@@ -266,8 +279,10 @@ def _decide_zeros(graph, previous, new, tied):
 
 
 def _decide_ties(graph, values, previous, new, tied):
-    """Keep ``previous``'s selection (in ``new``, in place) in every window where the solution moved it down
-    from its forward value and the new maximum was tied with it at the forward pass (up to :data:`ROUNDING`).
+    """The selections (into ``new``) read off the solution, keeping ``previous``'s where it is still a maximum up to
+    rounding (:func:`~sheaflinalg.sheaf.patterns.graph_pattern`), and ``previous``'s again in every window where the
+    solution moved it down from its forward value and the new maximum was tied with it at the forward pass (up
+    to :data:`ROUNDING`); one compiled pass per node (the rule's ``read_decided``).
 
     Both selections give the forward value; the side the nudged state leaves the tie on is the sign of the
     response.  Up: the selected entry stays the largest, or another tied entry went up further and is read
@@ -281,12 +296,8 @@ def _decide_ties(graph, values, previous, new, tied):
     for name in graph.pattern_nodes:
         node = graph.node(name)
         if node.rule.pattern is SELECTION:
-            f, z = tied[node.inputs[0]], values[node.inputs[0]]
-            scale = ROUNDING * np.maximum(1.0, np.abs(f).max(axis=1, keepdims=True))
-            before = np.take_along_axis(f, previous[name], axis=1)
-            tie = np.abs(np.take_along_axis(f, new[name], axis=1) - before) <= scale
-            down = np.take_along_axis(z, previous[name], axis=1) < before
-            new[name] = np.where(tie & down, previous[name], new[name])
+            u = node.inputs[0]
+            new[name] = node.rule.read_decided(node, graph, values[u], tied[u], previous[name], tie_rtol=ROUNDING)
 
 
 def _release(graph, sheaf, x, values, surface, pat, kept):

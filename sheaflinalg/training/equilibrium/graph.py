@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._common.spare import spare_empty
 from ..._common.threads import blas_limit
 from ..._common.validation import check_bool, check_int
 from ...network.graph.forward import evaluate
@@ -105,8 +106,9 @@ class _NudgedSolve:
     #: Rows (samples x seeds) per batched backward substitution.
     BLOCK = 4096
 
-    def __init__(self, graph, maps, loss, nudging, order=1):
+    def __init__(self, graph, maps, loss, nudging, order=1, buffers=None):
         self.graph, self.maps, self.loss, self.nudging, self.order = graph, maps, loss, nudging, order
+        self.buffers = ResponseBuffers() if buffers is None else buffers
         self.layout = Layout.from_graph(graph, reduced=True)
         out = self.layout.free(graph.output_node)
         self.output = np.arange(out.start, out.stop)
@@ -131,25 +133,29 @@ class _NudgedSolve:
         return np.concatenate([w, e], axis=1)
 
     def _state(self, values, e, shift):
-        """``[w + shift, e]``, ``w`` the nodes' ``values`` side by side, written in one pass into one array."""
+        """``[w + shift, e]``, ``w`` the nodes' ``values`` side by side, written in one pass into one array (a
+        kept buffer that nothing holds any more, :func:`~sheaflinalg._common.spare.spare_empty`: fresh pages
+        cost more than the pass); ``e`` and ``shift`` are ``{node: (M, size)}``."""
         n = self.layout.n_free
-        out = np.empty((e.shape[0], 2 * n))
+        M = e[self.graph.output_node].shape[0]
+        out = spare_empty(M * 2 * n).reshape(M, 2 * n)
         for node in self.graph.nodes:
             where = self.layout.free(node.name)
-            np.add(values[node.name], shift[:, where], out=out[:, where])
-        out[:, n:] = e
+            np.add(values[node.name], shift[node.name], out=out[:, where])
+            out[:, n + where.start:n + where.stop] = e[node.name]
         return out
 
     def _respond(self, pattern, M):
         """The response to output coefficients ``u`` for :func:`~.loss_edge.fixed_point`: the residuals
-        ``J^T u`` (one backward substitution per sample) and the state's shift (one forward substitution)."""
+        ``J^T u`` (one backward substitution per sample) and the state's shift (one forward substitution), on
+        node blocks (:attr:`buffers`, reused by every step)."""
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
-        seeds, e, shift = (np.zeros((M, self.layout.n_free)) for _ in range(3))     # reused by every step
+        e, shift = self.buffers.blocks(self.graph, M)
+        out = self.graph.output_node
 
         def respond(u):
-            seeds[:, self.output] = u
-            op.solve(op.solve_transpose(seeds, out=e), out=shift)
-            return (e, shift), shift[:, self.output]
+            op.solve_blocks(op.solve_transpose_blocks({out: u}, e), shift)
+            return (e, shift), shift[out]
         return respond
 
     def _residuals(self, w, Y, pattern, index):
@@ -165,6 +171,38 @@ class _NudgedSolve:
         coefficients, _, _ = solve_coefficients(A @ A.transpose(0, 2, 1), c, w[:, index[:n]], Y, self.nudging,
                                                 self.graph.output, self.loss)
         return (coefficients[:, None, :] @ A)[:, 0]
+
+
+class ResponseBuffers:
+    """The fixed point's residuals and shift as contiguous ``{node: (M, size)}`` blocks of two flat buffers, kept
+    by an oracle from one batch to the next (made again when ``M`` or the sizes change).
+
+    Fresh pages cost their first touch: a batch of 100 through the stroke-image CNN made about 4,300 page faults
+    (two cochains of 3 MB for these two among them), several milliseconds of a 20 ms batch.  The blocks are the
+    fixed point's scratch: its answer is copied out (:meth:`_NudgedSolve._state`) before the next batch, and
+    one oracle is not used from two threads at once.
+    """
+
+    def __init__(self):
+        self._key, self._blocks = None, None
+
+    def blocks(self, graph, M):
+        """``(e, shift)``: two ``{node: (M, size)}`` dicts of contiguous arrays (their contents undefined)."""
+        sizes = [(node.name, graph.sizes[node.name]) for node in graph.nodes]
+        if self._key != (M, sizes):
+            total = M * sum(size for _, size in sizes)
+            self._blocks = tuple(_carve(np.empty(total), sizes, M) for _ in range(2))
+            self._key = (M, sizes)
+        return self._blocks
+
+
+def _carve(buffer, sizes, M):
+    """``{name: (M, size)}`` contiguous views of ``buffer``, one after the other."""
+    blocks, start = {}, 0
+    for name, size in sizes:
+        blocks[name] = buffer[start:start + M * size].reshape(M, size)
+        start += M * size
+    return blocks
 
 
 def _masks_and_selections(graph):
@@ -209,6 +247,7 @@ class GraphEquilibrium(EquilibriumOracle):
         self.max_iter = check_int(max_iter, "max_iter")
         self.params = GraphParameters(graph)
         self.velocity = ParameterVelocity(graph)
+        self.buffers = ResponseBuffers()
 
     def _check(self, theta, X, Y, nudging):
         """``(theta, X, Y, b)`` as float64 arrays and a float, or a ValueError naming what is wrong (before any work)."""
@@ -240,15 +279,16 @@ class GraphEquilibrium(EquilibriumOracle):
             if takes_smooth_path(graph, nudging) else None
         tied = None
         if smooth is None:
-            solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging), 2 if self.symmetric else 1)
+            solve = _NudgedSolve(graph, sheaf.maps, self.loss, float(nudging), 2 if self.symmetric else 1,
+                                 self.buffers)
             tied = forward_ties(graph, X) if abs(nudging) <= TIES_NUDGING else None
             state, pattern, settled, iterations = iterate_pattern(solve, graph, X, Y, self.max_iter, tied)
             sliding = settle_surfaces(solve, sheaf, X, Y, state, pattern, settled,
                                       self._forces(sheaf, X, Y, nudging), REST, self.max_iter, tied)
             n = solve.layout.n_free
-            values = {name: np.ascontiguousarray(v) for name, v in node_values(graph, solve.layout, state).items()}
-            edges = {name: np.ascontiguousarray(v)
-                     for name, v in node_values(graph, solve.layout, state[:, n:]).items()}
+            # views of the state (a kept buffer, held while they are): what reads them takes strided rows, the
+            # compiled velocity of a convolution copies its own (a copy of every node was a pass over 6 MB a batch)
+            values, edges = node_values(graph, solve.layout, state), node_values(graph, solve.layout, state[:, n:])
             # with every tie decided, the residuals as solved under the pattern solved under (below) are the
             # ones to check: reading them off the state again is needed only for other pattern kinds
             as_solved = tied is not None and _masks_and_selections(graph)
