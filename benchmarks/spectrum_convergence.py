@@ -8,12 +8,16 @@ statistics, float64) at ``--side``, on the reduced system:
 * ``lambda_min``: ARPACK on ``L^{-1}`` (SciPy's object, what ``sl.spectrum`` runs), its products counted; and the
   same plain recurrence on ``L^{-1}`` for a history of ``1 / theta`` and its estimate (ARPACK does not expose
   its Ritz values);
-* ``--energy``: ``sl.spectrum(vectors=True)`` and the edge energies of both eigenvectors, largest first.
+* ``--energy``: ``sl.spectrum(vectors=True)`` and the edge energies of both eigenvectors, largest first;
+* ``--localise NODE``: the ``lambda_max`` eigenvector's squared norm on each pixel of ``NODE`` (a convolutional
+  node), and the recurrence on ``L`` started from a random vector on one pixel of ``NODE`` (all channels, zero
+  elsewhere): the pixel of the largest share, the second, the smallest; its products and the value it stops at.
 
 Prints the products of each end, CPU seconds (one thread; a product's also in units of the forward pass's CPU
 seconds, measured in the same run) and the load average, the histories at a few steps, and the largest Ritz
 values of ``L`` when the recurrence stopped (the cluster at the top); ``--json FILE`` writes everything.  Run:
-``.venv/bin/python benchmarks/spectrum_convergence.py --model resnet50 --side 32 [--energy] [--json out.json]``.
+``.venv/bin/python benchmarks/spectrum_convergence.py --model resnet50 --side 32 [--energy]
+[--localise layer2.0.relu_2] [--json out.json]``.
 """
 
 import argparse
@@ -91,7 +95,7 @@ def _timed(f):
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
-def measure(model, side, tol, energy):
+def measure(model, side, tol, energy, localise=None):
     """The numbers of one model at one side, as a dict."""
     from sheaflinalg.spectral.arpack import _start_vector
 
@@ -112,6 +116,8 @@ def measure(model, side, tol, energy):
                                  "history": low}
     if energy:
         out["energy"] = _energy(net, x)
+    if localise:
+        out["localised"] = _localised(net, x, op.n, apply_L, tol, localise)
     out["load_after"] = os.getloadavg()[0]
     return out
 
@@ -130,6 +136,27 @@ def _energy(net, x):
     return tables
 
 
+def _localised(net, x, n, apply_L, tol, node):
+    """Per-pixel share of ``lambda_max``'s eigenvector on ``node``, and recurrences started on single pixels."""
+    import sheaflinalg as sl
+
+    sp = sl.spectrum(net, x, vectors=True, progress=False)
+    v = sp.node_vector(node, "largest")
+    share = (v.reshape(v.shape[0], -1) ** 2).sum(axis=0)
+    block = next(b for b in sp.layout.free_blocks if b.name == node)
+    columns = np.arange(block.slice.start, block.slice.stop).reshape(v.shape[0], -1)
+    order = np.argsort(share)[::-1]
+    rng = np.random.default_rng(5)
+    starts = []
+    for pixel in (order[0], order[1], order[-1]):
+        v0 = np.zeros(n)
+        v0[columns[:, pixel]] = rng.standard_normal(columns.shape[0])
+        history, cpu, _ = _timed(lambda: _Recorded(n, tol, v0).run(apply_L))
+        starts.append({"pixel": int(pixel), "share": float(share[pixel]), "products": len(history),
+                       "value": history[-1][0], "cpu": cpu})
+    return {"node": node, "lambda_max": float(sp.lambda_max[0]), "shares": share.tolist(), "starts": starts}
+
+
 def _report(out):
     print(f"{out['model']} side {out['side']}: N = {out['n_free']:,}, tol {out['tol']:g}, "
           f"load {out['load_before']:.1f}/{out['load_after']:.1f}")
@@ -142,6 +169,13 @@ def _report(out):
             print(f"      step {step + 1:>6}: theta {theta:.12g}  estimate {estimate:.2e}")
         if "ritz" in r:
             print("      largest Ritz values (estimate): " + ", ".join(f"{t:.10g} ({e:.1e})" for t, e in r["ritz"]))
+    local = out.get("localised")
+    if local:
+        print(f"  lambda_max {local['lambda_max']:.10f}: its squared norm on the pixels of {local['node']}: "
+              + ", ".join(f"{v:.2g}" for v in local["shares"]))
+        for start in local["starts"]:
+            print(f"      started on pixel {start['pixel']} (share {start['share']:.2g}): {start['products']} products, "
+                  f"stops at {start['value']:.10f} (CPU {start['cpu']:.1f} s)")
     for which, table in out.get("energy", {}).items():
         if table:
             print(f"  {which}: " + ", ".join(f"{e} {v:.3g}" for e, v in table))
@@ -157,9 +191,10 @@ def main():
     parser.add_argument("--side", type=int, default=32)
     parser.add_argument("--tol", type=float, default=1e-8)
     parser.add_argument("--energy", action="store_true")
+    parser.add_argument("--localise", default=None, metavar="NODE", help="a convolutional node, e.g. layer2.0.relu_2")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    out = measure(args.model, args.side, args.tol, args.energy)
+    out = measure(args.model, args.side, args.tol, args.energy, args.localise)
     _report(out)
     if args.json:
         with open(args.json, "w") as f:
