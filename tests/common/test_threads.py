@@ -409,8 +409,9 @@ def test_threads_of_training_and_harmonic_extension_are_checked(bad):
 
 def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monkeypatch):
     """A slow parallel path runs only short probes; a fast one takes most steps (same results).  The two
-    paths are the serial kernel, one of them delayed on a virtual clock that only the delays advance:
-    the chooser's logic, not this machine's load or speed."""
+    paths are the serial kernel, one of them delayed, timed on a virtual clock (every step takes
+    ``STEP_SECONDS``, the slow path's 2 ms more): the chooser's logic, not this machine's load or speed."""
+    STEP_SECONDS = 1e-4
     import types
     from sheaflinalg.training.euler import tiled
     X, Y = sl.tasks.paraboloid(3000, seed=0)
@@ -421,7 +422,7 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
     def slowed(kernel, name, delay):
         def run(*args):
             counts[name] = counts.get(name, 0) + args[6]           # n_steps
-            clock[0] += delay * args[6]
+            clock[0] += (STEP_SECONDS + delay) * args[6]
             return kernel(*args)
         return run
 
@@ -433,7 +434,7 @@ def test_training_backs_off_to_one_thread_when_the_parallel_path_is_slower(monke
         monkeypatch.setattr(tiled, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
         for name in ("tiled_steps_parallel", "tiled_steps"):     # both serial: only the delay differs
             monkeypatch.setattr(tiled, name, slowed(tiled.tiled_steps, name, 2e-3 if name == slow else 0.0))
-        fit = sl.train(net, X, Y, steps=6000, epoch_steps=1000, seed=0, stagnation=False, progress=False,
+        fit = sl.train(net, X, Y, steps=24000, epoch_steps=1000, seed=0, stagnation=False, progress=False,
                        threads=2)
         results.append(fit.network.parameters())
         monkeypatch.undo()
