@@ -47,6 +47,18 @@ def _not_finite(v):
     return (v - v) != 0.0
 
 
+@njit(cache=True, nogil=True)
+def all_finite(x):
+    """Whether every entry of the 2-D array ``x`` (rows of any stride) is finite: an "or" of per-entry flags
+    (no float sum, which may overflow and keeps the loop scalar), in one compiled call instead of numpy's
+    reduction and its Python overhead (a graph network's forward pass checks every node's block)."""
+    bad = False
+    for s in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            bad |= _not_finite(x[s, j])
+    return not bad
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _rectify_entry(v, slope, mask, out, s, j, then):
     """Whether a value ``v`` just written is not finite; with ``then``, also ``out[s, j]`` and ``mask[s, j]``

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sheaflinalg.kernels.elementwise import checked_add, checked_affine
+from sheaflinalg.kernels.elementwise import all_finite, checked_add, checked_affine
 
 PATTERNS = ("mixed", "all active", "all dead", "exact zeros")
 
@@ -86,3 +86,17 @@ def test_the_checked_kernels_flag_every_entry_that_is_not_finite(kernel, where, 
         finite = _run(kernel, inputs, shape, slope, then)[0]
         # without its rectifier, the rectifier's overflow is no concern of the node
         assert finite == (where == "nothing" or (where == "rectifier overflows" and not then)), (s, j)
+
+
+@given(rows=st.integers(1, 5), cols=st.integers(1, 40), seed=st.integers(0, 2**16),
+       planted=st.sampled_from([None, np.nan, np.inf, -np.inf, 1e308]), strided=st.booleans())
+def test_all_finite_is_numpys_test_on_every_entry(rows, cols, seed, planted, strided):
+    # 1e308 entries are finite, and their sum overflows: the flag must not be a float sum
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(rows, 2 * cols))
+    if planted is not None:
+        x[rng.integers(rows), rng.integers(2 * cols)] = planted
+        if planted == 1e308:
+            x[:, :] = 1e308
+    view = x[:, ::2] if strided else x
+    assert all_finite(view) == bool(np.all(np.isfinite(view)))

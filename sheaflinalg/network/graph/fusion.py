@@ -14,7 +14,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ...kernels.elementwise import checked_add
+from ...kernels.elementwise import all_finite, checked_add
 from ..ops.tangent import Linearisation
 from .nodes import INPUT
 
@@ -122,8 +122,8 @@ class BlockPass:
         finite = True
         if self.residuals is not None:      # added and checked in one compiled pass
             finite = checked_add(out, self.residuals[name][lo:hi], out, 0.0, _NO_MASK, _NO_VALUES, False)
-        elif check:     # the sum is not finite if an entry is not (a finite sum may overflow: then look closer)
-            finite = np.isfinite(np.sum(out)) or np.all(np.isfinite(out))
+        elif check:
+            finite = all_finite(out) if out.ndim == 2 else bool(np.all(np.isfinite(out)))
         if check and not finite:
             raise Overflow((k, lo + int(np.argwhere(~np.isfinite(out))[0, 0])))
         if isinstance(agrees, Linearisation):
