@@ -124,6 +124,12 @@ class OpRule:
         """
         return self.bias(node, graph)
 
+    def read_decided(self, node, graph, z, forward, previous, rtol=1e-12, tie_rtol=1e-12):
+        """A :data:`SELECTION` op's selections read off ``z``, the windows tied at the ``forward`` values given
+        back to ``previous`` (the equilibrium's tie rule, ``sheaf/matrix_free/switching.read_pattern``); every
+        selection op writes it, any other op never sees it."""
+        self._missing("read_decided")
+
     def _missing(self, method):
         raise NotImplementedError(f"operation {self.name!r} does not define {method}: every rule writes all of "
                                   "OpRule's methods (docs/design.md, 'Adding an op')")
