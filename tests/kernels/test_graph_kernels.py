@@ -378,7 +378,7 @@ _ENTRIES = st.floats(-800.0, 800.0) | st.sampled_from([0.0, -0.0, 1e-300, -40.0,
 
 
 @given(st.lists(_ENTRIES, min_size=6, max_size=6), st.booleans())
-def test_silu_both_is_the_definitions_expressions_bit_for_bit(entries, strided):
+def test_silu_both_is_the_definitions_expressions_to_rounding(entries, strided):
     from scipy.special import expit
 
     from sheaflinalg.kernels.elementwise import silu_both
@@ -387,8 +387,10 @@ def test_silu_both_is_the_definitions_expressions_bit_for_bit(entries, strided):
     value, slope = np.empty(z.shape), np.empty(z.shape)
     silu_both(z, value, slope)
     s = expit(z)                    # sigmoid(z), then z s and s (1 + z (1 - s)): the rule's numpy expressions
-    np.testing.assert_array_equal(value, z * s)
-    np.testing.assert_array_equal(slope, s * (1.0 + z * (1.0 - s)))
+    eps = np.finfo(float).eps       # the kernel's exp is within a rounding of libm's: a few roundings in all
+    assert np.all(np.abs(value - z * s) <= 4 * eps * np.abs(z * s) + 1e-300)      # (scipy's underflows sooner)
+    scale = s * (1.0 + np.abs(z) * (1.0 - s))           # the terms of the slope (it cancels near z = -1.28)
+    assert np.all(np.abs(slope - s * (1.0 + z * (1.0 - s))) <= 8 * eps * scale + 1e-300)
 
 
 @given(st.lists(st.floats(-1e3, 1e3) | st.just(np.nan), min_size=12, max_size=12), st.booleans())

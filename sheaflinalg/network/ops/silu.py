@@ -20,13 +20,13 @@ class SiLU(Pointwise):
     name = "silu"
 
     def value(self, node, z):
-        return z * expit(z)
+        return self.both(node, z)[0]
 
     def derivative(self, node, z):
         return self.both(node, z)[1]
 
     def both(self, node, z, out=None):
-        if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass, the same expressions
+        if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass (numpy's expressions to rounding)
             value, slope = np.empty(z.shape) if out is None else out, np.empty(z.shape)
             silu_both(z, value, slope)
             return value, slope
