@@ -1,14 +1,10 @@
-"""``exp`` and the standard normal's distribution function and density in compiled code that vectorises.
+"""The standard normal's distribution function and density in compiled code that vectorises.
 
-libm's ``exp``, ``erf`` and ``erfc`` are scalar calls: GELU's value and slope took 21 ns an entry with them,
-about a tenth of a vision transformer's training epoch (``docs/performance.md``, issue 32).  The functions
-here are arithmetic and one table read, with no branch the compiler cannot turn into a select, so the loops
-that call them vectorise (AVX-512 here: GELU's value and slope in 6.5 ns an entry).
+libm's ``erf`` and ``erfc`` are scalar calls: GELU's value and slope took 21 ns an entry with them, about a
+tenth of a vision transformer's training epoch (``docs/performance.md``, issue 32).  The function here is
+arithmetic and :func:`~.elementary.exp`, with no branch the compiler cannot turn into a select, so the loops
+that call it vectorise (AVX-512 here: GELU's value and slope in 7 ns an entry).
 
-* :func:`exp`: ``2^k exp(r)`` with ``k`` the integer nearest ``x / log 2`` and ``r = x - k log 2`` (``log
-  2`` in two parts: ``k`` times the first is exact), ``exp(r)`` by its Taylor polynomial of degree 13
-  (``|r| <= 0.35``: truncation below 5e-18 relative), ``2^k`` read from a table.  Within about one rounding
-  of the exact value (tested against mpmath); 0 below about ``-745.1``, ``inf`` above about ``709.8``.
 * :func:`normal_lower_tail`: ``Phi(-y)`` and ``exp(-y^2 / 2)`` for ``y >= 0``.  ``Phi(-y) = exp(-y^2 / 2)
   R(y)``, and ``R(y) (L + y)`` is a polynomial of degree 24 in ``Z = (L - y) / (L + y)`` (``L = 4``, ``Z`` in
   ``[-1, 1]``), interpolated in 40-digit arithmetic by ``scripts/normal_tail_coefficients.py`` (relative
@@ -18,20 +14,11 @@ that call them vectorise (AVX-512 here: GELU's value and slope in 6.5 ns an entr
   mpmath).
 """
 
-import math
-
 import numpy as np
 from numba import njit
 
-#: ``log 2`` rounded to 24 significant bits (``k`` times it is exact for every ``k`` that occurs), the rest
-#: of it (mpmath, 40 digits), and ``1 / log 2``.
-LOG2_HIGH = 0.6931471824645996
-LOG2_LOW = -1.904654299957768e-09
-INVERSE_LOG2 = 1.4426950408889634
-#: ``2^k`` for ``k`` from ``-1076`` to ``1023`` (index ``k + 1076``; the first two round to 0 and are not read).
-POWERS_OF_TWO = np.array([math.ldexp(1.0, k) for k in range(-1076, 1024)])
-#: ``1 / n!`` for ``n = 0 .. 13``: ``exp``'s Taylor polynomial on ``|r| <= log(2) / 2``.
-INVERSE_FACTORIALS = np.array([1.0 / math.factorial(n) for n in range(14)])
+from .elementary import exp
+
 #: The scale ``L`` of the tail's variable and the interpolant's monomial coefficients in ``Z``, constant first
 #: (printed by ``scripts/normal_tail_coefficients.py``; ``tests/kernels/test_normal.py`` regenerates them).
 TAIL_SCALE = 4.0
@@ -64,23 +51,6 @@ TAIL_COEFFICIENTS = np.array([
 ])
 #: ``2^27 + 1``: Veltkamp's split of a double into two halves of 26 bits.
 _SPLITTER = 134217729.0
-
-
-@njit(cache=True, nogil=True, inline="always", error_model="numpy")
-def exp(x):
-    """``e^x`` for a float ``x`` (NaN for NaN), within about one rounding of the exact value."""
-    t = x if x > -745.5 else -745.5             # NaN becomes -745.5 here and is given back at the end
-    t = t if t < 710.0 else 710.0
-    k = math.floor(t * INVERSE_LOG2 + 0.5)
-    r = (t - k * LOG2_HIGH) - k * LOG2_LOW
-    p = INVERSE_FACTORIALS[13]
-    for n in range(12, -1, -1):
-        p = p * r + INVERSE_FACTORIALS[n]
-    index = k + 1076
-    index = index + 64 if k < -1000 else index            # a subnormal result: scaled by 2^64, then back by one
-    scale = 2.0 ** -64 if k < -1000 else (2.0 if index > 2099 else 1.0)    # rounding; k = 1024: 2^1023 times 2
-    index = index if index < 2099 else 2099
-    return x if x != x else p * POWERS_OF_TWO[index] * scale
 
 
 @njit(cache=True, nogil=True, inline="always", error_model="numpy")
