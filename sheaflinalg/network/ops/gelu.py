@@ -10,7 +10,7 @@ from scipy.special import ndtr
 from ...kernels.elementwise import GELU_C as _C
 from ...kernels.elementwise import GELU_K as _K
 from ...kernels.elementwise import gelu_both
-from .pointwise import Pointwise, into
+from .pointwise import Pointwise, compiled_both, into
 
 APPROXIMATIONS = ("none", "tanh")
 
@@ -42,10 +42,8 @@ class GELU(Pointwise):
         return self.both(node, z)[1]
 
     def both(self, node, z, out=None):
-        if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass, the same expressions to rounding
-            value, slope = np.empty(z.shape) if out is None else out, np.empty(z.shape)
-            gelu_both(z, value, slope, node.attrs["approximate"] == "tanh")
-            return value, slope
+        if z.dtype == np.float64:       # one compiled pass (every float64 path: the same values bit for bit)
+            return compiled_both(gelu_both, z, out, node.attrs["approximate"] == "tanh")
         gate = self._gate(node, z)          # Phi(z) (or the tanh) once for both
         return into(out, self._value(node, z, gate)), self._derivative(node, z, gate)
 

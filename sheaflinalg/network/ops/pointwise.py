@@ -73,6 +73,20 @@ class Pointwise(Tangent):
         return 8 * graph.sizes[node.name]
 
 
+def compiled_both(kernel, z, out, *args):
+    """``(f(z), f'(z))`` from a compiled kernel ``kernel(rows, value, slope, *args)`` of float64 rows (any
+    stride): ``z`` of two axes as it is, any other shape as one row, so that every float64 path of a rule
+    (its value, its derivative, the forward pass with tangents) runs the same kernel; the value written into
+    ``out`` (and returned) if given."""
+    rows = z if z.ndim == 2 else z.reshape(1, -1)
+    value = out if out is not None and z.ndim == 2 else np.empty(rows.shape)
+    slope = np.empty(rows.shape)
+    kernel(rows, value, slope, *args)
+    if z.ndim == 2:
+        return value, slope
+    return into(out, value.reshape(z.shape)), slope.reshape(z.shape)
+
+
 def into(out, value):
     """``value``, copied into ``out`` and ``out`` returned if ``out`` is given."""
     if out is None:

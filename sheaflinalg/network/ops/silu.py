@@ -4,7 +4,7 @@ import numpy as np
 from scipy.special import expit
 
 from ...kernels.elementwise import silu_both
-from .pointwise import Pointwise, into
+from .pointwise import Pointwise, compiled_both, into
 
 
 class SiLU(Pointwise):
@@ -26,10 +26,8 @@ class SiLU(Pointwise):
         return self.both(node, z)[1]
 
     def both(self, node, z, out=None):
-        if z.ndim == 2 and z.dtype == np.float64:     # rows: one compiled pass (numpy's expressions to rounding)
-            value, slope = np.empty(z.shape) if out is None else out, np.empty(z.shape)
-            silu_both(z, value, slope)
-            return value, slope
+        if z.dtype == np.float64:       # one compiled pass (numpy's expressions to rounding)
+            return compiled_both(silu_both, z, out)
         s = expit(z)
         return into(out, z * s), s * (1.0 + z * (1.0 - s))
 
