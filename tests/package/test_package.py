@@ -15,7 +15,7 @@ from sheaflinalg._common.resources import data_names
 
 ROOT_ENTRIES = {".ci", ".gitignore", "README.md", "benchmarks", "docs", "pyproject.toml", "scripts", "setup.cfg",
                 "sheaflinalg", "tests"}
-SCRIPTS = {"setup.sh", "reproduce_all.py"}
+SCRIPTS = {"setup.sh", "reproduce_all.py", "normal_tail_coefficients.py"}
 
 
 def _git_files(*args):
