@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers.random_graphs import CNN_STEPS, graph_networks, random_inputs, random_pattern
@@ -139,3 +139,31 @@ def test_windows_are_refused_where_they_do_not_apply():
         sl.spectrum(net, x, window=4)
     with pytest.raises(ValueError, match="pins"):
         sl.spectrum(net, x, method="windows", pins={"r": [0]})
+
+
+@given(case=graph_networks(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 1000))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_product_of_a_vector_on_a_few_nodes_skips_the_others_exactly(case, threads, seed, monkeypatch):
+    """Every step and activation mode: ``L w`` for ``w`` zero outside some nodes, computed on the nodes of
+    :meth:`GraphCoboundary.support` alone, is the whole product (up to the sign of zeros), one or two threads."""
+    from sheaflinalg._common import threads as _threads
+    from sheaflinalg.sheaf.matrix_free.coboundary import GraphCoboundary
+
+    net, net_seed, mode = case
+    X = random_inputs(net, net_seed, 2, mode).reshape(2, -1)
+    delta = GraphCoboundary(net.graph, net.evaluate(X).pattern)
+    rng = np.random.default_rng(seed)
+    w = np.zeros((2, delta.layout.n_free))
+    for block in delta.layout.free_blocks:
+        if rng.random() < 0.3:
+            w[:, block.slice] = rng.normal(size=(2, block.size))
+    monkeypatch.setattr(_threads, "usable_threads", lambda n: n)
+    only = delta.support(w)
+    whole = delta.apply(w, threads)
+    part = delta.apply(w, threads, only)
+    assert np.array_equal(part, whole)
+    assert np.array_equal(delta.apply_transpose(part, threads, only), delta.apply_transpose(whole, threads))
+    L = _dense(net, X)[1]
+    np.testing.assert_allclose(delta.apply_transpose(part, threads, only)[1], L @ w[1], rtol=1e-10, atol=1e-12)
+    if only is not None:
+        assert len(only) < len(net.graph.nodes)
