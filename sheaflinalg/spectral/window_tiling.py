@@ -2,8 +2,9 @@
 
 The input's spatial extent is cut into cells of ``level`` input pixels per axis.  A node whose shape
 is ``(channels, *spatial)`` with as many spatial axes as the input, and whose pixels span at most
-``level`` input pixels (its stride), puts each of its pixels, all channels, into the cell that holds
-the pixel's centre mapped to the input frame.  Other nodes (flat ones, coarse ones) are in no cell.
+``level`` input pixels (its stride) and more than ``finest`` (default ``level / 2``), puts each of its
+pixels, all channels, into the cell that holds the pixel's centre mapped to the input frame.  Other
+nodes (flat ones, coarse ones, fine ones) are in no cell.
 
 A tiling of period ``P`` and offset ``o`` keeps the cells whose index is ``o`` modulo ``P`` on every
 axis; each kept cell is one window.  The ``P ** d`` offsets put every cell into exactly one tiling.
@@ -115,7 +116,7 @@ def window_level(graph):
     return level
 
 
-def cells(graph, layout, level):
+def cells(graph, layout, level, finest=None):
     """:class:`Cells` of a graph network's free coordinates for cells of ``level`` input pixels.
 
     Parameters
@@ -125,13 +126,18 @@ def cells(graph, layout, level):
         Its layout (free blocks named as the nodes).
     level : int
         Cell side in input pixels (at least 1).
+    finest : float, optional
+        Only nodes whose pixels span more than this (default ``level / 2``: the nodes of the level's
+        stride; finer nodes hold little of a mode that lives on the level's pixels, and leaving them
+        out lets a product skip them, :meth:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary.support`).
     """
+    finest = level / 2 if finest is None else finest
     spatial = graph.input_shape[1:]
     strides = node_strides(graph)
     coords, cell = [], []
     for block in layout.free_blocks:
         stride = strides.get(block.name)
-        if stride is None or max(stride) > level:
+        if stride is None or not finest < max(stride) <= level:
             continue
         shape = graph.shapes[block.name]
         index = np.arange(block.size, dtype=np.int64).reshape(shape)

@@ -98,8 +98,9 @@ def test_the_tilings_partition_the_cells():
                                                                               "padding": 0, "dilation": 1}),
                                               sl.Node("r", "relu", ["x"])]).graph
     layout = sl.Layout.from_graph(graph, reduced=True)
-    assert cells(graph, layout, 2).coords.size == 63       # the pool's pixels span 2.25 x 2.33 input pixels
-    found = cells(graph, layout, 3)
+    assert cells(graph, layout, 2, 0).coords.size == 63       # the pool's pixels span 2.25 x 2.33 input pixels
+    assert cells(graph, layout, 3).coords.size == 12          # by default not the relu's, of one input pixel
+    found = cells(graph, layout, 3, 0)
     assert found.counts == (3, 3) and found.coords.size == 63 + 12
     for period in (2, 3):
         plans = tilings(found, period)
