@@ -168,3 +168,18 @@ def test_a_product_of_a_vector_on_a_few_nodes_skips_the_others_exactly(case, thr
     np.testing.assert_allclose(delta.apply_transpose(part, threads, only)[1], L @ w[1], rtol=1e-10, atol=1e-12)
     if only is not None:
         assert len(only) < len(net.graph.nodes)
+
+
+def test_the_command_takes_the_windows(tmp_path, capsys):
+    from helpers.graph_examples import every_op_network
+    from sheaflinalg.cli import main
+
+    net = every_op_network()
+    path = str(tmp_path / "graph.npz")
+    net.save(path)
+    assert main(["spectrum", "--network", path, "--samples", "2", "--method", "windows", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "method windows" in out
+    X = np.random.default_rng(42).uniform(-2.0, 2.0, size=(2, net.n_inputs))
+    np.testing.assert_allclose(sl.spectrum(net, X, method="windows", progress=False).lambda_max,
+                               [np.linalg.eigvalsh(L)[-1] for L in _dense(net, X)], rtol=1e-9)
