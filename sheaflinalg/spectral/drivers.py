@@ -47,7 +47,7 @@ from .operators.graph_systems import (LANCZOS_MIN, distinct_graph_patterns, dist
                              graph_weights)
 from .operators.chain import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
-from .windowed import window_problems
+from .windowed import WINDOW_VECTORS, check_windows, window_problems
 from ..network.paths import CHAIN, GRAPH, engine
 
 SYSTEMS = ("reduced", "free")
@@ -117,25 +117,6 @@ def _check_arpack_options(maxiter, ncv, k, n, method):
 #: Vectors of size ``N`` that the plain Lanczos recurrence of ``lambda_max`` keeps (its start, three of the
 #: recurrence): what it counts for in the memory estimate instead of ARPACK's ``ncv``.
 LANCZOS_VECTORS = 4
-#: The same for ``method="windows"``: the refinement's and the cross-check's recurrences, and the windows'
-#: vectors and their history (a tiling holds a ninth of the coordinates or less, its history in float32).
-WINDOW_VECTORS = 2 * LANCZOS_VECTORS + 8
-
-
-def _check_windows(method, path, k, pinned, window):
-    """``method="windows"`` needs a graph network, ``k=1`` and no pins; ``window`` goes with it only."""
-    if method != "windows":
-        if window is not None:
-            raise ValueError("window= is the windows' cell side: it needs method='windows'")
-        return
-    if path != GRAPH:
-        raise ValueError("method='windows' needs a graph network (an MLP has no pixels); use 'arpack'")
-    if k != 1:
-        raise ValueError(f"method='windows' finds lambda_max alone: it needs k=1, got k={k}")
-    if pinned:
-        raise ValueError("method='windows' does not take pins, soft_pins or reluctance; use 'arpack'")
-    if window is not None:
-        check_int(window, "window", 1)
 
 
 def _check_vector_memory(n_samples, N, k, vectors, ncv):
@@ -315,8 +296,8 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     check_choice(system, SYSTEMS, "system")
     check_choice(method, SPECTRUM_METHODS, "method")
-    _check_windows(method, path, k, pinned := pins is not None or soft_pins is not None or reluctance is not None,
-                   window)
+    pinned = pins is not None or soft_pins is not None or reluctance is not None
+    check_windows(method, path == GRAPH, k, pinned, window)
     vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import eigh_tridiagonal
 
+from .._common.validation import check_int
 from .lanczos import LargestLanczos
 from .window_tiling import cells, tilings, window_level
 
@@ -51,6 +52,14 @@ WINDOW_MAX_STEPS = 120
 CHECK_STEPS = 30
 #: An entry of a probe's product counts as a coupling above this fraction of the product's largest.
 COUPLING_FLOOR = 1e-13
+#: Vectors of size ``N`` that ``method="windows"`` counts for in :func:`~sheaflinalg.spectrum`'s memory estimate:
+#: the refinement's and the cross-check's recurrences (four each), the windows' vectors and their history (a
+#: tiling holds a ninth of the coordinates or less, its history in float32).
+WINDOW_VECTORS = 16
+
+
+#: The phases whose products :class:`WindowReport` counts.
+PHASES = ("probe", "windows", "refine", "check", "fallback")
 
 
 @dataclass
@@ -82,7 +91,7 @@ class WindowReport:
     period: int = 0
     tilings: int = 0
     windows: int = 0
-    products: dict = field(default_factory=lambda: dict.fromkeys(("probe", "windows", "refine", "check", "fallback"), 0))
+    products: dict = field(default_factory=lambda: dict.fromkeys(PHASES, 0))
     fallback: bool = False
 
 
@@ -151,6 +160,7 @@ class WindowedLargest:
             self._phase_count = 0
 
     def _run(self):
+        """The phases in turn, as a generator of requests (module docstring)."""
         best = None
         if self.cells is not None and self.cells.coords.size:
             period, plans = yield from self._counted("probe", self._separated_tilings())
@@ -303,3 +313,19 @@ def window_problems(graph, layout, vector, level=None):
         reports.append(problem.report)
         return problem
     return make, reports
+
+
+def check_windows(method, graph, k, pinned, window):
+    """``method="windows"`` needs a graph network (``graph``), ``k=1`` and no pins; ``window`` goes with it only."""
+    if method != "windows":
+        if window is not None:
+            raise ValueError("window= is the windows' cell side: it needs method='windows'")
+        return
+    if not graph:
+        raise ValueError("method='windows' needs a graph network (an MLP has no pixels); use 'arpack'")
+    if k != 1:
+        raise ValueError(f"method='windows' finds lambda_max alone: it needs k=1, got k={k}")
+    if pinned:
+        raise ValueError("method='windows' does not take pins, soft_pins or reluctance; use 'arpack'")
+    if window is not None:
+        check_int(window, "window", 1)
