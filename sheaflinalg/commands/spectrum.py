@@ -21,8 +21,9 @@ def add_arguments(parser):
     parser.add_argument("--system", default="reduced", choices=("reduced", "free"),
                         help="reduced Laplacian of appendix A, or the unreduced L[Omega,Omega] (default: reduced)")
     parser.add_argument("-k", type=number("-k", int, minimum=1), default=1, help="smallest and largest eigenpairs per input (default: 1)")
-    parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack"),
-                        help="auto: dense for small systems, ARPACK otherwise (default: auto)")
+    parser.add_argument("--method", default="auto", choices=("auto", "dense", "arpack", "windows"),
+                        help="auto: dense for small systems, ARPACK otherwise; windows: lambda_max of a large "
+                             "image's graph network from windows of pixels (-k 1; docs/guide.md) (default: auto)")
     from ..spectral.drivers import TOL
 
     parser.add_argument("--tol", type=number("--tol", minimum=0.0), default=TOL, help=f"ARPACK relative tolerance (default: {TOL:g})")
@@ -50,7 +51,7 @@ def run(args):
     net = network_from_args(args, graphs=True)
     X = inputs_from_args(args, net)[0] if args.inputs else inputs(net.n_inputs, args.samples or 50, args.seed)
     N = Layout.for_network(net, reduced=args.system == "reduced").n_free
-    full = bool(args.plot) and args.method != "arpack" and N <= DENSE_MAX
+    full = bool(args.plot) and args.method not in ("arpack", "windows") and N <= DENSE_MAX
     res = sl.spectrum(net, X, k=args.k, system=args.system, method=args.method, tol=args.tol,
                       full=full, progress=not args.no_progress)
     what = (f"graph network of {len(net.graph.nodes)} nodes, input shape {net.input_shape}" if engine(net) == GRAPH

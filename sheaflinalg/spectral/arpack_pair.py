@@ -160,7 +160,9 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
     ``ncv`` is one value for both problems or a pair ``(ncv_A, ncv_B)`` (:func:`problem_ncv`).
     ``lanczos=True`` (with ``k = 1``) finds the largest eigenpair of each ``A_u`` by the plain Lanczos
     recurrence instead (:class:`~sheaflinalg.spectral.lanczos.LargestLanczos`; ``ncv_A`` unused);
-    ``lanczos="value"`` its eigenvalue alone, ``(wA, None, residual estimate)``, in half the products.
+    ``lanczos="value"`` its eigenvalue alone, ``(wA, None, residual estimate)``, in half the products;
+    a callable ``lanczos(n, tol, maxiter, v0)`` makes each ``A_u``'s problem (an object with the same
+    ``request()`` / ``result()``, e.g. :class:`~sheaflinalg.spectral.windowed.WindowedLargest`).
 
     Returns
     -------
@@ -185,6 +187,8 @@ def largest_pairs(apply_batch, n, count, k, tol=0.0, maxiter=None, ncv=None, v0=
         return [_largest_pair_in_sequence(_one_system(apply_batch, u), n, k, tol, maxiter, ncv, v0)
                 for u in range(count)]
     def problem(i):
+        if i == 0 and callable(lanczos) and k == 1:
+            return lanczos(n, tol, maxiter, v0)
         if i == 0 and lanczos and k == 1:
             return LargestLanczos(n, tol, maxiter, v0, vector=lanczos != "value")
         return _Problem(n, k, tol, maxiter, problem_ncv(ncv, i), v0)

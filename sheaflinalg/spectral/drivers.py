@@ -47,10 +47,13 @@ from .operators.graph_systems import (LANCZOS_MIN, distinct_graph_patterns, dist
                              graph_weights)
 from .operators.chain import CoboundaryOperator, typed_weights
 from .result import SpectrumResult, fix_signs
+from .windowed import WINDOW_VECTORS, check_windows, window_problems
 from ..network.paths import CHAIN, GRAPH, engine
 
 SYSTEMS = ("reduced", "free")
 METHODS = ("auto", "dense", "arpack")
+#: :func:`spectrum` also takes ``"windows"`` (graph networks, ``k=1``: :mod:`~sheaflinalg.spectral.windowed`).
+SPECTRUM_METHODS = METHODS + ("windows",)
 SOLVERS = ("auto", "substitution", "cholmod", "superlu")
 DENSE_MAX = 200
 # Default ARPACK tolerance on the relative Ritz residuals.  The eigenvalue error
@@ -93,11 +96,11 @@ def _distinct_patterns(masks, M):
 
 def _choose_method(method, full, N, k, dense_max):
     """``"dense"`` or ``"arpack"`` for ``method`` (``"auto"``: dense up to ``dense_max``), or a clear error."""
-    if full and method == "arpack":
+    if full and method in ("arpack", "windows"):
         raise ValueError("full=True needs the dense method (method='dense' or 'auto')")
     if method == "auto":
         method = "dense" if (N <= dense_max or full) else "arpack"
-    if method == "arpack" and k >= N:
+    if method in ("arpack", "windows") and k >= N:
         raise ValueError(f"k={k} is too large for ARPACK: it needs k < N={N}; use method='dense'")
     return method
 
@@ -186,7 +189,7 @@ def _check_k(k, n):
 
 def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="auto",
              full=False, tol=TOL, maxiter=None, ncv=None, dense_max=DENSE_MAX, threads=None,
-             progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto"):
+             progress=True, pins=None, soft_pins=None, reluctance=None, solver="auto", window=None):
     """Extreme eigenvalues of ``L[Omega, Omega]`` of every sample's activation pattern.
 
     A graph network's Laplacian is applied node by node (its nodes in
@@ -218,8 +221,16 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         Frozen activation pattern (see :func:`sheaflinalg.assemble`; a graph
         network: ``{node: array}``, masks and max-pool positions);
         default: each sample's forward-pass pattern.
-    method : {"auto", "dense", "arpack"}
+    method : {"auto", "dense", "arpack", "windows"}
         ``"auto"``: dense for ``N <= dense_max`` (or ``full=True``), ARPACK otherwise.
+        ``"windows"`` (a graph network, ``k=1``): ``lambda_min`` as ``"arpack"``, ``lambda_max`` by many
+        small principal problems at once, refined on the whole ``L``
+        (:mod:`~sheaflinalg.spectral.windowed`): for large images whose top of the spectrum is a
+        cluster of pixel-local modes (ResNet-50), where the plain recurrence needs thousands of
+        products.  It is not chosen automatically: on networks without such a cluster (ResNet-18)
+        and on small images it costs more products than ``"arpack"``.  Guarantees: ``lambda_max`` is
+        an eigenvalue of ``L`` within ``tol``, at least a rigorous lower bound, and the largest up to
+        the windows' truncation; what was done is in the result's ``windows``.
     full : bool
         Also return the whole spectrum (dense method only).
     tol : float
@@ -255,6 +266,10 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
         shift-invert uses a sparse Cholesky factor.
     solver : {"auto", "cholmod", "superlu"}
         Factorisation of the augmented systems (see :func:`spectrum_of_system`).
+    window : int, optional
+        ``method="windows"``: the side of the windows' cells in input pixels (default
+        :func:`~sheaflinalg.spectral.window_tiling.window_level`: the stride of the node with the
+        largest map).
 
     Returns
     -------
@@ -280,13 +295,14 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     path = engine(net)
     X, _ = as_samples(X, net.n_inputs, input_shape=net.input_shape)
     check_choice(system, SYSTEMS, "system")
-    check_choice(method, METHODS, "method")
+    check_choice(method, SPECTRUM_METHODS, "method")
+    pinned = pins is not None or soft_pins is not None or reluctance is not None
+    check_windows(method, path == GRAPH, k, pinned, window)
     vectors, full, progress = check_bool(vectors, "vectors"), check_bool(full, "full"), check_bool(progress, "progress")
     tol = check_tol(tol, "tol")
     dense_max = check_int(dense_max, "dense_max", 0)
     reduced = system == "reduced"
     check_choice(solver, ("auto", "cholmod", "superlu"), "solver")
-    pinned = pins is not None or soft_pins is not None or reluctance is not None
     if solver != "auto" and not pinned:
         raise ValueError(f"solver={solver!r} has no effect without pins, soft_pins or reluctance (an unpinned "
                          "spectrum shifts and inverts by block substitution); drop it")
@@ -309,13 +325,18 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
     lanczos = path == GRAPH and method == "arpack" and graph_lanczos(ncv, N, k, tol)
     if lanczos and not vectors:
         lanczos = "value"        # no second run of the recurrence for an eigenvector nobody asked for
+    reports = None
+    if method == "windows":
+        lanczos, reports = window_problems(net.graph, layout, vectors, window)
     if path == GRAPH:
         ncv = graph_ncv(ncv, N, k)
     threads = None if threads is None else resolve_threads(threads)
     # the forward pass and its patterns, the output Jacobians (diagonals; dense for softmax), and per
     # sample 2k eigenvalues (and eigenvectors of size N)
     krylov = (LANCZOS_VECTORS, problem_ncv(ncv, 1)) if lanczos else ncv     # the recurrence keeps a few vectors
-    _check_vector_memory(X.shape[0], N, k, vectors, krylov if method == "arpack" else 0)
+    if method == "windows":
+        krylov = (WINDOW_VECTORS, problem_ncv(ncv, 1))
+    _check_vector_memory(X.shape[0], N, k, vectors, krylov if method in ("arpack", "windows") else 0)
     n_out = net.n_outputs
     jacobian = 0 if reduced else n_out * (n_out if net.output == "softmax" else 1)
     check_batch(X.shape[0], FLOAT * (3 * stalks + jacobian + 2 * k * (2 + (N if vectors else 0))), "the spectra")
@@ -332,6 +353,7 @@ def spectrum(net, X, k=1, vectors=True, system="reduced", pattern=None, method="
             result = _spectrum_of_patterns(net, X, k, vectors, reduced, pattern, method, full, tol, maxiter, ncv,
                                            threads, progress, layout)
     result.path = path
+    result.windows = reports
     return result
 
 
@@ -391,7 +413,7 @@ def _graph_spectrum(net, X, k, vectors, reduced, pattern, method, full, tol, max
     N = layout.n_free
     groups = graph_groups(first.size, N, k, ncv)
     # one group (one large image): a bar over its Lanczos steps instead of one over the groups
-    steps = progress and method == "arpack" and len(groups) == 1 and N >= LANCZOS_MIN
+    steps = progress and method in ("arpack", "windows") and len(groups) == 1 and N >= LANCZOS_MIN
     with progress_bar(None, steps, "spectrum", unit="step") as bar:
         return _solve_distinct(lambda: graph_dense_laplacians(net, X[first], pattern, reduced),
                                lambda threads: batched(graph_operators(net, pattern, jacobians, threads), first, N, k,

@@ -96,6 +96,31 @@ class LargestLanczos:
             return np.array([self._theta]), None, self._estimate
         return np.array([self._theta]), self._v.reshape(-1, 1)
 
+    @property
+    def steps(self):
+        """Products absorbed by the recurrence so far (its rebuilding run not counted)."""
+        return len(self._alpha)
+
+    @property
+    def theta(self):
+        """The largest Ritz value so far (a lower bound of the largest eigenvalue), None before the first step."""
+        return self._theta
+
+    @property
+    def first_alpha(self):
+        """``q_1^T A q_1``: the Rayleigh quotient of the start vector, None before the first step."""
+        return self._alpha[0] if self._alpha else None
+
+    @property
+    def start_overlap(self):
+        """``|s_1|``: the cosine between the start vector and the current Ritz vector, None before the first step."""
+        return None if self._s is None else float(abs(self._s[0]))
+
+    @property
+    def building(self):
+        """Whether the recurrence has not yet met its stopping rule."""
+        return self._phase == "build"
+
     def _orthogonalise(self, alpha, beta_prev):
         self._w -= alpha * self._q + beta_prev * self._q_prev
 

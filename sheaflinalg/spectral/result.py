@@ -49,7 +49,8 @@ class SpectrumResult:
         Named blocks the energies are reported on (for a pinned system, the
         layout's blocks without the pinned coordinates).
     method : str
-        ``"dense"``, ``"arpack"`` (substitution), ``"cholmod"`` or ``"superlu"``.
+        ``"dense"``, ``"arpack"`` (substitution), ``"windows"`` (``lambda_max`` by windows, see
+        :mod:`~sheaflinalg.spectral.windowed`), ``"cholmod"`` or ``"superlu"``.
     system : str
     n_operator : int
         Operator applications used by ARPACK, summed over the samples.
@@ -61,6 +62,9 @@ class SpectrumResult:
         Which engine ran: ``"chain"`` (the fused chain kernels) or ``"graph"``;
         (:func:`~sheaflinalg.network.paths.engine`; None for a
         system without a network).
+    windows : list of WindowReport or None
+        ``method="windows"``: per distinct system, what the windows did and what ``lambda_max`` is
+        guaranteed to be (:class:`~sheaflinalg.spectral.windowed.WindowReport`).
     """
 
     smallest: np.ndarray
@@ -76,6 +80,7 @@ class SpectrumResult:
     n_operator: int = 0
     n_distinct: int = 0
     path: str = None
+    windows: list = None
 
     @property
     def lambda_min(self):

@@ -103,14 +103,17 @@ class GraphCoboundary:
     def _blocks(self, w):
         return {name: w[:, where] for name, where in self._slices}
 
-    def _each_node(self, fn, threads):
-        """``fn(node)`` for every node, in order: lazily (one node at a time) on one thread; with
-        ``threads > 1`` and a second core free, all at once, the nodes shared by two threads in two
-        fixed halves of about equal work.  ``fn`` must write nothing another call reads."""
+    def _each_node(self, fn, threads, only=None):
+        """``fn(node)`` for every node (``only``: the nodes named in it; None for the others), in order: lazily
+        (one node at a time) on one thread; with ``threads > 1`` and a second core free, all at once, the
+        nodes shared by two threads in two fixed halves of about equal work.  ``fn`` must write nothing
+        another call reads."""
         nodes = self.graph.nodes
         if threads < 2 or len(nodes) < 2 or _threads.usable_threads(2) < 2:
-            return map(fn, nodes)
+            return (None if only is not None and node.name not in only else fn(node) for node in nodes)
         halves = self._halves()
+        if only is not None:
+            halves = [[i for i in half if nodes[i].name in only] for half in halves]
         done = map_blocks(lambda half: [fn(nodes[i]) for i in half], halves, 2)
         results = [None] * len(nodes)
         for half, values in zip(halves, done):
@@ -130,12 +133,15 @@ class GraphCoboundary:
             self._sums_cache = _two_halves([self.graph.sizes[node.name] for node in self.graph.nodes])
         return self._sums_cache
 
-    def apply(self, w, threads=1):
+    def apply(self, w, threads=1, only=None):
         """``delta_Omega w`` (edges in the layout's order; here one edge per free block, same offsets).
 
         ``threads``: 2 shares the nodes' edges between two threads (each edge is computed as alone).
+        ``only``: the names of the nodes whose edges are computed, the others written as zero (exact when
+        the blocks of ``w`` of such a node and of its parents are zero: :meth:`support`).
         """
-        blocks, out = self._blocks(w), np.empty_like(w)
+        blocks = self._blocks(w)
+        out = np.empty_like(w) if only is None else np.zeros_like(w)
 
         def edge(node):
             e = out[:, self._edges[node.name]]
@@ -143,17 +149,18 @@ class GraphCoboundary:
             for i, parent in enumerate(node.inputs):
                 if parent != INPUT:
                     e -= self._forward(node, i, blocks[parent])
-        list(self._each_node(edge, threads))
+        list(self._each_node(edge, threads, only))
         if self.jacobians is not None:
             z = blocks[self.graph.output_node]
             out[:, self.layout.edge("e_y")] = blocks["yhat"] - _jacobian_product(self.jacobians, z)
         return out
 
-    def apply_transpose(self, e, threads=1):
+    def apply_transpose(self, e, threads=1, only=None):
         """``delta_Omega^T e``.
 
         ``threads``: 2 computes the nodes' transposed maps in two threads; they are added up in one
         fixed order (the nodes', as with one thread), so the result is the same bit for bit.
+        ``only``: the names of the nodes whose edges are read, the others taken as zero (exact when they are).
         """
         out = np.zeros(e.shape)      # calloc: the pages are zeroed as the (two) threads first write them
         free = self._blocks(out)
@@ -162,9 +169,11 @@ class GraphCoboundary:
             edge = e[:, self._edges[node.name]]
             return [(parent, self._transpose(node, i, edge)) for i, parent in enumerate(node.inputs)
                     if parent != INPUT]
-        parts = self._each_node(transposes, threads)
-        if isinstance(parts, map):
+        parts = self._each_node(transposes, threads, only)
+        if not isinstance(parts, list):
             for node, node_parts in zip(self.graph.nodes, parts):
+                if node_parts is None:
+                    continue
                 free[node.name] += e[:, self._edges[node.name]]
                 for parent, part in node_parts:
                     free[parent] -= part
@@ -182,7 +191,7 @@ class GraphCoboundary:
         nodes = self.graph.nodes
         into = {node.name: [] for node in nodes}
         for node_parts in parts:
-            for parent, part in node_parts:
+            for parent, part in node_parts or ():
                 into[parent].append(part)
 
         def add(half):
@@ -193,6 +202,17 @@ class GraphCoboundary:
                 for part in into[name]:
                     value -= part
         map_blocks(add, self._sums(), 2)
+
+    def support(self, w):
+        """The names of the nodes whose edges of ``delta_Omega w`` can be nonzero: those with a nonzero block of
+        ``w`` and their children (the ``only`` of :meth:`apply` and :meth:`apply_transpose`), or None when that is
+        every node or the system has an output edge."""
+        if self.jacobians is not None:
+            return None
+        nonzero = {name for name, where in self._slices if np.any(w[:, where])}
+        only = {node.name for node in self.graph.nodes
+                if node.name in nonzero or any(parent in nonzero for parent in node.inputs)}
+        return None if len(only) == len(self.graph.nodes) else only
 
     def solve(self, r, out=None):
         """``delta_Omega^{-1} r`` by forward substitution in topological order (into ``out``, not ``r``, if given)."""

@@ -93,7 +93,8 @@ class GraphLaplacianOperator:
         if inverse:
             out = delta.solve(delta.solve_transpose(W))
         else:
-            out = delta.apply_transpose(delta.apply(W, threads), threads)
+            only = delta.support(W)          # a vector on a few nodes (windows): their edges alone
+            out = delta.apply_transpose(delta.apply(W, threads, only), threads, only)
         for (_, _, y), row in zip(requests, out):
             y[:] = row
         if inverse:
