@@ -19,26 +19,26 @@ from sheaflinalg.sheaf.matrix_free import switching
 from sheaflinalg.sheaf.matrix_free.window_levels import levels
 
 
-def _energy(a, members, target, stiffness):
-    """``sum a^2 / 2 + sum_w stiffness (max(max_{j in w} a_j, target_w) - target_w)^2 / 2``: the levels' energy
-    with each level at its best (``t_w = max(max_j a_j, target_w)``)."""
+def _energy(a, members, target, stiffness, weight, rest):
+    """``sum_j weight_j (a_j - rest_j)^2 / 2 + sum_w stiffness (max(max_{j in w} a_j, target_w) - target_w)^2 / 2``:
+    the levels' energy with each level at its best (``t_w = max(max_j a_j, target_w)``)."""
     top = np.array([a[row].max() for row in members])
-    return 0.5 * a @ a + 0.5 * stiffness * np.sum(np.maximum(top - target, 0.0) ** 2)
+    return 0.5 * weight @ (a - rest) ** 2 + 0.5 * stiffness * np.sum(np.maximum(top - target, 0.0) ** 2)
 
 
-def _slsqp(members, target, stiffness):
+def _slsqp(members, target, stiffness, weight, rest):
     """The levels' quadratic program in ``(a, t)`` by SLSQP from the definitions (``a_j <= t_w``)."""
     W, n = members.shape
     cons = [{"type": "ineq", "fun": (lambda v, w=w, j=j: v[n + w] - v[j])} for w, j in np.argwhere(members)]
-    fun = lambda v: 0.5 * v[:n] @ v[:n] + 0.5 * stiffness * np.sum((v[n:] - target) ** 2)   # noqa: E731
-    start = np.concatenate([np.zeros(n), np.maximum(target, 0.0)])
+    fun = lambda v: 0.5 * weight @ (v[:n] - rest) ** 2 + 0.5 * stiffness * np.sum((v[n:] - target) ** 2)   # noqa
+    start = np.concatenate([np.minimum(rest, target.min()), target])
     return minimize(fun, start, constraints=cons, method="SLSQP", options={"ftol": 1e-15, "maxiter": 500}).x
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), W=st.integers(1, 4), n=st.integers(1, 7), stiffness=st.sampled_from([1.0, 0.3]),
-       signs=st.sampled_from(["down", "mixed"]))
-def test_levels_minimise_the_window_energy_as_a_constrained_solver_does(seed, W, n, stiffness, signs):
+       signs=st.sampled_from(["down", "mixed"]), raised=st.booleans())
+def test_levels_minimise_the_window_energy_as_a_constrained_solver_does(seed, W, n, stiffness, signs, raised):
     rng = np.random.default_rng(seed)
     members = rng.random((W, n)) < 0.6
     members[np.arange(W), rng.integers(0, n, size=W)] = True            # no empty window
@@ -47,14 +47,18 @@ def test_levels_minimise_the_window_energy_as_a_constrained_solver_does(seed, W,
         target *= rng.choice([-1.0, 1.0], size=W)
     if rng.random() < 0.3:
         target[:] = target[0]                                           # equal pulls: ties between levels
-    a, t = levels(members, target, stiffness)
-    v = _slsqp(members, target, stiffness)
-    best = _energy(a, members, target, stiffness)
-    assert best <= _energy(v[:n], members, target, stiffness) + 1e-12
+    weight, rest = np.ones(n), np.zeros(n)
+    if raised:              # entries that windows pulling up select: heavier, resting above 0
+        weight += rng.integers(0, 3, size=n) * stiffness
+        rest = np.where(weight > 1, rng.uniform(0.0, 1.0, size=n), 0.0)
+    a, t = levels(members, target, stiffness, weight, rest)
+    v = _slsqp(members, target, stiffness, weight, rest)
+    best = _energy(a, members, target, stiffness, weight, rest)
+    assert best <= _energy(v[:n], members, target, stiffness, weight, rest) + 1e-12
     np.testing.assert_allclose(a, v[:n], atol=1e-6)
     assert np.all((a[None, :] <= t[:, None] + 1e-12 * np.abs(target).max()) | ~members)
     for d in rng.normal(size=(20, n)):                  # a convex function's local minimum is its minimum
-        assert _energy(a + 1e-4 * d, members, target, stiffness) >= best - 1e-15
+        assert _energy(a + 1e-4 * d, members, target, stiffness, weight, rest) >= best - 1e-15
 
 
 def test_an_isolated_window_puts_its_entries_at_its_output_over_its_size_plus_one():

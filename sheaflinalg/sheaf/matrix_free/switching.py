@@ -185,12 +185,13 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             if not released:
                 return state[0], sorted(surface), pat
             surface, level_pairs = (surface - released) | kept, (level_pairs - released) | kept
+            if LEVELS:              # a released level's group: its levels read off this solve
+                surface, level_pairs = _relevel(graph, values, pat, pat, surface, level_pairs,
+                                                _selecting(graph, pat, released))
             continue
         if flipped and LEVELS:      # the groups of flipped windows over dead ReLUs: their levels read off again
-            found = WindowLevels(graph, values, pat, _flipped_selections(graph, pat, new))
-            kept = _off_levels(level_pairs, found.entries)
-            surface, level_pairs = (surface - level_pairs) | kept | found.pairs, kept | found.pairs
-            found.select(new)
+            surface, level_pairs = _relevel(graph, values, pat, new, surface, level_pairs,
+                                            _flipped_selections(graph, pat, new))
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
             if not flips | flipped:
@@ -204,6 +205,28 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _relevel(graph, values, solved, pattern, surface, level_pairs, only):
+    """``(surface, level_pairs)`` with the levels of the window groups of ``only`` (``{node: windows}``) read off
+    the one-sample solution ``values`` solved under ``solved`` (:class:`~.window_levels.WindowLevels`) in place of
+    the level pairs held on their entries; their windows' selections set in ``pattern`` (in place)."""
+    found = WindowLevels(graph, values, solved, only)
+    kept = _off_levels(level_pairs, found.entries)
+    found.select(pattern)
+    return (surface - level_pairs) | kept | found.pairs, kept | found.pairs
+
+
+def _selecting(graph, pattern, pairs):
+    """``{node: windows}``: the windows of every selection node whose selection in the one-sample ``pattern`` is
+    an entry of the pairs ``(u, i, j)`` (``u`` the node's parent)."""
+    out = {}
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            entries = [e for held in pairs if held[0] == node.inputs[0] for e in held[1:]]
+            out[name] = np.flatnonzero(np.isin(pattern[name][0], entries))
+    return out
 
 
 def _off_levels(pairs, entries):

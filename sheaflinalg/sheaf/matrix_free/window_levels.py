@@ -36,14 +36,16 @@ LEVEL_RTOL = 1e-9
 STIFFNESS = 1.0
 
 
-def levels(members, target, stiffness=1.0):
+def levels(members, target, stiffness=1.0, weight=None, rest=None):
     """``(a, t)``: the entries and window levels minimising
-    ``sum_j a_j^2 / 2 + sum_w stiffness (t_w - target_w)^2 / 2`` subject to ``a_j <= t_w`` for the entries of each
-    window (``members``, ``(W, n)`` bool; ``target``, ``(W,)``), exactly (the dual by non-negative least squares).
+    ``sum_j weight_j (a_j - rest_j)^2 / 2 + sum_w stiffness (t_w - target_w)^2 / 2`` subject to ``a_j <= t_w`` for
+    the entries of each window (``members``, ``(W, n)`` bool; ``target``, ``(W,)``), exactly (the dual by
+    non-negative least squares).
 
-    ``stiffness`` 1 with the targets the window outputs is the module docstring's energy; below 1 the outputs
-    follow the levels (an output pulled by the rest of the network with stiffness ``k`` behind the window's edge:
-    ``stiffness = k / (1 + k)``).
+    ``weight`` 1 and ``rest`` 0 (the defaults) are the entries' own ReLU edges; a window pulling its selected
+    entry up adds its edge to that entry's ``weight`` and ``rest``.  ``stiffness`` 1 with the targets the window
+    outputs is the module docstring's energy; below 1 the outputs follow the levels (an output pulled by the rest
+    of the network with stiffness ``k`` behind the window's edge: ``stiffness = k / (1 + k)``).
 
     Examples
     --------
@@ -52,13 +54,16 @@ def levels(members, target, stiffness=1.0):
     True
     """
     W, n = members.shape
+    weight = np.ones(n) if weight is None else weight
+    rest = np.zeros(n) if rest is None else rest
     cols = np.argwhere(members)
     k = cols.shape[0]
-    A = np.zeros((n + W, k))
-    A[cols[:, 1], np.arange(k)] = 1.0                        # a_j = -sum_w mu_wj
-    A[n + cols[:, 0], np.arange(k)] = 1.0 / np.sqrt(stiffness)   # stiffness (t_w - target_w) = sum_j mu_wj
-    mu, _ = nnls(A, np.concatenate([np.zeros(n), -np.sqrt(stiffness) * target]), maxiter=50 * max(k, 1))
-    return -A[:n] @ mu, target + A[n:] @ mu / np.sqrt(stiffness)
+    S, T = np.zeros((n, k)), np.zeros((W, k))
+    S[cols[:, 1], np.arange(k)] = 1.0                       # weight_j (a_j - rest_j) = -sum_w mu_wj
+    T[cols[:, 0], np.arange(k)] = 1.0                       # stiffness (t_w - target_w) = sum_j mu_wj
+    A = np.vstack([S / np.sqrt(weight)[:, None], T / np.sqrt(stiffness)])
+    mu, _ = nnls(A, np.concatenate([np.sqrt(weight) * rest, -np.sqrt(stiffness) * target]), maxiter=50 * max(k, 1))
+    return rest - S @ mu / weight, target + T @ mu / stiffness
 
 
 class WindowLevels:
@@ -88,10 +93,16 @@ class WindowLevels:
         t = values[u][0, pattern[node.name][0]]
         pull = values[node.name][0] - t                  # the window's edge residual on its selected entry
         scale = np.abs(pull).max() if pull.size else 0.0
-        candidate = np.flatnonzero(np.all(dead[pos] | ~valid, axis=1) & (pull < -LEVEL_RTOL * scale))
+        over_dead = np.all(dead[pos] | ~valid, axis=1)
+        candidate = np.flatnonzero(over_dead & (pull < -LEVEL_RTOL * scale))
         if candidate.size == 0:
             return
         target = t + pull / STIFFNESS
+        up = np.flatnonzero(over_dead & (pull > LEVEL_RTOL * scale))        # pulling their selected entry up
+        weight, rest = np.ones(dead.size), np.zeros(dead.size)
+        np.add.at(weight, pattern[node.name][0, up], STIFFNESS)
+        np.add.at(rest, pattern[node.name][0, up], STIFFNESS * target[up])
+        rest /= weight
         win, slot = np.nonzero(valid[candidate])
         rows, entries = candidate[win], pos[candidate][win, slot]
         groups = _components(rows, entries, pull.size)
@@ -102,7 +113,7 @@ class WindowLevels:
             own = np.unique(entries[np.isin(rows, windows)])
             self.entries.update((u, int(e)) for e in own)
             members = np.stack([np.isin(own, pos[w][valid[w]]) for w in windows])
-            a, level = levels(members, target[windows], STIFFNESS)
+            a, level = levels(members, target[windows], STIFFNESS, weight[own], rest[own])
             tol = LEVEL_RTOL * np.abs(level).max()
             at_level = members & (a[None, :] >= level[:, None] - tol)
             for level_windows, level_entries in _levels_of(at_level):
