@@ -184,10 +184,12 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             released = _release(graph, sheaf, x, values, surface, pat, kept)
             if not released:
                 return state[0], sorted(surface), pat
+            before, trial = surface, {name: rows.copy() for name, rows in pat.items()}
             surface, level_pairs = (surface - released) | kept, (level_pairs - released) | kept
-            if LEVELS:              # a released level's group: its levels read off this solve
-                surface, level_pairs = _relevel(graph, values, pat, pat, surface, level_pairs,
-                                                _selecting(graph, pat, released))
+            if LEVELS:              # a released level's group: its levels read off this solve, unless the same
+                relevelled = _relevel(graph, values, pat, trial, surface, level_pairs, _selecting(graph, pat, released))
+                if relevelled[0] != before:
+                    (surface, level_pairs), pat = relevelled, trial
             continue
         if flipped and LEVELS:      # the groups of flipped windows over dead ReLUs: their levels read off again
             surface, level_pairs = _relevel(graph, values, pat, new, surface, level_pairs,
