@@ -161,7 +161,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     Windows over dead ReLUs pulled down (:mod:`~.window_levels`, with :data:`LEVELS`): whenever a solve flips
     windows of such a group, the group's levels are read off that solve and held instead of its previous ones
     (every level a star of pairs), so that the search holds the sliding modes of all its windows at once
-    rather than discovering their ties one cycle at a time; a released level is split as any group.
+    rather than discovering their ties one cycle at a time; a group that Filippov's condition releases is read
+    off again (split as any group when that gives back the levels it held).
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
@@ -187,7 +188,8 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             before, trial = surface, {name: rows.copy() for name, rows in pat.items()}
             surface, level_pairs = (surface - released) | kept, (level_pairs - released) | kept
             if LEVELS:              # a released level's group: its levels read off this solve, unless the same
-                relevelled = _relevel(graph, values, pat, trial, surface, level_pairs, _selecting(graph, pat, released))
+                relevelled = _relevel(graph, values, pat, trial, surface, level_pairs,
+                                      _selecting(graph, pat, released))
                 if relevelled[0] != before:
                     (surface, level_pairs), pat = relevelled, trial
             continue

@@ -105,27 +105,34 @@ class WindowLevels:
         rest /= weight
         win, slot = np.nonzero(valid[candidate])
         rows, entries = candidate[win], pos[candidate][win, slot]
-        groups = _components(rows, entries, pull.size)
-        chosen = self.selections.setdefault(node.name, {})
+        wanted = np.ones(pull.size, dtype=bool)
         if only is not None:
-            groups = [group for group in groups if np.isin(group, only).any()]
-        for windows in groups:
-            own = np.unique(entries[np.isin(rows, windows)])
-            self.entries.update((u, int(e)) for e in own)
-            members = np.stack([np.isin(own, pos[w][valid[w]]) for w in windows])
-            a, level = levels(members, target[windows], STIFFNESS, weight[own], rest[own])
-            tol = LEVEL_RTOL * np.abs(level).max()
-            at_level = members & (a[None, :] >= level[:, None] - tol)
-            for level_windows, level_entries in _levels_of(at_level):
-                if level_entries.size < 2:
-                    continue
-                counts = at_level[level_windows][:, level_entries].sum(axis=0)
-                anchor = own[level_entries[np.argmax(counts)]]
-                self.pairs.update((u, int(min(anchor, e)), int(max(anchor, e))) for e in own[level_entries]
-                                  if e != anchor)
-                for w in level_windows:
-                    mine = level_entries[at_level[w, level_entries]]
-                    chosen[int(windows[w])] = int(own[mine[np.argmax(counts[np.isin(level_entries, mine)])]])
+            wanted[:] = False
+            wanted[np.asarray(only, dtype=np.int64)] = True
+        chosen = self.selections.setdefault(node.name, {})
+        for group in _groups(rows, entries, pull.size):
+            windows, own = np.unique(rows[group]), np.unique(entries[group])
+            if wanted[windows].any():
+                self.entries.update((u, int(e)) for e in own)
+                members = np.stack([np.isin(own, pos[w][valid[w]]) for w in windows])
+                a, level = levels(members, target[windows], STIFFNESS, weight[own], rest[own])
+                self._hold(u, chosen, windows, own, members & (a[None, :] >= level[:, None] - LEVEL_RTOL *
+                                                                np.abs(level).max()))
+
+    def _hold(self, u, chosen, windows, own, at_level):
+        """Hold every level of one group (``at_level``: ``(W, n)``, entry ``own[j]`` at window ``windows[w]``'s
+        level) as a star around the entry most of its windows share, each window selecting its most shared
+        entry of the level."""
+        for level_windows, level_entries in _levels_of(at_level):
+            if level_entries.size < 2:
+                continue
+            counts = at_level[level_windows][:, level_entries].sum(axis=0)
+            anchor = own[level_entries[np.argmax(counts)]]
+            self.pairs.update((u, int(min(anchor, e)), int(max(anchor, e))) for e in own[level_entries]
+                              if e != anchor)
+            for w in level_windows:
+                mine = at_level[w, level_entries]
+                chosen[int(windows[w])] = int(own[level_entries[mine][np.argmax(counts[mine])]])
 
     def select(self, pattern):
         """Set every level window's selection in the one-sample ``pattern`` (in place)."""
@@ -142,14 +149,16 @@ def _dead_parent(graph, u):
     return node.rule.pattern is MASK and node.rule.slope(node) == 0.0
 
 
-def _components(rows, entries, n_windows):
-    """The windows (arrays of window numbers) connected through shared entries, one array per group."""
+def _groups(rows, entries, n_windows):
+    """The positions in ``rows`` (windows) and ``entries`` (their entries) of each group of windows connected
+    through shared entries, one array per group."""
     labels_of_entries = np.unique(entries, return_inverse=True)[1]
     n = n_windows + labels_of_entries.max() + 1
     adjacency = coo_matrix((np.ones(rows.size), (rows, n_windows + labels_of_entries)), shape=(n, n))
     _, label = connected_components(adjacency, directed=False)
-    used = np.unique(rows)
-    return [used[label[used] == c] for c in np.unique(label[used])]
+    of_row = label[rows]
+    order = np.argsort(of_row, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(of_row[order])) + 1)
 
 
 def _levels_of(at_level):
