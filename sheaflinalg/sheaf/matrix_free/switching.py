@@ -24,7 +24,8 @@ carried along).  This module makes the pattern agree with the solution:
   surface), and the Filippov equilibrium is a frozen solve with those
   coordinates held at 0.  A cycle of max-pool selections alone (ties between
   window entries) is not searched: the sample is reported as not settled,
-  unless the caller decides ties (``tied``, small nudgings: :func:`read_pattern`, which also
+  unless the solve holds pairs (the levels of windows over dead ReLUs: :mod:`~.window_levels`)
+  or the caller decides ties (``tied``, small nudgings: :func:`read_pattern`, which also
   decides the rectifier coordinates whose pre-activation is exactly 0 at the forward pass by the
   sign of the response, so that they never reach this search);
   a cycle of clamp pieces (a surface ``slope * z + offset = min`` or ``max``) is
@@ -46,12 +47,16 @@ from ...network.graph.forward import evaluate
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
+from .window_levels import WindowLevels
 from .window_ties import group_slides, window_entries
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
 #: Filippov searches of a sample whose equilibrium the surface check pushed off a surface (:func:`settle_surfaces`).
 SEARCHES = 3
+#: Whether the Filippov search holds the levels of max-pool windows over dead ReLUs read off each solve
+#: (:mod:`~.window_levels`) instead of finding their ties one cycle at a time.
+LEVELS = True
 
 
 def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
@@ -152,11 +157,17 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     the sample's forward values.  Pairs that share an entry hold a group of entries equal; only a solve
     whose ``holds_pairs`` attribute is true holds pairs (otherwise a cycle of selections alone is not
     searched: None); ``held``: the coordinates and pairs held from the start.
+
+    Windows over dead ReLUs pulled down (:mod:`~.window_levels`, with :data:`LEVELS`): whenever a solve flips
+    windows of such a group, the group's levels are read off that solve and held instead of its previous ones
+    (every level a star of pairs), so that the search holds the sliding modes of all its windows at once
+    rather than discovering their ties one cycle at a time; a group that Filippov's condition releases is read
+    off again (split as any group when that gives back the levels it held).
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
     searched = (MASK, SELECTION) if holds_pairs else (MASK,)
-    surface, seen = set(held), set()
+    surface, seen, level_pairs = set(held), set(), set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -166,28 +177,74 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
         flips = _flipped_masks(graph, pat, new) - surface
-        pairs = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
+        flipped = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
         moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
                                               if graph.node(n).rule.pattern not in searched}, 1)[0]
-        if not flips and not pairs and not moved:
+        if not flips and not flipped and not moved:
             kept = set()
             released = _release(graph, sheaf, x, values, surface, pat, kept)
             if not released:
                 return state[0], sorted(surface), pat
-            surface = (surface - released) | kept
+            before, trial = surface, {name: rows.copy() for name, rows in pat.items()}
+            surface, level_pairs = (surface - released) | kept, (level_pairs - released) | kept
+            if LEVELS:              # a released level's group: its levels read off this solve, unless the same
+                relevelled = _relevel(graph, values, pat, trial, surface, level_pairs,
+                                      _selecting(graph, pat, released))
+                if relevelled[0] != before:
+                    (surface, level_pairs), pat = relevelled, trial
             continue
+        if flipped and LEVELS:      # the groups of flipped windows over dead ReLUs: their levels read off again
+            surface, level_pairs = _relevel(graph, values, pat, new, surface, level_pairs,
+                                            _flipped_selections(graph, pat, new))
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
-            if not flips | pairs:
+            if not flips | flipped:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
             surface |= flips            # the pattern cycles: the flipping coordinates slide
-            for pair in sorted(pairs):  # and the flipping windows' entries, each tie once (independent rows)
+            for pair in sorted(flipped):    # and the flipping windows' entries, each tie once (independent rows;
+                # a window of a level: its entry joins the level's group, the levels read off both solves disagree)
                 if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
                     surface.add(pair)
             continue
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _relevel(graph, values, solved, pattern, surface, level_pairs, only):
+    """``(surface, level_pairs)`` with the levels of the window groups of ``only`` (``{node: windows}``) read off
+    the one-sample solution ``values`` solved under ``solved`` (:class:`~.window_levels.WindowLevels`) in place of
+    the level pairs held on their entries; their windows' selections set in ``pattern`` (in place)."""
+    found = WindowLevels(graph, values, solved, only)
+    kept = _off_levels(level_pairs, found.entries)
+    found.select(pattern)
+    return (surface - level_pairs) | kept | found.pairs, kept | found.pairs
+
+
+def _selecting(graph, pattern, pairs):
+    """``{node: windows}``: the windows of every selection node whose selection in the one-sample ``pattern`` is
+    an entry of the pairs ``(u, i, j)`` (``u`` the node's parent)."""
+    out = {}
+    for name in graph.pattern_nodes:
+        node = graph.node(name)
+        if node.rule.pattern is SELECTION:
+            entries = [e for held in pairs if held[0] == node.inputs[0] for e in held[1:]]
+            out[name] = np.flatnonzero(np.isin(pattern[name][0], entries))
+    return out
+
+
+def _off_levels(pairs, entries):
+    """The pairs ``(u, i, j)`` of ``pairs`` neither of whose entries is in ``entries`` (pairs ``(u, i, j)`` or
+    entries ``(u, j)``)."""
+    held = {(h[0], e) for h in entries for e in h[1:]}
+    return {p for p in pairs if (p[0], p[1]) not in held and (p[0], p[2]) not in held}
+
+
+def _flipped_selections(graph, old, new):
+    """``{node: windows}``: the windows of every selection node whose selection differs in the one-sample
+    patterns ``old`` and ``new``."""
+    return {name: np.flatnonzero(new[name][0] != old[name][0]) for name in graph.pattern_nodes
+            if graph.node(name).rule.pattern is SELECTION}
 
 
 def _flipped_masks(graph, old, new):
@@ -349,7 +406,7 @@ def _release_ties(graph, res, force, pairs, pat, kept):
             slides, short = group_slides(F, pulls, members, tol)
             if not slides and 1 < np.sum(~short) < entries.size:
                 released.update(group)
-                kept.update((u, int(a), int(b)) for a, b in zip(entries[~short][:-1], entries[~short][1:]))
+                kept.update((u, int(entries[~short][0]), int(b)) for b in entries[~short][1:])     # a star
                 for node, w in windows:
                     own = np.isin(entries, window_entries(node, graph, w)) & ~short
                     if own.any():

@@ -1,0 +1,174 @@
+"""The levels of max-pool windows over dead ReLUs pulled down: the sliding modes of a window group in one pass.
+
+A window ``w`` of a max pool whose entries ``a_j`` are all outputs of inactive ReLUs (each entry's own edge pulls
+it back to 0, nothing else pulls it) and whose output ``m_w`` lies below them is a sliding mode: the entry it
+selects follows ``m_w`` down, another (still at 0) becomes the largest, and the pattern iteration visits the
+entries one at a time.  With the outputs ``m`` held where a solve left them, the entries minimise the convex
+energy
+
+``sum_j a_j^2 / 2 + sum_w (max_{j in w} a_j - m_w)^2 / 2``
+
+(convex where every window's largest entry lies above its output, the window pulling down), i.e. with a level
+``t_w`` per window, ``sum_j a_j^2 / 2 + sum_w (t_w - m_w)^2 / 2`` subject to ``a_j <= t_w`` for the entries of
+``w``.  Its dual is a non-negative least-squares problem in the multipliers ``mu_wj >= 0`` (:func:`levels`:
+``a_j = -sum_w mu_wj``, ``t_w = m_w + sum_j mu_wj``), solved exactly per connected group of windows.  The
+entries at their window's level form *levels* (an isolated window of ``n`` entries: all at ``m_w / (n + 1)``;
+overlapping windows: the weaker window's entries above the stronger one's): a level is held equal in the next
+frozen solve (pairs ``(u, anchor, j)``, a star around one entry, whose columns ``e_anchor - e_j`` keep the held
+block of the pinned system near the identity where a chain of pairs would not), every window of the level
+selecting one of its entries.  At a Filippov equilibrium the outputs are the equilibrium's and the entries are
+the minimiser given them (a block of the same convex energy): the levels read off it are the ones it holds, so
+a search that holds the levels read off each solve stops there (:func:`~.switching.on_switching_surface`).
+"""
+
+import numpy as np
+from scipy.optimize import nnls
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from ...network.graph.nodes import INPUT
+from ...network.ops import MASK, SELECTION
+
+#: Relative size (of the group's largest ``|m_w|``) of a gap under which an entry is at its window's level.
+LEVEL_RTOL = 1e-9
+#: The stiffness of the windows' edges in the levels' problem (:func:`levels`): 1 holds the window outputs
+#: where the solve left them; below 1 they follow the levels, as the rest of the network lets them.
+STIFFNESS = 1.0
+
+
+def levels(members, target, stiffness=1.0, weight=None, rest=None):
+    """``(a, t)``: the entries and window levels minimising
+    ``sum_j weight_j (a_j - rest_j)^2 / 2 + sum_w stiffness (t_w - target_w)^2 / 2`` subject to ``a_j <= t_w`` for
+    the entries of each window (``members``, ``(W, n)`` bool; ``target``, ``(W,)``), exactly (the dual by
+    non-negative least squares).
+
+    ``weight`` 1 and ``rest`` 0 (the defaults) are the entries' own ReLU edges; a window pulling its selected
+    entry up adds its edge to that entry's ``weight`` and ``rest``.  ``stiffness`` 1 with the targets the window
+    outputs is the module docstring's energy; below 1 the outputs follow the levels (an output pulled by the rest
+    of the network with stiffness ``k`` behind the window's edge: ``stiffness = k / (1 + k)``).
+
+    Examples
+    --------
+    >>> a, t = levels(np.ones((1, 3), dtype=bool), np.array([-4.0]))    # one window of 3: all at m / 4
+    >>> np.allclose(a, -1.0) and np.allclose(t, -1.0)
+    True
+    """
+    W, n = members.shape
+    weight = np.ones(n) if weight is None else weight
+    rest = np.zeros(n) if rest is None else rest
+    cols = np.argwhere(members)
+    k = cols.shape[0]
+    S, T = np.zeros((n, k)), np.zeros((W, k))
+    S[cols[:, 1], np.arange(k)] = 1.0                       # weight_j (a_j - rest_j) = -sum_w mu_wj
+    T[cols[:, 0], np.arange(k)] = 1.0                       # stiffness (t_w - target_w) = sum_j mu_wj
+    A = np.vstack([S / np.sqrt(weight)[:, None], T / np.sqrt(stiffness)])
+    mu, _ = nnls(A, np.concatenate([np.sqrt(weight) * rest, -np.sqrt(stiffness) * target]), maxiter=50 * max(k, 1))
+    return rest - S @ mu / weight, target + T @ mu / stiffness
+
+
+class WindowLevels:
+    """Per sample, the levels of the max-pool windows over dead ReLUs that a solution pulls down.
+
+    ``pairs`` holds, for the one-sample solution it was read from, the ``(u, i, j)`` entries of ``u`` held
+    equal (stars around each level's anchor), ``selections`` the ``{node: {window: entry}}`` each level's
+    windows select and ``entries`` the ``(u, j)`` entries of every group read (``only``: ``{node: windows}``,
+    the groups with one of these windows; all when None).
+    """
+
+    def __init__(self, graph, values, pattern, only=None):
+        self.pairs, self.selections, self.entries = set(), {}, set()
+        for node in (graph.node(n) for n in graph.pattern_nodes):
+            if node.rule.pattern is SELECTION and _dead_parent(graph, node.inputs[0]):
+                self._read(graph, node, values, pattern, None if only is None else only.get(node.name, ()))
+
+    def _read(self, graph, node, values, pattern, only):
+        """The levels of ``node``'s groups of windows over dead entries pulled down (the groups with a window in
+        ``only`` when given)."""
+        u = node.inputs[0]
+        channels, n_in, index, _ = node.rule.windows(node, graph)
+        P = index.shape[0]
+        pos = (np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]).reshape(channels * P, -1)
+        valid = np.tile(index >= 0, (channels, 1))
+        dead = ~pattern[u][0]
+        t = values[u][0, pattern[node.name][0]]
+        pull = values[node.name][0] - t                  # the window's edge residual on its selected entry
+        scale = np.abs(pull).max() if pull.size else 0.0
+        over_dead = np.all(dead[pos] | ~valid, axis=1)
+        candidate = np.flatnonzero(over_dead & (pull < -LEVEL_RTOL * scale))
+        if candidate.size == 0:
+            return
+        target = t + pull / STIFFNESS
+        up = np.flatnonzero(over_dead & (pull > LEVEL_RTOL * scale))        # pulling their selected entry up
+        weight, rest = np.ones(dead.size), np.zeros(dead.size)
+        np.add.at(weight, pattern[node.name][0, up], STIFFNESS)
+        np.add.at(rest, pattern[node.name][0, up], STIFFNESS * target[up])
+        rest /= weight
+        win, slot = np.nonzero(valid[candidate])
+        rows, entries = candidate[win], pos[candidate][win, slot]
+        wanted = np.ones(pull.size, dtype=bool)
+        if only is not None:
+            wanted[:] = False
+            wanted[np.asarray(only, dtype=np.int64)] = True
+        chosen = self.selections.setdefault(node.name, {})
+        for group in _groups(rows, entries, pull.size):
+            windows, own = np.unique(rows[group]), np.unique(entries[group])
+            if wanted[windows].any():
+                self.entries.update((u, int(e)) for e in own)
+                members = np.stack([np.isin(own, pos[w][valid[w]]) for w in windows])
+                a, level = levels(members, target[windows], STIFFNESS, weight[own], rest[own])
+                self._hold(u, chosen, windows, own, members & (a[None, :] >= level[:, None] - LEVEL_RTOL *
+                                                                np.abs(level).max()))
+
+    def _hold(self, u, chosen, windows, own, at_level):
+        """Hold every level of one group (``at_level``: ``(W, n)``, entry ``own[j]`` at window ``windows[w]``'s
+        level) as a star around the entry most of its windows share, each window selecting its most shared
+        entry of the level."""
+        for level_windows, level_entries in _levels_of(at_level):
+            if level_entries.size < 2:
+                continue
+            counts = at_level[level_windows][:, level_entries].sum(axis=0)
+            anchor = own[level_entries[np.argmax(counts)]]
+            self.pairs.update((u, int(min(anchor, e)), int(max(anchor, e))) for e in own[level_entries]
+                              if e != anchor)
+            for w in level_windows:
+                mine = at_level[w, level_entries]
+                chosen[int(windows[w])] = int(own[level_entries[mine][np.argmax(counts[mine])]])
+
+    def select(self, pattern):
+        """Set every level window's selection in the one-sample ``pattern`` (in place)."""
+        for name, chosen in self.selections.items():
+            if chosen:
+                pattern[name][0, list(chosen)] = list(chosen.values())
+
+
+def _dead_parent(graph, u):
+    """Whether ``u`` is a ReLU node (a rectifier of slope 0): its inactive entries are pulled back to 0 alone."""
+    if u == INPUT:
+        return False
+    node = graph.node(u)
+    return node.rule.pattern is MASK and node.rule.slope(node) == 0.0
+
+
+def _groups(rows, entries, n_windows):
+    """The positions in ``rows`` (windows) and ``entries`` (their entries) of each group of windows connected
+    through shared entries, one array per group."""
+    labels_of_entries = np.unique(entries, return_inverse=True)[1]
+    n = n_windows + labels_of_entries.max() + 1
+    adjacency = coo_matrix((np.ones(rows.size), (rows, n_windows + labels_of_entries)), shape=(n, n))
+    _, label = connected_components(adjacency, directed=False)
+    of_row = label[rows]
+    order = np.argsort(of_row, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(of_row[order])) + 1)
+
+
+def _levels_of(at_level):
+    """``[(windows, entries)]``: the groups of windows and entries (local numbers) joined by ``at_level``
+    (``(W, n)`` bool: the entry at the window's level)."""
+    W, n = at_level.shape
+    w, j = np.nonzero(at_level)
+    adjacency = coo_matrix((np.ones(w.size), (w, W + j)), shape=(W + n, W + n))
+    _, label = connected_components(adjacency, directed=False)
+    out = []
+    for c in np.unique(label[w]):
+        out.append((np.flatnonzero(label[:W] == c), np.flatnonzero(label[W:] == c)))
+    return out

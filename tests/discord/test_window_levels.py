@@ -1,0 +1,175 @@
+"""Levels of max-pool windows over dead ReLUs (sheaf/matrix_free/window_levels.py) against dense definitions.
+
+Two oracles written from the definitions: the convex energy of the entries of overlapping windows minimised by a
+general constrained solver (SLSQP on the levels' quadratic program), and, on small CNNs whose max pool reads dead
+ReLUs pulled down by the pin, the Filippov condition of every held group from the dense coboundary: the entries
+exactly equal, and convex weights per window over its entries in the group under which the gradient vanishes.
+"""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize, nnls
+
+from helpers.naive_graph import coboundary, read_pattern
+import sheaflinalg as sl
+from sheaflinalg.network.graph import Node
+from sheaflinalg.sheaf.layout import Layout
+from sheaflinalg.sheaf.matrix_free import switching
+from sheaflinalg.sheaf.matrix_free.window_levels import levels
+
+
+def _energy(a, members, target, stiffness, weight, rest):
+    """``sum_j weight_j (a_j - rest_j)^2 / 2 + sum_w stiffness (max(max_{j in w} a_j, target_w) - target_w)^2 / 2``:
+    the levels' energy with each level at its best (``t_w = max(max_j a_j, target_w)``)."""
+    top = np.array([a[row].max() for row in members])
+    return 0.5 * weight @ (a - rest) ** 2 + 0.5 * stiffness * np.sum(np.maximum(top - target, 0.0) ** 2)
+
+
+def _slsqp(members, target, stiffness, weight, rest):
+    """The levels' quadratic program in ``(a, t)`` by SLSQP from the definitions (``a_j <= t_w``)."""
+    W, n = members.shape
+    cons = [{"type": "ineq", "fun": (lambda v, w=w, j=j: v[n + w] - v[j])} for w, j in np.argwhere(members)]
+    fun = lambda v: 0.5 * weight @ (v[:n] - rest) ** 2 + 0.5 * stiffness * np.sum((v[n:] - target) ** 2)   # noqa
+    start = np.concatenate([np.minimum(rest, target.min()), target])
+    return minimize(fun, start, constraints=cons, method="SLSQP", options={"ftol": 1e-15, "maxiter": 500}).x
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), W=st.integers(1, 4), n=st.integers(1, 7), stiffness=st.sampled_from([1.0, 0.3]),
+       signs=st.sampled_from(["down", "mixed"]), raised=st.booleans())
+def test_levels_minimise_the_window_energy_as_a_constrained_solver_does(seed, W, n, stiffness, signs, raised):
+    rng = np.random.default_rng(seed)
+    members = rng.random((W, n)) < 0.6
+    members[np.arange(W), rng.integers(0, n, size=W)] = True            # no empty window
+    target = -rng.uniform(0.1, 2.0, size=W)
+    if signs == "mixed":
+        target *= rng.choice([-1.0, 1.0], size=W)
+    if rng.random() < 0.3:
+        target[:] = target[0]                                           # equal pulls: ties between levels
+    weight, rest = np.ones(n), np.zeros(n)
+    if raised:              # entries that windows pulling up select: heavier, resting above 0
+        weight += rng.integers(0, 3, size=n) * stiffness
+        rest = np.where(weight > 1, rng.uniform(0.0, 1.0, size=n), 0.0)
+    a, t = levels(members, target, stiffness, weight, rest)
+    v = _slsqp(members, target, stiffness, weight, rest)
+    best = _energy(a, members, target, stiffness, weight, rest)
+    assert best <= _energy(v[:n], members, target, stiffness, weight, rest) + 1e-12
+    np.testing.assert_allclose(a, v[:n], atol=1e-6)
+    assert np.all((a[None, :] <= t[:, None] + 1e-12 * np.abs(target).max()) | ~members)
+    for d in rng.normal(size=(20, n)):                  # a convex function's local minimum is its minimum
+        assert _energy(a + 1e-4 * d, members, target, stiffness, weight, rest) >= best - 1e-15
+
+
+def test_an_isolated_window_puts_its_entries_at_its_output_over_its_size_plus_one():
+    # one window of n entries pulled to m: n t^2 / 2 + (t - m)^2 / 2 is least at t = m / (n + 1)
+    for n in (1, 4, 9):
+        a, t = levels(np.ones((1, n), dtype=bool), np.array([-3.0]))
+        np.testing.assert_allclose(a, -3.0 / (n + 1))
+        np.testing.assert_allclose(t, -3.0 / (n + 1))
+
+
+def _stem(seed, mode):
+    """A CNN ``conv -> relu -> maxpool(3, stride 2) -> flatten -> linear``: overlapping windows over ReLUs that
+    are dead (``"dead"``: every one, by a negative bias), dead or alive (``"mixed"``), or exactly 0 in a channel
+    of zero weights and bias (``"zeros"``)."""
+    rng = np.random.default_rng(seed)
+    C, H = 2, int(rng.integers(5, 8))
+    W = rng.normal(0, 0.5, size=(C, 1, 3, 3))
+    bias = {"dead": -np.full(C, 5.0), "mixed": rng.normal(-0.5, 0.5, size=C), "zeros": np.array([0.0, -5.0])}[mode]
+    if mode == "zeros":
+        W[0] = 0.0
+    conv = Node("conv", "conv", ["x"], {"stride": 1, "padding": 1, "dilation": 1, "groups": 1},
+                {"weight": W, "bias": bias})
+    pool = Node("pool", "maxpool", ["relu"], {"kernel_size": 3, "stride": 2, "padding": int(rng.integers(0, 2)),
+                                             "dilation": 1})
+    net = sl.Network.from_nodes((1, H, H), [conv, Node("relu", "relu", ["conv"]), pool])
+    n = net.graph.sizes["pool"]
+    head = Node("head", "linear", ["flat"], params={"weight": rng.uniform(0.2, 1.0, size=(2, n)),
+                                                     "bias": np.zeros(2)})
+    return sl.Network.from_nodes((1, H, H), [conv, Node("relu", "relu", ["conv"]), pool,
+                                             Node("flat", "reshape", ["pool"], {"shape": (n,)}), head])
+
+
+def _groups(pairs):
+    """The sets of entries that the pairs ``(u, i, j)`` hold equal."""
+    groups = []
+    for _, i, j in pairs:
+        joined = [g for g in groups if i in g or j in g]
+        groups = [g for g in groups if g not in joined] + [set().union({i, j}, *joined)]
+    return groups
+
+
+def _dense_gradient(graph, lay, x, values, pattern):
+    """The dense gradient of the discord on the free coordinates under ``pattern``, and the scale of its terms."""
+    delta, c, _ = coboundary(graph, lay, x, pattern, reduced=True)
+    for node in graph.nodes:
+        c[lay.full(node.name)] = values[node.name]
+    return delta[:, lay.free_index].T @ (delta @ c), 1.0 + np.abs(delta).max() * np.abs(c).max()
+
+
+def _check_filippov(net, x, w, sliding):
+    """The dense gradient of the discord vanishes on every free coordinate but the pinned output and the held
+    ones.  A held ReLU coordinate is exactly 0 with both sides pushing into it; a held group of max-pool entries
+    is exactly equal, and convex weights of each window over its entries in the group (the pieces' gradients:
+    the window pulling one of its tied largest entries) cancel the gradient there."""
+    graph = net.graph
+    lay = Layout.from_graph(graph, reduced=True)
+    values = {"x": x, **{node.name: w[lay.free(node.name)] for node in graph.nodes}}
+    pattern = read_pattern(graph, values)
+    gradient, scale = _dense_gradient(graph, lay, x, values, pattern)
+    held = np.zeros(lay.n_free, dtype=bool)
+    held[lay.free(graph.output_node)] = True
+    for _, j in (h for h in sliding if len(h) == 2):
+        k = lay.free("conv").start + j
+        assert w[k] == 0.0
+        held[k] = True
+        below = dict(pattern, relu=pattern["relu"].copy())
+        below["relu"][j] = False
+        assert _dense_gradient(graph, lay, x, values, below)[0][k] <= 1e-9 * scale and gradient[k] >= -1e-9 * scale
+    start = lay.free("relu").start
+    node = graph.node("pool")
+    _, n_in, index, _ = node.rule.windows(node, graph)
+    e = values["pool"] - values["relu"][pattern["pool"]]                # each window's pull on its selection
+    for group in _groups([h for h in sliding if len(h) == 3]):
+        entries = np.array(sorted(group))
+        assert np.all(values["relu"][entries] == values["relu"][entries[0]])
+        held[start + entries] = True
+        windows = [k for k in range(e.size) if pattern["pool"][k] in group]
+        G0 = gradient[start + entries].copy()
+        for k in windows:                                   # the gradient without the windows' pulls
+            G0[entries == pattern["pool"][k]] += e[k]
+        A = np.zeros((entries.size + len(windows), entries.size * len(windows)))
+        for col, (k, j) in enumerate((k, j) for k in windows for j in range(entries.size)):
+            c_, p = divmod(k, index.shape[0])
+            if np.isin(entries[j], c_ * n_in + index[p][index[p] >= 0]):
+                A[j, col], A[entries.size + windows.index(k), col] = e[k], 1.0
+        _, residual = nnls(A, np.concatenate([G0, np.ones(len(windows))]))
+        assert residual < 1e-8 * scale
+    assert np.abs(gradient[~held]).max() < 1e-9 * scale
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), mode=st.sampled_from(["dead", "mixed", "zeros"]),
+       pull=st.sampled_from([-0.5, -0.05, 0.3]))
+def test_the_pinned_discord_of_windows_over_dead_relus_is_a_filippov_equilibrium(seed, mode, pull):
+    net = _stem(seed, mode)
+    X = np.random.default_rng(seed + 1).normal(size=(2, net.n_inputs))
+    Y = net.forward(X) + pull
+    pd = sl.discord.pinned(net, X, Y)
+    assert pd.settled.all() or mode == "zeros"      # active ReLUs at exactly 0 under the windows: not always
+    for s in np.flatnonzero(pd.settled):
+        _check_filippov(net, X[s], pd.state[s], pd.sliding[s])
+
+
+def test_levels_settle_windows_the_search_alone_leaves_cycling(monkeypatch):
+    # every ReLU dead and every window pulled down: the selections cycle through the entries of each window
+    net = _stem(3, "dead")
+    X = np.random.default_rng(4).normal(size=(2, net.n_inputs))
+    Y = net.forward(X) - 0.5
+    pd = sl.discord.pinned(net, X, Y)
+    assert pd.settled.all() and all(len(held) > 0 for held in pd.sliding)
+    for s in range(2):
+        _check_filippov(net, X[s], pd.state[s], pd.sliding[s])
+    monkeypatch.setattr(switching, "LEVELS", False)
+    assert not sl.discord.pinned(net, X, Y).settled.all()
