@@ -21,15 +21,6 @@ from ..sheaf.state import initial_state
 from ..network.paths import GRAPH, engine
 
 
-def spectral_norm(W):
-    """Spectral norm ``||W||_2``: exact (LAPACK SVD) up to 2000 columns/rows, else ARPACK ``svds`` + 1 %."""
-    if min(W.shape) <= 2000:
-        return float(np.linalg.norm(W, 2))
-    from scipy.sparse.linalg import svds
-
-    return 1.01 * float(svds(W, k=1, return_singular_vectors=False)[0])
-
-
 def lambda_max_bound(net, gamma_max=0.0, reluctance=0.0, state=None, skip_encoding=DEFAULT_SKIP_ENCODING):
     """Upper bound on ``lambda_max(L[Omega, Omega])`` valid for every activation pattern.
 
