@@ -18,6 +18,7 @@ import itertools
 import numpy as np
 
 from .._common.threads import blas_limit
+from ..network.ops.linear import spectral_norm
 
 
 @dataclass
@@ -105,7 +106,7 @@ def window_level(graph):
     """
     strides = node_strides(graph)
     best, level = -1.0, None
-    with blas_limit(1):         # small products: threads only spin (seconds on a busy machine)
+    with blas_limit(1):         # small SVDs: more threads only spin (tens of seconds on a busy machine)
         for node in graph.nodes:
             level, best = _larger(node, strides, level, best)
     return level
@@ -118,22 +119,10 @@ def _larger(node, strides, level, best):
             W = node.params.get(key)
             if W is None:
                 continue
-            norm = _spectral_norm(W.reshape(W.shape[0], -1)) if W.ndim > 1 else float(np.max(np.abs(W)))
+            norm = spectral_norm(W.reshape(W.shape[0], -1)) if W.ndim > 1 else float(np.max(np.abs(W)))
             if norm > best:
                 best, level = norm, max(1, int(np.ceil(max(strides[node.name]))))
     return level, best
-
-
-def _spectral_norm(W):
-    """``||W||_2`` from the Gram matrix of the shorter side (an SVD of ResNet-50's weights took seconds each).
-
-    Examples
-    --------
-    >>> round(_spectral_norm(np.array([[3.0, 0.0, 0.0], [0.0, 4.0, 0.0]])), 12)
-    4.0
-    """
-    gram = W @ W.T if W.shape[0] <= W.shape[1] else W.T @ W
-    return float(np.sqrt(max(np.linalg.eigvalsh(gram)[-1], 0.0)))
 
 
 def cells(graph, layout, level, finest=None):
