@@ -7,8 +7,10 @@ alone when the active side is at rest, and is pushed off the surface (its sample
 to the side it is pushed to, and none of its coordinates reported sliding) otherwise.
 """
 
+import itertools
+
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from helpers.naive_graph import coboundary
@@ -93,8 +95,46 @@ def test_a_group_over_overlapping_windows_slides_exactly_when_convex_weights_bal
     F = c - pulls @ weights                 # every entry's net force is c: a sliding group by construction
     assert group_slides(F, pulls, members, 1e-9)[0]
     F[rng.integers(n)] -= 10.0              # one entry pushed far down: no convex weights reach it
-    slides, short = group_slides(F, pulls, members, 1e-9)
-    assert not slides and short.any()
+    slides, short, choice = group_slides(F, pulls, members, 1e-9)
+    assert not slides and short.any() and choice is None
+
+
+def _tie_margin(F, pulls, members):
+    """The least directional derivative of a tie's local energy along the indicator of a subset of its entries.
+
+    With the group's common force ``c`` taken out, the derivative along ``d`` is
+    ``phi(d) = -sum_j (F_j - c) d_j - sum_w pulls[w] max_{j in w} d_j``, piecewise linear and positively
+    homogeneous: on each cone of one ordering of ``d`` it is linear, and the cone is spanned by ``+-1`` and the
+    indicators of its top entries.  So the tie is a local minimum exactly when ``phi(1_S) >= 0`` for every
+    subset ``S``: this returns the least of them."""
+    n = F.size
+    c = (F.sum() + pulls.sum()) / n
+    margins = []
+    for k in range(1, n):
+        for S in itertools.combinations(range(n), k):
+            d = np.zeros(n)
+            d[list(S)] = 1.0
+            margins.append(-(F - c) @ d - pulls @ (members @ d > 0))
+    return min(margins)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 5), n_windows=st.integers(1, 4))
+def test_a_group_slides_exactly_when_no_subset_of_its_entries_leaves_the_tie_downhill(seed, n, n_windows):
+    # windows pulling up or down on a group of tied entries, against the local energy's directional derivatives
+    from sheaflinalg.sheaf.matrix_free.window_ties import group_slides
+    rng = np.random.default_rng(seed)
+    members = rng.random((n_windows, n)) < 0.6
+    members[np.arange(n_windows), rng.integers(n, size=n_windows)] = True       # every window has a member
+    pulls = rng.normal(size=n_windows)
+    F = rng.normal(size=n) * rng.integers(0, 2)             # often equal forces, as on dead entries
+    margin = _tie_margin(F, pulls, members)
+    assume(abs(margin) > 1e-6)
+    slides, _, choice = group_slides(F, pulls, members, 1e-9)
+    assert slides == (margin > 0)
+    if not slides and choice is not None:           # the failing selection raises one member of each up window
+        up = pulls > 1e-9
+        assert np.all(members[np.flatnonzero(up), choice[up]]) and np.all(choice[~up] == -1)
 
 
 @settings(max_examples=25)

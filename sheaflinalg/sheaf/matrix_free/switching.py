@@ -48,7 +48,7 @@ from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
 from .window_levels import WindowLevels
-from .window_ties import group_slides, window_entries
+from .window_ties import independent, release_ties, tied_entries
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -173,7 +173,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
             # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
             pat[node.name][0, [held[1] for held in surface if len(held) == 2 and held[0] == node.inputs[0]]] = True
-        state = solve(x, y, pat, sorted(surface))
+        state = solve(x, y, pat, independent(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)
         flips = _flipped_masks(graph, pat, new) - surface
@@ -203,7 +203,7 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             surface |= flips            # the pattern cycles: the flipping coordinates slide
             for pair in sorted(flipped):    # and the flipping windows' entries, each tie once (independent rows;
                 # a window of a level: its entry joins the level's group, the levels read off both solves disagree)
-                if not any(pair[1] in e and pair[2] in e for e in _tied_entries(surface, pair[0])):
+                if not any(pair[1] in e and pair[2] in e for e in tied_entries(surface, pair[0])):
                     surface.add(pair)
             continue
         seen.add(key)
@@ -359,11 +359,11 @@ def _decide_ties(graph, values, previous, new, tied):
 
 def _release(graph, sheaf, x, values, surface, pat, kept):
     """Held coordinates and groups of tied entries where Filippov's condition fails, set in ``pat`` to the side
-    they are pushed to (:func:`_release_ties` for the max-pool windows, which adds to ``kept`` the pairs of a
+    they are pushed to (:func:`~.window_ties.release_ties` for the max-pool windows, which adds to ``kept`` the pairs of a
     released group that are held again)."""
     res = sheaf.residuals(x, values)          # at z_j = 0 the read-off mask is active: the force is f_above
     force = sheaf.force(res)
-    released = _release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat, kept)
+    released = release_ties(graph, res, force, [held for held in surface if len(held) == 3], pat, kept)
     for u, j in (held for held in surface if len(held) == 2):
         children = [node for node in mask_nodes(graph) if node.inputs[0] == u]
         above = force[u][0, j]
@@ -373,75 +373,6 @@ def _release(graph, sheaf, x, values, surface, pat, kept):
             for node in children:
                 pat[node.name][0, j] = above > 0.0
     return released
-
-
-def _release_ties(graph, res, force, pairs, pat, kept):
-    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie) fails Filippov's condition; every
-    window's selection in the group is then set in ``pat`` to its entry of the group with the largest force.
-    A group of several windows that their pulls reach only in part is held again without the entries left
-    short (their pairs in ``kept``), each window selecting its largest force among what it keeps.
-
-    The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
-    ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
-    over the group: for one window, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the
-    tie); for several (overlapping windows sharing entries), :func:`~.window_ties.group_slides`.
-    """
-    released = set()
-    for group in _groups(pairs):
-        u = group[0][0]
-        entries = np.array(sorted({j for held in group for j in held[1:]}))
-        windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
-                   for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
-        if not windows:
-            continue
-        pulls = np.array([res.edges[node.name][0, w] for node, w in windows])
-        F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
-                                       for e, (node, w) in zip(pulls, windows))
-        tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
-        if len(windows) == 1:
-            gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
-            slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
-        else:
-            members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
-            slides, short = group_slides(F, pulls, members, tol)
-            if not slides and 1 < np.sum(~short) < entries.size:
-                released.update(group)
-                kept.update((u, int(entries[~short][0]), int(b)) for b in entries[~short][1:])     # a star
-                for node, w in windows:
-                    own = np.isin(entries, window_entries(node, graph, w)) & ~short
-                    if own.any():
-                        pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
-                continue
-        if not slides:
-            released.update(group)
-            for node, w in windows:
-                own = np.isin(entries, window_entries(node, graph, w))
-                pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
-    return released
-
-
-def _tied_entries(surface, u):
-    """The sets of entries of ``u`` that the pairs of ``surface`` hold equal."""
-    return [{j for held in group for j in held[1:]} for group in _groups([h for h in surface if len(h) == 3])
-            if group[0][0] == u]
-
-
-def _groups(pairs):
-    """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
-    root = {}
-
-    def find(entry):
-        while root.setdefault(entry, entry) != entry:
-            root[entry] = root[root[entry]]
-            entry = root[entry]
-        return entry
-
-    for u, i, j in pairs:
-        root[find((u, i))] = find((u, j))
-    groups = {}
-    for pair in pairs:
-        groups.setdefault(find(pair[:2]), []).append(pair)
-    return list(groups.values())
 
 
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):

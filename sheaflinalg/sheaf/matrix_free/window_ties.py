@@ -6,11 +6,19 @@ union of their entries equal, and each window's pull ``e_w`` (its edge residual,
 spread over its own entries of the group with convex weights.  :func:`group_slides` decides whether such
 weights exist: with ``F`` the force on every entry of the group without the windows' pulls,
 ``F_j + sum_w a_wj e_w`` must be one value over the group (a linear feasibility problem; one window: the
-closed form of :func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`'s release).
+closed form of :func:`release_ties`).  A window pulling up raises one of its tied entries, not a mix: the test
+is then made for every such selection.  :func:`release_ties` applies it to the groups a Filippov search holds
+(:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`) and sets the selections of the groups
+that fail; :func:`independent` drops the pairs a cycle of pairs makes redundant.
 """
+
+import itertools
 
 import numpy as np
 from scipy.optimize import linprog
+
+from ...network.ops import SELECTION
+
 
 def window_entries(node, graph, w):
     """The parent's entries (flat) of window ``w`` of the max-pool ``node``."""
@@ -19,11 +27,23 @@ def window_entries(node, graph, w):
     return c * n_in + index[p][index[p] >= 0]
 
 
+#: Largest number of selections of a group's windows pulling up that :func:`group_slides` tries (one linear
+#: feasibility problem each); a group with more is taken as not sliding.
+CHOICES = 256
+
+
 def group_slides(F, pulls, members, tol):
-    """``(slides, short)``: whether a group of entries held equal slides, convex weights ``a_w`` over each
-    window's members with ``F_j + sum_w a_wj pulls[w]`` one value ``c`` over the group (within ``tol`` per
-    entry), and the entries that the closest weights leave off by more than ``tol`` (the windows' pulls do not
-    reach them: they belong to another level).
+    """``(slides, short, choice)``: whether a group of entries held equal slides, and where it does not, the
+    entries that the closest weights leave off by more than ``tol`` (the windows' pulls do not reach them: they
+    belong to another level) and the selection of the windows pulling up that fails (``choice``, per window
+    the group entry it selects, -1 for a window pulling down; None when every window pulls down).
+
+    A window pulling down (``pulls[w] <= 0``) spreads its pull over its members with convex weights ``a_w``
+    (its edge term is convex there); a window pulling up raises whichever of its tied members is largest (a
+    concave term): the tie is a local minimum only if, for *every* selection of the windows pulling up, convex
+    weights of the others make ``F_j + sum_w a_wj pulls[w]`` one value ``c`` over the group (within ``tol`` per
+    entry).  So a tie that one window alone pulls up never slides, while two entries pulled up by a window each
+    and held together by a window pulling down can.
 
     Parameters
     ----------
@@ -42,10 +62,34 @@ def group_slides(F, pulls, members, tol):
     True
     >>> group_slides(F, np.array([0.5]), np.array([[1, 1, 1]], bool), 1e-9)[0]   # a pull up: no sliding
     False
+    >>> pair = np.array([[1, 0], [1, 1], [0, 1]], bool)          # each entry pulled up, the pair held down
+    >>> group_slides(np.array([-1.0, -1.0]), np.array([1.5, -1.0, 1.5]), pair, 1e-9)[0]
+    True
     """
+    up = pulls > tol
+    if not up.any():
+        return (*_balanced(F, pulls, members, tol), None)
+    options = [np.flatnonzero(members[w]) for w in np.flatnonzero(up)]
+    if np.prod([o.size for o in options], dtype=float) > CHOICES:
+        choice = np.full(pulls.size, -1)
+        choice[up] = [o[int(np.argmax(F[o]))] for o in options]
+        return False, np.zeros(F.size, dtype=bool), choice
+    for picked in itertools.product(*options):
+        raised = F.copy()
+        np.add.at(raised, list(picked), pulls[up])
+        slides, short = _balanced(raised, pulls[~up], members[~up], tol)
+        if not slides:
+            choice = np.full(pulls.size, -1)
+            choice[up] = picked
+            return False, short, choice
+    return True, np.zeros(F.size, dtype=bool), None
+
+
+def _balanced(F, pulls, members, tol):
+    """``(balanced, short)``: whether convex weights of the windows (rows of ``members``) over their members make
+    ``F_j + sum_w a_wj pulls[w]`` one value over the entries within ``tol``, and the entries the closest
+    weights leave off by more (a linear feasibility problem)."""
     W, n = members.shape
-    if np.any(pulls > tol):         # a window pulling its entry up: that entry leaves the tie alone
-        return False, np.zeros(n, dtype=bool)
     cols = np.argwhere(members)                          # (window, entry) of every weight
     k = cols.shape[0]
     # unknowns: the weights (k), c, and slacks above and below per entry (2 n)
@@ -63,3 +107,108 @@ def group_slides(F, pulls, members, tol):
         return False, np.ones(n, dtype=bool)
     short = result.x[k + 1:k + 1 + n] + result.x[k + 1 + n:] > tol
     return not short.any(), short
+
+
+def release_ties(graph, res, force, pairs, pat, kept):
+    """The pairs ``(u, i, j)`` held equal whose group (the entries they tie) fails Filippov's condition; every
+    window's selection in the group is then set in ``pat`` to its entry of the group with the largest force.
+    A group of several windows that their pulls reach only in part is held again without the entries left
+    short (their pairs in ``kept``), each window selecting its largest force among what it keeps.
+
+    The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
+    ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
+    over the group: for one window, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the
+    tie); for several (overlapping windows sharing entries), :func:`group_slides`.
+    """
+    released = set()
+    for group in _groups(pairs):
+        u = group[0][0]
+        entries = np.array(sorted({j for held in group for j in held[1:]}))
+        windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
+                   for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
+        if not windows:             # no window selects the group any more: held equal, it is pulled apart
+            F = force[u][0, entries]
+            if np.abs(F).max() > 1e-9 * (1.0 + np.abs(F).max()):
+                released.update(group)
+            continue
+        pulls = np.array([res.edges[node.name][0, w] for node, w in windows])
+        F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
+                                       for e, (node, w) in zip(pulls, windows))
+        tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
+        if len(windows) == 1:
+            gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
+            slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
+        else:
+            members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+            slides, short, choice = group_slides(F, pulls, members, tol)
+            if not slides:
+                released.update(group)
+                _select_released(pat, windows, members, entries, F, pulls, short, choice, kept, u)
+            continue
+        if not slides:
+            released.update(group)
+            for node, w in windows:
+                own = np.isin(entries, window_entries(node, graph, w))
+                pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
+    return released
+
+
+def _select_released(pat, windows, members, entries, F, pulls, short, choice, kept, u):
+    """The selections of a released group of several windows, set in ``pat``: a window pulling up takes the
+    entry of the selection that failed (``choice``, :func:`group_slides`), every other window
+    its entry with the largest force (the raised entries' pulls counted).  When the closest weights leave only
+    some entries short, the rest is held again (a star of pairs added to ``kept``) and the windows choose
+    among it."""
+    force = F.copy()
+    if choice is not None:
+        raised = choice >= 0
+        np.add.at(force, choice[raised], pulls[raised])
+    split = 1 < np.sum(~short) < entries.size
+    if split:
+        kept.update((u, int(entries[~short][0]), int(b)) for b in entries[~short][1:])     # a star
+    for (node, w), own, picked in zip(windows, members, np.full(len(windows), -1) if choice is None else choice):
+        if picked >= 0:
+            pat[node.name][0, w] = entries[picked]
+            continue
+        own = own & ~short if split else own
+        if own.any():
+            pat[node.name][0, w] = entries[own][int(np.argmax(force[own]))]
+
+
+def tied_entries(surface, u):
+    """The sets of entries of ``u`` that the pairs of ``surface`` hold equal."""
+    return [{j for held in group for j in held[1:]} for group in _groups([h for h in surface if len(h) == 3])
+            if group[0][0] == u]
+
+
+def independent(surface):
+    """The held coordinates and pairs of ``surface`` (sorted) without the pairs whose entries other pairs already
+    hold equal (a cycle of pairs: a dependent column of the pinned system)."""
+    root, kept = {}, []
+    for held in sorted(surface):
+        if len(held) == 3:
+            a, b = _root(root, held[:2]), _root(root, (held[0], held[2]))
+            if a == b:
+                continue
+            root[a] = b
+        kept.append(held)
+    return kept
+
+
+def _groups(pairs):
+    """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
+    root = {}
+    for u, i, j in pairs:
+        root[_root(root, (u, i))] = _root(root, (u, j))
+    groups = {}
+    for pair in pairs:
+        groups.setdefault(_root(root, pair[:2]), []).append(pair)
+    return list(groups.values())
+
+
+def _root(root, entry):
+    """The representative of ``entry`` in the union-find forest ``root`` (``{entry: parent}``, paths halved)."""
+    while root.setdefault(entry, entry) != entry:
+        root[entry] = root[root[entry]]
+        entry = root[entry]
+    return entry
