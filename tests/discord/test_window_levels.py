@@ -193,3 +193,22 @@ def test_levels_settle_windows_the_search_alone_leaves_cycling(monkeypatch):
         _check_filippov(net, X[s], pd.state[s], pd.sliding[s])
     monkeypatch.setattr(switching, "LEVELS", False)
     assert not sl.discord.pinned(net, X, Y).settled.all()
+
+
+def test_a_sample_is_handed_to_the_search_once_only_dead_windows_and_oscillating_coordinates_flip():
+    from sheaflinalg.network.graph.forward import evaluate
+    from sheaflinalg.sheaf.matrix_free.window_levels import LevelsHandoff
+    net = _stem(3, "dead")
+    X = np.random.default_rng(4).normal(size=(2, net.n_inputs))
+    old = {name: p.copy() for name, p in evaluate(net.graph, X).pattern.items()}
+    old["relu"][:] = False                          # every ReLU dead: every window is over dead entries
+    moved = {name: p.copy() for name, p in old.items()}
+    moved["pool"][:, 0] = (moved["pool"][:, 0] + 1) % net.graph.sizes["relu"]     # a selection flips
+    flipped = {name: p.copy() for name, p in moved.items()}
+    flipped["relu"][1, -1] = True                   # and, in sample 1, a ReLU away from that window
+    handoff, samples = LevelsHandoff(net.graph), np.arange(2)
+    np.testing.assert_array_equal(handoff(old, moved, samples), [False, False])    # no update before it
+    np.testing.assert_array_equal(handoff(moved, old, samples), [True, True])      # a dead window flips back
+    np.testing.assert_array_equal(handoff(old, flipped, samples), [True, False])   # a new flip outside
+    np.testing.assert_array_equal(handoff(flipped, old, samples), [True, True])    # the ReLU flips back
+    np.testing.assert_array_equal(handoff(old, old, samples), [False, False])      # nothing flipped

@@ -31,6 +31,8 @@ import numpy as np
 from ...network.graph.forward import evaluate
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, read_pattern, same_pattern, settle_surfaces
+from ...sheaf.matrix_free import switching
+from ...sheaf.matrix_free.window_levels import LevelsHandoff
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
@@ -65,7 +67,8 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
     if any(graph.node(n).rule.smooth for n in graph.pattern_nodes):
         search = LineSearch(sheaf, layout, X.shape[0])
     newton = second_order(graph, solver)
-    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, 1 if newton else max_iter, damp=search)
+    state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, 1 if newton else max_iter, damp=search,
+                                                 handoff=LevelsHandoff(graph) if switching.LEVELS else None)
     if newton:                              # from the first Gauss-Newton solution
         state, settled = _newton(sheaf, solver, X, state, max_iter, search)
         pattern = sheaf.residuals(X, node_values(graph, layout, state)).pattern
@@ -284,20 +287,22 @@ class _MatrixFree:
 
     def _conjugate_gradients(self, X, w, targets, pattern, index, minus, tol=TOL):
         """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
-        before starts from its last ``lam`` (on the columns held both times: the Filippov search adds some),
-        preconditioned by its last :data:`RECYCLE` search directions when it held the same columns
-        (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little)."""
+        before starts from its last ``lam`` and is preconditioned by its last :data:`RECYCLE` search directions
+        (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little),
+        both carried onto the columns held both times when the Filippov search changed them (the outputs'
+        columns, which hold the system's spread, are always among them)."""
         columns = np.stack([index, minus], axis=1)
         keys = [hash(x.tobytes()) for x in X]
         last = [self._last.get(key) for key in keys]
+        last = [None if entry is None else tuple(_carried(entry[0], part, columns) for part in entry[1:])
+                for entry in last]
         start, precondition = None, None
         if any(entry is not None for entry in last):
-            start = np.stack([np.zeros(index.size) if entry is None else _carried(entry[0], entry[1], columns)
-                              for entry in last])
-        if all(entry is not None and np.array_equal(entry[0], columns) for entry in last):
-            m = max(entry[2].shape[0] for entry in last)
+            start = np.stack([np.zeros(index.size) if entry is None else entry[0] for entry in last])
+        if all(entry is not None and entry[1].shape[0] for entry in last):
+            m = max(entry[1].shape[0] for entry in last)
             Z, SZ = (np.stack([np.pad(entry[j], ((0, m - entry[j].shape[0]), (0, 0))) for entry in last])
-                     for j in (2, 3))
+                     for j in (1, 2))
             precondition = recycled(Z, SZ)
         op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
         lam, shift, steps, directions = schur_cg(op, index, targets - held_values(w, index, minus), start=start,
@@ -305,22 +310,22 @@ class _MatrixFree:
                                                  minus=minus)
         self.steps += steps
         for i, key in enumerate(keys):
-            same = last[i] is not None and np.array_equal(last[i][0], columns)
-            old = last[i][2:] if same else (np.empty((0, index.size)),) * 2
+            old = (np.empty((0, index.size)),) * 2 if last[i] is None else last[i][1:]
             new = (np.empty((0, index.size)),) * 2 if directions is None else (d[i] for d in directions)
             self._last[key] = (columns, lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
         w += shift
 
 
-def _carried(columns, lam, new):
-    """A start for the multipliers of the held columns ``new`` (rows ``(index, minus)``) from those of
-    ``columns``: the same column's ``lam``, 0 for a column not held before."""
-    start = np.zeros(new.shape[0])
+def _carried(columns, values, new):
+    """``values`` (along the last axis, one per held column of ``columns``, rows ``(index, minus)``) moved onto
+    the held columns ``new``: the same column's value, 0 for a column not held before."""
+    out = np.zeros(values.shape[:-1] + (new.shape[0],))
     where = {tuple(c): i for i, c in enumerate(columns.tolist())}
-    for i, c in enumerate(new.tolist()):
-        if tuple(c) in where:
-            start[i] = lam[where[tuple(c)]]
-    return start
+    pairs = [(i, where[tuple(c)]) for i, c in enumerate(new.tolist()) if tuple(c) in where]
+    if pairs:
+        to, of = np.array(pairs).T
+        out[..., to] = values[..., of]
+    return out
 
 
 def _hold(w, targets, index, minus):

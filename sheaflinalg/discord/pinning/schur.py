@@ -130,16 +130,17 @@ def recycled(Z, SZ):
     >>> np.round(recycled(Z, Z @ S)(np.ones((1, 3))), 6)              # S^-1 on the span, 1 elsewhere
     array([[1.  , 0.25, 1.  ]])
     """
-    E = np.einsum("mik,mjk->mij", Z, SZ)
+    E = Z @ SZ.transpose(0, 2, 1)                   # matrix products (BLAS): einsum does not use it here
     d, U = np.linalg.eigh((E + E.transpose(0, 2, 1)) / 2)
     keep = d > 1e-10 * np.maximum(d[:, -1:], np.finfo(float).tiny)
     U = U * np.where(keep, 1.0 / np.sqrt(np.where(keep, d, 1.0)), 0.0)[:, None, :]
-    Q, SQ = np.einsum("mij,mik->mjk", U, Z), np.einsum("mij,mik->mjk", U, SZ)     # Q^T S Q = I (kept)
+    UT = U.transpose(0, 2, 1)
+    Q, SQ = UT @ Z, UT @ SZ                         # Q^T S Q = I (kept)
 
     def precondition(r):
-        t = np.einsum("mik,mk->mi", Q, r)
-        u = r - np.einsum("mik,mi->mk", SQ, t)
-        return u - np.einsum("mik,mi->mk", Q, np.einsum("mik,mk->mi", SQ, u) - t)
+        t = (Q @ r[..., None])[..., 0]
+        u = r - (t[:, None, :] @ SQ)[:, 0]
+        return u - (((SQ @ u[..., None])[..., 0] - t)[:, None, :] @ Q)[:, 0]
     return precondition
 
 

@@ -59,7 +59,7 @@ SEARCHES = 3
 LEVELS = True
 
 
-def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
+def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None, handoff=None):
     """``(state, pattern, settled, iterations)``: frozen solves from the forward pass's pattern, each unsettled
     sample taking the pattern its solution reads, until it agrees (settled), its own patterns cycle (it
     comes back to one it had) or ``max_iter`` solves.
@@ -68,7 +68,9 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
     a selection keeps its entry against another that is tied with it at the forward pass (:func:`read_pattern`).
     With ``damp`` (smooth nodes: a Gauss-Newton iteration), every solve after the first is a step from the
     previous state: ``damp(X, old, new, samples)`` returns the state taken on it (a line search) and per sample
-    whether the step was shortened (such a sample is not settled: a short step is no fixed point).
+    whether the step was shortened (such a sample is not settled: a short step is no fixed point).  With
+    ``handoff(old, new, samples)`` (per sample of the patterns before and after a solve, whether the search
+    should take over: :class:`~.window_levels.LevelsHandoff`), a sample it marks stops as cycling does.
     """
     M = X.shape[0]
     if tied is None:
@@ -99,10 +101,12 @@ def iterate_pattern(solve, graph, X, Y, max_iter, tied=None, damp=None):
         new = read_pattern(graph, X if every else X[todo], node_values(graph, solve.layout, solved), rows,
                            tied if tied is None or every else {name: v[todo] for name, v in tied.items()})
         same = same_pattern(graph, new, rows, todo.size) & ~short
-        for name in graph.pattern_nodes:
+        handed = np.zeros(todo.size, dtype=bool) if handoff is None else handoff(rows, new, todo) & ~same
+        for name in graph.pattern_nodes:        # (rows may be pattern's own arrays)
             pattern[name][todo] = new[name]
         settled[todo[same]] = True
-        for i in np.flatnonzero(~same):
+        cycling[todo[handed]] = True
+        for i in np.flatnonzero(~same & ~handed):
             s = todo[i]
             key = b"".join(new[name][i].tobytes() for name in graph.pattern_nodes)
             cycling[s] = key in history[s]

@@ -85,10 +85,7 @@ class WindowLevels:
         """The levels of ``node``'s groups of windows over dead entries pulled down (the groups with a window in
         ``only`` when given)."""
         u = node.inputs[0]
-        channels, n_in, index, _ = node.rule.windows(node, graph)
-        P = index.shape[0]
-        pos = (np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]).reshape(channels * P, -1)
-        valid = np.tile(index >= 0, (channels, 1))
+        pos, valid = _window_positions(node, graph)
         dead = ~pattern[u][0]
         t = values[u][0, pattern[node.name][0]]
         pull = values[node.name][0] - t                  # the window's edge residual on its selected entry
@@ -139,6 +136,59 @@ class WindowLevels:
         for name, chosen in self.selections.items():
             if chosen:
                 pattern[name][0, list(chosen)] = list(chosen.values())
+
+
+class LevelsHandoff:
+    """``handoff(old, new, samples)`` for :func:`~.switching.iterate_pattern`: per sample, whether its solves now
+    flip selections of max-pool windows over dead ReLUs (the levels' domain: the pattern iteration visits such
+    windows' entries one at a time, the Filippov search holds their levels) and, outside that domain, only
+    activations that the update before flipped too (coordinates going back and forth: switching surfaces the
+    search holds), so that the search takes the sample over.
+
+    Examples
+    --------
+    >>> import sheaflinalg as sl
+    >>> net = sl.Network.random([2, 3, 1], seed=0)            # no max pools: nothing is handed over
+    >>> old = {name: np.zeros((1, 3), dtype=bool) for name in net.graph.pattern_nodes}
+    >>> new = {name: np.ones((1, 3), dtype=bool) for name in net.graph.pattern_nodes}
+    >>> handoff = LevelsHandoff(net.graph)
+    >>> bool(handoff(old, new, np.array([0]))[0]), bool(handoff(new, old, np.array([0]))[0])
+    (False, False)
+    """
+
+    def __init__(self, graph):
+        self.graph, self._outside, self._levelled = graph, {}, {}
+        for name in graph.pattern_nodes:
+            node = graph.node(name)
+            if node.rule.pattern is SELECTION and _dead_parent(graph, node.inputs[0]):
+                self._levelled[name] = (node.inputs[0], *_window_positions(node, graph))
+
+    def __call__(self, old, new, samples):
+        if not self._levelled:          # no windows over dead ReLUs: a cycle is for the iteration to detect
+            return np.zeros(samples.size, dtype=bool)
+        flipped, handed = np.zeros(samples.size, dtype=bool), np.zeros(samples.size, dtype=bool)
+        outside = [set() for _ in samples]
+        for name in self.graph.pattern_nodes:
+            diff = (np.asarray(old[name]) != np.asarray(new[name])).reshape(samples.size, -1)
+            flipped |= diff.any(axis=1)
+            if name in self._levelled:
+                u, pos, valid = self._levelled[name]
+                diff = diff & ~np.all(~old[u][:, pos] | ~valid, axis=2)
+            for i, j in zip(*np.nonzero(diff)):
+                outside[i].add((name, int(j)))
+        for i, s in enumerate(samples.tolist()):
+            before = self._outside.get(s)
+            handed[i] = flipped[i] and before is not None and outside[i] <= before
+            self._outside[s] = outside[i]
+        return handed
+
+
+def _window_positions(node, graph):
+    """``(pos, valid)``, ``(windows, kernel)``: the parent's flat entry of every slot of every window of the
+    max-pool ``node`` (channels outermost) and whether the slot is inside the input (not padding)."""
+    channels, n_in, index, _ = node.rule.windows(node, graph)
+    pos = (np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]).reshape(channels * index.shape[0], -1)
+    return pos, np.tile(index >= 0, (channels, 1))
 
 
 def _dead_parent(graph, u):
