@@ -117,8 +117,9 @@ def release_ties(graph, res, force, pairs, pat, kept):
 
     The window's edge residual ``e = m - u_s`` pulls the selected entry ``s`` with ``e``; with every other force
     ``F`` the sliding mode spreads the pull with convex weights ``a`` so that ``F_s + a_s e`` is one value ``c``
-    over the group: for one window, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every side pushes into the
-    tie); for several (overlapping windows sharing entries), :func:`group_slides`.
+    over the group: for one window that covers the whole tie, ``c - F_s`` must lie in ``[e, 0]`` (``e <= 0``: every
+    side pushes into the tie); otherwise (overlapping windows sharing entries, or a tied entry no selecting
+    window reaches), :func:`group_slides`.
     """
     released = set()
     for group in _groups(pairs):
@@ -135,11 +136,11 @@ def release_ties(graph, res, force, pairs, pat, kept):
         F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
                                        for e, (node, w) in zip(pulls, windows))
         tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
-        if len(windows) == 1:
+        members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+        if len(windows) == 1 and members.all():
             gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
             slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
-        else:
-            members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+        else:                       # several windows, or entries of the tie outside the one window's reach
             slides, short, choice = group_slides(F, pulls, members, tol)
             if not slides:
                 released.update(group)
@@ -147,8 +148,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
             continue
         if not slides:
             released.update(group)
-            for node, w in windows:
-                own = np.isin(entries, window_entries(node, graph, w))
+            for (node, w), own in zip(windows, members):
                 pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
     return released
 
