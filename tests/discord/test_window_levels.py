@@ -7,6 +7,7 @@ exactly equal, and convex weights per window over its entries in the group under
 """
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import lsq_linear, minimize
@@ -243,3 +244,12 @@ def test_swept_levels_of_a_whole_dead_channel_meet_the_kkt_conditions(seed, side
     b = np.concatenate([-a, -(t - target)])
     residual = linprog(np.zeros(tight.size), A_eq=A, b_eq=b, bounds=(0, None), method="highs")
     assert residual.status == 0                         # a feasible certificate: the sweeps found the minimum
+
+
+def test_a_search_holding_more_columns_than_memory_allows_is_refused_with_what_needs_it(monkeypatch):
+    from sheaflinalg._common import memory
+    net = _stem(3, "dead")
+    X = np.random.default_rng(4).normal(size=(2, net.n_inputs))
+    monkeypatch.setattr(memory, "available_bytes", lambda: 200_000)      # the outputs' solves fit, the search's not
+    with pytest.raises(memory.InsufficientMemoryError, match="holding"):
+        sl.discord.pinned(net, X, net.forward(X) - 0.5)

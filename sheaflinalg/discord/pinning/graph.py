@@ -291,6 +291,9 @@ class _MatrixFree:
         (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little),
         both carried onto the columns held both times when the Filippov search changed them (the outputs'
         columns, which hold the system's spread, are always among them)."""
+        if index.size > self.output.size:       # the Filippov search's held pairs: more columns than at the start
+            check_memory(self.memory(X.shape[0], index.size), f"a pinned solve holding {index.size} columns "
+                         f"({self.n_free} coordinates each)", "pin fewer outputs, or a smaller image")
         columns = np.stack([index, minus], axis=1)
         keys = [hash(x.tobytes()) for x in X]
         last = [self._last.get(key) for key in keys]
