@@ -29,6 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
+from .window_ties import window_positions
 
 #: Relative size (of the group's largest ``|m_w|``) of a gap under which an entry is at its window's level.
 LEVEL_RTOL = 1e-9
@@ -46,7 +47,8 @@ def levels(members, target, stiffness=1.0, weight=None, rest=None):
     ``weight`` 1 and ``rest`` 0 (the defaults) are the entries' own ReLU edges; a window pulling its selected
     entry up adds its edge to that entry's ``weight`` and ``rest``.  ``stiffness`` 1 with the targets the window
     outputs is the module docstring's energy; below 1 the outputs follow the levels (an output pulled by the rest
-    of the network with stiffness ``k`` behind the window's edge: ``stiffness = k / (1 + k)``).
+    of the network with stiffness ``k`` behind the window's edge: ``stiffness = k / (1 + k)``).  Raises
+    ``RuntimeError`` if the sweeps do not converge within :data:`SWEEPS`.
 
     Examples
     --------
@@ -57,8 +59,10 @@ def levels(members, target, stiffness=1.0, weight=None, rest=None):
     n = members.shape[1]
     rows, entries = np.nonzero(members)
     slots = (np.cumsum(members, axis=1) - 1)[rows, entries]
-    a, t, _ = swept_levels(rows, entries, slots, target, stiffness, np.ones(n) if weight is None else weight,
-                           np.zeros(n) if rest is None else rest)
+    a, t, converged = swept_levels(rows, entries, slots, target, stiffness,
+                                   np.ones(n) if weight is None else weight, np.zeros(n) if rest is None else rest)
+    if not converged:
+        raise RuntimeError(f"the levels of {members.shape[0]} windows did not converge in {SWEEPS} sweeps")
     return a, t
 
 
@@ -149,7 +153,7 @@ class WindowLevels:
         """The levels of ``node``'s groups of windows over dead entries pulled down (the groups with a window in
         ``only`` when given)."""
         u = node.inputs[0]
-        pos, valid = _window_positions(node, graph)
+        pos, valid = window_positions(node, graph)
         dead = ~pattern[u][0]
         t = values[u][0, pattern[node.name][0]]
         pull = values[node.name][0] - t                  # the window's edge residual on its selected entry
@@ -174,6 +178,7 @@ class WindowLevels:
         if not groups:
             return
         kept = np.concatenate(groups)
+        # not converged within SWEEPS: the levels are still only the search's proposal, which Filippov's test judges
         a, level, _ = swept_levels(rows[kept], entries[kept], slot[kept], target, STIFFNESS, weight, rest)
         chosen = self.selections.setdefault(node.name, {})
         for group in groups:
@@ -229,7 +234,7 @@ class LevelsHandoff:
         for name in graph.pattern_nodes:
             node = graph.node(name)
             if node.rule.pattern is SELECTION and _dead_parent(graph, node.inputs[0]):
-                self._levelled[name] = (node.inputs[0], *_window_positions(node, graph))
+                self._levelled[name] = (node.inputs[0], *window_positions(node, graph))
 
     def __call__(self, old, new, samples):
         if not self._levelled:          # no windows over dead ReLUs: a cycle is for the iteration to detect
@@ -249,14 +254,6 @@ class LevelsHandoff:
             handed[i] = flipped[i] and before is not None and outside[i] <= before
             self._outside[s] = outside[i]
         return handed
-
-
-def _window_positions(node, graph):
-    """``(pos, valid)``, ``(windows, kernel)``: the parent's flat entry of every slot of every window of the
-    max-pool ``node`` (channels outermost) and whether the slot is inside the input (not padding)."""
-    channels, n_in, index, _ = node.rule.windows(node, graph)
-    pos = (np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]).reshape(channels * index.shape[0], -1)
-    return pos, np.tile(index >= 0, (channels, 1))
 
 
 def _dead_parent(graph, u):

@@ -20,11 +20,13 @@ from scipy.optimize import linprog
 from ...network.ops import SELECTION
 
 
-def window_entries(node, graph, w):
-    """The parent's entries (flat) of window ``w`` of the max-pool ``node``."""
-    _, n_in, index, _ = node.rule.windows(node, graph)
-    c, p = divmod(int(w), index.shape[0])
-    return c * n_in + index[p][index[p] >= 0]
+def window_positions(node, graph):
+    """``(pos, valid)``, ``(windows, kernel)``: the parent's flat entry of every slot of every window of the
+    max-pool ``node`` (channels outermost, as the node's windows are numbered) and whether the slot is inside
+    the input (not padding)."""
+    channels, n_in, index, _ = node.rule.windows(node, graph)
+    pos = (np.arange(channels)[:, None, None] * n_in + np.maximum(index, 0)[None]).reshape(channels * index.shape[0], -1)
+    return pos, np.tile(index >= 0, (channels, 1))
 
 
 #: Largest number of selections of a group's windows pulling up that :func:`group_slides` tries (one linear
@@ -121,7 +123,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
     side pushes into the tie); otherwise (overlapping windows sharing entries, or a tied entry no selecting
     window reaches), :func:`group_slides`.
     """
-    released = set()
+    released, tables = set(), {}
     for group in _groups(pairs):
         u = group[0][0]
         entries = np.array(sorted({j for held in group for j in held[1:]}))
@@ -136,7 +138,11 @@ def release_ties(graph, res, force, pairs, pat, kept):
         F = force[u][0, entries] - sum(e * (entries == res.pattern[node.name][0, w])
                                        for e, (node, w) in zip(pulls, windows))
         tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
-        members = np.array([np.isin(entries, window_entries(node, graph, w)) for node, w in windows])
+        for node, _ in windows:
+            if node.name not in tables:
+                tables[node.name] = window_positions(node, graph)
+        members = np.array([np.isin(entries, tables[node.name][0][w][tables[node.name][1][w]])
+                            for node, w in windows])
         if len(windows) == 1 and members.all():
             gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
             slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
