@@ -75,11 +75,12 @@ def run_one(model, side, what, max_iter, distance=0.1, threads=None):
             top = sorted(energy, key=lambda e: -energy[e][0])[:3]
             out["top_edges"] = [[e, float(energy[e][0])] for e in top]
     else:
-        steps, solves = _count_solves()
+        steps, solves, columns = _count_solves()
         pd = sl.discord.pinned(net, x, _pin(net, x, distance), max_iter=max_iter, progress=True)
         out["seconds"] = time.perf_counter() - t
         out.update(outcome=str(pd.outcome[0]), settled=bool(pd.settled[0]), total=float(pd.total[0]),
-                   solves=len(solves), cg_steps=steps, held=[k for k, _ in solves], flips=[f for _, f in solves],
+                   solves=len(solves), cg_steps=steps, held=[k for k, _ in solves], columns=columns,
+                   flips=[f for _, f in solves],
                    sliding=len(pd.sliding[0]), damped=int(pd.damped[0]), distance=distance)
     out["cpu_seconds"] = time.process_time() - cpu
     out["peak_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -87,13 +88,19 @@ def run_one(model, side, what, max_iter, distance=0.1, threads=None):
 
 
 def _count_solves():
-    """``(steps, solves)``, filled as the pinned discord runs: the conjugate-gradient steps of every
-    ``schur_cg`` call, and per frozen solve its held columns and the activations flipped since the one before
-    (one image)."""
+    """``(steps, solves, columns)``, filled as the pinned discord runs: the conjugate-gradient steps of every
+    ``schur_cg`` call, per frozen solve the coordinates and pairs it holds (the outputs included) and the
+    activations flipped since the one before, and per frozen solve the columns of its Lagrange system (fewer than
+    it holds when levels over dead ReLUs are one coordinate each; one image)."""
     from sheaflinalg.discord.pinning import graph as pinning
 
-    steps, solves, last = [], [], {}
-    original, frozen = pinning.schur_cg, pinning._MatrixFree.__call__
+    steps, solves, columns, last = [], [], [], {}
+    original, frozen, columns_of = pinning.schur_cg, pinning._MatrixFree.__call__, pinning._MatrixFree._columns
+
+    def counted_columns(self, surface):
+        index, minus = columns_of(self, surface)
+        columns.append(int(index.size))
+        return index, minus
 
     def counted(*args, **kwargs):
         result = original(*args, **kwargs)
@@ -105,8 +112,8 @@ def _count_solves():
         last.update({n: p.copy() for n, p in pattern.items()})
         solves.append((self.output.size + len(surface), flips))
         return frozen(self, X, Y, pattern, surface, values)
-    pinning.schur_cg, pinning._MatrixFree.__call__ = counted, solve
-    return steps, solves
+    pinning.schur_cg, pinning._MatrixFree.__call__, pinning._MatrixFree._columns = counted, solve, counted_columns
+    return steps, solves, columns
 
 
 def _pin(net, x, distance):

@@ -248,6 +248,8 @@ def test_swept_levels_of_a_whole_dead_channel_meet_the_kkt_conditions(seed, side
 
 def test_a_search_holding_more_columns_than_memory_allows_is_refused_with_what_needs_it(monkeypatch):
     from sheaflinalg._common import memory
+    from sheaflinalg.sheaf.matrix_free import dead_levels
+    monkeypatch.setattr(dead_levels, "_collapsible", lambda graph, u: None)     # every level held as pairs
     net = _stem(3, "dead")
     X = np.random.default_rng(4).normal(size=(2, net.n_inputs))
     monkeypatch.setattr(memory, "available_bytes", lambda: 200_000)      # the outputs' solves fit, the search's not

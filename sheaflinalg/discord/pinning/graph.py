@@ -33,6 +33,7 @@ from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_re
 from ...sheaf.matrix_free.switching import iterate_pattern, node_values, read_pattern, same_pattern, settle_surfaces
 from ...sheaf.matrix_free import switching
 from ...sheaf.matrix_free.window_levels import LevelsHandoff
+from ...sheaf.matrix_free.dead_levels import collapse
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..._common.memory import BATCH_FLOOR, FLOAT, check_memory
@@ -221,15 +222,19 @@ class _MatrixFree:
         ``yhat``) and every ``(node, j)`` of ``surface`` at 0, every ``(node, i, j)`` with ``i`` and ``j`` equal
         (one sample when ``surface`` is given); ``values``: the nodes' values under ``pattern`` when the caller
         has them."""
+        system = _System(pattern)
+        if any(len(held) == 3 for held in surface):     # dead levels as one coordinate each, not as pairs
+            system = _System(pattern, collapse(self.graph, self.layout, pattern, surface))
+            surface = system.collapsed.surface
         index, minus = self._columns(surface)
         targets = np.concatenate([Y, np.zeros((Y.shape[0], len(surface)))], axis=1)
         values = evaluate(self.graph, X, pattern).values if values is None else values
         w = np.concatenate([values[node.name] for node in self.graph.nodes], axis=1)
         if self.direct(index.size):
-            self._direct(w, targets, Y, pattern, index, minus)
+            self._direct(w, targets, Y, system, index, minus)
         else:
-            self._loose_then_tight(X, w, targets, pattern, index, minus)
-        _hold(w, targets, index, minus)
+            self._loose_then_tight(X, w, targets, system, index, minus)
+        system.hold(w, targets, index, minus)
         return w if self.phi == "identity" else np.concatenate([w, Y], axis=1)
 
     def _columns(self, surface):
@@ -241,7 +246,7 @@ class _MatrixFree:
                                                                 for s, held in zip(start, surface)]])
         return index, minus.astype(np.int64)
 
-    def _direct(self, w, targets, Y, pattern, index, minus):
+    def _direct(self, w, targets, Y, system, index, minus):
         """``w += G lam`` with the columns of ``G`` substituted, blocks of samples at a time (``targets`` of a
         nonlinear output: replaced by the held outputs' minimiser)."""
         k = index.size
@@ -252,8 +257,8 @@ class _MatrixFree:
             rows = slice(lo, lo + step)
             b = w[rows].shape[0]
             # column i of sample m is row m * k + i, under sample m's pattern
-            op = GraphCoboundary(self.graph, {name: np.repeat(p[rows], k, axis=0) for name, p in pattern.items()},
-                                 maps=self.maps)
+            op = GraphCoboundary(self.graph, {name: np.repeat(p[rows], k, axis=0)
+                                              for name, p in system.solved.items()}, maps=self.maps, rows=system.rows)
             unit = np.zeros((b * k, self.n_free))
             unit[np.arange(b * k), np.tile(index, b)] = 1.0
             pair = np.tile(minus >= 0, b)
@@ -265,27 +270,27 @@ class _MatrixFree:
             lam = np.linalg.solve(A, (targets[rows] - t0)[..., None])
             w[rows] += np.einsum("mkn,mk->mn", G, lam[..., 0])
 
-    def _loose_then_tight(self, X, w, targets, pattern, index, minus):
+    def _loose_then_tight(self, X, w, targets, system, index, minus):
         """:meth:`_conjugate_gradients` to :data:`LOOSE`, then on to ``TOL`` for the samples whose loose solution
         reads back ``pattern`` (``w`` updated in place: the others' patterns change, their loose state is the
         next pattern's reading)."""
         if self.LOOSE is None or self.LOOSE <= TOL:
-            self._conjugate_gradients(X, w, targets, pattern, index, minus, TOL)
+            self._conjugate_gradients(X, w, targets, system, index, minus, TOL)
             return
         loose = w.copy()
-        self._conjugate_gradients(X, loose, targets, pattern, index, minus, self.LOOSE)
+        self._conjugate_gradients(X, loose, targets, system, index, minus, self.LOOSE)
         state = loose.copy()
-        _hold(state, targets, index, minus)
+        system.hold(state, targets, index, minus)
+        pattern = system.pattern
         read = read_pattern(self.graph, X, node_values(self.graph, self.layout, state), pattern)
         tighten = np.flatnonzero(same_pattern(self.graph, read, pattern, X.shape[0]))
         if tighten.size:            # from the loose lam (the sample's last), on the forward values again
             part = w[tighten]
-            self._conjugate_gradients(X[tighten], part, targets[tighten],
-                                      {name: p[tighten] for name, p in pattern.items()}, index, minus, TOL)
+            self._conjugate_gradients(X[tighten], part, targets[tighten], system.of_samples(tighten), index, minus, TOL)
             loose[tighten] = part
         w[...] = loose
 
-    def _conjugate_gradients(self, X, w, targets, pattern, index, minus, tol=TOL):
+    def _conjugate_gradients(self, X, w, targets, system, index, minus, tol=TOL):
         """``w += L^{-1} E lam`` with ``lam`` by conjugate gradients, all samples in one batch; a sample solved
         before starts from its last ``lam`` and is preconditioned by its last :data:`RECYCLE` search directions
         (:func:`~sheaflinalg.discord.pinning.schur.recycled`: a few flipped activations change ``S`` little),
@@ -307,7 +312,7 @@ class _MatrixFree:
             Z, SZ = (np.stack([np.pad(entry[j], ((0, m - entry[j].shape[0]), (0, 0))) for entry in last])
                      for j in (1, 2))
             precondition = recycled(Z, SZ)
-        op = GraphCoboundary(self.graph, pattern, maps=self.maps, layout=self.layout)
+        op = GraphCoboundary(self.graph, system.solved, maps=self.maps, layout=self.layout, rows=system.rows)
         lam, shift, steps, directions = schur_cg(op, index, targets - held_values(w, index, minus), start=start,
                                                  tol=tol, progress=self.progress, precondition=precondition,
                                                  minus=minus)
@@ -317,6 +322,29 @@ class _MatrixFree:
             new = (np.empty((0, index.size)),) * 2 if directions is None else (d[i] for d in directions)
             self._last[key] = (columns, lam[i], *(np.concatenate([n, o])[:self.RECYCLE] for n, o in zip(new, old)))
         w += shift
+
+
+class _System:
+    """The pattern a frozen solve reads (``pattern``) and the one its system is solved under (``solved``, with the
+    ``rows`` of :class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`): the same unless dead levels are
+    collapsed (:func:`~sheaflinalg.sheaf.matrix_free.dead_levels.collapse`, one sample)."""
+
+    def __init__(self, pattern, collapsed=None):
+        self.pattern, self.collapsed = pattern, collapsed
+        self.solved = pattern if collapsed is None else collapsed.pattern
+        self.rows = None if collapsed is None else collapsed.rows
+
+    def of_samples(self, samples):
+        """The system of the samples ``samples`` (indices) alone."""
+        if self.collapsed is None:
+            return _System({name: p[samples] for name, p in self.pattern.items()})
+        return self                 # one sample: the only one
+
+    def hold(self, w, targets, index, minus):
+        """The held coordinates and pairs set exactly (:func:`_hold`) and the collapsed levels spread, in place."""
+        if self.collapsed is not None:
+            self.collapsed.spread(w)
+        _hold(w, targets, index, minus)
 
 
 def _carried(columns, values, new):

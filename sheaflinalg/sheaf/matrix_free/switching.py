@@ -48,7 +48,7 @@ from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
 from .window_levels import WindowLevels
-from .window_ties import independent, release_ties, tied_entries
+from .window_ties import independent, release_ties, tied_entries, window_positions
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -166,12 +166,17 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     windows of such a group, the group's levels are read off that solve and held instead of its previous ones
     (every level a star of pairs), so that the search holds the sliding modes of all its windows at once
     rather than discovering their ties one cycle at a time; a group that Filippov's condition releases is read
-    off again (split as any group when that gives back the levels it held).
+    off again (split as any group when that gives back the levels it held).  Once a pattern and surface come
+    back, levels read again could go round with the window outputs they move: from then on a flipping window's
+    entries join the level it selected (with every entry tied with its new largest), and only Filippov's
+    condition splits a group.  A mask coordinate that flips back to the side it had two solves before is held
+    at once (the levels change the surface, so such a cycle need not repeat a whole pattern and surface).
+    With :mod:`~.dead_levels`, the solve holds a group of dead entries as one coordinate, not as pairs.
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
     searched = (MASK, SELECTION) if holds_pairs else (MASK,)
-    surface, seen, level_pairs = set(held), set(), set()
+    surface, seen, level_pairs, last_flips, merging = set(held), set(), set(), set(), False
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -197,22 +202,43 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
                 if relevelled[0] != before:
                     (surface, level_pairs), pat = relevelled, trial
             continue
-        if flipped and LEVELS:      # the groups of flipped windows over dead ReLUs: their levels read off again
+        if flipped and LEVELS and not merging:  # the groups of flipped windows over dead ReLUs: levels read again
             surface, level_pairs = _relevel(graph, values, pat, new, surface, level_pairs,
                                             _flipped_selections(graph, pat, new))
+        surface |= flips & last_flips   # back where they were before the last solve: they slide (the levels
+        last_flips = flips - surface    # change the surface, so such a cycle need not repeat a key)
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
             if not flips | flipped:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
             surface |= flips            # the pattern cycles: the flipping coordinates slide
-            for pair in sorted(flipped):    # and the flipping windows' entries, each tie once (independent rows;
-                # a window of a level: its entry joins the level's group, the levels read off both solves disagree)
-                if not any(pair[1] in e and pair[2] in e for e in tied_entries(surface, pair[0])):
-                    surface.add(pair)
+            merging = True              # and the levels, read again, would go round: flipped windows join them
+            _join(graph, surface, values, pat, new)
             continue
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _join(graph, surface, values, old, new):
+    """Hold equal (``surface``, in place) the entry every flipping window selected under ``old`` and each of its
+    entries tied with its largest in the one-sample solution ``values`` (``new``'s selection and the entries at the
+    same value, up to :data:`ROUNDING`: the window would visit them one solve at a time), each tie once
+    (independent rows; a window of a level: its entries join the level's group)."""
+    for name, windows in _flipped_selections(graph, old, new).items():
+        node = graph.node(name)
+        u = node.inputs[0]
+        z = values[u][0]
+        pos, valid = window_positions(node, graph)
+        tol = ROUNDING * max(1.0, float(np.abs(z).max(initial=0.0)))
+        tied = tied_entries(surface, u)
+        for w in windows.tolist():
+            entries = pos[w][valid[w]]
+            a = int(old[name][0, w])
+            for e in entries[z[entries] >= z[new[name][0, w]] - tol].tolist():
+                if e != a and not any(a in group and e in group for group in tied):
+                    surface.add((u, min(a, e), max(a, e)))
+                    tied = tied_entries(surface, u)
 
 
 def _relevel(graph, values, solved, pattern, surface, level_pairs, only):
