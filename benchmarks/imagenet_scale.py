@@ -7,7 +7,8 @@ eigenvectors, which sum to the eigenvalues) and ``sl.discord.pinned(net, x, y)``
 ``--pin-distance`` (default 0.1) away from its own output along a seeded random direction, or to a one-hot label
 with ``--pin-distance 0``: many held coordinates, so conjugate gradients on the k x k system, see
 ``sheaflinalg.discord.pinning.schur``; its progress bars on stderr, its outcome and conjugate-gradient steps per
-frozen solve printed).  The baseline, in the same process and run: ``sheaflinalg``'s own
+frozen solve printed; the JSON row adds per frozen solve what it holds, ``held``, and the columns of its Lagrange
+system, ``columns``: fewer when levels over dead ReLUs are one coordinate each).  The baseline, in the same process and run: ``sheaflinalg``'s own
 forward pass of the image (median of 3), which the times are printed as ratios of.  Wall seconds, the peak
 resident memory of the process, and the load average before and after each case are printed; ``--figure``
 draws the curves (seconds and peak memory against the number of pixels) with the package's figure helper.

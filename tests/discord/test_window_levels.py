@@ -255,3 +255,21 @@ def test_a_search_holding_more_columns_than_memory_allows_is_refused_with_what_n
     monkeypatch.setattr(memory, "available_bytes", lambda: 200_000)      # the outputs' solves fit, the search's not
     with pytest.raises(memory.InsufficientMemoryError, match="holding"):
         sl.discord.pinned(net, X, net.forward(X) - 0.5)
+
+
+def test_a_flipping_window_joins_its_level_with_every_entry_tied_at_its_new_maximum():
+    # one channel of 5 entries, windows of 3 with stride 1: window 0 covers entries 0-2, window 1 entries 1-3, ...
+    net = sl.Network.from_nodes((1, 5), [Node("relu", "relu", ["x"]), Node(
+        "pool", "maxpool", ["relu"], {"kernel_size": 3, "stride": 1, "padding": 0, "dilation": 1})])
+    values = {"relu": np.array([[-0.5, 0.0, 0.0, -0.5, 0.0]]), "pool": np.zeros((1, 3))}
+    old = {"relu": np.zeros((1, 5), dtype=bool), "pool": np.array([[0, 3, 3]])}
+    new = {"relu": old["relu"], "pool": np.array([[1, 3, 4]])}      # windows 0 and 2 flip, window 1 does not
+    surface = {("relu", 0, 3)}
+    switching._join(net.graph, surface, values, old, new)
+    # window 0: entry 0 joins 1 and 2 (both at its new maximum 0); window 2: entry 3 joins 2 and 4 (2 is tied with
+    # its new maximum 4 too); window 1 is left alone; one group in all
+    assert _groups(surface) == [{0, 1, 2, 3, 4}]
+    only = {("relu", 3, 4)}                         # the windows whose pair is given: window 2 alone
+    surface = {("relu", 0, 3)}
+    switching._join(net.graph, surface, values, old, new, only)
+    assert _groups(surface) == [{0, 2, 3, 4}]

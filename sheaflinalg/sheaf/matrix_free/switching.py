@@ -168,15 +168,17 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     rather than discovering their ties one cycle at a time; a group that Filippov's condition releases is read
     off again (split as any group when that gives back the levels it held).  Once a pattern and surface come
     back, levels read again could go round with the window outputs they move: from then on a flipping window's
-    entries join the level it selected (with every entry tied with its new largest), and only Filippov's
-    condition splits a group.  A mask coordinate that flips back to the side it had two solves before is held
+    entries join the level it selected (with every entry tied with its new largest), at once for a window that
+    flips back, and only Filippov's condition splits a group (a release that comes back is not read as levels
+    again: its own split stands).  A mask coordinate that flips back to the side it had two solves before is held
     at once (the levels change the surface, so such a cycle need not repeat a whole pattern and surface).
     With :mod:`~.dead_levels`, the solve holds a group of dead entries as one coordinate, not as pairs.
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
     searched = (MASK, SELECTION) if holds_pairs else (MASK,)
-    surface, seen, level_pairs, last_flips, merging = set(held), set(), set(), set(), False
+    surface, seen, level_pairs, last_flips, last_flipped, merging = set(held), set(), set(), set(), set(), False
+    releases = set()
     for _ in range(max_iter):
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
@@ -196,7 +198,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
                 return state[0], sorted(surface), pat
             before, trial = surface, {name: rows.copy() for name, rows in pat.items()}
             surface, level_pairs = (surface - released) | kept, (level_pairs - released) | kept
-            if LEVELS:              # a released level's group: its levels read off this solve, unless the same
+            again = frozenset(released) in releases     # released before: its split is not read again
+            releases.add(frozenset(released))
+            if LEVELS and not again:  # a released level's group: its levels read off this solve, unless the same
                 relevelled = _relevel(graph, values, pat, trial, surface, level_pairs,
                                       _selecting(graph, pat, released))
                 if relevelled[0] != before:
@@ -207,6 +211,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
                                             _flipped_selections(graph, pat, new))
         surface |= flips & last_flips   # back where they were before the last solve: they slide (the levels
         last_flips = flips - surface    # change the surface, so such a cycle need not repeat a key)
+        if merging:                     # and so do windows that flip back
+            _join(graph, surface, values, pat, new, flipped & last_flipped)
+        last_flipped = flipped
         key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
         if key in seen:
             if not flips | flipped:
@@ -220,11 +227,12 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     return None
 
 
-def _join(graph, surface, values, old, new):
+def _join(graph, surface, values, old, new, only=None):
     """Hold equal (``surface``, in place) the entry every flipping window selected under ``old`` and each of its
     entries tied with its largest in the one-sample solution ``values`` (``new``'s selection and the entries at the
     same value, up to :data:`ROUNDING`: the window would visit them one solve at a time), each tie once
-    (independent rows; a window of a level: its entries join the level's group)."""
+    (independent rows; a window of a level: its entries join the level's group); ``only``: the windows whose
+    two selections are one of these pairs ``(u, i, j)``, ``i < j``."""
     for name, windows in _flipped_selections(graph, old, new).items():
         node = graph.node(name)
         u = node.inputs[0]
@@ -234,7 +242,9 @@ def _join(graph, surface, values, old, new):
         tied = tied_entries(surface, u)
         for w in windows.tolist():
             entries = pos[w][valid[w]]
-            a = int(old[name][0, w])
+            a, b = int(old[name][0, w]), int(new[name][0, w])
+            if only is not None and (u, min(a, b), max(a, b)) not in only:
+                continue
             for e in entries[z[entries] >= z[new[name][0, w]] - tol].tolist():
                 if e != a and not any(a in group and e in group for group in tied):
                     surface.add((u, min(a, e), max(a, e)))
