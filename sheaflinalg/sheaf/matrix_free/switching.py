@@ -48,7 +48,7 @@ from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
 from .window_levels import WindowLevels
-from .window_ties import independent, release_ties, tied_entries, window_positions
+from .window_ties import independent, release_ties, tie_forest, tie_root, tied_entries, window_positions
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12
@@ -239,16 +239,17 @@ def _join(graph, surface, values, old, new, only=None):
         z = values[u][0]
         pos, valid = window_positions(node, graph)
         tol = ROUNDING * max(1.0, float(np.abs(z).max(initial=0.0)))
-        tied = tied_entries(surface, u)
+        root = tie_forest(surface, u)
         for w in windows.tolist():
             entries = pos[w][valid[w]]
             a, b = int(old[name][0, w]), int(new[name][0, w])
             if only is not None and (u, min(a, b), max(a, b)) not in only:
                 continue
             for e in entries[z[entries] >= z[new[name][0, w]] - tol].tolist():
-                if e != a and not any(a in group and e in group for group in tied):
+                ra, re = tie_root(root, a), tie_root(root, e)
+                if ra != re:
                     surface.add((u, min(a, e), max(a, e)))
-                    tied = tied_entries(surface, u)
+                    root[ra] = re
 
 
 def _relevel(graph, values, solved, pattern, surface, level_pairs, only):

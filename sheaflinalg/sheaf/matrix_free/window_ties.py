@@ -124,11 +124,10 @@ def release_ties(graph, res, force, pairs, pat, kept):
     window reaches), :func:`group_slides`.
     """
     released, tables = set(), {}
-    for group in _groups(pairs):
+    groups = _groups(pairs)
+    for group, windows in zip(groups, _selecting(graph, groups, pat)):
         u = group[0][0]
         entries = np.array(sorted({j for held in group for j in held[1:]}))
-        windows = [(node, int(w)) for node in graph.nodes if node.rule.pattern is SELECTION and node.inputs[0] == u
-                   for w in np.flatnonzero(np.isin(pat[node.name][0], entries))]
         if not windows:             # no window selects the group any more: held equal, it is pulled apart
             F = force[u][0, entries]
             if np.abs(F).max() > 1e-9 * (1.0 + np.abs(F).max()):
@@ -159,6 +158,23 @@ def release_ties(graph, res, force, pairs, pat, kept):
     return released
 
 
+def _selecting(graph, groups, pat):
+    """Per group of pairs ``(u, i, j)``, the ``(node, window)`` of every max-pool window over ``u`` whose selection
+    in the one-sample ``pat`` is an entry of the group (nodes in order, windows ascending)."""
+    label = {}
+    for g, group in enumerate(groups):
+        u = group[0][0]
+        of = label.setdefault(u, np.full(graph.sizes[u], -1))
+        of[[j for held in group for j in held[1:]]] = g
+    out = [[] for _ in groups]
+    for node in graph.nodes:
+        if node.rule.pattern is SELECTION and node.inputs[0] in label:
+            g = label[node.inputs[0]][pat[node.name][0]]
+            for w in np.flatnonzero(g >= 0).tolist():
+                out[g[w]].append((node, w))
+    return out
+
+
 def _select_released(pat, windows, members, entries, F, pulls, short, choice, kept, u):
     """The selections of a released group of several windows, set in ``pat``: a window pulling up takes the
     entry of the selection that failed (``choice``, :func:`group_slides`), every other window
@@ -187,13 +203,23 @@ def tied_entries(surface, u):
             if group[0][0] == u]
 
 
+def tie_forest(surface, u):
+    """``{entry: parent}``: the union-find forest of the entries of ``u`` that the pairs of ``surface`` hold equal
+    (:func:`tie_root` finds an entry's group; joining two roots ``root[a] = b`` joins their groups)."""
+    root = {}
+    for held in surface:
+        if len(held) == 3 and held[0] == u:
+            root[tie_root(root, held[1])] = tie_root(root, held[2])
+    return root
+
+
 def independent(surface):
     """The held coordinates and pairs of ``surface`` (sorted) without the pairs whose entries other pairs already
     hold equal (a cycle of pairs: a dependent column of the pinned system)."""
     root, kept = {}, []
     for held in sorted(surface):
         if len(held) == 3:
-            a, b = _root(root, held[:2]), _root(root, (held[0], held[2]))
+            a, b = tie_root(root, held[:2]), tie_root(root, (held[0], held[2]))
             if a == b:
                 continue
             root[a] = b
@@ -205,14 +231,14 @@ def _groups(pairs):
     """The pairs ``(u, i, j)`` grouped by the entries they tie together (connected through shared entries)."""
     root = {}
     for u, i, j in pairs:
-        root[_root(root, (u, i))] = _root(root, (u, j))
+        root[tie_root(root, (u, i))] = tie_root(root, (u, j))
     groups = {}
     for pair in pairs:
-        groups.setdefault(_root(root, pair[:2]), []).append(pair)
+        groups.setdefault(tie_root(root, pair[:2]), []).append(pair)
     return list(groups.values())
 
 
-def _root(root, entry):
+def tie_root(root, entry):
     """The representative of ``entry`` in the union-find forest ``root`` (``{entry: parent}``, paths halved)."""
     while root.setdefault(entry, entry) != entry:
         root[entry] = root[root[entry]]
