@@ -46,10 +46,28 @@ def pool(function, runs, labels, jobs, tick=None, context=None):
     ``tick()`` is called every :data:`TICK_S` seconds while waiting."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    with process_pool(jobs) as ex:
+    ex = process_pool(jobs)
+    try:
         yield from _stream(lambda params: ex.submit(execute_one, function, params, labels, context),
                            lambda fs: wait(fs, timeout=TICK_S, return_when=FIRST_COMPLETED).done,
                            lambda fs: [f.cancel() for f in fs], runs, jobs, tick)
+    except BaseException:
+        _stop(ex)
+        raise
+    ex.shutdown(wait=True)
+
+
+def _stop(ex):
+    """Shut the pool ``ex`` down without waiting for its running tasks, whose workers are ended: after a Ctrl-C
+    (or an abandoned stream) a worker that missed the interrupt (it landed in a finaliser, or while the worker
+    started) would otherwise keep its run going, and the driver would wait for it."""
+    workers = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for worker in workers:
+        if worker.is_alive():
+            worker.terminate()
+    for worker in workers:
+        worker.join(timeout=10)
 
 
 def dask(function, runs, labels, client, tick=None, context=None):

@@ -321,3 +321,25 @@ def test_two_drivers_on_one_store_compute_each_run_once(tmp_path):
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] == 0
     con.close()
+
+
+def _stubborn(function, params, context=None):
+    """A run that misses every Ctrl-C and would take a minute."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    time.sleep(60)
+    return {}, {}
+
+
+def test_an_interrupted_pool_ends_its_workers_instead_of_waiting_for_their_runs(monkeypatch):
+    monkeypatch.setattr(execute, "TICK_S", 0.05)
+    monkeypatch.setattr(execute.calls, "run", _stubborn)          # the fork workers inherit it
+    ticks = []
+
+    def tick():                 # the driver's heartbeat, here the point where the Ctrl-C lands
+        ticks.append(time.perf_counter())
+        if len(ticks) == 20:
+            raise KeyboardInterrupt
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        list(execute.pool("verify", [(0, {}), (1, {})], (), 2, tick=tick))
+    assert time.perf_counter() - start < 30                       # not the runs' minute
