@@ -12,7 +12,9 @@ unpinned minimiser), the columns of ``G = L^{-1} E`` are one backward and one
 forward substitution each (``L^{-1} = delta^{-1} delta^{-T}``,
 :class:`~sheaflinalg.sheaf.matrix_free.coboundary.GraphCoboundary`) and ``lam`` solves the
 ``k x k`` system ``(E^T G) lam = y - E^T w0`` (the Lagrange conditions of the
-held coordinates ``E^T w = y``; a held pair of max-pool entries is the column ``e_i - e_j``).  A nonlinear
+held coordinates ``E^T w = y``; a held pair of max-pool entries is the column ``e_i - e_j``, and a group of
+entries over inactive ReLUs is no column at all but one coordinate of the system:
+:mod:`~sheaflinalg.sheaf.matrix_free.dead_levels`).  A nonlinear
 output's node is free: its value minimises the discord as a function of the held values plus the output
 edge (:func:`~sheaflinalg.discord.pinning.output_newton.held_outputs`, Newton in ``k`` dimensions), no
 re-linearisation of the sheaf.  As for chains (:mod:`~sheaflinalg.discord.pinning.analysis`) a Filippov
