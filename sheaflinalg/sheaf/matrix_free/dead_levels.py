@@ -20,7 +20,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from ...network.ops import MASK, SELECTION
+from ...network.ops import SELECTION
+from .window_levels import dead_parent
 
 
 class Collapsed:
@@ -119,11 +120,10 @@ def _dead_groups(pairs, active):
 
 
 def _collapsible(graph, u):
-    """The name of the one max pool reading ``u`` when ``u`` is a ``relu`` (a mask of slope 0) read by nothing else;
-    None otherwise."""
-    node = graph.node(u)
+    """The name of the one max pool reading ``u`` when ``u`` is a ``relu`` (a mask of slope 0,
+    :func:`~.window_levels.dead_parent`) read by nothing else; None otherwise."""
     children = graph.children(u)
-    if node.rule.pattern is not MASK or len(children) != 1 or node.rule.slope(node) != 0.0:
+    if not dead_parent(graph, u) or len(children) != 1:
         return None
     pool = graph.node(children[0])
     if pool.rule.pattern is not SELECTION or list(pool.inputs) != [u]:

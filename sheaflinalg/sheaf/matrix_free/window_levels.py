@@ -146,7 +146,7 @@ class WindowLevels:
     def __init__(self, graph, values, pattern, only=None):
         self.pairs, self.selections, self.entries = set(), {}, set()
         for node in (graph.node(n) for n in graph.pattern_nodes):
-            if node.rule.pattern is SELECTION and _dead_parent(graph, node.inputs[0]):
+            if node.rule.pattern is SELECTION and dead_parent(graph, node.inputs[0]):
                 self._read(graph, node, values, pattern, None if only is None else only.get(node.name, ()))
 
     def _read(self, graph, node, values, pattern, only):
@@ -233,7 +233,7 @@ class LevelsHandoff:
         self.graph, self._outside, self._levelled = graph, {}, {}
         for name in graph.pattern_nodes:
             node = graph.node(name)
-            if node.rule.pattern is SELECTION and _dead_parent(graph, node.inputs[0]):
+            if node.rule.pattern is SELECTION and dead_parent(graph, node.inputs[0]):
                 self._levelled[name] = (node.inputs[0], *window_positions(node, graph))
 
     def __call__(self, old, new, samples):
@@ -256,7 +256,7 @@ class LevelsHandoff:
         return handed
 
 
-def _dead_parent(graph, u):
+def dead_parent(graph, u):
     """Whether ``u`` is a ReLU node (a rectifier of slope 0): its inactive entries are pulled back to 0 alone."""
     if u == INPUT:
         return False

@@ -125,7 +125,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
     """
     released, tables = set(), {}
     groups = _groups(pairs)
-    for group, windows in zip(groups, _selecting(graph, groups, pat)):
+    for group, windows in zip(groups, _selecting_windows(graph, groups, pat)):
         u = group[0][0]
         entries = np.array(sorted({j for held in group for j in held[1:]}))
         if not windows:             # no window selects the group any more: held equal, it is pulled apart
@@ -158,7 +158,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
     return released
 
 
-def _selecting(graph, groups, pat):
+def _selecting_windows(graph, groups, pat):
     """Per group of pairs ``(u, i, j)``, the ``(node, window)`` of every max-pool window over ``u`` whose selection
     in the one-sample ``pat`` is an entry of the group (nodes in order, windows ascending)."""
     label = {}
