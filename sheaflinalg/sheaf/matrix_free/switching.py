@@ -48,7 +48,7 @@ from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from ..patterns import graph_pattern, same_pattern
 from .window_levels import WindowLevels
-from .window_ties import independent, release_ties, tie_forest, tie_root, tied_entries, window_positions
+from .window_ties import independent, release_ties, tie_forest, tie_root, window_positions
 
 #: Relative size of a pre-activation taken as zero up to rounding (either side of a mask is consistent).
 ROUNDING = 1e-12

@@ -197,12 +197,6 @@ def _select_released(pat, windows, members, entries, F, pulls, short, choice, ke
             pat[node.name][0, w] = entries[own][int(np.argmax(force[own]))]
 
 
-def tied_entries(surface, u):
-    """The sets of entries of ``u`` that the pairs of ``surface`` hold equal."""
-    return [{j for held in group for j in held[1:]} for group in _groups([h for h in surface if len(h) == 3])
-            if group[0][0] == u]
-
-
 def tie_forest(surface, u):
     """``{entry: parent}``: the union-find forest of the entries of ``u`` that the pairs of ``surface`` hold equal
     (:func:`tie_root` finds an entry's group; joining two roots ``root[a] = b`` joins their groups)."""
