@@ -47,11 +47,12 @@ class GraphCoboundary:
     layout : Layout, optional
         The graph's layout (reduced exactly when ``jacobians`` is None), when the caller has it.
     rows : dict, optional
-        ``{node: [mask of parent 0, mask of parent 1, ...]}``: float 0/1 vectors of the node's size (None:
-        every row) restricting each parent's map ``F_(u_i->v)`` to the rows where its mask is 1.  The
-        operator is then the square unit lower triangular block ``T`` of the tall ``delta_Omega`` of
-        ``skip_encoding="edges"`` that picks one parent's edge per row of an ``add`` node
-        (:mod:`sheaflinalg.sheaf.skip_edges.iterative`).
+        ``{node: [scale of parent 0, scale of parent 1, ...]}``: float vectors of the node's size (None:
+        every row) scaling the rows of each parent's map ``F_(u_i->v)``.  With 0/1 masks the operator is the
+        square unit lower triangular block ``T`` of the tall ``delta_Omega`` of ``skip_encoding="edges"`` that
+        picks one parent's edge per row of an ``add`` node (:mod:`sheaflinalg.sheaf.skip_edges.iterative`); with
+        ``1/sqrt(d)`` on the windows of a max pool reading a level of ``d`` dead entries, the pinned solve's system
+        with that level as one coordinate (:mod:`~.dead_levels`).
 
     Examples
     --------
