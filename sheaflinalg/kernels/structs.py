@@ -149,6 +149,15 @@ GDBuffers
     Gradient descent: ``Z``, ``A``, ``D`` (stacked ``(sum of widths, M)``
     pre-activations, activations, deltas), ``phi_buf`` (``(n_out, M)``) and
     ``grad`` (like ``theta``).
+
+Memberships
+    The memberships ``(window, entry)`` of the window levels' problem
+    (:func:`sheaflinalg.kernels.levels.hildreth_sweeps`).
+
+    * ``rows``, ``entries`` : int64 arrays, per membership its window and its entry.
+    * ``order`` : int64 array, the memberships in sweep order (class by class).
+    * ``inverse`` : float64 array, per membership ``1 / weight[entry] + 1 / stiffness``.
+    * ``weight`` : float64 array, per entry; ``stiffness`` : float, of every window.
 """
 
 from collections import namedtuple
@@ -170,6 +179,7 @@ Rates = namedtuple("Rates", "alpha beta dt")
 Regularisation = namedtuple("Regularisation", "kind strength l1_ratio anchor")
 Tiles = namedtuple("Tiles", "bounds widths partials")
 GDBuffers = namedtuple("GDBuffers", "Z A D phi_buf grad")
+Memberships = namedtuple("Memberships", "rows entries order inverse weight stiffness")
 
 
 @njit(cache=True, inline="always")

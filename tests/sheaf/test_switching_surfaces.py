@@ -137,6 +137,32 @@ def test_a_group_slides_exactly_when_no_subset_of_its_entries_leaves_the_tie_dow
         assert np.all(members[np.flatnonzero(up), choice[up]]) and np.all(choice[~up] == -1)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_groups=st.integers(1, 12))
+def test_many_groups_tested_in_one_linear_problem_get_each_its_own_verdict(seed, n_groups):
+    # the release test puts every group's balance problems into one linear problem: each verdict must be the
+    # exact one (the subset margins) whatever the other groups are, scales apart by orders of magnitude
+    from sheaflinalg.sheaf.matrix_free.window_ties import groups_slide
+    rng = np.random.default_rng(seed)
+    groups, margins = [], []
+    while len(groups) < n_groups:
+        n, n_windows = rng.integers(2, 6), rng.integers(1, 4)
+        members = rng.random((n_windows, n)) < 0.6
+        members[np.arange(n_windows), rng.integers(n, size=n_windows)] = True
+        scale = 10.0 ** rng.integers(-3, 4)
+        pulls, F = scale * rng.normal(size=n_windows), scale * rng.normal(size=n) * rng.integers(0, 2)
+        margin = _tie_margin(F, pulls, members)
+        if abs(margin) > 1e-6 * scale:
+            tol = 1e-9 * (1.0 + np.abs(pulls).max() + np.abs(F).max())
+            groups.append((F, pulls, members, tol))
+            margins.append(margin)
+    verdicts = groups_slide(groups)
+    assert [v[0] for v in verdicts] == [m > 0 for m in margins]
+    for group, (slides, short, choice) in zip(groups, verdicts):
+        alone = groups_slide([group])[0]
+        assert slides == alone[0] and (choice is None) == (alone[2] is None)
+
+
 @settings(max_examples=25)
 @given(case=graph_networks(modes=MODES))
 def test_the_forward_pattern_kept_with_the_ties_is_the_pattern_read_off_their_values(case):

@@ -180,10 +180,14 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     surface, seen, level_pairs, last_flips, last_flipped, merging = set(held), set(), set(), set(), set(), False
     releases = set()
     for _ in range(max_iter):
+        at_zero = {}
+        for held in surface:
+            if len(held) == 2:
+                at_zero.setdefault(held[0], []).append(held[1])
         for node in mask_nodes(graph):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
             # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
-            pat[node.name][0, [held[1] for held in surface if len(held) == 2 and held[0] == node.inputs[0]]] = True
+            pat[node.name][0, at_zero.get(node.inputs[0], [])] = True
         state = solve(x, y, pat, independent(surface))
         values = node_values(graph, solve.layout, state)
         new = read_pattern(graph, x, values, pat, tied)

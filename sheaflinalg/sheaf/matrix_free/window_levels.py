@@ -27,6 +27,8 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
+from ...kernels.levels import hildreth_sweeps
+from ...kernels.structs import Memberships
 from ...network.graph.nodes import INPUT
 from ...network.ops import MASK, SELECTION
 from .window_ties import window_positions
@@ -100,24 +102,16 @@ def swept_levels(rows, entries, slots, target, stiffness=1.0, weight=None, rest=
     True
     """
     n = int(entries.max()) + 1 if entries.size else 0
-    weight = np.ones(n) if weight is None else weight
+    weight = np.ones(n) if weight is None else np.asarray(weight, dtype=float)
     a = np.zeros(n) if rest is None else rest.astype(float).copy()
     t, mu = target.astype(float).copy(), np.zeros(rows.size)
-    classes = _independent_classes(rows, entries, slots)
     scale = tol * (np.abs(target).max(initial=0.0) + np.abs(a).max(initial=0.0) + np.finfo(float).tiny)
-    inverse = 1.0 / weight[entries] + 1.0 / stiffness
-    for _ in range(SWEEPS):
-        for c in classes:
-            w, j = rows[c], entries[c]
-            new = np.maximum(0.0, mu[c] + (a[j] - t[w]) / inverse[c])
-            change = new - mu[c]
-            mu[c] = new
-            a[j] -= change / weight[j]
-            t[w] += change / stiffness
-        gap = t[rows] - a[entries]
-        if gap.min(initial=0.0) >= -scale and np.all((mu == 0.0) | (gap <= scale)):
-            return a, t, True
-    return a, t, False
+    rows, entries = rows.astype(np.int64), entries.astype(np.int64)
+    members = Memberships(rows, entries, np.concatenate([np.zeros(0, dtype=np.int64),
+                                                         *_independent_classes(rows, entries, slots)]),
+                          1.0 / weight[entries] + 1.0 / stiffness, weight, float(stiffness))
+    converged = hildreth_sweeps(members, a, t, mu, SWEEPS, scale)
+    return a, t, converged
 
 
 def _independent_classes(rows, entries, slots):

@@ -15,6 +15,7 @@ that fail; :func:`independent` drops the pairs a cycle of pairs makes redundant.
 import itertools
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import linprog
 
 from ...network.ops import SELECTION
@@ -68,47 +69,88 @@ def group_slides(F, pulls, members, tol):
     >>> group_slides(np.array([-1.0, -1.0]), np.array([1.5, -1.0, 1.5]), pair, 1e-9)[0]
     True
     """
+    return groups_slide([(F, pulls, members, tol)])[0]
+
+
+def groups_slide(groups):
+    """:func:`group_slides` of every group ``(F, pulls, members, tol)`` of ``groups``, with one linear problem for
+    all of them (:func:`_balanced`)."""
+    trials = [_trials(*group) for group in groups]
+    outcomes = iter(_balanced([problem for tried in trials for _, problem in tried or ()]))
+    return [_verdict(*group, tried, None if tried is None else [next(outcomes) for _ in tried])
+            for group, tried in zip(groups, trials)]
+
+
+def _trials(F, pulls, members, tol):
+    """The balance problems ``(F, pulls, members, tol)`` of :func:`group_slides`, one per selection of the windows
+    pulling up (``(picked, problem)``; ``picked`` None when every window pulls down), or None when there are more
+    than :data:`CHOICES` selections."""
     up = pulls > tol
     if not up.any():
-        return (*_balanced(F, pulls, members, tol), None)
+        return [(None, (F, pulls, members, tol))]
     options = [np.flatnonzero(members[w]) for w in np.flatnonzero(up)]
     if np.prod([o.size for o in options], dtype=float) > CHOICES:
-        choice = np.full(pulls.size, -1)
-        choice[up] = [o[int(np.argmax(F[o]))] for o in options]
-        return False, np.zeros(F.size, dtype=bool), choice
+        return None
+    trials = []
     for picked in itertools.product(*options):
         raised = F.copy()
         np.add.at(raised, list(picked), pulls[up])
-        slides, short = _balanced(raised, pulls[~up], members[~up], tol)
-        if not slides:
+        trials.append((picked, (raised, pulls[~up], members[~up], tol)))
+    return trials
+
+
+def _verdict(F, pulls, members, tol, trials, outcomes):
+    """:func:`group_slides`' answer from its :func:`_trials` and their outcomes (:func:`_balanced`, in order): the
+    first selection that fails decides."""
+    up = pulls > tol
+    if trials is None:              # too many selections: taken as not sliding, each window its largest force
+        choice = np.full(pulls.size, -1)
+        choice[up] = [o[int(np.argmax(F[o]))] for o in (np.flatnonzero(row) for row in members[up])]
+        return False, np.zeros(F.size, dtype=bool), choice
+    for (picked, _), (balanced, short) in zip(trials, outcomes):
+        if not balanced:
+            if picked is None:
+                return False, short, None
             choice = np.full(pulls.size, -1)
             choice[up] = picked
             return False, short, choice
     return True, np.zeros(F.size, dtype=bool), None
 
 
-def _balanced(F, pulls, members, tol):
-    """``(balanced, short)``: whether convex weights of the windows (rows of ``members``) over their members make
-    ``F_j + sum_w a_wj pulls[w]`` one value over the entries within ``tol``, and the entries the closest
-    weights leave off by more (a linear feasibility problem)."""
-    W, n = members.shape
-    cols = np.argwhere(members)                          # (window, entry) of every weight
-    k = cols.shape[0]
-    # unknowns: the weights (k), c, and slacks above and below per entry (2 n)
-    A_eq = np.zeros((n + W, k + 1 + 2 * n))
-    A_eq[cols[:, 1], np.arange(k)] = pulls[cols[:, 0]]
-    A_eq[:n, k] = -1.0
-    A_eq[np.arange(n), k + 1 + np.arange(n)] = 1.0
-    A_eq[np.arange(n), k + 1 + n + np.arange(n)] = -1.0
-    A_eq[n + cols[:, 0], np.arange(k)] = 1.0
-    b_eq = np.concatenate([-F, np.ones(W)])
-    cost = np.concatenate([np.zeros(k + 1), np.ones(2 * n)])
-    bounds = [(0, None)] * k + [(None, None)] + [(0, None)] * (2 * n)
-    result = linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=bounds, method="highs")
+def _balanced(problems):
+    """Per problem ``(F, pulls, members, tol)``, ``(balanced, short)``: whether convex weights of the windows (rows
+    of ``members``) over their members make ``F_j + sum_w a_wj pulls[w]`` one value over the entries within ``tol``,
+    and the entries the closest weights leave off by more.  One linear problem for all of them (their blocks
+    are independent, so its optimum is each one's): unknowns per problem the weights, the value ``c`` and slacks
+    above and below per entry, whose sum is minimised."""
+    if not problems:
+        return []
+    rows, cols, vals, b_eq, cost, lower, spans = [], [], [], [], [], [], []
+    r0 = c0 = 0
+    for F, pulls, members, _ in problems:
+        W, n = members.shape
+        weight = np.argwhere(members)                    # (window, entry) of every weight
+        k = weight.shape[0]
+        entry = np.arange(n)
+        rows += [r0 + weight[:, 1], r0 + entry, r0 + entry, r0 + entry, r0 + n + weight[:, 0]]
+        cols += [c0 + np.arange(k), np.full(n, c0 + k), c0 + k + 1 + entry, c0 + k + 1 + n + entry,
+                 c0 + np.arange(k)]
+        vals += [pulls[weight[:, 0]], -np.ones(n), np.ones(n), -np.ones(n), np.ones(k)]
+        b_eq += [-F, np.ones(W)]
+        cost += [np.zeros(k + 1), np.ones(2 * n)]
+        lower += [np.zeros(k), [-np.inf], np.zeros(2 * n)]
+        spans.append((c0 + k + 1, n))
+        r0, c0 = r0 + n + W, c0 + k + 1 + 2 * n
+    A = sparse.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(r0, c0))
+    bounds = np.stack([np.concatenate(lower), np.full(c0, np.inf)], axis=1)
+    result = linprog(np.concatenate(cost), A_eq=A, b_eq=np.concatenate(b_eq), bounds=bounds, method="highs")
     if result.status != 0:
-        return False, np.ones(n, dtype=bool)
-    short = result.x[k + 1:k + 1 + n] + result.x[k + 1 + n:] > tol
-    return not short.any(), short
+        return [(False, np.ones(n, dtype=bool)) for _, n in spans]
+    out = []
+    for (lo, n), (*_, tol) in zip(spans, problems):
+        short = result.x[lo:lo + n] + result.x[lo + n:lo + 2 * n] > tol
+        out.append((not short.any(), short))
+    return out
 
 
 def release_ties(graph, res, force, pairs, pat, kept):
@@ -123,7 +165,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
     side pushes into the tie); otherwise (overlapping windows sharing entries, or a tied entry no selecting
     window reaches), :func:`group_slides`.
     """
-    released, tables = set(), {}
+    released, tables, several = set(), {}, []
     groups = _groups(pairs)
     for group, windows in zip(groups, _selecting_windows(graph, groups, pat)):
         u = group[0][0]
@@ -142,30 +184,35 @@ def release_ties(graph, res, force, pairs, pat, kept):
                 tables[node.name] = window_positions(node, graph)
         members = np.array([np.isin(entries, tables[node.name][0][w][tables[node.name][1][w]])
                             for node, w in windows])
-        if len(windows) == 1 and members.all():
-            gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
-            slides = gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol
-        else:                       # several windows, or entries of the tie outside the one window's reach
-            slides, short, choice = group_slides(F, pulls, members, tol)
-            if not slides:
-                released.update(group)
-                _select_released(pat, windows, members, entries, F, pulls, short, choice, kept, u)
+        if len(windows) > 1 or not members.all():   # overlapping windows, or entries outside the one's reach
+            several.append((group, windows, members, entries, F, pulls, tol))
             continue
-        if not slides:
+        gap = F.sum() / entries.size + pulls[0] / entries.size - F         # c - F_s
+        if not (gap.min() >= min(pulls[0], 0.0) - tol and gap.max() <= tol):
             released.update(group)
             for (node, w), own in zip(windows, members):
                 pat[node.name][0, w] = entries[own][int(np.argmax(F[own]))]
+    verdicts = groups_slide([(F, pulls, members, tol) for *_, members, _, F, pulls, tol in several])
+    for (group, windows, members, entries, F, pulls, _), (slides, short, choice) in zip(several, verdicts):
+        if not slides:
+            released.update(group)
+            _select_released(pat, windows, members, entries, F, pulls, short, choice, kept, group[0][0])
     return released
 
 
 def _selecting_windows(graph, groups, pat):
     """Per group of pairs ``(u, i, j)``, the ``(node, window)`` of every max-pool window over ``u`` whose selection
     in the one-sample ``pat`` is an entry of the group (nodes in order, windows ascending)."""
-    label = {}
+    held = {}
     for g, group in enumerate(groups):
-        u = group[0][0]
-        of = label.setdefault(u, np.full(graph.sizes[u], -1))
-        of[[j for held in group for j in held[1:]]] = g
+        entries, ids = held.setdefault(group[0][0], ([], []))
+        for _, i, j in group:
+            entries += (i, j)
+            ids += (g, g)
+    label = {}
+    for u, (entries, ids) in held.items():
+        label[u] = np.full(graph.sizes[u], -1)
+        label[u][entries] = ids
     out = [[] for _ in groups]
     for node in graph.nodes:
         if node.rule.pattern is SELECTION and node.inputs[0] in label:
