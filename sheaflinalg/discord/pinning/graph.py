@@ -186,6 +186,12 @@ class _MatrixFree:
     LOOSE = 1e-6
     #: Pairs of max-pool entries held equal are columns ``e_i - e_j`` (the Filippov search may hold them).
     holds_pairs = True
+    #: How far conjugate gradients go: ``"auto"`` (:meth:`_loose_then_tight`), ``"loose"`` (to :data:`LOOSE`
+    #: only) or ``"tight"`` (to ``TOL``); the Filippov search tests a state loose first and asks again for the
+    #: one it accepts (:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`).
+    precision = "auto"
+    #: Whether the last solve stopped at :data:`LOOSE` (``precision`` ``"loose"``, conjugate gradients).
+    loose = False
 
     def __init__(self, graph, maps, phi="identity", progress=False):
         self.graph, self.maps, self.phi, self.progress = graph, maps, phi, progress
@@ -224,7 +230,7 @@ class _MatrixFree:
         ``yhat``) and every ``(node, j)`` of ``surface`` at 0, every ``(node, i, j)`` with ``i`` and ``j`` equal
         (one sample when ``surface`` is given); ``values``: the nodes' values under ``pattern`` when the caller
         has them."""
-        system = _System(pattern)
+        system, self.loose = _System(pattern), False
         if any(len(held) == 3 for held in surface):     # dead levels as one coordinate each, not as pairs
             system = _System(pattern, collapse(self.graph, self.layout, pattern, surface))
             surface = system.collapsed.surface
@@ -276,8 +282,10 @@ class _MatrixFree:
         """:meth:`_conjugate_gradients` to :data:`LOOSE`, then on to ``TOL`` for the samples whose loose solution
         reads back ``pattern`` (``w`` updated in place: the others' patterns change, their loose state is the
         next pattern's reading)."""
-        if self.LOOSE is None or self.LOOSE <= TOL:
-            self._conjugate_gradients(X, w, targets, system, index, minus, TOL)
+        if self.LOOSE is None or self.LOOSE <= TOL or self.precision != "auto":
+            tol = self.LOOSE if self.precision == "loose" and self.LOOSE is not None else TOL
+            self.loose = tol > TOL
+            self._conjugate_gradients(X, w, targets, system, index, minus, tol)
             return
         loose = w.copy()
         self._conjugate_gradients(X, loose, targets, system, index, minus, self.LOOSE)

@@ -173,6 +173,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     again: its own split stands).  A mask coordinate that flips back to the side it had two solves before is held
     at once (the levels change the surface, so such a cycle need not repeat a whole pattern and surface).
     With :mod:`~.dead_levels`, the solve holds a group of dead entries as one coordinate, not as pairs.
+    A solve with a ``precision`` attribute solves loosely first: Filippov's condition is tested on a consistent
+    state as the solve left it (a release needs no more), and a state it accepts that the solve left loose (its
+    ``loose`` attribute) is solved again to full precision, read and tested again before it is returned.
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
@@ -188,16 +191,18 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
             # a held coordinate's side does not change the solve (its z is pinned at 0); active is the side
             # that z = 0 reads, so that a frozen solve of a nonlinear output can settle
             pat[node.name][0, at_zero.get(node.inputs[0], [])] = True
-        state = solve(x, y, pat, independent(surface))
-        values = node_values(graph, solve.layout, state)
-        new = read_pattern(graph, x, values, pat, tied)
-        flips = _flipped_masks(graph, pat, new) - surface
-        flipped = _flipped_windows(graph, pat, new) - surface if holds_pairs else set()
-        moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
-                                              if graph.node(n).rule.pattern not in searched}, 1)[0]
-        if not flips and not flipped and not moved:
+        state, values, new, flips, flipped, moved = _solved(solve, graph, x, y, pat, surface, tied, searched,
+                                                              "loose")
+        consistent = not flips and not flipped and not moved
+        if consistent:
             kept = set()
             released = _release(graph, sheaf, x, values, surface, pat, kept)
+            if not released and getattr(solve, "loose", False):    # accepted loose: tested again, tight
+                state, values, new, flips, flipped, moved = _solved(solve, graph, x, y, pat, surface, tied,
+                                                                  searched, "tight")
+                consistent = not flips and not flipped and not moved
+                released = consistent and _release(graph, sheaf, x, values, surface, pat, kept)
+        if consistent:
             if not released:
                 return state[0], sorted(surface), pat
             before, trial = surface, {name: rows.copy() for name, rows in pat.items()}
@@ -229,6 +234,28 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
         seen.add(key)
         pat = {name: np.array(rows) for name, rows in new.items()}
     return None
+
+
+def _solved(solve, graph, x, y, pat, surface, tied, searched, precision):
+    """``(state, values, new, flips, flipped, moved)``: the one-sample frozen solve of :func:`on_switching_surface`
+    under ``pat`` holding ``surface``, its nodes' values, the pattern read off them, the mask coordinates and
+    window pairs it flips outside ``surface``, and whether a piece the search does not hold moved; ``precision``:
+    the solve's own (``"loose"`` or ``"tight"``), when it has one."""
+    own = getattr(solve, "precision", None)
+    if own is not None:
+        solve.precision = precision
+    try:
+        state = solve(x, y, pat, independent(surface))
+    finally:
+        if own is not None:
+            solve.precision = own
+    values = node_values(graph, solve.layout, state)
+    new = read_pattern(graph, x, values, pat, tied)
+    flips = _flipped_masks(graph, pat, new) - surface
+    flipped = _flipped_windows(graph, pat, new) - surface if SELECTION in searched else set()
+    moved = not same_pattern(graph, new, {n: pat[n] for n in graph.pattern_nodes
+                                          if graph.node(n).rule.pattern not in searched}, 1)[0]
+    return state, values, new, flips, flipped, moved
 
 
 def _join(graph, surface, values, old, new, only=None):
