@@ -174,8 +174,9 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     at once (the levels change the surface, so such a cycle need not repeat a whole pattern and surface).
     With :mod:`~.dead_levels`, the solve holds a group of dead entries as one coordinate, not as pairs.
     A solve with a ``precision`` attribute solves loosely first: Filippov's condition is tested on a consistent
-    state as the solve left it (a release needs no more), and a state it accepts that the solve left loose (its
-    ``loose`` attribute) is solved again to full precision, read and tested again before it is returned.
+    state as the solve left it (a release needs no more), and a state that the solve left loose (its ``loose``
+    attribute) is solved again to full precision, read and tested again when the test accepts it or releases what
+    it released before (a warm-started loose solve may not resolve the small change of the surface since).
     """
     graph = sheaf.graph
     holds_pairs = getattr(solve, "holds_pairs", False)
@@ -195,13 +196,18 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
                                                               "loose")
         consistent = not flips and not flipped and not moved
         if consistent:
-            kept = set()
-            released = _release(graph, sheaf, x, values, surface, pat, kept)
-            if not released and getattr(solve, "loose", False):    # accepted loose: tested again, tight
+            kept, tested = set(), {name: rows.copy() for name, rows in pat.items()}
+            released = _release(graph, sheaf, x, values, surface, tested, kept)
+            if getattr(solve, "loose", False) and (not released or frozenset(released) in releases):
+                # accepted loose, or a release seen before (a warm-started loose solve may not resolve the small
+                # change of the surface since: the same release would come round): tested again, tight
                 state, values, new, flips, flipped, moved = _solved(solve, graph, x, y, pat, surface, tied,
                                                                   searched, "tight")
                 consistent = not flips and not flipped and not moved
-                released = consistent and _release(graph, sheaf, x, values, surface, pat, kept)
+                kept, tested = set(), {name: rows.copy() for name, rows in pat.items()}
+                released = consistent and _release(graph, sheaf, x, values, surface, tested, kept)
+            if consistent:
+                pat = tested
         if consistent:
             if not released:
                 return state[0], sorted(surface), pat

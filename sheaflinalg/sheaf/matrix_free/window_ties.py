@@ -125,10 +125,13 @@ def _balanced(problems):
     above and below per entry, whose sum is minimised."""
     if not problems:
         return []
-    rows, cols, vals, b_eq, cost, lower, spans = [], [], [], [], [], [], []
+    rows, cols, vals, b_eq, cost, lower, spans, scales = [], [], [], [], [], [], [], []
     r0 = c0 = 0
     for F, pulls, members, _ in problems:
         W, n = members.shape
+        scale = max(np.abs(F).max(initial=0.0), np.abs(pulls).max(initial=0.0), np.finfo(float).tiny)
+        F, pulls = F / scale, pulls / scale         # each block at the solver's own scale (its tolerances are absolute)
+        scales.append(scale)
         weight = np.argwhere(members)                    # (window, entry) of every weight
         k = weight.shape[0]
         entry = np.arange(n)
@@ -147,8 +150,8 @@ def _balanced(problems):
     if result.status != 0:
         return [(False, np.ones(n, dtype=bool)) for _, n in spans]
     out = []
-    for (lo, n), (*_, tol) in zip(spans, problems):
-        short = result.x[lo:lo + n] + result.x[lo + n:lo + 2 * n] > tol
+    for (lo, n), scale, (*_, tol) in zip(spans, scales, problems):
+        short = result.x[lo:lo + n] + result.x[lo + n:lo + 2 * n] > tol / scale
         out.append((not short.any(), short))
     return out
 
@@ -166,7 +169,7 @@ def release_ties(graph, res, force, pairs, pat, kept):
     window reaches), :func:`group_slides`.
     """
     released, tables, several = set(), {}, []
-    groups = _groups(pairs)
+    groups = _groups(sorted(pairs))         # one order, whatever the set's: the groups share one linear problem
     for group, windows in zip(groups, _selecting_windows(graph, groups, pat)):
         u = group[0][0]
         entries = np.array(sorted({j for held in group for j in held[1:]}))
