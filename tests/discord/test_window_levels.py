@@ -16,7 +16,7 @@ from helpers.naive_graph import coboundary, read_pattern
 import sheaflinalg as sl
 from sheaflinalg.network.graph import Node
 from sheaflinalg.sheaf.layout import Layout
-from sheaflinalg.sheaf.matrix_free import switching
+from sheaflinalg.sheaf.matrix_free import filippov
 from sheaflinalg.sheaf.matrix_free.window_levels import levels
 
 
@@ -193,7 +193,7 @@ def test_levels_settle_windows_the_search_alone_leaves_cycling(monkeypatch):
     assert pd.settled.all() and all(len(held) > 0 for held in pd.sliding)
     for s in range(2):
         _check_filippov(net, X[s], pd.state[s], pd.sliding[s])
-    monkeypatch.setattr(switching, "LEVELS", False)
+    monkeypatch.setattr(filippov, "LEVELS", False)
     assert not sl.discord.pinned(net, X, Y).settled.all()
 
 
@@ -265,11 +265,11 @@ def test_a_flipping_window_joins_its_level_with_every_entry_tied_at_its_new_maxi
     old = {"relu": np.zeros((1, 5), dtype=bool), "pool": np.array([[0, 3, 3]])}
     new = {"relu": old["relu"], "pool": np.array([[1, 3, 4]])}      # windows 0 and 2 flip, window 1 does not
     surface = {("relu", 0, 3)}
-    switching._join(net.graph, surface, values, old, new)
+    filippov._join(net.graph, surface, values, old, new)
     # window 0: entry 0 joins 1 and 2 (both at its new maximum 0); window 2: entry 3 joins 2 and 4 (2 is tied with
     # its new maximum 4 too); window 1 is left alone; one group in all
     assert _groups(surface) == [{0, 1, 2, 3, 4}]
     only = {("relu", 3, 4)}                         # the windows whose pair is given: window 2 alone
     surface = {("relu", 0, 3)}
-    switching._join(net.graph, surface, values, old, new, only)
+    filippov._join(net.graph, surface, values, old, new, only)
     assert _groups(surface) == [{0, 2, 3, 4}]

@@ -32,8 +32,9 @@ import numpy as np
 
 from ...network.graph.forward import evaluate
 from ...sheaf.matrix_free.residuals import GraphSheaf, output_adjoint, output_residual
-from ...sheaf.matrix_free.switching import iterate_pattern, node_values, read_pattern, same_pattern, settle_surfaces
-from ...sheaf.matrix_free import switching
+from ...sheaf.matrix_free.switching import iterate_pattern, node_values, read_pattern, same_pattern
+from ...sheaf.matrix_free import filippov
+from ...sheaf.matrix_free.filippov import settle_surfaces
 from ...sheaf.matrix_free.window_levels import LevelsHandoff
 from ...sheaf.matrix_free.dead_levels import collapse
 from ...sheaf.layout import Layout
@@ -71,7 +72,7 @@ def pinned_equilibrium(net, X, Y, max_iter, backend, progress=False):
         search = LineSearch(sheaf, layout, X.shape[0])
     newton = second_order(graph, solver)
     state, pattern, settled, _ = iterate_pattern(solver, graph, X, Y, 1 if newton else max_iter, damp=search,
-                                                 handoff=LevelsHandoff(graph) if switching.LEVELS else None)
+                                                 handoff=LevelsHandoff(graph) if filippov.LEVELS else None)
     if newton:                              # from the first Gauss-Newton solution
         state, settled = _newton(sheaf, solver, X, state, max_iter, search)
         pattern = sheaf.residuals(X, node_values(graph, layout, state)).pattern
@@ -188,7 +189,7 @@ class _MatrixFree:
     holds_pairs = True
     #: How far conjugate gradients go: ``"auto"`` (:meth:`_loose_then_tight`), ``"loose"`` (to :data:`LOOSE`
     #: only) or ``"tight"`` (to ``TOL``); the Filippov search tests a state loose first and asks again for the
-    #: one it accepts (:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`).
+    #: one it accepts (:func:`~sheaflinalg.sheaf.matrix_free.filippov.on_switching_surface`).
     precision = "auto"
     #: Whether the last solve stopped at :data:`LOOSE` (``precision`` ``"loose"``, conjugate gradients).
     loose = False

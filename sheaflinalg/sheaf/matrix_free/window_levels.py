@@ -20,7 +20,7 @@ frozen solve (pairs ``(u, anchor, j)``, a star around one entry, whose columns `
 block of the pinned system near the identity where a chain of pairs would not), every window of the level
 selecting one of its entries.  At a Filippov equilibrium the outputs are the equilibrium's and the entries are
 the minimiser given them (a block of the same convex energy): the levels read off it are the ones it holds, so
-a search that holds the levels read off each solve stops there (:func:`~.switching.on_switching_surface`).
+a search that holds the levels read off each solve stops there (:func:`~.filippov.on_switching_surface`).
 """
 
 import numpy as np

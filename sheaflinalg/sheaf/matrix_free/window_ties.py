@@ -8,7 +8,7 @@ weights exist: with ``F`` the force on every entry of the group without the wind
 ``F_j + sum_w a_wj e_w`` must be one value over the group (a linear feasibility problem; one window: the
 closed form of :func:`release_ties`).  A window pulling up raises one of its tied entries, not a mix: the test
 is then made for every such selection.  :func:`release_ties` applies it to the groups a Filippov search holds
-(:func:`~sheaflinalg.sheaf.matrix_free.switching.on_switching_surface`) and sets the selections of the groups
+(:func:`~sheaflinalg.sheaf.matrix_free.filippov.on_switching_surface`) and sets the selections of the groups
 that fail; :func:`independent` drops the pairs a cycle of pairs makes redundant.
 """
 
@@ -117,12 +117,51 @@ def _verdict(F, pulls, members, tol, trials, outcomes):
     return True, np.zeros(F.size, dtype=bool), None
 
 
+#: Most windows of a balance problem that :func:`_transported` decides (it tries every subset of them).
+HALL_WINDOWS = 10
+
+
 def _balanced(problems):
     """Per problem ``(F, pulls, members, tol)``, ``(balanced, short)``: whether convex weights of the windows (rows
     of ``members``) over their members make ``F_j + sum_w a_wj pulls[w]`` one value over the entries within ``tol``,
-    and the entries the closest weights leave off by more.  One linear problem for all of them (their blocks
-    are independent, so its optimum is each one's): unknowns per problem the weights, the value ``c`` and slacks
-    above and below per entry, whose sum is minimised."""
+    and the entries the closest weights leave off by more.  A problem :func:`_transported` balances exactly is
+    balanced; the others share one linear problem (:func:`_balanced_linear`)."""
+    out = [(True, np.zeros(F.size, dtype=bool)) if _transported(F, pulls, members) else None
+           for F, pulls, members, _ in problems]
+    rest = [i for i, o in enumerate(out) if o is None]
+    for i, outcome in zip(rest, _balanced_linear([problems[i] for i in rest])):
+        out[i] = outcome
+    return out
+
+
+def _transported(F, pulls, members):
+    """Whether windows that all pull down balance the group exactly (False: not decided here).
+
+    With ``P_w = -pulls[w] >= 0`` the weights carry ``q_wj = a_wj P_w`` from each window to its members, and the
+    common value is ``c = (sum F - sum P) / n``, so each entry must receive ``d_j = F_j - c >= 0``: a
+    transportation problem with equal totals, feasible exactly when every set ``A`` of windows has
+    ``P(A) <= d(N(A))`` (``N(A)`` the entries of its windows; Gale's theorem, the max-flow min-cut bound), tried
+    for every subset of at most :data:`HALL_WINDOWS` windows.  Rounding aside (``1e-12`` of the problem's scale),
+    it says balanced only where the linear problem's optimum is 0.
+    """
+    W, n = members.shape
+    if W == 0 or W > HALL_WINDOWS or np.any(pulls > 0.0):
+        return False
+    supply = -pulls
+    c = (F.sum() - supply.sum()) / n
+    demand = F - c
+    rounding = 1e-12 * (n + W) * max(np.abs(F).max(), supply.max(), np.finfo(float).tiny)
+    if demand.min() < -rounding:
+        return False
+    subsets = (np.arange(1, 2**W)[:, None] >> np.arange(W)[None, :]) & 1          # (2^W - 1, W)
+    reached = (subsets @ members.astype(np.int64)) > 0
+    return bool(np.all(subsets @ supply <= reached @ np.maximum(demand, 0.0) + rounding))
+
+
+def _balanced_linear(problems):
+    """:func:`_balanced` by one linear problem for all of ``problems`` (their blocks are independent, so its optimum
+    is each one's): unknowns per problem the weights, the value ``c`` and slacks above and below per entry, whose
+    sum is minimised."""
     if not problems:
         return []
     rows, cols, vals, b_eq, cost, lower, spans, scales = [], [], [], [], [], [], [], []

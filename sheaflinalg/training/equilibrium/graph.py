@@ -47,8 +47,8 @@ from ..._common.validation import check_bool, check_int
 from ...network.graph.forward import evaluate
 from ...network.ops import MASK, SELECTION
 from ...sheaf.matrix_free.residuals import GraphSheaf, StateResiduals
-from ...sheaf.matrix_free.switching import (decided_slides, forward_ties, iterate_pattern, node_values,
-                                               settle_surfaces)
+from ...sheaf.matrix_free.filippov import settle_surfaces
+from ...sheaf.matrix_free.switching import decided_slides, forward_ties, iterate_pattern, node_values
 from ...sheaf.layout import Layout
 from ...sheaf.matrix_free.coboundary import GraphCoboundary
 from ..output_edge import check_graph_loss, loss_gradient_scale, loss_pull
