@@ -4,8 +4,8 @@ surfaces.
 The output is pinned (the output node of the reduced sheaf for an identity
 output, ``yhat`` otherwise), the discord is minimised for a frozen activation
 pattern, and the pattern is updated from the solution until it is
-consistent (pattern iteration and Filippov sliding on ReLU and max-pool switching
-surfaces: :mod:`~sheaflinalg.sheaf.matrix_free.switching`).  The frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
+consistent (pattern iteration, :mod:`~sheaflinalg.sheaf.matrix_free.switching`, and Filippov sliding on ReLU and
+max-pool switching surfaces, :mod:`~sheaflinalg.sheaf.matrix_free.filippov`).  The frozen-pattern solve is matrix-free: with ``k`` coordinates held (the
 outputs, and the switching-surface coordinates), the minimiser is
 ``w = w0 + G lam`` where ``w0`` is the forward pass under the pattern (the
 unpinned minimiser), the columns of ``G = L^{-1} E`` are one backward and one
