@@ -35,11 +35,11 @@ LEVELS = True
 
 def settle_surfaces(solve, sheaf, X, Y, state, pattern, settled, forces, rest, max_iter, tied=None):
     """``sliding``: per sample, the ``(node, j)`` pairs held on a switching surface (and ``(node, i, j)`` max-pool
-    entries held equal), after the surface check of the settled samples (:func:`check_surfaces`) and the
-    Filippov search of the others (:func:`on_switching_surface`, whose equilibria are checked again; one that
+    entries held equal), after the surface check of the settled samples (:func:`~.switching.check_surfaces`) and
+    the Filippov search of the others (:func:`on_switching_surface`, whose equilibria are checked again; one that
     the check pushes off a surface is searched again from there, up to :data:`SEARCHES` times); ``state``,
-    ``pattern`` and ``settled`` (from :func:`iterate_pattern`) are changed in place.  ``forces`` and ``rest``
-    are :func:`check_surfaces`'s, ``tied`` :func:`iterate_pattern`'s."""
+    ``pattern`` and ``settled`` (from :func:`~.switching.iterate_pattern`) are changed in place.  ``forces`` and
+    ``rest`` are :func:`~.switching.check_surfaces`'s, ``tied`` :func:`~.switching.iterate_pattern`'s."""
     sliding = [[] for _ in range(X.shape[0])]
     values = node_values(sheaf.graph, solve.layout, state)      # views: the check holds its coordinates at 0
     decided = None if tied is None else forward_zeros(sheaf.graph, tied)
@@ -75,10 +75,10 @@ def on_switching_surface(solve, sheaf, x, y, pat, max_iter, tied=None, held=()):
     ``node`` the window's parent); a consistent solution is accepted when both sides push into the surface at
     every held coordinate and pair, and one that fails the condition is released to the side it is pushed to.
     ``sheaf`` is the graph's :class:`~sheaflinalg.sheaf.matrix_free.residuals.GraphSheaf` (the held coordinates
-    are never the output node's, so the output edge's force is not needed); ``tied``: :func:`read_pattern`'s,
-    the sample's forward values.  Pairs that share an entry hold a group of entries equal; only a solve
-    whose ``holds_pairs`` attribute is true holds pairs (otherwise a cycle of selections alone is not
-    searched: None); ``held``: the coordinates and pairs held from the start.
+    are never the output node's, so the output edge's force is not needed); ``tied``:
+    :func:`~.switching.read_pattern`'s, the sample's forward values.  Pairs that share an entry hold a group of
+    entries equal; only a solve whose ``holds_pairs`` attribute is true holds pairs (otherwise a cycle of
+    selections alone is not searched: None); ``held``: the coordinates and pairs held from the start.
 
     Windows over dead ReLUs pulled down (:mod:`~.window_levels`, with :data:`LEVELS`): whenever a solve flips
     windows of such a group, the group's levels are read off that solve and held instead of its previous ones
