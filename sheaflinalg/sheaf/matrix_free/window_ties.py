@@ -1,15 +1,16 @@
 """Max-pool windows whose entries are held equal (a Filippov sliding mode of a max-pool switching surface):
 whether a held group slides.
 
-Overlapping windows (a stride below the kernel) share entries: two sliding windows that share one hold the
-union of their entries equal, and each window's pull ``e_w`` (its edge residual, on its selected entry) is
-spread over its own entries of the group with convex weights.  :func:`group_slides` decides whether such
-weights exist: with ``F`` the force on every entry of the group without the windows' pulls,
-``F_j + sum_w a_wj e_w`` must be one value over the group (a linear feasibility problem; one window: the
-closed form of :func:`release_ties`).  A window pulling up raises one of its tied entries, not a mix: the test
-is then made for every such selection.  :func:`release_ties` applies it to the groups a Filippov search holds
-(:func:`~sheaflinalg.sheaf.matrix_free.filippov.on_switching_surface`) and sets the selections of the groups
-that fail; :func:`independent` drops the pairs a cycle of pairs makes redundant.
+Overlapping windows (a stride below the kernel) share entries: two sliding windows that share one hold the union
+of their entries equal, and each window's pull ``e_w`` (its edge residual, on its selected entry) is spread over
+its own entries of the group with convex weights. :func:`group_slides` decides whether such weights exist: with
+``F`` the force on every entry of the group without the windows' pulls, ``F_j + sum_w a_wj e_w`` must be one
+value over the group (a linear feasibility problem; one window: the closed form of :func:`release_ties`; groups
+whose windows all pull down and balance exactly: Gale's subset condition, :func:`_transported`; the rest: one
+linear problem for all of them, :func:`groups_slide`). A window pulling up raises one of its tied entries, not a
+mix: the test is then made for every such selection. :func:`release_ties` applies it to the groups a Filippov
+search holds (:func:`~sheaflinalg.sheaf.matrix_free.filippov.on_switching_surface`) and sets the selections of
+the groups that fail; :func:`independent` drops the pairs a cycle of pairs makes redundant.
 """
 
 import itertools
