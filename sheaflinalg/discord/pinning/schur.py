@@ -75,11 +75,12 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
     M, k = rhs.shape
     maxiter = 2 * k + 20 if maxiter is None else maxiter
     product = _product(op, index, M, minus)
-    lam = np.zeros((M, k))
+    lam, shift = np.zeros((M, k)), None
     r = rhs.copy()
     if start is not None:
         lam[...] = start
-        r -= product(lam)[0]
+        s, shift = product(lam)         # the shift itself if no step follows
+        r -= s
     scale = np.maximum(np.linalg.norm(rhs, axis=1), np.finfo(float).tiny)
     inverse = (lambda v: v) if precondition is None else precondition
     z = inverse(r)
@@ -104,7 +105,10 @@ def schur_cg(op, index, rhs, start=None, tol=TOL, maxiter=None, progress=False, 
             bar.update(1)
             bar.set_postfix(residual=f"{float(np.max(np.linalg.norm(r, axis=1) / scale)):.1e}", refresh=False)
     directions = (np.stack(P, axis=1), np.stack(SP, axis=1)) if steps else None
-    shift = product(lam)[1] if steps or start is not None else np.zeros((M, op.layout.n_free))
+    if steps:
+        shift = product(lam)[1]
+    elif shift is None:
+        shift = np.zeros((M, op.layout.n_free))
     return lam, shift, steps, directions
 
 

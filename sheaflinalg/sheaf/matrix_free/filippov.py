@@ -162,6 +162,10 @@ class _Search:
                                               if graph.node(n).rule.pattern not in self.searched}, 1)[0]
         return state, values, new, flips, flipped, moved
 
+    def _key(self, pat):
+        """The search's state: the pattern ``pat`` and the held surface."""
+        return b"".join(pat[n].tobytes() for n in self.graph.pattern_nodes), frozenset(self.surface)
+
     def _tested(self, pat, solved):
         """``(solved, released, kept, pattern)``: Filippov's condition on the consistent solution ``solved``
         (:func:`_release`: what fails it, the pairs of split groups held again, ``pat`` with the released
@@ -171,7 +175,7 @@ class _Search:
         graph, surface = self.graph, self.surface
         kept, tested = set(), {name: rows.copy() for name, rows in pat.items()}
         released = _release(graph, self.sheaf, self.x, solved[1], surface, tested, kept)
-        key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(surface))
+        key = self._key(pat)
         if getattr(self.solve, "loose", False) and (not released or key in self.tested_loose):
             solved = self._solved(pat, "tight")
             kept, tested = set(), {name: rows.copy() for name, rows in pat.items()}
@@ -210,7 +214,7 @@ class _Search:
         if self.merging:                             # and so do windows that flip back
             _join(graph, self.surface, values, pat, new, flipped & self.last_flipped)
         self.last_flipped = flipped
-        key = (b"".join(pat[n].tobytes() for n in graph.pattern_nodes), frozenset(self.surface))
+        key = self._key(pat)
         if key in self.seen:
             if not flips | flipped:
                 return None         # another piece (a clamp, a tangent; a selection if not held) cycles
